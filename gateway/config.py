@@ -1,0 +1,251 @@
+"""Configuration: defaults, a TOML file, then the environment, then command-line flags.
+
+Precedence (highest first): CLI flags (``--host``, ``--port``, ``--read-only``) > environment >
+TOML file (``--config FILE``) > defaults. ``config/gateway.example.toml`` lists every option.
+
+Environment names:
+
+- The outside contract's names (``shared/spec/design.md``): ``GITLAB_URL``, ``GITLAB_TOKEN``,
+  ``GATEWAY_STATE_DIR``.
+- Every other option as ``GATEWAY_<SECTION>__<OPTION>``, for example
+  ``GATEWAY_GITLAB__CREDENTIAL_MODE=passthrough`` or ``GATEWAY_BROKER__FAIL_LIMIT=5``; top-level
+  options as ``GATEWAY_<OPTION>`` (``GATEWAY_READ_ONLY=true``). Lists and tables are JSON.
+
+Validation errors name the option (``gitlab.url``) and are printed without a stack trace by
+``gateway.__main__``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+AgentId = str
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServerSettings(_Section):
+    """HTTP listener and MCP session limits."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+    #: Extra ``Host`` header values accepted besides loopback names and the bind address
+    #: (DNS-rebinding protection, MCP 2025-11-25 basic/transports#security-warning).
+    allowed_hosts: tuple[str, ...] = ()
+    #: ``Origin`` values accepted besides loopback origins. A request without ``Origin`` is fine.
+    allowed_origins: tuple[str, ...] = ()
+    session_ttl_seconds: float = Field(3600.0, gt=0)
+    max_sessions: int = Field(1000, ge=1)
+    #: Largest accepted JSON-RPC request body, bytes.
+    max_request_bytes: int = Field(1_048_576, ge=1024)
+    #: Seconds in-flight calls get to finish after SIGTERM.
+    shutdown_timeout_seconds: float = Field(10.0, ge=0)
+    #: SSE keep-alive comment interval for long tool calls, seconds.
+    keepalive_seconds: float = Field(15.0, gt=0)
+    #: Page size of ``tools/list`` (MCP server/utilities/pagination).
+    tools_page_size: int = Field(50, ge=1)
+
+
+class ClientToken(_Section):
+    """A bearer secret a caller presents to the gateway, mapped to a broker agent id."""
+
+    token: SecretStr
+    agent_id: AgentId
+
+
+class GitLabSettings(_Section):
+    """Where GitLab is and how the gateway talks to it."""
+
+    url: str = "https://gitlab.com"
+    token: SecretStr | None = None
+    #: ``service``: send ``token``. ``passthrough``: forward the caller's own GitLab token.
+    credential_mode: Literal["service", "passthrough"] = "service"
+    #: PEM bundle of extra CA certificates (a private CA); TLS verification is never off.
+    ca_bundle: Path | None = None
+    timeout_seconds: float = Field(30.0, gt=0)
+    connect_timeout_seconds: float = Field(5.0, gt=0)
+    #: Reads only: attempts in all (1 = no retry), and the deadline across all of them.
+    retry_attempts: int = Field(4, ge=1, le=10)
+    retry_deadline_seconds: float = Field(30.0, gt=0)
+    #: Longest ``Retry-After`` the gateway waits for on the caller's behalf; longer → rate_limited.
+    max_retry_after_seconds: float = Field(10.0, ge=0)
+
+    @field_validator("url")
+    @classmethod
+    def _url_is_http(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://, for example https://gitlab.example.com")
+        return value
+
+
+class CacheSettings(_Section):
+    """What GitLab data is kept, for how long. Keys always include a keyed hash of the credential."""
+
+    enabled: bool = True
+    max_entries: int = Field(2048, ge=1)
+    #: File content at an immutable commit SHA, seconds.
+    blob_ttl_seconds: float = Field(600.0, ge=0)
+    #: A project's branch and tag names (for blob URLs whose branch contains ``/``), seconds.
+    refs_ttl_seconds: float = Field(30.0, ge=0)
+    #: A project's Duo context exclusion rules, seconds.
+    exclusions_ttl_seconds: float = Field(60.0, ge=0)
+
+
+class BrokerSettings(_Section):
+    """The phase broker (``shared/spec/broker.md``)."""
+
+    agents: tuple[AgentId, ...] = ("pm", "dev", "reviewer")
+    fail_limit: int = Field(3, ge=1)
+    fix_limit: int = Field(2, ge=1)
+    #: Longest single ``wait_for_message``, seconds (the seed's default is 3600).
+    max_wait_seconds: float = Field(3600.0, gt=0)
+    #: An agent is ``connected`` with a wait open or a call within this many seconds.
+    connected_window_seconds: float = Field(60.0, gt=0)
+    #: When set, replaces every plan's ``cooldownMinutes`` (seconds); for tests and demos.
+    cooldown_seconds_override: float | None = Field(None, ge=0)
+    #: Activity logs rotate at this size, keeping ``log_backups`` old files.
+    log_max_bytes: int = Field(1_048_576, ge=1024)
+    log_backups: int = Field(3, ge=0)
+
+
+class LoggingSettings(_Section):
+    """Structured logs on stderr."""
+
+    format: Literal["json", "plain"] = "plain"
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
+class Settings(BaseSettings):
+    """The gateway's whole configuration. Build it with :func:`load_settings`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="GATEWAY_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    server: ServerSettings = ServerSettings()
+    gitlab: GitLabSettings = GitLabSettings()
+    cache: CacheSettings = CacheSettings()
+    broker: BrokerSettings = BrokerSettings()
+    logging: LoggingSettings = LoggingSettings()
+    #: Broker database, activity logs and ``.stop-pipeline``.
+    state_dir: Path = Path(".pipeline")
+    #: Hide and refuse every tool that is not read-only.
+    read_only: bool = False
+    #: Only these toolsets are served (``ci``, ``repository``, ``duo_agent_platform``, ``broker``);
+    #: empty means all.
+    toolsets: tuple[str, ...] = ()
+    #: Bearer secrets of callers, each mapped to a broker agent id. Empty: ``X-Agent-Id`` on loopback.
+    client_tokens: tuple[ClientToken, ...] = ()
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        for client in self.client_tokens:
+            if client.agent_id not in self.broker.agents:
+                raise ValueError(
+                    f"client_tokens: agent_id {client.agent_id!r} is not one of broker.agents "
+                    f"{list(self.broker.agents)}"
+                )
+        if (
+            not is_loopback(self.server.host)
+            and self.gitlab.credential_mode == "service"
+            and self.gitlab.token is not None
+            and not self.client_tokens
+        ):
+            raise ValueError(
+                f"server.host {self.server.host!r} is not a loopback address, a service GitLab token is set "
+                "and no client_tokens are configured: anyone who reaches the port could act with that "
+                "token. Configure client_tokens, use gitlab.credential_mode = 'passthrough', or bind "
+                "to 127.0.0.1."
+            )
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (
+            init_settings,
+            _ContractEnvSource(settings_cls),
+            env_settings,
+            TomlConfigSettingsSource(settings_cls),
+        )
+
+
+class _ContractEnvSource(PydanticBaseSettingsSource):
+    """Maps the outside contract's environment names onto their options."""
+
+    _NAMES: dict[str, tuple[str, str | None]] = {
+        "GITLAB_URL": ("gitlab", "url"),
+        "GITLAB_TOKEN": ("gitlab", "token"),
+        "GATEWAY_STATE_DIR": ("state_dir", None),
+    }
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for env_name, (section, option) in self._NAMES.items():
+            value = os.environ.get(env_name)
+            if value is None or value == "":
+                continue
+            if option is None:
+                out[section] = value
+            else:
+                out.setdefault(section, {})[option] = value
+        return out
+
+
+def is_loopback(host: str) -> bool:
+    """True when ``host`` (a name or an address) only listens on the loopback interface."""
+    if host in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Build :class:`Settings` from ``config_file`` (TOML), the environment and ``overrides``.
+
+    Args:
+        config_file: a TOML file; its tables are the sections of :class:`Settings`.
+        **overrides: highest-precedence values, as nested dicts (``server={"port": 9000}``);
+            they are merged into the file's and the environment's values, not swapped for them.
+
+    Raises:
+        pydantic.ValidationError: an option is invalid; each error's ``loc`` names the option.
+        FileNotFoundError: ``config_file`` does not exist.
+    """
+    if config_file is None:
+        return Settings(**overrides)
+    if not config_file.is_file():
+        raise FileNotFoundError(f"configuration file {config_file} does not exist")
+
+    class _FromFile(Settings):
+        model_config = SettingsConfigDict(toml_file=config_file)
+
+    loaded = _FromFile(**overrides)
+    return Settings.model_construct(**{name: getattr(loaded, name) for name in Settings.model_fields})

@@ -1,0 +1,84 @@
+"""GitLab credentials: which token a call sends, and a cache key that never reveals it.
+
+Modes (``shared/spec/design.md``, "GitLab credentials"):
+
+- ``service``: the gateway's own ``GITLAB_TOKEN`` (or none: anonymous reads of public projects).
+- ``passthrough``: the caller's ``PRIVATE-TOKEN: <t>`` or ``Authorization: Bearer <t>`` header is
+  forwarded unchanged. When the gateway has client tokens configured, ``Authorization`` carries
+  the caller's gateway secret, so the GitLab token must then come in ``PRIVATE-TOKEN``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass, field
+from typing import Literal
+
+#: A per-process secret for keyed hashes of tokens, so cache keys and logs never carry a token
+#: or a plain hash that could be checked against a guessed token.
+_HASH_KEY = secrets.token_bytes(32)
+
+
+@dataclass(frozen=True)
+class Credential:
+    """One GitLab credential.
+
+    Attributes:
+        header: ``PRIVATE-TOKEN`` or ``Authorization`` (then ``token`` is sent as ``Bearer <token>``).
+        token: the secret; empty for anonymous access.
+        source: ``service`` or ``passthrough``.
+    """
+
+    header: Literal["PRIVATE-TOKEN", "Authorization"]
+    token: str = field(repr=False)
+    source: Literal["service", "passthrough"] = "service"
+
+    @property
+    def cache_key(self) -> str:
+        """A keyed hash (HMAC-SHA256, 16 hex chars) that partitions caches by credential."""
+        if not self.token:
+            return "anonymous"
+        return hmac.new(_HASH_KEY, self.token.encode(), hashlib.sha256).hexdigest()[:16]
+
+    def headers(self) -> dict[str, str]:
+        """The HTTP header to send to GitLab (none when anonymous)."""
+        if not self.token:
+            return {}
+        if self.header == "Authorization":
+            return {"Authorization": f"Bearer {self.token}"}
+        return {"PRIVATE-TOKEN": self.token}
+
+
+ANONYMOUS = Credential(header="PRIVATE-TOKEN", token="", source="service")
+
+
+def service_credential(token: str | None) -> Credential:
+    """The gateway's own credential in ``service`` mode (anonymous when ``token`` is empty)."""
+    if not token:
+        return ANONYMOUS
+    return Credential(header="PRIVATE-TOKEN", token=token, source="service")
+
+
+def passthrough_credential(
+    headers: dict[str, str] | object, *, authorization_is_gateway_secret: bool
+) -> Credential | None:
+    """The caller's own GitLab token from request headers, or None when it sent none.
+
+    Args:
+        headers: a case-insensitive mapping of the MCP request's headers.
+        authorization_is_gateway_secret: True when client tokens are configured, so
+            ``Authorization`` is the caller's gateway secret and not a GitLab token.
+    """
+    get = getattr(headers, "get")  # noqa: B009 - multidict and dict alike
+    private = get("PRIVATE-TOKEN")
+    if private:
+        return Credential(header="PRIVATE-TOKEN", token=private.strip(), source="passthrough")
+    if authorization_is_gateway_secret:
+        return None
+    auth = get("Authorization") or ""
+    scheme, _, value = auth.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return Credential(header="Authorization", token=value.strip(), source="passthrough")
+    return None

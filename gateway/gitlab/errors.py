@@ -1,0 +1,105 @@
+"""Typed errors raised at the GitLab client edge, and their one mapping to tool errors.
+
+GitLab's own MCP server maps HTTP status to reasons as 401/403 → unauthorized, 404 → not_found,
+429 → rate limited, other 4xx → bad_request (``shared/spec/gitlab_facts.md`` §1.2); the gateway
+adds ``upstream_error`` for 5xx, timeouts, connection failures and non-JSON answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.errors import Reason, ToolError
+
+
+class GitLabError(Exception):
+    """Base of every failure talking to GitLab.
+
+    Attributes:
+        reason: the tool-error reason this maps to.
+        status: the HTTP status GitLab answered, or None when no answer came.
+        request_id: the gateway request id sent as ``X-Request-Id`` (for support tickets).
+    """
+
+    reason: Reason = "upstream_error"
+
+    def __init__(self, message: str, *, status: int | None = None, request_id: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.request_id = request_id
+
+    def details(self) -> dict[str, Any]:
+        """Extra fields for ``structuredContent.error``."""
+        out: dict[str, Any] = {}
+        if self.status is not None:
+            out["status"] = self.status
+        if self.request_id:
+            out["request_id"] = self.request_id
+        return out
+
+    def to_tool_error(self) -> ToolError:
+        """The ``isError: true`` result this failure becomes (the one place they are mapped)."""
+        return ToolError(self.reason, self.message, **self.details())
+
+
+class GitLabUnauthorized(GitLabError):
+    """401 or 403: the token is missing, expired, or lacks a scope (``api`` / ``read_api``)."""
+
+    reason: Reason = "unauthorized"
+
+
+class GitLabNotFound(GitLabError):
+    """404, or GraphQL returned null for the resource: missing or not visible to the caller."""
+
+    reason: Reason = "not_found"
+
+
+class GitLabBadRequest(GitLabError):
+    """Another 4xx, GraphQL errors, or a mutation payload's ``errors``: GitLab refused the input."""
+
+    reason: Reason = "bad_request"
+
+
+class GitLabRateLimited(GitLabError):
+    """429 past the retry budget.
+
+    Attributes:
+        retry_after_seconds: from ``Retry-After`` (or the gateway's backoff when absent).
+        limit_name: GitLab's ``RateLimit-Name`` header, when sent.
+    """
+
+    reason: Reason = "rate_limited"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after_seconds: float,
+        limit_name: str | None = None,
+        status: int | None = 429,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(message, status=status, request_id=request_id)
+        self.retry_after_seconds = retry_after_seconds
+        self.limit_name = limit_name
+
+    def details(self) -> dict[str, Any]:
+        out = super().details()
+        out["retry_after_seconds"] = self.retry_after_seconds
+        if self.limit_name:
+            out["limit"] = self.limit_name
+        return out
+
+
+class GitLabUpstreamError(GitLabError):
+    """5xx, a timeout, a connection failure, or an answer that is not GitLab's JSON."""
+
+    reason: Reason = "upstream_error"
+
+
+class GitLabMaybeSent(GitLabUpstreamError):
+    """A mutation failed after it may have reached GitLab; it is never retried.
+
+    The message tells the caller the change may or may not have happened and how to check.
+    """

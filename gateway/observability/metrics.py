@@ -1,0 +1,105 @@
+"""Prometheus metrics: one registry per app, bounded label sets, conventional names.
+
+Every label value comes from a closed set: MCP method names the dispatcher knows (else
+``other``), declared tool names (else ``unknown``), GraphQL operation names or REST route
+templates from the gateway's own code (never a raw path), status classes (``2xx``..``5xx``,
+``error``), cache names, broker states and agent ids from configuration.
+
+Exposed at ``/metrics`` in the Prometheus text format via ``prometheus_client``.
+"""
+
+from __future__ import annotations
+
+import platform
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+
+from gateway import __version__
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class Metrics:
+    """All of the gateway's metrics, registered on ``self.registry``."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.build_info = Info("gateway_build", "Gateway version and Python version", registry=r)
+        self.build_info.info({"version": __version__, "python": platform.python_version()})
+
+        # MCP transport
+        self.mcp_requests = Counter(
+            "gateway_mcp_requests_total",
+            "JSON-RPC messages received on /mcp, by method and outcome (ok, error, rejected)",
+            ["method", "outcome"],
+            registry=r,
+        )
+        self.sessions_open = Gauge("gateway_mcp_sessions_open", "MCP sessions open", registry=r)
+        self.sse_streams_open = Gauge("gateway_mcp_sse_streams_open", "SSE response streams open", registry=r)
+
+        # tools
+        self.tool_calls = Counter(
+            "gateway_tool_calls_total",
+            "tools/call by tool and outcome (ok, or the error reason)",
+            ["tool", "outcome"],
+            registry=r,
+        )
+        self.tool_latency = Histogram(
+            "gateway_tool_call_duration_seconds",
+            "tools/call latency by tool",
+            ["tool"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+
+        # GitLab client
+        self.gitlab_requests = Counter(
+            "gateway_gitlab_requests_total",
+            "Requests to GitLab by operation (GraphQL operation name or REST route template) and status class",
+            ["operation", "status_class"],
+            registry=r,
+        )
+        self.gitlab_latency = Histogram(
+            "gateway_gitlab_request_duration_seconds",
+            "GitLab request latency by operation",
+            ["operation"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.gitlab_retries = Counter(
+            "gateway_gitlab_retries_total", "GitLab requests retried, by operation", ["operation"], registry=r
+        )
+        self.gitlab_rate_limit_wait = Counter(
+            "gateway_gitlab_rate_limit_wait_seconds_total",
+            "Seconds spent waiting on GitLab's Retry-After",
+            registry=r,
+        )
+
+        # caches
+        self.cache_hits = Counter("gateway_cache_hits_total", "Cache hits", ["cache"], registry=r)
+        self.cache_misses = Counter("gateway_cache_misses_total", "Cache misses", ["cache"], registry=r)
+        self.cache_evictions = Counter(
+            "gateway_cache_evictions_total", "Entries evicted for room or age", ["cache"], registry=r
+        )
+
+        # broker
+        self.broker_state = Gauge(
+            "gateway_broker_state", "1 for the broker's current state, 0 for the others", ["state"], registry=r
+        )
+        self.broker_queue_depth = Gauge(
+            "gateway_broker_queue_depth", "Messages queued per agent", ["agent"], registry=r
+        )
+        self.broker_messages_sent = Counter(
+            "gateway_broker_messages_sent_total", "Messages queued, by recipient", ["agent"], registry=r
+        )
+        self.broker_messages_delivered = Counter(
+            "gateway_broker_messages_delivered_total", "Messages handed to a waiting agent", ["agent"], registry=r
+        )
+        self.broker_waits_open = Gauge("gateway_broker_waits_open", "wait_for_message calls open", registry=r)
+        self.broker_transitions = Counter(
+            "gateway_broker_transitions_total",
+            "Broker state transitions",
+            ["from_state", "to_state"],
+            registry=r,
+        )

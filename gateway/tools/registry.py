@@ -1,0 +1,328 @@
+"""The tool registry: each tool declared once; ``tools/list``, validation and docs derive from it.
+
+A tool module exposes ``TOOLS: list[Tool]``. A declaration holds the name, description, pydantic
+input model (→ ``inputSchema``; unknown arguments rejected), optional output model
+(→ ``outputSchema``), annotations, aliases (callable, never listed), toolset and handler::
+
+    class GetThingInput(ToolInput):
+        id: str = Field(description="ID or full path of the project")
+
+    async def get_thing(ctx: ToolContext, args: GetThingInput) -> ToolResult:
+        data = await ctx.gitlab.graphql("get_thing", {"fullPath": args.id})
+        return ToolResult(structured={"id": ...})
+
+    TOOLS = [Tool(name="get_thing", description="...", input_model=GetThingInput,
+                  handler=get_thing, annotations=READ_ONLY, toolset="ci")]
+
+:meth:`Registry.call` validates arguments, runs the handler and turns :class:`ToolError` and
+:class:`~gateway.gitlab.errors.GitLabError` into ``isError: true`` results — the one place where
+errors become results (MCP 2025-11-25 server/tools#error-handling; input validation errors are
+tool results per SEP-1303).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from gateway.errors import ToolError
+from gateway.gitlab.errors import GitLabError
+
+if TYPE_CHECKING:
+    from gateway.tools.context import ToolContext
+
+NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
+
+
+class ToolInput(BaseModel):
+    """Base of every tool's input model: unknown arguments are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolOutput(BaseModel):
+    """Base of output models (only used to derive ``outputSchema``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+@dataclass(frozen=True)
+class Annotations:
+    """MCP ``ToolAnnotations`` (hints; MCP 2025-11-25 server/tools#tool-annotations)."""
+
+    read_only: bool
+    destructive: bool = False
+    idempotent: bool = False
+    open_world: bool = True
+    title: str | None = None
+
+    def to_mcp(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "readOnlyHint": self.read_only,
+            "destructiveHint": self.destructive,
+            "idempotentHint": self.idempotent,
+            "openWorldHint": self.open_world,
+        }
+        if self.title:
+            out["title"] = self.title
+        return out
+
+
+#: A GitLab read.
+READ_ONLY = Annotations(read_only=True, destructive=False, idempotent=True, open_world=True)
+
+
+@dataclass
+class ToolResult:
+    """What a handler returns on success (or what an error becomes).
+
+    Attributes:
+        structured: ``structuredContent``: flat, snake_case, integer ids.
+        text: the human text block; None means the JSON dump of ``structured`` is the only block.
+            When set, the JSON dump follows it as a second block.
+        is_error: True for failures (use :class:`ToolError` instead of setting this by hand).
+        on_delivered: awaited by the transport after the response frame was written; a message
+            broker uses it to remove a delivered message from its queue.
+        on_abandoned: awaited instead when the response could not be handed to the transport
+            (cancelled, client gone).
+    """
+
+    structured: dict[str, Any]
+    text: str | None = None
+    is_error: bool = False
+    on_delivered: Callable[[], Awaitable[None]] | None = None
+    on_abandoned: Callable[[], Awaitable[None]] | None = None
+
+    def to_mcp(self) -> dict[str, Any]:
+        """The ``CallToolResult`` JSON object."""
+        dumped = json.dumps(self.structured, ensure_ascii=False, separators=(",", ":"))
+        content = [{"type": "text", "text": dumped}]
+        if self.text is not None:
+            content.insert(0, {"type": "text", "text": self.text})
+        out: dict[str, Any] = {"content": content, "structuredContent": self.structured}
+        if self.is_error:
+            out["isError"] = True
+        return out
+
+    @classmethod
+    def from_error(cls, error: ToolError) -> ToolResult:
+        """The ``isError: true`` result for ``error``; its message is the first text block."""
+        return cls(structured=error.to_structured(), text=error.message, is_error=True)
+
+
+Handler = Callable[["ToolContext", Any], Awaitable[ToolResult | dict[str, Any] | BaseModel]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool's single declaration.
+
+    Attributes:
+        name: the MCP tool name (``^[A-Za-z0-9_.-]{1,128}$``).
+        description: what it does and when to use it, for the model.
+        input_model: pydantic model of the arguments (a :class:`ToolInput`).
+        handler: ``async (ctx, args) -> ToolResult | dict | BaseModel``.
+        annotations: MCP hints; ``read_only`` also decides visibility in read-only mode.
+        toolset: ``ci``, ``repository``, ``duo_agent_platform`` or ``broker``.
+        output_model: pydantic model of ``structuredContent`` → ``outputSchema``.
+        aliases: older names that still call this tool; not listed.
+        long_running: answer ``tools/call`` over SSE with keep-alives (waits and polls).
+        needs_gitlab: the tool talks to GitLab (passthrough mode needs the caller's token).
+    """
+
+    name: str
+    description: str
+    input_model: type[BaseModel]
+    handler: Handler
+    annotations: Annotations
+    toolset: str
+    output_model: type[BaseModel] | None = None
+    aliases: tuple[str, ...] = ()
+    long_running: bool = False
+    needs_gitlab: bool = True
+    title: str | None = None
+
+    def input_schema(self) -> dict[str, Any]:
+        """JSON Schema (2020-12) of the arguments, ``$ref``s inlined, titles dropped."""
+        return json_schema(self.input_model)
+
+    def output_schema(self) -> dict[str, Any] | None:
+        """JSON Schema of ``structuredContent``, or None."""
+        return json_schema(self.output_model) if self.output_model is not None else None
+
+    def to_mcp(self) -> dict[str, Any]:
+        """The MCP ``Tool`` object for ``tools/list``."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema(),
+            "annotations": self.annotations.to_mcp(),
+        }
+        if self.title:
+            out["title"] = self.title
+        schema = self.output_schema()
+        if schema is not None:
+            out["outputSchema"] = schema
+        return out
+
+
+class Registry:
+    """The set of tools one gateway serves, after the read-only switch and toolset filter.
+
+    Args:
+        tools: every declared tool.
+        read_only: hide and refuse tools whose annotations are not read-only.
+        toolsets: serve only these toolsets (empty: all).
+
+    Raises:
+        ValueError: two tools (or aliases) share a name, or a name is not MCP-valid.
+    """
+
+    def __init__(self, tools: Iterable[Tool], *, read_only: bool = False, toolsets: Sequence[str] = ()) -> None:
+        self._all: dict[str, Tool] = {}
+        self._aliases: dict[str, str] = {}
+        for tool in tools:
+            for name in (tool.name, *tool.aliases):
+                if name in self._all or name in self._aliases:
+                    raise ValueError(f"tool name {name!r} is declared twice")
+            self._all[tool.name] = tool
+            for alias in tool.aliases:
+                self._aliases[alias] = tool.name
+        self.read_only = read_only
+        self.toolsets = tuple(toolsets)
+        self._listed = [t for t in self._all.values() if self._why_hidden(t) is None]
+        self._listed_mcp = [t.to_mcp() for t in self._listed]
+
+    def _why_hidden(self, tool: Tool) -> str | None:
+        if self.read_only and not tool.annotations.read_only:
+            return f"{tool.name} changes GitLab or broker state and this gateway runs read-only (--read-only)"
+        if self.toolsets and tool.toolset not in self.toolsets:
+            return f"{tool.name} belongs to toolset {tool.toolset!r}, which this gateway does not serve"
+        return None
+
+    @property
+    def listed(self) -> list[Tool]:
+        """Tools shown in ``tools/list``, in declaration order."""
+        return list(self._listed)
+
+    def list_page(self, offset: int, size: int) -> tuple[list[dict[str, Any]], int | None]:
+        """One ``tools/list`` page: the MCP tool objects and the next offset (None at the end)."""
+        page = self._listed_mcp[offset : offset + size]
+        nxt = offset + size
+        return page, (nxt if nxt < len(self._listed_mcp) else None)
+
+    def declared(self, name: str) -> Tool | None:
+        """The tool called ``name`` or whose alias is ``name``, served or not."""
+        return self._all.get(self._aliases.get(name, name))
+
+    def resolve(self, name: str) -> Tool | None:
+        """The served tool for ``name`` (aliases too), or None when no such tool is declared.
+
+        Raises:
+            ToolError: the tool exists but is hidden by the read-only switch or the toolset filter.
+        """
+        tool = self.declared(name)
+        if tool is None:
+            return None
+        why = self._why_hidden(tool)
+        if why is not None:
+            raise ToolError("unauthorized", why)
+        return tool
+
+    async def call(self, tool: Tool, ctx: ToolContext, arguments: dict[str, Any] | None) -> ToolResult:
+        """Validate ``arguments``, run the handler, and return a result (errors included).
+
+        Never raises for bad input or GitLab failures; other exceptions propagate to the
+        dispatcher (JSON-RPC -32603), and so does ``asyncio.CancelledError``.
+        """
+        try:
+            args = parse_arguments(tool, arguments or {})
+            out = await tool.handler(ctx, args)
+        except ToolError as err:
+            return ToolResult.from_error(err)
+        except GitLabError as err:
+            return ToolResult.from_error(err.to_tool_error())
+        if isinstance(out, ToolResult):
+            return out
+        if isinstance(out, BaseModel):
+            return ToolResult(structured=out.model_dump(mode="json", exclude_unset=True))
+        return ToolResult(structured=out)
+
+
+def parse_arguments(tool: Tool, arguments: dict[str, Any]) -> BaseModel:
+    """Validate ``arguments`` against the tool's input model.
+
+    Raises:
+        ToolError: ``bad_request`` naming each wrong argument and what it accepts.
+    """
+    if not isinstance(arguments, dict):
+        raise ToolError("bad_request", f"{tool.name}: arguments must be a JSON object")
+    try:
+        return tool.input_model.model_validate(arguments)
+    except ValidationError as err:
+        raise ToolError(
+            "bad_request",
+            describe_validation_error(tool, err),
+            invalid_arguments=sorted({_arg_name(e["loc"]) for e in err.errors()}),
+        ) from None
+
+
+def describe_validation_error(tool: Tool, err: ValidationError) -> str:
+    """One sentence per wrong argument: its name, what was wrong, and what it accepts."""
+    schema = tool.input_schema()
+    props: dict[str, Any] = schema.get("properties", {})
+    parts: list[str] = []
+    for e in err.errors():
+        name = _arg_name(e["loc"])
+        if e["type"] == "extra_forbidden":
+            parts.append(f"unknown argument `{name}`; {tool.name} accepts: {', '.join(props) or 'no arguments'}")
+            continue
+        if e["type"] == "missing":
+            parts.append(f"`{name}` is required" + _accepts(props.get(name)))
+            continue
+        msg = e["msg"]
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, ") :]
+        parts.append(f"`{name}`: {msg}" + _accepts(props.get(name.split(".")[0])))
+    return f"Invalid arguments for {tool.name}: " + "; ".join(parts) + "."
+
+
+def _arg_name(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "arguments"
+
+
+def _accepts(prop: dict[str, Any] | None) -> str:
+    if not prop:
+        return ""
+    if "enum" in prop:
+        return f" (accepts one of: {', '.join(map(str, prop['enum']))})"
+    desc = prop.get("description")
+    return f" ({desc})" if desc else ""
+
+
+def json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON Schema with local ``$ref``s inlined (non-recursive ones) and titles dropped."""
+    raw = model.model_json_schema()
+    defs = raw.pop("$defs", {})
+
+    def walk(node: Any, seen: tuple[str, ...]) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                name = ref.split("/")[-1]
+                if name in seen:
+                    return {"type": "object"}
+                merged = {**defs[name], **{k: v for k, v in node.items() if k != "$ref"}}
+                return walk(merged, (*seen, name))
+            return {k: walk(v, seen) for k, v in node.items() if k != "title" or not isinstance(v, str)}
+        if isinstance(node, list):
+            return [walk(v, seen) for v in node]
+        return node
+
+    out = walk(raw, ())
+    assert isinstance(out, dict)
+    return out
