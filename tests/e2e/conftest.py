@@ -1,0 +1,29 @@
+"""E2E fixtures: the GitLab stand-in and the gateway as real processes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.harness import GatewayProcess
+from tests.standin.fixtures import standin  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def start_gateway(tmp_path: Path) -> Iterator[Callable[..., GatewayProcess]]:
+    """``start_gateway(env={...}, args=[...])`` → a started :class:`GatewayProcess`, stopped at teardown."""
+    started: list[GatewayProcess] = []
+
+    def start(env: dict[str, str] | None = None, args: list[str] | None = None,
+              state_dir: Path | None = None, port: int | None = None) -> GatewayProcess:
+        proc = GatewayProcess(env=env or {}, state_dir=state_dir or tmp_path / "state", args=args, port=port)
+        started.append(proc)
+        return proc.start()
+
+    yield start
+    for proc in started:
+        proc.stop()

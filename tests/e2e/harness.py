@@ -1,0 +1,118 @@
+"""Start the real gateway as a process and talk to it with the official ``mcp`` SDK client."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class GatewayProcess:
+    """``python -m gateway`` in a subprocess, on a free loopback port.
+
+    Args:
+        env: extra environment (``GITLAB_URL``, ``GATEWAY_*``...); the parent's GITLAB_*/GATEWAY_*
+            variables are not inherited.
+        state_dir: ``GATEWAY_STATE_DIR``.
+        args: extra command-line arguments.
+    """
+
+    def __init__(self, *, env: dict[str, str], state_dir: Path, args: list[str] | None = None,
+                 port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.state_dir = state_dir
+        self.args = args or []
+        self.log_path = state_dir.parent / f"gateway-{self.port}.log"
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("GITLAB_", "GATEWAY_"))}
+        self.env = {**base, "GATEWAY_STATE_DIR": str(state_dir), "PYTHONUNBUFFERED": "1", **env}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.url}/mcp"
+
+    def start(self, timeout: float = 20.0) -> GatewayProcess:
+        """Start and wait until ``/healthz`` answers.
+
+        Raises:
+            RuntimeError: the process exited or did not answer in time (its log is included).
+        """
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway", "--port", str(self.port), *self.args],
+            cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gateway exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=0.5).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"gateway did not become healthy in {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        """Everything the process wrote to stdout and stderr so far."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int | None:
+        """Send ``sig`` and wait; returns the exit code (SIGKILL after ``timeout``)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait(5)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        self.stop(signal.SIGKILL)
+
+
+@asynccontextmanager
+async def mcp_client(
+    url: str, *, headers: dict[str, str] | None = None, mode: str = "legacy", read_timeout: float | None = 60.0
+) -> AsyncIterator[Client]:
+    """An initialized official SDK ``Client`` on ``url`` (Streamable HTTP).
+
+    Args:
+        headers: sent on every request (``X-Agent-Id``, ``PRIVATE-TOKEN``...).
+        mode: ``legacy`` (handshake only) or ``auto`` (probes ``server/discover`` first).
+        read_timeout: per-request timeout in seconds (None: none).
+    """
+    http = httpx2.AsyncClient(headers=headers or {}, timeout=httpx2.Timeout(30.0, read=None))
+    async with http, Client(
+        streamable_http_client(url, http_client=http), mode=mode, read_timeout_seconds=read_timeout  # type: ignore[arg-type]
+    ) as client:
+        yield client
