@@ -1,35 +1,57 @@
 """Command line: ``gitlab-mcp-gateway`` / ``python -m gateway``.
 
 Flags: ``--host`` (default 127.0.0.1), ``--port`` (8080), ``--config FILE`` (TOML),
-``--read-only``, ``--print-config`` (effective configuration, secrets masked, then exit).
-Configuration errors are printed as one line per bad option and exit with status 2.
+``--read-only``, ``--print-config`` (the effective configuration as JSON, secrets masked, then
+exit), ``--version``. Precedence: defaults < TOML file < environment < flags
+(``gateway.config``).
+
+Exit status: 0 after a clean stop (SIGTERM or SIGINT: stop accepting, let in-flight calls finish
+within ``server.shutdown_timeout_seconds``, wake broker waiters, close the database); 2 for a
+configuration error, printed as one line per bad option naming it (``server.port: ...``) with no
+stack trace; 1 when the listening address cannot be bound.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from pydantic import ValidationError
 
 from gateway import __version__
 
+if TYPE_CHECKING:
+    from gateway.config import Settings
+
+PROG = "gitlab-mcp-gateway"
+log = logging.getLogger("gateway")
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """Parse the command line."""
+    """Parse the command line (``argparse`` exits with status 2 and a usage line on bad flags)."""
     parser = argparse.ArgumentParser(
-        prog="gitlab-mcp-gateway",
+        prog=PROG,
         description="MCP gateway to GitLab (Streamable HTTP on /mcp), with a phase broker for agents.",
+        epilog="Every option of the TOML file can also be set from the environment: see "
+        "config/gateway.example.toml.",
     )
     parser.add_argument("--host", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port to listen on (default 8080)")
-    parser.add_argument("--config", type=Path, help="TOML configuration file (see config/gateway.example.toml)")
+    parser.add_argument(
+        "--config", type=Path, help="TOML configuration file (see config/gateway.example.toml)"
+    )
     parser.add_argument("--read-only", action="store_true", default=None, help="serve only read-only tools")
-    parser.add_argument("--print-config", action="store_true", help="print the effective configuration and exit")
+    parser.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the effective configuration (JSON, secrets masked) and exit",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser.parse_args(argv)
 
@@ -48,35 +70,116 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def config_error_lines(err: ValidationError) -> list[str]:
+    """One line per invalid option: ``<option>: <what is wrong> (got <value>)``.
+
+    The value is shown only for options that are not secrets (nothing under a ``token`` key).
+    """
+    lines = []
+    for e in err.errors():
+        loc = [str(p) for p in e["loc"]]
+        option = ".".join(loc)
+        message = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            message = "unknown option; config/gateway.example.toml lists every option"
+        elif e["type"] == "missing":
+            message = "required option is missing"
+        shown = e.get("input")
+        secret = any("token" in part for part in loc)
+        scalar = isinstance(shown, str | int | float | bool)
+        if scalar and not secret and e["type"] != "value_error":  # value errors already say it
+            message += f" (got {shown!r})"
+        lines.append(f"{option}: {message}" if option else message)
+    return lines
+
+
+def masked_config(settings: Settings) -> dict[str, Any]:
+    """The effective configuration as JSON-ready data with every secret masked.
+
+    Tokens (``SecretStr``) print as ``**********`` (None when unset); passwords in URLs and any
+    configured secret found elsewhere are redacted as in the logs.
+    """
+    from gateway.observability.logging import Redactor, secrets_of
+
+    redactor = Redactor(secrets_of(settings))
+    data: dict[str, Any] = redactor.redact_strings(settings.model_dump(mode="json"))
+    return data
+
+
+def _bind_error(err: OSError) -> bool:
+    return err.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the gateway until SIGINT/SIGTERM; return the exit status."""
+    """Run the gateway until SIGINT/SIGTERM; return the exit status (see the module docstring)."""
     from gateway.config import load_settings
 
     args = parse_args(argv)
     try:
         settings = load_settings(args.config, **_overrides(args))
     except ValidationError as err:
-        for e in err.errors():
-            option = ".".join(str(p) for p in e["loc"]) or "configuration"
-            print(f"gitlab-mcp-gateway: configuration error: {option}: {e['msg']}", file=sys.stderr)
+        for line in config_error_lines(err):
+            print(f"{PROG}: configuration error: {line}", file=sys.stderr)
         return 2
-    except (FileNotFoundError, ValueError) as err:
-        print(f"gitlab-mcp-gateway: configuration error: {err}", file=sys.stderr)
+    except FileNotFoundError as err:
+        print(f"{PROG}: configuration error: {err}", file=sys.stderr)
+        return 2
+    except ValueError as err:  # TOML syntax (tomllib.TOMLDecodeError), environment JSON (SettingsError)
+        where = f"{args.config}: " if args.config is not None else ""
+        print(f"{PROG}: configuration error: {where}{err}", file=sys.stderr)
         return 2
     if args.print_config:
-        print(json.dumps(settings.model_dump(mode="json"), indent=2))
+        print(json.dumps(masked_config(settings), indent=2))
         return 0
 
+    from gateway.observability.logging import configure_logging, redact, secrets_of
+
+    configure_logging(settings.logging, secrets=secrets_of(settings))
+
     from gateway.app import create_app
+    from gateway.observability.metrics_listener import serve_metrics_port
 
     app = create_app(settings)
-    web.run_app(
-        app,
-        host=settings.server.host,
-        port=settings.server.port,
-        shutdown_timeout=settings.server.shutdown_timeout_seconds,
-        print=lambda msg: print(msg, file=sys.stderr, flush=True),
+    serve_metrics_port(app, settings)
+    server = settings.server
+
+    async def on_shutdown(app: web.Application) -> None:
+        log.info(
+            "shutting down: no new connections; in-flight calls get %gs", server.shutdown_timeout_seconds
+        )
+
+    async def on_cleanup(app: web.Application) -> None:
+        log.info("stopped")
+
+    app.on_shutdown.insert(0, on_shutdown)
+    app.on_cleanup.append(on_cleanup)
+    log.info(
+        "starting gitlab-mcp-gateway %s",
+        __version__,
+        extra={
+            "gitlab_url": redact(settings.gitlab.url),
+            "credential_mode": settings.gitlab.credential_mode,
+            "state_dir": str(settings.state_dir),
+            "read_only": settings.read_only,
+            "cache_enabled": settings.cache.enabled,
+            "metrics_port": server.metrics_port,
+        },
     )
+    try:
+        web.run_app(
+            app,
+            host=server.host,
+            port=server.port,
+            shutdown_timeout=server.shutdown_timeout_seconds,
+            print=lambda message: log.info(message.splitlines()[0].strip("= ") + "/mcp"),
+            # One line per MCP request comes from the transport; aiohttp's access log only at DEBUG.
+            access_log=logging.getLogger("aiohttp.access"),
+        )
+    except OSError as err:
+        if not _bind_error(err):
+            raise
+        print(f"{PROG}: cannot listen on {server.host}:{server.port}: {err.strerror or err}", file=sys.stderr)
+        return 1
     return 0
 
 

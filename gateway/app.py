@@ -59,6 +59,14 @@ def create_app(settings: Settings, *, gitlab_http: httpx.AsyncClient | None = No
             await gitlab.aclose()
 
     app.cleanup_ctx.append(services_ctx)
+
+    async def wake_broker_waits(app: web.Application) -> None:
+        # Before the server waits for in-flight calls: answer every wait_for_message now.
+        services = app.get(SERVICES)
+        if services is not None and services.broker is not None:
+            await services.broker.shutdown("the gateway is shutting down")
+
+    app.on_shutdown.append(wake_broker_waits)
     transport.setup(app)
     health.setup(app)
     app.router.add_get("/metrics", make_aiohttp_handler(metrics.registry))

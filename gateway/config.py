@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
+import ssl
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,6 +33,7 @@ from pydantic_settings import (
 )
 
 AgentId = str
+_AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
 class _Section(BaseModel):
@@ -42,6 +45,11 @@ class ServerSettings(_Section):
 
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
+    #: A second listener serving only ``/metrics``, ``/healthz`` and ``/readyz`` (never ``/mcp``),
+    #: so Prometheus and Kubernetes probes can reach a gateway whose MCP port stays on loopback.
+    #: None: no second listener (the three endpoints are on ``port`` as always).
+    metrics_port: int | None = Field(None, ge=1, le=65535)
+    metrics_host: str = "0.0.0.0"  # noqa: S104 - only /metrics and probes are served there
     #: Extra ``Host`` header values accepted besides loopback names and the bind address
     #: (DNS-rebinding protection, MCP 2025-11-25 basic/transports#security-warning).
     allowed_hosts: tuple[str, ...] = ()
@@ -58,12 +66,31 @@ class ServerSettings(_Section):
     #: Page size of ``tools/list`` (MCP server/utilities/pagination).
     tools_page_size: int = Field(50, ge=1)
 
+    @model_validator(mode="after")
+    def _ports_differ(self) -> ServerSettings:
+        if self.metrics_port is not None and self.metrics_port == self.port:
+            raise ValueError(
+                f"server.metrics_port {self.metrics_port} is also server.port: pick another port for "
+                "the metrics listener, or leave server.metrics_port unset to serve /metrics on server.port."
+            )
+        return self
+
 
 class ClientToken(_Section):
     """A bearer secret a caller presents to the gateway, mapped to a broker agent id."""
 
     token: SecretStr
     agent_id: AgentId
+
+    @field_validator("token")
+    @classmethod
+    def _usable_token(cls, value: SecretStr) -> SecretStr:
+        secret = value.get_secret_value()
+        if not secret or secret != secret.strip() or any(c.isspace() for c in secret):
+            raise ValueError(
+                "must be a non-empty secret without spaces (it is sent as `Authorization: Bearer <token>`)"
+            )
+        return value
 
 
 class GitLabSettings(_Section):
@@ -86,8 +113,22 @@ class GitLabSettings(_Section):
     @field_validator("url")
     @classmethod
     def _url_is_http(cls, value: str) -> str:
+        value = value.strip()
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://, for example https://gitlab.example.com")
+        return value
+
+    @field_validator("ca_bundle")
+    @classmethod
+    def _ca_bundle_loads(cls, value: Path | None) -> Path | None:
+        if value is None:
+            return None
+        if not value.is_file():
+            raise ValueError(f"{value} is not a file: give the path of a PEM file of CA certificates")
+        try:
+            ssl.create_default_context().load_verify_locations(cafile=str(value))
+        except (ssl.SSLError, OSError, ValueError) as err:
+            raise ValueError(f"{value} holds no usable PEM CA certificate ({err})") from None
         return value
 
 
@@ -95,7 +136,10 @@ class CacheSettings(_Section):
     """What GitLab data is kept, for how long. Keys always include a keyed hash of the credential."""
 
     enabled: bool = True
+    #: Entries per cache at most (least recently used out first).
     max_entries: int = Field(2048, ge=1)
+    #: Approximate bytes per cache at most (file contents can be up to 10 MiB each).
+    max_bytes: int = Field(67_108_864, ge=1024)
     #: File content at an immutable commit SHA, seconds.
     blob_ttl_seconds: float = Field(600.0, ge=0)
     #: A project's branch and tag names (for blob URLs whose branch contains ``/``), seconds.
@@ -119,13 +163,41 @@ class BrokerSettings(_Section):
     #: Activity logs rotate at this size, keeping ``log_backups`` old files.
     log_max_bytes: int = Field(1_048_576, ge=1024)
     log_backups: int = Field(3, ge=0)
+    #: Auto-advance's ``session_reset`` stage: seconds between the reset messages and the next phase.
+    session_reset_seconds: float = Field(30.0, ge=0)
+    #: ``notifications/progress`` interval of a waiting ``wait_for_message``, seconds.
+    progress_interval_seconds: float = Field(15.0, gt=0)
+
+    @field_validator("agents")
+    @classmethod
+    def _agent_ids(cls, value: tuple[AgentId, ...]) -> tuple[AgentId, ...]:
+        # Agent ids name activity-log files (``logs/<agent>.log``); "pipeline" is the broker's own.
+        if not value:
+            raise ValueError('needs at least one agent id, for example ["pm", "dev", "reviewer"]')
+        for agent in value:
+            if not _AGENT_ID.fullmatch(agent) or agent == "pipeline":
+                raise ValueError(
+                    f"{agent!r} is not a usable agent id: use 1-64 letters, digits, '-' or '_', starting "
+                    "with a letter or digit, and not 'pipeline' (the broker's own log)"
+                )
+        if len(set(value)) != len(value):
+            raise ValueError(f"lists an agent id twice: {list(value)}")
+        return value
 
 
 class LoggingSettings(_Section):
     """Structured logs on stderr."""
 
+    #: ``json``: one JSON object per line (containers, log shippers). ``plain``: for people.
     format: Literal["json", "plain"] = "plain"
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @field_validator("format", "level", mode="before")
+    @classmethod
+    def _any_case(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        return value.strip().lower() if value.strip().lower() in ("json", "plain") else value.strip().upper()
 
 
 class Settings(BaseSettings):
@@ -155,6 +227,11 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
+        secrets = [client.token.get_secret_value() for client in self.client_tokens]
+        if len(set(secrets)) != len(secrets):
+            raise ValueError(
+                "client_tokens: two entries have the same token; give each principal its own secret"
+            )
         for client in self.client_tokens:
             if client.agent_id not in self.broker.agents:
                 raise ValueError(

@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from gateway.config import GitLabSettings
 
 #: A per-process secret for keyed hashes of tokens, so cache keys and logs never carry a token
 #: or a plain hash that could be checked against a guessed token.
 _HASH_KEY = secrets.token_bytes(32)
+#: What an HTTP header can carry as a token: visible ASCII, no spaces (RFC 9110 §5.5, token68).
+_TOKEN = re.compile(r"[\x21-\x7e]+")
 
 
 @dataclass(frozen=True)
@@ -55,30 +62,57 @@ ANONYMOUS = Credential(header="PRIVATE-TOKEN", token="", source="service")
 
 
 def service_credential(token: str | None) -> Credential:
-    """The gateway's own credential in ``service`` mode (anonymous when ``token`` is empty)."""
+    """The gateway's own credential in ``service`` mode (anonymous when ``token`` is empty).
+
+    Sent as ``PRIVATE-TOKEN`` (GitLab REST docs "Personal/project/group access tokens"); GitLab
+    accepts the same header on ``/api/graphql``.
+    """
+    token = (token or "").strip()
     if not token:
         return ANONYMOUS
     return Credential(header="PRIVATE-TOKEN", token=token, source="service")
 
 
 def passthrough_credential(
-    headers: dict[str, str] | object, *, authorization_is_gateway_secret: bool
+    headers: Mapping[str, str], *, authorization_is_gateway_secret: bool
 ) -> Credential | None:
     """The caller's own GitLab token from request headers, or None when it sent none.
 
+    ``PRIVATE-TOKEN: <t>`` is forwarded as ``PRIVATE-TOKEN: <t>``; ``Authorization: Bearer <t>``
+    as ``Authorization: Bearer <t>``. A value that cannot be a token (spaces, control or
+    non-ASCII characters) counts as none, so it is never sent on.
+
     Args:
-        headers: a case-insensitive mapping of the MCP request's headers.
+        headers: a case-insensitive mapping of the MCP request's headers (aiohttp's
+            ``CIMultiDictProxy``; a plain dict must use canonical names).
         authorization_is_gateway_secret: True when client tokens are configured, so
             ``Authorization`` is the caller's gateway secret and not a GitLab token.
     """
-    get = getattr(headers, "get")  # noqa: B009 - multidict and dict alike
-    private = get("PRIVATE-TOKEN")
+    private = (headers.get("PRIVATE-TOKEN") or "").strip()
     if private:
-        return Credential(header="PRIVATE-TOKEN", token=private.strip(), source="passthrough")
+        if not _TOKEN.fullmatch(private):
+            return None
+        return Credential(header="PRIVATE-TOKEN", token=private, source="passthrough")
     if authorization_is_gateway_secret:
         return None
-    auth = get("Authorization") or ""
-    scheme, _, value = auth.partition(" ")
-    if scheme.lower() == "bearer" and value.strip():
-        return Credential(header="Authorization", token=value.strip(), source="passthrough")
+    scheme, _, value = (headers.get("Authorization") or "").strip().partition(" ")
+    value = value.strip()
+    if scheme.lower() == "bearer" and _TOKEN.fullmatch(value):
+        return Credential(header="Authorization", token=value, source="passthrough")
     return None
+
+
+def credential_for(
+    settings: GitLabSettings, headers: Mapping[str, str], *, authorization_is_gateway_secret: bool
+) -> Credential | None:
+    """The credential a call uses under ``settings.credential_mode`` (``shared/spec/design.md``).
+
+    ``service``: the gateway's ``GITLAB_TOKEN`` (anonymous without one); the caller's headers
+    are ignored. ``passthrough``: :func:`passthrough_credential`; None means the call must be
+    refused with 401.
+    """
+    if settings.credential_mode == "passthrough":
+        return passthrough_credential(
+            headers, authorization_is_gateway_secret=authorization_is_gateway_secret
+        )
+    return service_credential(settings.token.get_secret_value() if settings.token is not None else None)

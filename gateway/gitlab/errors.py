@@ -2,7 +2,8 @@
 
 GitLab's own MCP server maps HTTP status to reasons as 401/403 → unauthorized, 404 → not_found,
 429 → rate limited, other 4xx → bad_request (``shared/spec/gitlab_facts.md`` §1.2); the gateway
-adds ``upstream_error`` for 5xx, timeouts, connection failures and non-JSON answers.
+adds ``conflict`` for 409 and ``upstream_error`` for 5xx, 408, timeouts, connection failures,
+redirects and answers that are not GitLab's JSON (HTML login pages).
 """
 
 from __future__ import annotations
@@ -61,11 +62,21 @@ class GitLabBadRequest(GitLabError):
     reason: Reason = "bad_request"
 
 
+class GitLabConflict(GitLabError):
+    """409: GitLab refused because of the resource's current state (e.g. "Resource lock")."""
+
+    reason: Reason = "conflict"
+
+
 class GitLabRateLimited(GitLabError):
     """429 past the retry budget.
 
+    Mirrors GitLab's own ``Response.rate_limited_error``: ``structuredContent.error`` carries
+    ``retry_after_seconds`` and ``limit`` (``shared/spec/gitlab_facts.md`` §1.2).
+
     Attributes:
-        retry_after_seconds: from ``Retry-After`` (or the gateway's backoff when absent).
+        retry_after_seconds: whole seconds to wait, from ``Retry-After`` or ``RateLimit-Reset``
+            (rounded up; a default period when GitLab named none).
         limit_name: GitLab's ``RateLimit-Name`` header, when sent.
     """
 
@@ -75,7 +86,7 @@ class GitLabRateLimited(GitLabError):
         self,
         message: str,
         *,
-        retry_after_seconds: float,
+        retry_after_seconds: int,
         limit_name: str | None = None,
         status: int | None = 429,
         request_id: str | None = None,

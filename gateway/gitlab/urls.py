@@ -1,9 +1,19 @@
-"""GitLab URLs: the base URL's normal form, and project / file identifiers encoded exactly once.
+"""GitLab identifiers: the base URL's normal form, project and file paths encoded exactly once,
+pipeline web URLs, and GraphQL global IDs.
 
-GitLab may live under a sub-path (``https://host/gitlab``, its ``relative_url_root``); users
-paste the base with a trailing ``/`` or ``/api/v4``. REST takes a project as a numeric id or the
-URL-encoded full path (``group%2Fproject``, GitLab REST docs "Namespaced paths"), and a file path
-fully encoded (``/`` → ``%2F``, repository files API).
+- GitLab may live under a sub-path (``https://host/gitlab``, its ``relative_url_root``); users
+  paste the base with a trailing ``/``, ``/api/v4`` or ``/api/graphql``
+  (``shared/spec/design.md``, "environment").
+- REST takes a project as a numeric id or the URL-encoded full path (``group%2Fproject``, GitLab
+  REST docs "Namespaced path encoding"), and a file path fully encoded (``/`` → ``%2F``, repository
+  files API). GraphQL takes the *decoded* full path (``Query.project(fullPath: ID!)``). Callers
+  may send either form; :func:`project_full_path` decodes exactly once and :func:`encode_project`
+  encodes exactly once (``gitlab.utils.EncodedId``), so ``grp/sub/proj`` and ``grp%2Fsub%2Fproj``
+  reach GitLab identically.
+- A ``url`` argument is followed only when its host and sub-path are the configured GitLab's
+  (``shared/spec/design.md``, standing rules); anything else is ``bad_request`` before any request.
+- GraphQL ids are global IDs, ``gid://gitlab/<Model>/<id>``; tools show their integer tail
+  (``shared/spec/gitlab_facts.md`` §2.1, "ids unwrapped").
 """
 
 from __future__ import annotations
@@ -16,7 +26,16 @@ from gitlab.utils import EncodedId
 
 from gateway.errors import bad_request
 
-_API_SUFFIX = re.compile(r"(/api/v4)+/?$")
+_API_SUFFIX = re.compile(r"(?:/api/(?:v4|graphql))+/?$")
+#: One namespace or project path segment (GitLab ``Gitlab::PathRegex``: ASCII letters, digits,
+#: ``_``, ``.``, ``-``; not starting with ``-``).
+_PATH_SEGMENT = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*")
+_DIGITS = re.compile(r"[0-9]+")
+_PIPELINE_PATH = re.compile(r"(?P<project>.+?)/-/pipelines/(?P<id>[0-9]+)(?:/.*)?")
+_GID = re.compile(r"gid://gitlab/(?P<model>[A-Za-z0-9:_]+)/(?P<id>[0-9]+)")
+#: Largest id GitLab stores (bigint); larger numbers are caller mistakes, not ids.
+MAX_ID = 2**63 - 1
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(frozen=True)
@@ -51,14 +70,41 @@ class GitLabBase:
     def web_url(self, path: str) -> str:
         """An absolute web URL for a GitLab ``path``/``webPath`` field.
 
-        GitLab's path fields already carry the relative URL root when one is configured; a path
-        that does not is joined under the sub-path, so the root is never doubled or dropped.
+        GitLab's path fields already carry the relative URL root when one is configured
+        (``/gitlab/group/project/-/pipelines/1``); a path that does not is joined under the
+        sub-path, so the root is never doubled or dropped.
         """
         if not path.startswith("/"):
             path = "/" + path
         if self.sub_path and (path == self.sub_path or path.startswith(self.sub_path + "/")):
             return self.origin + path
         return self.url + path
+
+    def same_instance(self, url: str) -> str | None:
+        """The path of ``url`` below this GitLab's sub-path, or None when ``url`` is elsewhere.
+
+        Same instance means an http(s) URL with the same host and port (default ports count as
+        given) whose path starts with the sub-path. The returned path starts with ``/``; its
+        query and fragment are dropped.
+        """
+        parts = urlsplit(url.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return None
+        ours = urlsplit(self.url)
+        try:
+            port, our_port = parts.port, ours.port
+        except ValueError:  # a port that is not a number
+            return None
+        if parts.hostname.lower() != (ours.hostname or "").lower():
+            return None
+        if (port or _DEFAULT_PORTS[parts.scheme]) != (our_port or _DEFAULT_PORTS[ours.scheme]):
+            return None
+        path = parts.path
+        if self.sub_path:
+            if not path.startswith(self.sub_path + "/"):
+                return None
+            path = path[len(self.sub_path) :]
+        return path
 
 
 def normalize_base_url(url: str) -> GitLabBase:
@@ -68,11 +114,14 @@ def normalize_base_url(url: str) -> GitLabBase:
     ``GitLabBase(url="https://h/gitlab", origin="https://h", sub_path="/gitlab")``.
 
     Raises:
-        ValueError: not an http(s) URL with a host, or it carries a query or fragment.
+        ValueError: not an http(s) URL with a host, or it carries credentials, a query or a
+            fragment.
     """
     parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"GitLab URL {url!r} must be http(s)://host[/sub/path]")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"GitLab URL {url!r} must be http(s)://host[:port][/sub/path]")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("the GitLab URL must not carry credentials; set GITLAB_TOKEN instead")
     if parts.query or parts.fragment:
         raise ValueError(f"GitLab URL {url!r} must not carry a query string or fragment")
     path = _API_SUFFIX.sub("", parts.path.rstrip("/")).rstrip("/")
@@ -80,32 +129,124 @@ def normalize_base_url(url: str) -> GitLabBase:
     return GitLabBase(url=origin + path, origin=origin, sub_path=path)
 
 
-def project_full_path(project: str) -> str:
-    """A project identifier as GraphQL's ``fullPath`` wants it: decoded, no slashes at the ends.
+def is_numeric_id(project: str | int) -> bool:
+    """True for a project given as its numeric ID (``42`` or ``"42"``), False for a path."""
+    if isinstance(project, bool):
+        return False
+    if isinstance(project, int):
+        return True
+    return _DIGITS.fullmatch(project.strip()) is not None
 
-    Accepts ``group/sub/project`` and the already-encoded ``group%2Fsub%2Fproject``.
+
+def project_full_path(project: str) -> str:
+    """A project path as GraphQL's ``fullPath`` wants it: decoded once, no slashes at the ends.
+
+    Accepts ``group/sub/project`` and the already-encoded ``group%2Fsub%2Fproject``; both give
+    ``group/sub/project``.
 
     Raises:
-        ToolError: ``bad_request`` for an empty path or one with ``..`` segments.
+        ToolError: ``bad_request`` for an empty path, a path without its namespace,
+            ``.``/``..``/empty segments, characters GitLab does not allow in paths, or a path that
+            was encoded twice.
     """
     path = unquote(project.strip()).strip("/")
     if not path:
         raise bad_request("The project must be a numeric ID or a full path such as `group/project`.")
-    if any(seg in ("", ".", "..") for seg in path.split("/")):
-        raise bad_request(f"Project path {project!r} has empty, `.` or `..` segments; give the full path, e.g. `group/project`.")
+    if "%" in path:
+        raise bad_request(
+            f"Project path {project!r} looks URL-encoded twice; send it plain (`group/project`) or encoded "
+            "once (`group%2Fproject`)."
+        )
+    segments = path.split("/")
+    if any(seg in ("", ".", "..") for seg in segments):
+        raise bad_request(
+            f"Project path {project!r} has empty, `.` or `..` segments; give the numeric project ID or the "
+            "full path, e.g. `group/subgroup/project`."
+        )
+    if len(segments) < 2:
+        raise bad_request(
+            f"Project path {project!r} lacks its namespace: give the full path, e.g. `group/project`, or "
+            "the numeric project ID."
+        )
+    if not all(_PATH_SEGMENT.fullmatch(seg) for seg in segments):
+        raise bad_request(
+            f"Project path {project!r} is not a GitLab path: paths use letters, digits, `_`, `.` and `-` "
+            "separated by `/`. Give the numeric project ID or the full path, e.g. `group/subgroup/project`."
+        )
     return path
 
 
 def encode_project(project: str | int) -> str:
     """A project id or path as one REST path segment, encoded exactly once.
 
-    ``12`` → ``12``; ``grp/sub/proj`` and ``grp%2Fsub%2Fproj`` → ``grp%2Fsub%2Fproj``.
+    ``12`` → ``12``; ``grp/sub/proj`` and ``grp%2Fsub%2Fproj`` → ``grp%2Fsub%2Fproj``. The result
+    is a ``gitlab.utils.EncodedId``, which :meth:`GitLabClient.rest` trusts as encoded.
+
+    Raises:
+        ToolError: ``bad_request`` as :func:`project_full_path`, or a negative id.
     """
-    if isinstance(project, int) or str(project).strip().isdigit():
-        return str(int(project))
-    return str(EncodedId(project_full_path(str(project))))
+    if is_numeric_id(project):
+        number = int(project)
+        if not 0 < number <= MAX_ID:
+            raise bad_request(f"Project ID {project!r} must be a positive integer.")
+        return EncodedId(number)
+    return EncodedId(project_full_path(str(project)))
 
 
 def encode_segment(value: str) -> str:
     """Percent-encode ``value`` as one path segment (``/`` included), once."""
     return quote(value, safe="")
+
+
+@dataclass(frozen=True)
+class PipelineRef:
+    """A pipeline named by a web URL: the project's full path and the pipeline's global id."""
+
+    project: str
+    pipeline_id: int
+
+
+def parse_pipeline_url(base: GitLabBase, url: str) -> PipelineRef:
+    """Read ``<GitLab>/<project path>/-/pipelines/<id>`` (what GitLab shows in the browser).
+
+    Only URLs of the configured GitLab (host, port and sub-path) are accepted
+    (``shared/spec/design.md``, standing rules).
+
+    Raises:
+        ToolError: ``bad_request`` when the URL is on another host, is not a pipeline URL, or
+            names an impossible project path or id; no request is made.
+    """
+    path = base.same_instance(url)
+    if path is None:
+        raise bad_request(
+            f"The URL {url!r} is not on this gateway's GitLab ({base.url}); give a pipeline URL of that "
+            "instance, or `id` and `pipeline_id`."
+        )
+    match = _PIPELINE_PATH.fullmatch(path.strip("/"))
+    if match is None:
+        raise bad_request(
+            f"The URL {url!r} is not a pipeline URL; expected {base.url}/<group>/<project>/-/pipelines/<id>. "
+            "For a merge request, read its pipeline id first and call get_pipeline."
+        )
+    pipeline_id = int(match["id"])
+    if not 0 < pipeline_id <= MAX_ID:
+        raise bad_request(f"The pipeline id in {url!r} must be a positive integer.")
+    return PipelineRef(project=project_full_path(match["project"]), pipeline_id=pipeline_id)
+
+
+def global_id(model: str, number: int) -> str:
+    """A GraphQL global ID, ``gid://gitlab/<model>/<number>`` (e.g. ``Ci::Pipeline``)."""
+    return f"gid://gitlab/{model}/{number}"
+
+
+def global_id_number(gid: object) -> int:
+    """The integer tail of a GraphQL global ID (``gid://gitlab/Ci::Build/111`` → ``111``).
+
+    Raises:
+        ValueError: ``gid`` is not a global ID with a numeric tail (GitLab broke its own shape).
+    """
+    if isinstance(gid, str):
+        match = _GID.fullmatch(gid)
+        if match is not None:
+            return int(match["id"])
+    raise ValueError(f"GitLab answered an id that is not a global ID: {gid!r}")

@@ -33,7 +33,9 @@ async def readyz(request: web.Request) -> web.Response:
         return web.json_response({"status": "not_ready", "state_store": "closed"}, status=503)
     broker = services.broker
     is_open = getattr(broker, "is_open", None)
-    store = "disabled" if broker is None else ("open" if (is_open() if callable(is_open) else True) else "closed")
+    store = (
+        "disabled" if broker is None else ("open" if (is_open() if callable(is_open) else True) else "closed")
+    )
     gitlab = await _gitlab_reachability(request.app, services.gitlab)
     ready = store != "closed"
     return web.json_response(

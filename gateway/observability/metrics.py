@@ -1,22 +1,63 @@
 """Prometheus metrics: one registry per app, bounded label sets, conventional names.
 
 Every label value comes from a closed set: MCP method names the dispatcher knows (else
-``other``), declared tool names (else ``unknown``), GraphQL operation names or REST route
-templates from the gateway's own code (never a raw path), status classes (``2xx``..``5xx``,
-``error``), cache names, broker states and agent ids from configuration.
+``other``, see :func:`mcp_method_label`), declared tool names (else ``unknown``), GraphQL
+operation names or REST route templates from the gateway's own code (never a raw path), status
+classes (``2xx``..``5xx``, ``error``), cache names from code, broker states and agent ids from
+configuration. Nothing a caller sends (paths, project names, tokens, session ids, error texts)
+becomes a label value.
 
-Exposed at ``/metrics`` in the Prometheus text format via ``prometheus_client``.
+Names follow the Prometheus conventions (https://prometheus.io/docs/practices/naming/): a
+``gateway_`` prefix, base units (``_seconds``, ``_bytes``), ``_total`` on counters, ``_info``
+on the build information. ``docs/operations.md`` lists every metric; the Grafana dashboard in
+``deploy/grafana/`` only queries these names (checked by ``tests/unit/test_deploy.py``).
+
+Exposed at ``/metrics`` in the Prometheus text format via ``prometheus_client``, together with
+the standard ``process_*`` metrics of the gateway's process.
 """
 
 from __future__ import annotations
 
 import platform
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, ProcessCollector
 
 from gateway import __version__
 
+#: Seconds; the same buckets inbound (tool calls) and upstream (GitLab) so the two compare.
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+#: JSON-RPC methods counted under their own name (MCP 2025-11-25); anything else is ``other``.
+MCP_METHODS: frozenset[str] = frozenset(
+    {
+        "initialize",
+        "ping",
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+        "logging/setLevel",
+        "server/discover",
+        "notifications/initialized",
+        "notifications/cancelled",
+        "notifications/progress",
+        "notifications/roots/list_changed",
+    }
+)
+
+
+def mcp_method_label(method: object) -> str:
+    """``method`` when it is a known MCP method, else ``other`` (keeps the label set closed)."""
+    return method if isinstance(method, str) and method in MCP_METHODS else "other"
+
+
+def status_class(status: int | None) -> str:
+    """``2xx``..``5xx`` for an HTTP status, ``error`` when no answer came."""
+    return f"{status // 100}xx" if status is not None and 100 <= status < 600 else "error"
 
 
 class Metrics:
@@ -27,6 +68,8 @@ class Metrics:
         r = self.registry
         self.build_info = Info("gateway_build", "Gateway version and Python version", registry=r)
         self.build_info.info({"version": __version__, "python": platform.python_version()})
+        # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds... (Linux).
+        ProcessCollector(registry=r)
 
         # MCP transport
         self.mcp_requests = Counter(
@@ -56,7 +99,7 @@ class Metrics:
         # GitLab client
         self.gitlab_requests = Counter(
             "gateway_gitlab_requests_total",
-            "Requests to GitLab by operation (GraphQL operation name or REST route template) and status class",
+            "GitLab requests by operation (GraphQL operation or REST route template) and status class",
             ["operation", "status_class"],
             registry=r,
         )
@@ -82,10 +125,17 @@ class Metrics:
         self.cache_evictions = Counter(
             "gateway_cache_evictions_total", "Entries evicted for room or age", ["cache"], registry=r
         )
+        self.cache_entries = Gauge("gateway_cache_entries", "Entries held, per cache", ["cache"], registry=r)
+        self.cache_bytes = Gauge(
+            "gateway_cache_size_bytes", "Approximate bytes held, per cache", ["cache"], registry=r
+        )
 
         # broker
         self.broker_state = Gauge(
-            "gateway_broker_state", "1 for the broker's current state, 0 for the others", ["state"], registry=r
+            "gateway_broker_state",
+            "1 for the broker's current state, 0 for the others",
+            ["state"],
+            registry=r,
         )
         self.broker_queue_depth = Gauge(
             "gateway_broker_queue_depth", "Messages queued per agent", ["agent"], registry=r
@@ -94,7 +144,10 @@ class Metrics:
             "gateway_broker_messages_sent_total", "Messages queued, by recipient", ["agent"], registry=r
         )
         self.broker_messages_delivered = Counter(
-            "gateway_broker_messages_delivered_total", "Messages handed to a waiting agent", ["agent"], registry=r
+            "gateway_broker_messages_delivered_total",
+            "Messages handed to a waiting agent",
+            ["agent"],
+            registry=r,
         )
         self.broker_waits_open = Gauge("gateway_broker_waits_open", "wait_for_message calls open", registry=r)
         self.broker_transitions = Counter(

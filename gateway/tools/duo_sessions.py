@@ -1,7 +1,315 @@
-"""Placeholder: tools of this module are not written yet."""
+"""``get_duo_session`` (alias ``get_duo_workflow_status``): poll a Duo Agent Platform session (seed 002).
+
+One GraphQL request, ``Query.duoWorkflowWorkflows(workflowId:)`` with
+``gid://gitlab/Ai::DuoWorkflows::Workflow/<id>`` (``shared/spec/gitlab_facts.md`` §2.3), answered
+as the seed's table: a human text block (the agent's answer, progress or guidance) and a metadata
+object (``structuredContent``):
+
+=============================  ======================================================================
+GitLab ``statusName``          result
+=============================  ======================================================================
+``running``, ``created``,      ``Status: <s>. Latest agent update: <≤500 chars>. Poll again in 30
+anything else active           seconds.`` + ``poll_after_seconds: 30``
+``finished``                   the last agent answer, or the seed's fallback sentence
+``input_required``             the last agent answer (or fallback) + ``turn_complete: true``; status
+                               ``"input required"`` as the seed spells it
+``tool_call_approval_``        ``Session is paused: <status>. Polling will NOT move it forward. ...
+``required``,                  call approve_duo_agent_action with workflow_id=<id> ...`` (after the
+``plan_approval_required``     latest agent message) + ``awaiting_approval: true``
+``paused``                     ``paused: true`` and how to resume it
+``failed``, ``stopped``        ``Session <status>. See <web_url> for details.``
+=============================  ======================================================================
+
+The agent's answer is the last message the agent wrote (``role: assistant`` in chat sessions,
+``messageType: agent`` in flows): ``latestCheckpoint.lastDuoMessage`` when it is one, else
+``duoMessages`` newest first; never a user or tool message (seed 002, Implementation Plan 6).
+
+Beyond the seed, ``wait_seconds`` (0 to 300) makes the gateway poll for the caller every
+:data:`POLL_INTERVAL_SECONDS`, with progress notifications, and return as soon as the session
+leaves the running state or the time is up; cancelling the call stops the polling at once.
+"""
 
 from __future__ import annotations
 
-from gateway.tools.registry import Tool
+import asyncio
+from dataclasses import dataclass
+from typing import Annotated, Any
 
-TOOLS: list[Tool] = []
+from pydantic import BeforeValidator, Field
+
+from gateway.errors import ToolError, not_found
+from gateway.gitlab.errors import GitLabNotFound
+from gateway.gitlab.urls import MAX_ID, global_id, global_id_number
+from gateway.tools.context import ToolContext
+from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput, ToolResult
+
+#: GraphQL model name of a Duo workflow (``AiDuoWorkflowsWorkflowID``).
+WORKFLOW_MODEL = "Ai::DuoWorkflows::Workflow"
+
+#: The seed's polling hint while a session runs (seed 002, "Running").
+POLL_AFTER_SECONDS = 30
+#: How often the gateway itself polls GitLab during ``wait_seconds``. Tests shrink it.
+POLL_INTERVAL_SECONDS = 5.0
+#: Longest ``wait_seconds``: under the 300 s idle limits of common clients and proxies even if
+#: progress were lost (``shared/spec/mcp_protocol.md`` §4).
+MAX_WAIT_SECONDS = 300
+#: Progress text is cut to this many characters (seed 002, "Running").
+PROGRESS_CHARS = 500
+
+NO_FINAL_ANSWER = "Session finished, but no final answer was produced."
+NO_TURN_ANSWER = "The last turn completed, but no agent answer was found."
+
+APPROVAL_STATUSES = frozenset({"tool_call_approval_required", "plan_approval_required"})
+#: Terminal statuses other than ``finished`` (``Ai::DuoWorkflows::Workflow`` states).
+FAILED_STATUSES = frozenset({"failed", "stopped"})
+#: Every ``statusName`` GitLab 19.4 knows (``DuoWorkflowStatus``); others are classified by
+#: ``statusGroup`` so a status added later never makes a finished session look running.
+KNOWN_STATUSES = frozenset(
+    {"created", "running", "paused", "finished", "input_required", *APPROVAL_STATUSES, *FAILED_STATUSES}
+)
+#: ``DuoWorkflowStatusGroup`` → the branch an unknown status takes.
+GROUP_BRANCH = {
+    "COMPLETED": "finished",
+    "FAILED": "failed",
+    "CANCELED": "failed",
+    "PAUSED": "paused",
+    "AWAITING_INPUT": "waiting",
+}
+
+
+def _no_bool(value: Any) -> Any:
+    # JSON true/false would otherwise pass as 1/0 (pydantic's lax int).
+    if isinstance(value, bool):
+        raise ValueError("must be an integer, not true/false")
+    return value
+
+
+class GetDuoSessionInput(ToolInput):
+    """Arguments of ``get_duo_session`` (seed 002, "Input schema", plus ``wait_seconds``)."""
+
+    workflow_id: Annotated[int, Field(ge=1, le=MAX_ID), BeforeValidator(_no_bool)] = Field(
+        description="Workflow ID returned by trigger_duo_flow or ask_duo_agent, e.g. 42."
+    )
+    wait_seconds: Annotated[int, Field(ge=0, le=MAX_WAIT_SECONDS), BeforeValidator(_no_bool)] = Field(
+        0,
+        description="0 (default): answer at once. 1-300: while the session is running, the gateway polls "
+        "GitLab for you and answers as soon as it stops running (finished, waiting for input or approval, "
+        "failed...) or when this many seconds have passed.",
+    )
+
+
+class DuoSessionOutput(ToolOutput):
+    """``structuredContent`` of ``get_duo_session`` (seed 002, "Output schema")."""
+
+    workflow_id: int = Field(description="The workflow (session) ID.")
+    status: str = Field(
+        description='GitLab\'s status name: running, finished, "input required", '
+        "tool_call_approval_required, plan_approval_required, paused, failed, stopped, created."
+    )
+    web_url: str | None = Field(
+        description="The session's page in GitLab; null when GitLab gives no project."
+    )
+    poll_after_seconds: int | None = Field(None, description="Running only: wait this long, then call again.")
+    turn_complete: bool | None = Field(
+        None, description='"input required" only: the agent finished its turn.'
+    )
+    awaiting_approval: bool | None = Field(
+        None, description="Approval states only: call approve_duo_agent_action; polling will not move it."
+    )
+    paused: bool | None = Field(None, description="Paused only: polling will not move it forward.")
+
+
+# -- reading a session -----------------------------------------------------------------------------
+
+
+def _missing(workflow_id: int) -> ToolError:
+    # GitLab answers "does not exist" and "may not read" alike, and so does the gateway.
+    return not_found(
+        f"Duo session {workflow_id} was not found, or you do not have access to it. Check the workflow_id "
+        "returned by trigger_duo_flow or ask_duo_agent."
+    )
+
+
+async def fetch_workflow(ctx: ToolContext, workflow_id: int) -> dict[str, Any]:
+    """The workflow node for ``workflow_id`` (one GraphQL request).
+
+    Raises:
+        ToolError: ``not_found`` when GitLab reports it missing or hidden, or returns no node.
+        GitLabError: other failures (mapped by the registry).
+    """
+    try:
+        data = await ctx.gitlab.graphql(
+            "get_duo_session", {"workflowId": global_id(WORKFLOW_MODEL, workflow_id)}
+        )
+    except GitLabNotFound:
+        raise _missing(workflow_id) from None
+    nodes = (data.get("duoWorkflowWorkflows") or {}).get("nodes") or []
+    node = nodes[0] if nodes else None
+    if not isinstance(node, dict):
+        raise _missing(workflow_id)
+    return node
+
+
+def _is_agent_message(message: Any) -> bool:
+    if not isinstance(message, dict):
+        return False
+    content = message.get("content")
+    if not isinstance(content, str) or not content.strip():
+        return False
+    return message.get("role") == "assistant" or message.get("messageType") == "agent"
+
+
+def agent_answer(workflow: dict[str, Any]) -> str | None:
+    """The newest agent-written message content, or None.
+
+    ``lastDuoMessage`` when the agent wrote it, else ``duoMessages`` newest first; user and tool
+    messages are skipped (seed 002, Implementation Plan 6; ``gitlab_facts.md`` §2.3).
+    """
+    checkpoint = workflow.get("latestCheckpoint") or {}
+    last = checkpoint.get("lastDuoMessage")
+    if isinstance(last, dict) and _is_agent_message(last):
+        return str(last["content"]).strip()
+    for message in reversed(checkpoint.get("duoMessages") or []):
+        if _is_agent_message(message):
+            return str(message["content"]).strip()
+    return None
+
+
+def truncate(text: str, limit: int = PROGRESS_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, ``...`` included (Rails ``String#truncate``)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _gid_tail(gid: Any) -> int | None:
+    try:
+        return global_id_number(gid)
+    except ValueError:
+        return None
+
+
+def session_web_url(workflow: dict[str, Any], workflow_id: int) -> str | None:
+    """The workflow's ``webUrl``, else the project's web URL + ``/-/automate/agent-sessions/<id>``."""
+    if workflow.get("webUrl"):
+        return str(workflow["webUrl"])
+    project_url = (workflow.get("project") or {}).get("webUrl")
+    if project_url:
+        return f"{str(project_url).rstrip('/')}/-/automate/agent-sessions/{workflow_id}"
+    return None
+
+
+def status_name(workflow: dict[str, Any]) -> str:
+    """GitLab's ``statusName`` (lowercase, underscored), else the ``status`` enum lowercased."""
+    name = workflow.get("statusName") or workflow.get("status") or "unknown"
+    return str(name).strip().lower()
+
+
+@dataclass(frozen=True)
+class SessionState:
+    """A workflow read once, classified."""
+
+    result: ToolResult
+    running: bool
+    status: str
+    update: str | None
+
+
+def describe(workflow: dict[str, Any], requested_id: int) -> SessionState:
+    """The seed's result for one workflow read (see the module table)."""
+    workflow_id = _gid_tail(workflow.get("id")) or requested_id
+    status = status_name(workflow)
+    web_url = session_web_url(workflow, workflow_id)
+    answer = agent_answer(workflow)
+    meta: dict[str, Any] = {"workflow_id": workflow_id, "status": status, "web_url": web_url}
+
+    def done(text: str, *, running: bool = False) -> SessionState:
+        return SessionState(ToolResult(structured=meta, text=text), running, status, answer)
+
+    branch = status
+    if status not in KNOWN_STATUSES:
+        branch = GROUP_BRANCH.get(str(workflow.get("statusGroup") or "").upper(), "running")
+    if branch == "finished":
+        return done(answer or NO_FINAL_ANSWER)
+    if branch == "input_required":
+        meta.update(status="input required", turn_complete=True)
+        return done(answer or NO_TURN_ANSWER)
+    if branch in APPROVAL_STATUSES:
+        meta["awaiting_approval"] = True
+        guidance = (
+            f"Session is paused: {status}. Polling will NOT move it forward. To proceed, call "
+            f'approve_duo_agent_action with workflow_id={workflow_id} and decision="approve" (or "reject").'
+        )
+        return done(f"{answer}\n\n{guidance}" if answer else guidance)
+    if branch == "paused":
+        meta["paused"] = True
+        where = f" from {web_url}" if web_url else " in GitLab"
+        return done(
+            f"Session is paused. Polling will NOT move it forward: resume it{where}, then poll again."
+        )
+    see = f"See {web_url} for details." if web_url else "See the session in GitLab for details."
+    if branch in FAILED_STATUSES:
+        return done(f"Session {status}. {see}")
+    if branch == "waiting":
+        return done(f"Session is waiting: {status}. Polling will NOT move it forward. {see}")
+    meta["poll_after_seconds"] = POLL_AFTER_SECONDS
+    update = f" Latest agent update: {truncate(answer)}." if answer else ""
+    return done(f"Status: {status}.{update} Poll again in {POLL_AFTER_SECONDS} seconds.", running=True)
+
+
+# -- the tool ------------------------------------------------------------------------------------------
+
+
+async def get_duo_session(ctx: ToolContext, args: GetDuoSessionInput) -> ToolResult:
+    """Read a Duo session once, or poll it for up to ``wait_seconds`` while it runs.
+
+    Returns:
+        The seed's text block and metadata object for the session's (last read) state.
+
+    Raises:
+        ToolError: ``not_found`` for a missing or unreadable session (one message for both).
+        GitLabError: other GitLab failures (mapped by the registry).
+        asyncio.CancelledError: the call was cancelled; no further request is sent.
+    """
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    deadline = started + args.wait_seconds
+    last_progress = 0.0
+    while True:
+        state = describe(await fetch_workflow(ctx, args.workflow_id), args.workflow_id)
+        remaining = deadline - loop.time()
+        if not state.running or remaining <= 0:
+            return state.result
+        elapsed = loop.time() - started
+        # MCP progress values must increase strictly (2025-11-25 basic/utilities/progress).
+        last_progress = max(elapsed, last_progress + 0.001)
+        note = f" Latest agent update: {truncate(state.update, 200)}" if state.update else ""
+        await ctx.progress(
+            last_progress,
+            float(args.wait_seconds),
+            f"Session {args.workflow_id} is still {state.status} ({elapsed:.0f} s of {args.wait_seconds} s)."
+            + note,
+        )
+        await asyncio.sleep(min(POLL_INTERVAL_SECONDS, remaining))
+
+
+DESCRIPTION = """\
+Check the status of a Duo agent session (started by trigger_duo_flow or ask_duo_agent). While running, \
+returns compact progress and a poll_after_seconds hint - wait that long, then call again (or pass \
+wait_seconds, up to 300, to have the gateway wait for you and answer as soon as the session stops \
+running). "finished" or "input required" both mean the current turn is complete and include the agent's \
+answer ("input required" is the normal resting state of chat-style sessions). Approval-required statuses \
+will not progress by polling - use approve_duo_agent_action instead."""
+
+TOOLS: list[Tool] = [
+    Tool(
+        name="get_duo_session",
+        description=DESCRIPTION,
+        input_model=GetDuoSessionInput,
+        output_model=DuoSessionOutput,
+        handler=get_duo_session,
+        annotations=READ_ONLY,
+        toolset="duo_agent_platform",
+        aliases=("get_duo_workflow_status",),
+        long_running=True,
+        title="Get a Duo agent session",
+    )
+]

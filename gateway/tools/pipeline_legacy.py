@@ -1,7 +1,202 @@
-"""Placeholder: tools of this module are not written yet."""
+"""The superseded pipeline tools, kept callable during the migration to ``get_pipeline``.
+
+Seed 000 ("Backward compatibility") folds GitLab Duo's separate pipeline reads into
+``get_pipeline``'s facets and asks to keep the old tools available meanwhile, with the mapping
+documented (``docs/tools/get_pipeline.md``). Their call shapes differ from ``get_pipeline``'s, so
+aliases cannot reproduce them; each is a thin tool over the same GraphQL read
+(:func:`gateway.tools.pipelines.read_pipeline`, one request per call):
+
+==========================  ===========================================================
+superseded tool             ``get_pipeline`` call it maps to
+==========================  ===========================================================
+get_pipeline_jobs           include: [jobs]
+get_pipeline_failing_jobs   include: [jobs], job_status: failed
+get_downstream_pipelines    include: [downstream_pipelines]
+get_failing_bridge_jobs     include: [bridge_jobs], bridges filtered to status failed
+==========================  ===========================================================
+
+Names are those of GitLab Duo Workflow Service's tools (``duo_workflow_service/tools/pipeline.py``)
+and the MCP server's REST-backed ``get_pipeline_jobs`` (``shared/spec/gitlab_facts.md`` §1.3). The
+pipeline is named as those tools named it, by its web ``url``
+(``https://gitlab.example.com/group/project/-/pipelines/42``, on the configured GitLab only), or
+as ``get_pipeline`` names it, by ``id`` and ``pipeline_id``. Paging is ``get_pipeline``'s
+(``first``/``after``). Not carried over: locating a pipeline through a merge request
+(``merge_request_iid`` or a merge request URL) and ``exclude_allow_failure`` (cut from seed 000).
+The failing-bridge filter is applied by GitLab (``jobs(jobKind: BRIDGE, statuses: [FAILED])``),
+so pages stay full.
+"""
 
 from __future__ import annotations
 
-from gateway.tools.registry import Tool
+from typing import Annotated, Any
 
-TOOLS: list[Tool] = []
+from pydantic import Field
+from pydantic.json_schema import SkipJsonSchema
+
+from gateway.errors import bad_request
+from gateway.gitlab.urls import parse_pipeline_url
+from gateway.tools.context import ToolContext
+from gateway.tools.pipelines import (
+    DEFAULT_PAGE_SIZE,
+    BridgeJob,
+    Cursor,
+    DownstreamPipeline,
+    Facet,
+    OptionalPipelineId,
+    OptionalProjectId,
+    PageInfo,
+    PageSize,
+    PipelineBase,
+    PipelineJob,
+    read_pipeline,
+)
+from gateway.tools.registry import READ_ONLY, Tool, ToolInput
+
+PipelineUrl = Annotated[
+    str | SkipJsonSchema[None],
+    Field(
+        description=(
+            "Web URL of the pipeline on this GitLab, e.g. "
+            "https://gitlab.example.com/group/project/-/pipelines/42. Give either `url`, or `id` and "
+            "`pipeline_id`."
+        ),
+        json_schema_extra={"minLength": 1, "maxLength": 4096},
+    ),
+]
+
+
+class LegacyPipelineInput(ToolInput):
+    """A pipeline named by its web URL, or by project and pipeline id; and the facet's paging."""
+
+    url: PipelineUrl = None
+    id: OptionalProjectId = None
+    pipeline_id: OptionalPipelineId = None
+    first: PageSize = DEFAULT_PAGE_SIZE
+    after: Cursor = None
+
+
+class PipelineJobsOutput(PipelineBase):
+    """The pipeline and one page of its jobs."""
+
+    jobs: list[PipelineJob]
+    page_info: PageInfo
+
+
+class DownstreamPipelinesOutput(PipelineBase):
+    """The pipeline and one page of its downstream pipelines."""
+
+    downstream_pipelines: list[DownstreamPipeline]
+    page_info: PageInfo
+
+
+class BridgeJobsOutput(PipelineBase):
+    """The pipeline and one page of its bridge jobs."""
+
+    bridge_jobs: list[BridgeJob]
+    page_info: PageInfo
+
+
+def _target(ctx: ToolContext, tool: str, args: LegacyPipelineInput) -> tuple[str, int]:
+    """``(project, pipeline_id)`` from ``url`` or ``id`` + ``pipeline_id``; no request is made.
+
+    Raises:
+        ToolError: ``bad_request`` when both or neither are given, or the URL is not a pipeline
+            URL of the configured GitLab.
+    """
+    has_ids = args.id is not None or args.pipeline_id is not None
+    if args.url is not None and has_ids:
+        raise bad_request(f"{tool}: give either `url`, or `id` and `pipeline_id`, not both.")
+    if args.url is not None:
+        ref = parse_pipeline_url(ctx.services.gitlab.base, args.url)
+        return ref.project, ref.pipeline_id
+    if args.id is None or args.pipeline_id is None:
+        missing = "`id`" if args.id is None else "`pipeline_id`"
+        raise bad_request(
+            f"{tool}: {missing} is missing; name the pipeline by `url` (its web URL, "
+            "https://<gitlab>/<group>/<project>/-/pipelines/<id>) or by `id` and `pipeline_id`."
+        )
+    return args.id, args.pipeline_id
+
+
+def _handler(
+    tool: str,
+    facet: Facet,
+    *,
+    job_statuses: list[str] | None = None,
+    bridge_statuses: list[str] | None = None,
+) -> Any:
+    async def handle(ctx: ToolContext, args: LegacyPipelineInput) -> dict[str, Any]:
+        project, pipeline_id = _target(ctx, tool, args)
+        return await read_pipeline(
+            ctx.gitlab,
+            project,
+            pipeline_id,
+            facet,
+            job_statuses=job_statuses,
+            bridge_statuses=bridge_statuses,
+            first=args.first,
+            after=args.after,
+        )
+
+    handle.__name__ = handle.__qualname__ = tool
+    return handle
+
+
+_PAGING = (
+    "Pages of `first` (default 20, max 100); while `page_info.has_next_page` is true, call again with "
+    "`after: page_info.end_cursor`."
+)
+
+
+def _legacy(
+    name: str, replacement: str, what: str, facet: Facet, output: type[PipelineBase], **kw: Any
+) -> Tool:
+    return Tool(
+        name=name,
+        description=(
+            f"Superseded by get_pipeline with {replacement}; kept during the migration, prefer get_pipeline. "
+            f"{what} Name the pipeline by `url` (its web URL) or by `id` and `pipeline_id`. {_PAGING}"
+        ),
+        input_model=LegacyPipelineInput,
+        output_model=output,
+        handler=_handler(name, facet, **kw),
+        annotations=READ_ONLY,
+        toolset="ci",
+    )
+
+
+TOOLS: list[Tool] = [
+    _legacy(
+        "get_pipeline_jobs",
+        'include: ["jobs"]',
+        "Lists a pipeline's build jobs (id, name, status, stage, allow_failure, web_url).",
+        "jobs",
+        PipelineJobsOutput,
+    ),
+    _legacy(
+        "get_pipeline_failing_jobs",
+        'include: ["jobs"], job_status: "failed"',
+        "Lists a pipeline's failed jobs. When there are none, check get_failing_bridge_jobs and each "
+        "downstream pipeline before concluding nothing failed.",
+        "jobs",
+        PipelineJobsOutput,
+        job_statuses=["failed"],
+    ),
+    _legacy(
+        "get_downstream_pipelines",
+        'include: ["downstream_pipelines"]',
+        "Lists the pipelines a pipeline triggered (child and multi-project), with status, web_url and "
+        "project_full_path; ones you cannot read are left out.",
+        "downstream_pipelines",
+        DownstreamPipelinesOutput,
+    ),
+    _legacy(
+        "get_failing_bridge_jobs",
+        'include: ["bridge_jobs"]',
+        "Lists a pipeline's failed bridge (trigger) jobs, each with the downstream pipeline it started "
+        "(null when none was created or you cannot read it).",
+        "bridge_jobs",
+        BridgeJobsOutput,
+        bridge_statuses=["failed"],
+    ),
+]

@@ -1,0 +1,119 @@
+"""Activity logs: ``<state_dir>/logs/{agent}.log`` per agent and ``pipeline.log`` for the broker.
+
+Source: broker.md ("log_activity", "get_activity_log", the last point of "Points the seed leaves
+open") and issue 5 point 5. A log name is only ever one of the configured agent ids or
+``pipeline``, checked against that closed set before any path is built, and the final path is
+checked to sit inside the logs folder, so nothing a caller sends can reach another file.
+
+One activity is one line: ``2026-04-11T01:10:00Z [dev] text``; line breaks inside the text are
+written as ``\\n`` so a caller cannot forge lines. Files rotate by size with the standard
+library's :class:`logging.handlers.RotatingFileHandler` (``broker.log_max_bytes``,
+``broker.log_backups``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Iterable
+from logging.handlers import RotatingFileHandler
+from pathlib import Path
+
+PIPELINE_LOG = "pipeline"
+
+
+class UnknownLog(ValueError):
+    """The log name is neither a configured agent id nor ``pipeline``."""
+
+
+def one_line(text: str) -> str:
+    """``text`` with CR/LF escaped so it stays one log line."""
+    return text.replace("\\", "\\\\").replace("\r", "\\r").replace("\n", "\\n")
+
+
+class ActivityLogs:
+    """The rotating log files of one broker.
+
+    Args:
+        folder: ``<state_dir>/logs`` (created when missing).
+        agents: the configured agent ids; with ``pipeline`` they are the only log names.
+        max_bytes: a file rotates when a line would take it past this size.
+        backups: rotated files kept (``dev.log.1`` … ``dev.log.N``).
+    """
+
+    def __init__(self, folder: Path, agents: Iterable[str], *, max_bytes: int, backups: int) -> None:
+        self.folder = folder
+        self.names = (*agents, PIPELINE_LOG)
+        self._max_bytes = max_bytes
+        self._backups = backups
+        self._handlers: dict[str, RotatingFileHandler] = {}
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def path(self, name: str) -> Path:
+        """The current file of log ``name``.
+
+        Raises:
+            UnknownLog: ``name`` is not an agent id or ``pipeline``.
+        """
+        if name not in self.names:
+            raise UnknownLog(name)
+        path = (self.folder / f"{name}.log").resolve()
+        if path.parent != self.folder.resolve():  # a configured id can never do this; belt and braces
+            raise UnknownLog(name)
+        return path
+
+    def _handler(self, name: str) -> RotatingFileHandler:
+        handler = self._handlers.get(name)
+        if handler is None:
+            handler = RotatingFileHandler(
+                self.path(name), maxBytes=self._max_bytes, backupCount=self._backups, encoding="utf-8"
+            )
+            handler.setFormatter(logging.Formatter("%(message)s"))
+            self._handlers[name] = handler
+        return handler
+
+    def append(self, name: str, at: str, who: str, text: str) -> None:
+        """Append ``{at} [{who}] {text}`` to log ``name`` (one line, flushed).
+
+        A line is a few hundred bytes and the file is flushed, not synced, so writing on the
+        event loop costs microseconds; rotation (a rename) is rare.
+
+        Raises:
+            UnknownLog: ``name`` is not an agent id or ``pipeline``.
+        """
+        record = logging.makeLogRecord(
+            {"msg": f"{at} [{one_line(who)}] {one_line(text)}", "levelno": logging.INFO}
+        )
+        self._handler(name).handle(record)
+
+    async def tail(self, name: str, lines: int) -> list[str]:
+        """The last ``lines`` lines of log ``name``, oldest first, across rotated files.
+
+        Raises:
+            UnknownLog: ``name`` is not an agent id or ``pipeline``.
+        """
+        path = self.path(name)
+        return await asyncio.to_thread(self._tail, path, lines)
+
+    def _tail(self, path: Path, lines: int) -> list[str]:
+        out: deque[str] = deque()
+        files = [path, *(path.with_name(f"{path.name}.{i}") for i in range(1, self._backups + 1))]
+        for file in files:  # newest first
+            if len(out) >= lines:
+                break
+            try:
+                text = file.read_text(encoding="utf-8", errors="replace")
+            except FileNotFoundError:
+                continue
+            for line in reversed(text.splitlines()):
+                if len(out) >= lines:
+                    break
+                out.appendleft(line)
+        return list(out)
+
+    def close(self) -> None:
+        """Close every open file."""
+        for handler in self._handlers.values():
+            handler.close()
+        self._handlers.clear()

@@ -1,0 +1,296 @@
+"""GitLab file URLs: ``<base>/<project>/-/(blob|raw|blame)/<ref>/<path>`` → project, ref and path.
+
+Rules (``shared/spec/gitlab_facts.md`` §1.2 "URL parsing"; gitlabhq
+``app/services/mcp/tools/concerns/url_parser.rb`` and ``lib/extracts_ref/ref_extractor.rb``):
+
+- Only ``http``/``https`` URLs on the configured GitLab are accepted: host, port and sub-path
+  (``relative_url_root``) must match :class:`~gateway.gitlab.urls.GitLabBase`. Anything else is a
+  ``bad_request`` raised before any request, so a caller can never make the gateway send its
+  token elsewhere (``shared/spec/design.md``, standing rules).
+- ``BLOB_URL_PATTERN = <project_path>/-/(blob|raw|blame)/<id>``: the project path runs to the
+  first ``/-/``; ``id`` (ref and path) is percent-decoded once. ``?ref_type=heads|tags`` is read
+  from the query string. A ``#L10`` / ``#L10-20`` fragment (GitLab's line anchors) is kept so the
+  tool can open the window there.
+- Branch names may contain ``/``, so ``id`` is split like GitLab's web UI
+  (``ExtractsRef::RefExtractor#extract_ref``): a full commit SHA as the first segment is the ref;
+  otherwise, when the first segment is itself a branch or tag it wins
+  (``use_first_path_segment?``); otherwise the longest branch or tag name that prefixes ``id``;
+  otherwise the first segment (GitLab's "try our best"; the read then reports the ref as not
+  found). Ref names are fetched only when ``id`` can be split more than one way, narrowed to names
+  starting with the first segment, and cached per credential and project for
+  ``cache.refs_ttl_seconds``. Branch names come from GraphQL ``Repository.branchNames``; GraphQL
+  has no tag-name list, so tag names come from REST ``GET /projects/:id/repository/tags?search=^``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from gateway.errors import ToolError, bad_request
+from gateway.gitlab.urls import GitLabBase, encode_project, project_full_path
+
+if TYPE_CHECKING:
+    from gateway.cache import CacheRegistry
+    from gateway.gitlab.client import GitLabSession
+
+RefType = Literal["heads", "tags"]
+
+#: A full commit SHA: SHA-1 (40 hex digits) or SHA-256 (64). Short SHAs are not immutable names.
+FULL_SHA = re.compile(r"[0-9a-fA-F]{40}(?:[0-9a-fA-F]{24})?")
+
+_VIEWS = ("blob", "raw", "blame")
+_BLOB_PATH = re.compile(r"(?P<project>.+?)/-/(?P<view>blob|raw|blame)/(?P<id>.*)", re.DOTALL)
+_LINE_ANCHOR = re.compile(r"L(?P<start>[1-9]\d*)(?:-L?(?P<end>[1-9]\d*))?")
+#: Characters git forbids in ref names (``git check-ref-format``) that are also glob syntax.
+_NOT_IN_REFS = re.compile(r"[*?\[\\\s~^:]")
+
+#: Ref names fetched per page and pages at most, per kind, when a URL is ambiguous.
+REF_PAGE_SIZE = 1000
+TAG_PAGE_SIZE = 100
+MAX_REF_PAGES = 10
+
+
+@dataclass(frozen=True)
+class BlobUrl:
+    """A parsed GitLab file URL.
+
+    Attributes:
+        url: the URL as given (for messages).
+        project_path: the project's full path, e.g. ``group/sub/project``.
+        ref_and_path: GitLab's ``id``: ``<ref>/<path>``, percent-decoded once.
+        view: ``blob``, ``raw`` or ``blame``.
+        ref_type: ``heads`` or ``tags`` from ``?ref_type=``, or None.
+        lines: ``(first, last)`` 1-based from a ``#L<first>[-<last>]`` anchor (``last`` None for
+            a single-line anchor), or None.
+    """
+
+    url: str
+    project_path: str
+    ref_and_path: str
+    view: str
+    ref_type: RefType | None = None
+    lines: tuple[int, int | None] | None = None
+
+    @property
+    def segments(self) -> list[str]:
+        """``ref_and_path`` split on ``/``."""
+        return self.ref_and_path.split("/")
+
+
+def is_full_sha(ref: str) -> bool:
+    """True for a full 40- or 64-digit hexadecimal commit SHA (the only immutable refs)."""
+    return FULL_SHA.fullmatch(ref) is not None
+
+
+def parse_blob_url(url: str, base: GitLabBase) -> BlobUrl:
+    """Parse a GitLab blob, raw or blame URL on the configured GitLab.
+
+    Args:
+        url: e.g. ``https://gitlab.example.com/group/project/-/blob/main/app/x.rb?ref_type=heads#L3-9``.
+        base: the configured GitLab.
+
+    Raises:
+        ToolError: ``bad_request`` when the URL is not http(s), names another host, port or
+            sub-path (:meth:`GitLabBase.same_instance`), is not a ``/-/blob|raw|blame/`` URL, has
+            no file path after the ref, is not valid percent-encoded UTF-8, or has an unknown ``ref_type``.
+    """
+    parts = urlsplit(url.strip())
+    if parts.scheme.lower() not in ("http", "https"):
+        raise bad_request(
+            f"url must be an http(s) URL of a file on {base.url}, such as "
+            f"{base.url}/group/project/-/blob/main/README.md; got {url!r}."
+        )
+    path = base.same_instance(url)
+    if path is None:
+        raise bad_request(
+            f"url {url!r} is not on this gateway's GitLab ({base.url}: host, port and path must match), "
+            "so nothing was fetched. Give a URL on that GitLab, or pass project_id, file_path and ref."
+        )
+    match = _BLOB_PATH.fullmatch(path.lstrip("/"))
+    if match is None:
+        raise bad_request(
+            f"url {url!r} is not a GitLab file URL: expected "
+            f"{base.url}/<group>/<project>/-/blob/<ref>/<path> (a blob, raw or blame URL). For a "
+            "directory use list_repository_tree; or pass project_id, file_path and ref."
+        )
+    try:
+        ref_and_path = unquote(match["id"], errors="strict")
+    except UnicodeDecodeError:
+        raise bad_request(f"url {url!r} has percent-escapes that are not valid UTF-8.") from None
+    if "\x00" in ref_and_path:
+        raise bad_request(f"url {url!r} contains a NUL character.")
+    # Decodes the project path once and refuses what GitLab could never name.
+    project_path = project_full_path(match["project"])
+    ref, _, file_path = ref_and_path.partition("/")
+    if not ref or not file_path:
+        # GitLab's own wording (get_repository_file_tool.rb, resolve_ref_and_path).
+        raise bad_request(f"Invalid file URL: no file path found after the ref in {url}")
+    return BlobUrl(
+        url=url,
+        project_path=project_path,
+        ref_and_path=ref_and_path,
+        view=match["view"],
+        ref_type=_ref_type(parts.query, url),
+        lines=_line_anchor(parts.fragment),
+    )
+
+
+def _ref_type(query: str, url: str) -> RefType | None:
+    values = parse_qs(query).get("ref_type", [])
+    if not values or values[-1] == "":
+        return None
+    value = values[-1].lower()
+    if value == "heads":
+        return "heads"
+    if value == "tags":
+        return "tags"
+    raise bad_request(
+        f"url {url!r} has ref_type={values[-1]!r}; GitLab accepts ref_type=heads or ref_type=tags."
+    )
+
+
+def _line_anchor(fragment: str) -> tuple[int, int | None] | None:
+    match = _LINE_ANCHOR.fullmatch(fragment)
+    if match is None:
+        return None
+    start = int(match["start"])
+    end = int(match["end"]) if match["end"] else None
+    if end is not None and end < start:
+        start, end = end, start
+    return start, end
+
+
+def needs_ref_names(blob_url: BlobUrl) -> bool:
+    """True when ``ref_and_path`` can be split into (ref, path) more than one way.
+
+    Not ambiguous: a full SHA or ``HEAD`` as the first segment, only two segments (the path must
+    not be empty), or a first segment that cannot be a ref name (so no name can start with it).
+    """
+    segments = blob_url.segments
+    first = segments[0]
+    if len(segments) <= 2 or is_full_sha(first) or first == "HEAD":
+        return False
+    return _NOT_IN_REFS.search(first) is None and first not in ("", ".", "..")
+
+
+def split_ref_and_path(blob_url: BlobUrl, ref_names: Collection[str] | None) -> tuple[str, str]:
+    """Split ``ref_and_path`` the way GitLab's web UI does.
+
+    Args:
+        blob_url: the parsed URL.
+        ref_names: branch and/or tag names of the project that may prefix ``ref_and_path``
+            (at least every name starting with the first segment), or None when
+            :func:`needs_ref_names` said none were needed.
+
+    Returns:
+        ``(ref, path)``; ``path`` is not empty.
+
+    Raises:
+        ToolError: ``bad_request`` when the longest matching ref leaves no file path (the URL
+            names a ref, not a file: GitLab's "no file path found after the ref").
+    """
+    ref_and_path = blob_url.ref_and_path
+    first, rest = ref_and_path.split("/", 1)
+    if not ref_names or first in ref_names:
+        return first, rest
+    with_slash = ref_and_path if ref_and_path.endswith("/") else ref_and_path + "/"
+    matching = [name for name in ref_names if with_slash.startswith(name + "/")]
+    if not matching:
+        return first, rest
+    best = max(matching, key=len)
+    path = ref_and_path[len(best) + 1 :]
+    if not path:
+        raise bad_request(f"Invalid file URL: no file path found after the ref in {blob_url.url}")
+    return best, path
+
+
+async def resolve_url_ref(
+    session: GitLabSession,
+    caches: CacheRegistry,
+    *,
+    refs_ttl_seconds: float,
+    blob_url: BlobUrl,
+) -> tuple[str, str]:
+    """``(ref, path)`` of a blob URL, fetching ref names only when the split is ambiguous.
+
+    Names are fetched concurrently (branches by GraphQL, tags by REST, or just the kind named by
+    ``?ref_type=``), narrowed to names starting with the first segment, and cached under
+    ``(credential cache key, project, kind, first segment)`` in the ``refs`` cache.
+
+    Raises:
+        ToolError: see :func:`split_ref_and_path`.
+        GitLabError: a ref-name lookup failed (not found when the project is not visible).
+    """
+    if not needs_ref_names(blob_url):
+        return split_ref_and_path(blob_url, None)
+    first = blob_url.segments[0]
+    cache = caches.get("refs", ttl=refs_ttl_seconds)
+    project_key = blob_url.project_path.lower()
+    cred = session.credential.cache_key
+    kinds: tuple[RefType, ...] = (blob_url.ref_type,) if blob_url.ref_type else ("heads", "tags")
+
+    def load(kind: RefType) -> Callable[[], Awaitable[frozenset[str]]]:
+        if kind == "heads":
+            return lambda: _branch_names(session, blob_url.project_path, first)
+        return lambda: _tag_names(session, blob_url.project_path, first)
+
+    found = await asyncio.gather(
+        *(cache.get_or_load((cred, project_key, kind, first), load(kind)) for kind in kinds)
+    )
+    names: set[str] = set().union(*found)
+    return split_ref_and_path(blob_url, names)
+
+
+async def _branch_names(session: GitLabSession, project_path: str, first: str) -> frozenset[str]:
+    """Branch names equal to ``first`` or starting with it (``branchNames`` takes a glob)."""
+    names: set[str] = set()
+    for page in range(MAX_REF_PAGES):
+        data = await session.graphql(
+            "get_repository_file_branch_names",
+            {
+                "fullPath": project_path,
+                "searchPattern": f"{first}*",
+                "offset": page * REF_PAGE_SIZE,
+                "limit": REF_PAGE_SIZE,
+            },
+        )
+        project: Any = data.get("project") or {}
+        batch = (project.get("repository") or {}).get("branchNames") or []
+        names.update(name for name in batch if isinstance(name, str))
+        if len(batch) < REF_PAGE_SIZE:
+            break
+    return frozenset(names)
+
+
+async def _tag_names(session: GitLabSession, project_path: str, first: str) -> frozenset[str]:
+    """Tag names starting with ``first`` (REST ``search=^prefix``; GraphQL lists no tag names)."""
+    names: set[str] = set()
+    for page in range(1, MAX_REF_PAGES + 1):
+        batch = await session.rest(
+            "GET",
+            "/projects/{id}/repository/tags",
+            path_params={"id": encode_project(project_path)},
+            params={"search": f"^{first}", "per_page": TAG_PAGE_SIZE, "page": page},
+        )
+        if not isinstance(batch, list):
+            break
+        names.update(t["name"] for t in batch if isinstance(t, dict) and isinstance(t.get("name"), str))
+        if len(batch) < TAG_PAGE_SIZE:
+            break
+    return frozenset(names)
+
+
+def ref_disagreement(blob_url: BlobUrl, ref: str) -> ToolError | None:
+    """``bad_request`` naming ``ref`` when no split of the URL starts with it, else None."""
+    if blob_url.ref_and_path.startswith(ref + "/") and len(blob_url.ref_and_path) > len(ref) + 1:
+        return None
+    return bad_request(
+        f"Ref mismatch: ref is '{ref}' but url contains '{blob_url.ref_and_path}' (its ref and file path), "
+        "which does not start with that ref. Pass a ref that agrees with the url, or leave ref out.",
+        field="ref",
+    )

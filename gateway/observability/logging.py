@@ -1,0 +1,428 @@
+"""Structured logs on stderr: one JSON object per line (``logging.format = "json"``) or a plain
+human line (``"plain"``), with every token and secret redacted.
+
+Lines the gateway writes (``docs/operations.md`` lists their fields):
+
+- ``gateway.mcp``: one line per MCP request (the transport; ``request_id``, ``method``,
+  ``outcome``, ``duration_ms``...).
+- ``gateway.gitlab``: one line per GitLab request (``request_id`` — also sent to GitLab as
+  ``X-Request-Id`` and returned in tool errors —, ``operation``, ``status``, ``duration_ms``).
+- anything else the process logs (aiohttp's server errors, the broker), through the same handler.
+
+Fields are passed with ``extra={...}``. A line logged while :func:`bind_request_id` is active
+carries that request id even when the caller did not pass one.
+
+Redaction (:class:`Redactor`) runs on every line, whatever logged it, before it is written:
+
+- values of sensitive keys in structured fields (``Authorization``, ``PRIVATE-TOKEN``,
+  ``Job-Token``, ``Cookie``, ``token``, ``password``, ``client_secret``...), at any depth;
+- in any text (messages, field values, exception text, stack traces, access-log lines):
+  ``Bearer``/``Basic`` credentials, ``Header: value`` pairs of those headers, URL query
+  parameters such as ``private_token=`` or ``access_token=``, passwords in URLs
+  (``https://user:secret@host``), GitLab tokens by their documented prefixes (``glpat-``,
+  ``gloas-``, ``gldt-``, ``glrt-``, ``glcbt-``, ``glptt-``, ``glft-``, ``glimt-``, ``glagent-``,
+  ``glsoat-``, ``glffct-``..., GitLab docs "Token prefixes",
+  https://docs.gitlab.com/security/tokens/#token-prefixes), and the runner registration prefix
+  ``GR1348941``;
+- every known secret verbatim: the configured service token, the client tokens, and secrets
+  registered at run time with :func:`register_secret` (a bounded set).
+
+Redacted text reads ``[REDACTED]``; a GitLab token keeps its prefix (``glpat-[REDACTED]``) so an
+operator can still tell which kind of token was involved.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import IO, TYPE_CHECKING, Any
+
+from pythonjsonlogger.core import RESERVED_ATTRS
+from pythonjsonlogger.json import JsonFormatter
+
+if TYPE_CHECKING:
+    from gateway.config import LoggingSettings, Settings
+
+REDACTED = "[REDACTED]"
+
+#: Header and field names whose values are secrets, compared lower-case with ``_`` read as ``-``.
+SENSITIVE_KEYS: frozenset[str] = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "private-token",
+        "job-token",
+        "deploy-token",
+        "x-gitlab-token",
+        "x-api-key",
+        "api-key",
+        "apikey",
+        "cookie",
+        "set-cookie",
+        "token",
+        "access-token",
+        "refresh-token",
+        "id-token",
+        "gitlab-token",
+        "service-token",
+        "client-token",
+        "client-tokens",
+        "password",
+        "passwd",
+        "secret",
+        "client-secret",
+        "private-key",
+    }
+)
+
+#: GitLab's token prefixes (https://docs.gitlab.com/security/tokens/#token-prefixes).
+GITLAB_TOKEN_PREFIXES: tuple[str, ...] = (
+    "glpat",  # personal, project and group access tokens
+    "gloas",  # OAuth application secret
+    "gldt",  # deploy token
+    "glrt",  # runner authentication token
+    "glrtr",  # runner authentication token created in the UI
+    "glcbt",  # CI/CD job token
+    "glptt",  # pipeline trigger token
+    "glft",  # feed token
+    "glimt",  # incoming mail token
+    "glagent",  # GitLab agent for Kubernetes token
+    "glsoat",  # SCIM token
+    "glffct",  # feature flags client token
+    "glwt",  # workspace token
+    "gltst",  # trusted service token
+    "glsuat",  # service usage token
+)
+
+_QUERY_KEYS = (
+    r"private[_-]?token|access[_-]?token|job[_-]?token|refresh[_-]?token|id[_-]?token|"
+    r"feed[_-]?token|token|password|passwd|client[_-]?secret|secret|api[_-]?key|_gitlab_session"
+)
+_HEADER_KEYS = (
+    r"proxy-authorization|authorization|private[_-]token|job[_-]token|deploy[_-]token|x-gitlab-token|"
+    r"x-api-key|set-cookie|cookie"
+)
+#: Rules applied to every piece of text, in order. Each keeps what identifies the place
+#: (the scheme, the parameter or header name) and drops the secret.
+_TEXT_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    # https://user:secret@host → https://[REDACTED]@host (RFC 3986 userinfo).
+    (
+        re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.\-]*://)[^/\s:@?#]+:[^/\s@?#]+@"),
+        r"\g<scheme>" + REDACTED + "@",
+    ),
+    # Header: value (text, repr of a dict, HTTP dumps). The value runs to the end of the line
+    # or to a closing quote, so "Bearer x" goes whole; name=value forms are the next rule's.
+    (
+        re.compile(rf"(?i)\b(?P<key>{_HEADER_KEYS})(?P<sep>[\"']?\s*:\s*[\"']?)(?P<value>[^\r\n\"',}}]+)"),
+        r"\g<key>\g<sep>" + REDACTED,
+    ),
+    # private_token=..., access_token=..., "token": "...", password=... in URLs, forms, JSON.
+    (
+        re.compile(
+            rf"(?i)(?<![A-Za-z0-9])(?P<key>{_QUERY_KEYS})(?P<sep>[\"']?\s*[:=]\s*[\"']?)(?P<value>[^&\s\"',;}}#)>\]]+)"
+        ),
+        r"\g<key>\g<sep>" + REDACTED,
+    ),
+    # Bearer / Basic credentials anywhere (RFC 6750 §2.1 token68 syntax).
+    (re.compile(r"(?i)\b(?P<scheme>bearer|basic)\s+[A-Za-z0-9\-._~+/]+=*"), r"\g<scheme> " + REDACTED),
+    # GitLab tokens by prefix; newer tokens carry dots (routable tokens), so dots belong to them.
+    (
+        re.compile(r"\b(?P<prefix>" + "|".join(GITLAB_TOKEN_PREFIXES) + r")-[A-Za-z0-9_\-.]+"),
+        r"\g<prefix>-" + REDACTED,
+    ),
+    # Runner registration tokens (deprecated, still issued by older instances).
+    (re.compile(r"\bGR1348941[A-Za-z0-9_\-]+"), "GR1348941" + REDACTED),
+)
+
+#: Shortest secret redacted verbatim; shorter ones would blank out ordinary words.
+MIN_SECRET_LENGTH = 4
+#: Most secrets registered at run time (least recently registered dropped first).
+MAX_RUNTIME_SECRETS = 1024
+
+
+class Redactor:
+    """Removes secrets from text and from structured log fields.
+
+    Args:
+        secrets: values to remove verbatim wherever they appear (configured tokens).
+        max_runtime_secrets: bound of the set filled by :meth:`add_secret`.
+
+    Thread-safe: log records may be formatted from any thread.
+    """
+
+    def __init__(
+        self, secrets: Iterable[str] = (), *, max_runtime_secrets: int = MAX_RUNTIME_SECRETS
+    ) -> None:
+        self._lock = threading.Lock()
+        self._fixed = {s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH}
+        self._runtime: OrderedDict[str, None] = OrderedDict()
+        self._max_runtime = max_runtime_secrets
+        self._literal: re.Pattern[str] | None = None
+        self._rebuild()
+
+    def add_secret(self, value: str | None) -> None:
+        """Redact ``value`` verbatim from now on (ignored when shorter than :data:`MIN_SECRET_LENGTH`)."""
+        if not value or len(value) < MIN_SECRET_LENGTH or value in self._fixed:
+            return
+        with self._lock:
+            if value in self._runtime:
+                self._runtime.move_to_end(value)
+                return
+            self._runtime[value] = None
+            while len(self._runtime) > self._max_runtime:
+                self._runtime.popitem(last=False)
+            self._rebuild_locked()
+
+    def _rebuild(self) -> None:
+        with self._lock:
+            self._rebuild_locked()
+
+    def _rebuild_locked(self) -> None:
+        values = sorted({*self._fixed, *self._runtime}, key=len, reverse=True)  # longest first
+        self._literal = re.compile("|".join(map(re.escape, values))) if values else None
+
+    def redact(self, text: str) -> str:
+        """``text`` with every secret replaced (see the module docstring for the rules)."""
+        literal = self._literal
+        if literal is not None:
+            text = literal.sub(REDACTED, text)
+        for pattern, replacement in _TEXT_RULES:
+            text = pattern.sub(replacement, text)
+        return text
+
+    def redact_value(self, value: Any, *, _depth: int = 0) -> Any:
+        """A copy of ``value`` safe to log: mappings lose the values of sensitive keys, strings
+        are redacted, sequences are walked; anything else becomes its redacted ``str()``.
+
+        JSON scalars (numbers, booleans, None) pass unchanged. Depth is capped at 8.
+        """
+        if value is None or isinstance(value, bool | int | float):
+            return value
+        if isinstance(value, str):
+            return self.redact(value)
+        if _depth >= 8:
+            return REDACTED
+        if isinstance(value, Mapping):
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                name = self.redact(str(key))
+                out[name] = (
+                    REDACTED if is_sensitive_key(str(key)) else self.redact_value(item, _depth=_depth + 1)
+                )
+            return out
+        if isinstance(value, list | tuple | set | frozenset):
+            return [self.redact_value(item, _depth=_depth + 1) for item in value]
+        if isinstance(value, datetime):
+            return value.isoformat()
+        return self.redact(str(value))
+
+    def redact_strings(self, value: Any) -> Any:
+        """A copy of JSON-like ``value`` with every string redacted; keys and structure kept."""
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, Mapping):
+            return {key: self.redact_strings(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.redact_strings(item) for item in value]
+        return value
+
+
+def is_sensitive_key(name: str) -> bool:
+    """True when a header or field called ``name`` holds a secret (case and ``_``/``-`` ignored)."""
+    return name.strip().lower().replace("_", "-") in SENSITIVE_KEYS
+
+
+# -- request id ---------------------------------------------------------------------------------
+
+#: The request id of the MCP request being handled in this task (set by :func:`bind_request_id`).
+REQUEST_ID: ContextVar[str | None] = ContextVar("gateway_request_id", default=None)
+
+
+@contextmanager
+def bind_request_id(request_id: str | None) -> Iterator[None]:
+    """Within this block, every log line of this task (and tasks it starts) carries ``request_id``."""
+    token = REQUEST_ID.set(request_id)
+    try:
+        yield
+    finally:
+        REQUEST_ID.reset(token)
+
+
+class RequestIdFilter(logging.Filter):
+    """Adds ``request_id`` from :data:`REQUEST_ID` to records that have none."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "request_id", None) is None:
+            request_id = REQUEST_ID.get()
+            if request_id is not None:
+                record.request_id = request_id
+        return True
+
+
+# -- formatters ---------------------------------------------------------------------------------
+
+_RESERVED = frozenset(RESERVED_ATTRS) | {"taskName", "message", "asctime", "color_message"}
+
+
+def record_fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The ``extra={...}`` fields of ``record`` (not the standard ``LogRecord`` attributes)."""
+    return {
+        key: value
+        for key, value in record.__dict__.items()
+        if key not in _RESERVED and not key.startswith("_") and value is not None
+    }
+
+
+class JsonLogFormatter(JsonFormatter):
+    """One JSON object per line: ``time`` (RFC 3339, UTC), ``level``, ``logger``, ``message``,
+    the record's extra fields, and ``exc_info`` / ``stack_info`` as text when present.
+
+    Every value is passed through :meth:`Redactor.redact_value` before serialisation.
+    """
+
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__(
+            "{levelname}{name}{message}",
+            style="{",
+            rename_fields={"levelname": "level", "name": "logger"},
+            timestamp="time",
+            json_ensure_ascii=False,
+        )
+        self.redactor = redactor
+
+    def add_fields(
+        self, log_data: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]
+    ) -> None:
+        super().add_fields(log_data, record, message_dict)
+        # "time" first for people reading raw lines; dict order is the output order.
+        when = log_data.pop("time", None)
+        if isinstance(when, datetime):
+            stamp = when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            items = [("time", stamp), *log_data.items()]
+            log_data.clear()
+            log_data.update(items)
+        for key in [k for k, v in log_data.items() if v is None]:
+            del log_data[key]
+
+    def process_log_record(self, log_data: dict[str, Any]) -> dict[str, Any]:
+        redacted: dict[str, Any] = self.redactor.redact_value(log_data)
+        return redacted
+
+
+class PlainLogFormatter(logging.Formatter):
+    """A line for people: ``time level logger message key=value...``, redacted as a whole."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+        self.redactor = redactor
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        fields = self.redactor.redact_value(record_fields(record))
+        if fields:
+            extras = " ".join(f"{key}={_plain_value(value)}" for key, value in fields.items())
+            head, sep, tail = line.partition("\n")  # fields on the first line, traceback after
+            line = f"{head} {extras}{sep}{tail}"
+        return self.redactor.redact(line)
+
+
+def _plain_value(value: Any) -> str:
+    if isinstance(value, str):
+        return value if value and not any(c.isspace() or c in '"=' for c in value) else json.dumps(value)
+    if isinstance(value, bool | int | float):
+        return str(value)
+    try:
+        return json.dumps(value, default=str, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return json.dumps(str(value))
+
+
+# -- set-up -------------------------------------------------------------------------------------
+
+_HANDLER_MARK = "_gateway_handler"
+_active: Redactor | None = None
+
+#: Loggers that would add a second line per request (or echo URLs); quiet unless level is DEBUG.
+_CHATTY = ("httpx", "httpcore", "aiohttp.access", "hpack", "aiosqlite")
+
+
+def secrets_of(settings: Settings) -> list[str]:
+    """The configured secrets: the service GitLab token and every client token."""
+    out: list[str] = []
+    if settings.gitlab.token is not None:
+        out.append(settings.gitlab.token.get_secret_value())
+    out.extend(client.token.get_secret_value() for client in settings.client_tokens)
+    return out
+
+
+def configure_logging(
+    settings: LoggingSettings, *, secrets: Iterable[str] = (), stream: IO[str] | None = None
+) -> Redactor:
+    """Send every log record of the process to ``stream`` (stderr) in the configured format.
+
+    Replaces a handler installed by an earlier call (tests call this repeatedly); leaves other
+    handlers alone. ``httpx``, ``httpcore`` and ``aiohttp.access`` are kept at WARNING unless
+    ``level`` is DEBUG, so each GitLab request and MCP request is one line.
+
+    Args:
+        settings: ``[logging]``: ``format`` (json | plain) and ``level``.
+        secrets: values redacted verbatim (see :func:`secrets_of`).
+        stream: where lines go; ``sys.stderr`` by default.
+
+    Returns:
+        the installed :class:`Redactor` (also used by :func:`register_secret`).
+    """
+    global _active
+    redactor = Redactor(secrets)
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    setattr(handler, _HANDLER_MARK, True)
+    handler.setFormatter(
+        JsonLogFormatter(redactor) if settings.format == "json" else PlainLogFormatter(redactor)
+    )
+    handler.addFilter(RequestIdFilter())
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, _HANDLER_MARK, False)]:
+        root.removeHandler(old)
+        old.close()
+    root.addHandler(handler)
+    level = logging.getLevelName(settings.level)
+    root.setLevel(level)
+    for name in _CHATTY:
+        logging.getLogger(name).setLevel(logging.DEBUG if level == logging.DEBUG else logging.WARNING)
+    _active = redactor
+    return redactor
+
+
+def unconfigure_logging() -> None:
+    """Remove the handler :func:`configure_logging` installed (tests; harmless otherwise)."""
+    global _active
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, _HANDLER_MARK, False)]:
+        root.removeHandler(old)
+        old.close()
+    root.setLevel(logging.WARNING)
+    for name in _CHATTY:
+        logging.getLogger(name).setLevel(logging.NOTSET)
+    _active = None
+
+
+def register_secret(value: str | None) -> None:
+    """Redact ``value`` verbatim from every later log line (a caller's passthrough token, say).
+
+    A no-op before :func:`configure_logging`; the set is bounded (:data:`MAX_RUNTIME_SECRETS`).
+    """
+    if _active is not None:
+        _active.add_secret(value)
+
+
+def redact(text: str) -> str:
+    """``text`` redacted by the installed redactor (or by the pattern rules alone before set-up)."""
+    return (_active or Redactor()).redact(text)

@@ -1,0 +1,52 @@
+"""The optional second listener: ``/metrics``, ``/healthz`` and ``/readyz`` on
+``server.metrics_host:server.metrics_port``, and nothing else.
+
+Why: a sidecar keeps its MCP port on 127.0.0.1 inside the pod (only the agent beside it may call
+tools), while Prometheus and the kubelet's probes reach the pod's own address. Serving the three
+read-only endpoints from a separate aiohttp application makes it impossible to reach ``/mcp``
+(or anything added later) through that port, whatever middlewares the main app has.
+
+The listener starts after the app's services (it shares their metrics registry and broker) and
+stops before them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+from prometheus_client.aiohttp import make_aiohttp_handler
+
+from gateway.config import Settings
+from gateway.observability import health
+
+
+def serve_metrics_port(app: web.Application, settings: Settings) -> None:
+    """Add the metrics listener to ``app`` when ``server.metrics_port`` is set (else nothing).
+
+    Raises (at start-up, from ``run_app``):
+        OSError: the port cannot be bound.
+    """
+    port = settings.server.metrics_port
+    if port is None:
+        return
+    host = settings.server.metrics_host
+
+    async def listener(app: web.Application) -> AsyncIterator[None]:
+        from gateway.app import METRICS, SERVICES
+
+        ops = web.Application()
+        health.setup(ops)
+        services = app.get(SERVICES)
+        if services is not None:
+            ops[SERVICES] = services
+        ops.router.add_get("/metrics", make_aiohttp_handler(app[METRICS].registry))
+        runner = web.AppRunner(ops, access_log=None, handle_signals=False)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, host, port).start()
+            yield
+        finally:
+            await runner.cleanup()
+
+    app.cleanup_ctx.append(listener)

@@ -1,0 +1,222 @@
+"""An in-memory GitLab GraphQL endpoint for unit tests (respx side effect).
+
+Every document the gateway sends is parsed and validated against GitLab's complete schema
+(``shared/gitlab/gitlab_schema.graphql``) and executed on it with graphql-core, over resolvers
+reading a small data set. So answers have GitLab's exact shape (aliases, ``@include``/``@skip``,
+nullability), and an invalid document or variable fails the test instead of being answered.
+
+The data set mirrors the e2e stand-in's: project ``grp/sub/proj`` (id 42) with pipeline 987654
+(status failed) of 45 build jobs, 3 of them failed, and 2 bridges; bridge ``trigger-child``
+(failed) started child pipeline 987655 in the same project, bridge ``trigger-deploy`` (success)
+started 987656 in ``other/private``, which the caller cannot read.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import httpx
+from graphql import GraphQLSchema, build_schema, execute, parse, validate
+
+from tests.conftest import GITLAB_SCHEMA
+
+GITLAB = "https://gitlab.example.com"
+GRAPHQL_URL = f"{GITLAB}/api/graphql"
+PROJECT_PATH = "grp/sub/proj"
+PROJECT_ID = 42
+PIPELINE_ID = 987654
+CHILD_PIPELINE_ID = 987655
+PRIVATE_PIPELINE_ID = 987656
+SHA = "9a1b2c3d4e5f60718293a4b5c6d7e8f901234567"
+FAILED_JOB_IDS = (1005, 1020, 1040)
+JOB_IDS = tuple(range(1001, 1046))  # 45 build jobs
+BRIDGE_IDS = (2001, 2002)
+
+
+@cache
+def gitlab_schema() -> GraphQLSchema:
+    """GitLab's schema, built once per test process (about 1.5 s)."""
+    return build_schema(GITLAB_SCHEMA.read_text(encoding="utf-8"))
+
+
+def _cursor(offset: int) -> str:
+    return base64.b64encode(json.dumps({"offset": offset}).encode()).decode()
+
+
+def _offset(after: str | None) -> int:
+    if not after:
+        return 0
+    return int(json.loads(base64.b64decode(after))["offset"]) + 1
+
+
+def connection(items: list[Any], first: int | None, after: str | None) -> dict[str, Any]:
+    """A relay connection page over ``items`` (GitLab's default page size is 100)."""
+    start = _offset(after)
+    size = 100 if first is None else first
+    page = items[start : start + size]
+    end = start + len(page) - 1
+    return {
+        "nodes": page,
+        "pageInfo": {
+            "hasNextPage": start + size < len(items),
+            "hasPreviousPage": start > 0,
+            "startCursor": _cursor(start) if page else None,
+            "endCursor": _cursor(end) if page else None,
+        },
+    }
+
+
+@dataclass
+class FakeGitLab:
+    """The data set and the GraphQL handler; ``requests`` records every body received."""
+
+    sub_path: str = ""
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    projects: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        root = self.sub_path
+        private = self._project("other/private", 77, readable=False)
+        proj = self._project(PROJECT_PATH, PROJECT_ID)
+        child = self._pipeline(proj, CHILD_PIPELINE_ID, "FAILED", "parent_pipeline", jobs=[])
+        hidden = self._pipeline(private, PRIVATE_PIPELINE_ID, "SUCCESS", "pipeline", jobs=[])
+        jobs = []
+        for n, job_id in enumerate(JOB_IDS):
+            failed = job_id in FAILED_JOB_IDS
+            jobs.append(
+                {
+                    "id": f"gid://gitlab/Ci::Build/{job_id}",
+                    "kind": "BUILD",
+                    "name": f"rspec {n + 1}/45",
+                    "status": "FAILED" if failed else "SUCCESS",
+                    "allowFailure": job_id == FAILED_JOB_IDS[-1],
+                    "stage": {"id": "gid://gitlab/Ci::Stage/1", "name": "test" if n else "build"},
+                    "webPath": f"{root}/{PROJECT_PATH}/-/jobs/{job_id}",
+                    "downstreamPipeline": None,
+                }
+            )
+        bridges = [
+            {
+                "id": f"gid://gitlab/Ci::Bridge/{BRIDGE_IDS[0]}",
+                "kind": "BRIDGE",
+                "name": "trigger-child",
+                "status": "FAILED",
+                "allowFailure": False,
+                "stage": {"name": "deploy"},
+                "webPath": f"{root}/{PROJECT_PATH}/-/jobs/{BRIDGE_IDS[0]}",
+                "downstreamPipeline": child,
+            },
+            {
+                "id": f"gid://gitlab/Ci::Bridge/{BRIDGE_IDS[1]}",
+                "kind": "BRIDGE",
+                "name": "trigger-deploy",
+                "status": "SUCCESS",
+                "allowFailure": False,
+                "stage": {"name": "deploy"},
+                "webPath": f"{root}/{PROJECT_PATH}/-/jobs/{BRIDGE_IDS[1]}",
+                "downstreamPipeline": hidden,  # not readable by the caller: resolves to null
+            },
+        ]
+        self._pipeline(proj, PIPELINE_ID, "FAILED", "push", jobs=jobs + bridges, downstream=[child, hidden])
+
+    # -- data ------------------------------------------------------------------------------
+
+    def _project(self, full_path: str, number: int, *, readable: bool = True) -> dict[str, Any]:
+        project: dict[str, Any] = {
+            "id": f"gid://gitlab/Project/{number}",
+            "fullPath": full_path,
+            "webUrl": f"{GITLAB}{self.sub_path}/{full_path}",
+            "readable": readable,
+            "pipelines_by_id": {},
+        }
+
+        def pipeline(_info: Any, id: str | None = None, **_: Any) -> dict[str, Any] | None:
+            return project["pipelines_by_id"].get(id)
+
+        project["pipeline"] = pipeline
+        self.projects[full_path] = project
+        return project
+
+    def _pipeline(
+        self,
+        project: dict[str, Any],
+        number: int,
+        status: str,
+        source: str,
+        *,
+        jobs: list[dict[str, Any]],
+        downstream: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        readable: Callable[[dict[str, Any]], bool] = lambda p: bool(p["project"]["readable"])  # noqa: E731
+
+        def jobs_field(
+            _info: Any,
+            jobKind: str | None = None,  # noqa: N803 - GraphQL argument names
+            statuses: list[str] | None = None,
+            first: int | None = None,
+            after: str | None = None,
+            **_: Any,
+        ) -> dict[str, Any]:
+            chosen = [
+                {**j, "downstreamPipeline": j["downstreamPipeline"] if j["downstreamPipeline"] is None
+                 or readable(j["downstreamPipeline"]) else None}
+                for j in jobs
+                if (jobKind is None or j["kind"] == jobKind) and (not statuses or j["status"] in statuses)
+            ]
+            return connection(chosen, first, after)
+
+        def downstream_field(_info: Any, first: int | None = None, after: str | None = None, **_: Any) -> Any:
+            # GitLab's object-level read_pipeline check drops what the caller cannot read.
+            return connection([p for p in downstream or [] if readable(p)], first, after)
+
+        pipeline = {
+            "id": f"gid://gitlab/Ci::Pipeline/{number}",
+            "iid": str(number % 1000),
+            "status": status,
+            "ref": "main",
+            "sha": SHA,
+            "source": source,
+            "path": f"{self.sub_path}/{project['fullPath']}/-/pipelines/{number}",
+            "project": project,
+            "jobs": jobs_field,
+            "downstream": downstream_field,
+        }
+        project["pipelines_by_id"][pipeline["id"]] = pipeline
+        return pipeline
+
+    # -- GraphQL ---------------------------------------------------------------------------
+
+    def root(self) -> dict[str, Any]:
+        """The Query object: ``project(fullPath:)`` and ``projects(ids:)`` over readable projects."""
+        visible = {p: v for p, v in self.projects.items() if v["readable"]}
+
+        def project(_info: Any, fullPath: str) -> dict[str, Any] | None:  # noqa: N803
+            return visible.get(fullPath)
+
+        def projects(_info: Any, ids: list[str] | None = None, first: int | None = None, **_: Any) -> Any:
+            found = [p for p in visible.values() if ids is None or p["id"] in ids]
+            return connection(found, first, None)
+
+        return {"project": project, "projects": projects}
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        """respx side effect: validate, execute and answer one ``POST /api/graphql``."""
+        body = json.loads(request.content)
+        self.requests.append(body)
+        document = parse(body["query"])
+        errors = validate(gitlab_schema(), document)
+        assert not errors, f"invalid GraphQL document: {[e.message for e in errors]}"
+        result = execute(
+            gitlab_schema(),
+            document,
+            root_value=self.root(),
+            variable_values=body.get("variables"),
+            operation_name=body.get("operationName"),
+        )
+        assert not result.errors, f"GraphQL execution failed: {[e.message for e in result.errors]}"
+        return httpx.Response(200, json={"data": result.data})

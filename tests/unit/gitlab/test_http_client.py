@@ -1,0 +1,165 @@
+"""The shared HTTP client over real sockets on 127.0.0.1: TLS verification with a private CA
+bundle, and proxies taken from the environment (``HTTP_PROXY`` / ``NO_PROXY``)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import ipaddress
+import socket
+import ssl
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from gateway.config import Settings
+from gateway.gitlab.client import GitLabClient
+from gateway.gitlab.credentials import service_credential
+from gateway.gitlab.errors import GitLabUpstreamError
+
+PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy",
+              "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR")
+DATA = {"data": {"project": None}}
+VARS = {"byId": False, "fullPath": "g/p", "projectIds": [], "pipelineId": "gid://gitlab/Ci::Pipeline/1",
+        "includeJobs": False, "includeDownstreamPipelines": False, "includeBridgeJobs": False}
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in PROXY_VARS:
+        monkeypatch.delenv(name, raising=False)
+
+
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    """A CA-less self-signed certificate for 127.0.0.1 (cert path, key path)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gateway test GitLab")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "gitlab.pem", directory / "gitlab.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+@pytest.fixture
+async def tls_gitlab(tmp_path: Path) -> AsyncIterator[tuple[str, Path, list[dict[str, str]]]]:
+    """An HTTPS GitLab stand-in on 127.0.0.1: (base URL, its certificate, headers it received)."""
+    cert, key = _self_signed(tmp_path)
+    seen: list[dict[str, str]] = []
+
+    async def graphql(request: web.Request) -> web.Response:
+        seen.append(dict(request.headers))
+        return web.json_response(DATA)
+
+    app = web.Application()
+    app.router.add_post("/gitlab/api/graphql", graphql)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    yield f"https://127.0.0.1:{port}/gitlab", cert, seen
+    await runner.cleanup()
+
+
+async def _query(client: GitLabClient) -> dict[str, Any]:
+    try:
+        return await client.graphql("get_pipeline", VARS, credential=service_credential("glpat-x"))
+    finally:
+        await client.aclose()
+
+
+async def test_tls_with_the_private_ca_bundle_succeeds(make_settings: Callable[..., Settings],
+                                                       tls_gitlab: tuple[str, Path, list[dict[str, str]]]) -> None:
+    url, cert, seen = tls_gitlab
+    client = GitLabClient(make_settings(gitlab={"url": url, "ca_bundle": str(cert)}).gitlab)
+    assert await _query(client) == DATA["data"]
+    assert seen[0]["PRIVATE-TOKEN"] == "glpat-x"
+
+
+async def test_tls_without_the_ca_bundle_is_refused(make_settings: Callable[..., Settings],
+                                                    tls_gitlab: tuple[str, Path, list[dict[str, str]]]) -> None:
+    url, _, seen = tls_gitlab
+    client = GitLabClient(make_settings(gitlab={"url": url, "retry_attempts": 1}).gitlab)
+    with pytest.raises(GitLabUpstreamError, match="Could not connect to GitLab"):
+        await _query(client)
+    assert seen == []  # the token never went to an unverified server
+
+
+class _Proxy:
+    """A forward proxy that answers every request itself and records the request lines."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.server: asyncio.Server | None = None
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        self.lines.append(head.split(b"\r\n", 1)[0].decode())
+        length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), 0)
+        await reader.readexactly(length)
+        body = b'{"data": {"project": null}}'
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                     b"Connection: close\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+        writer.close()
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+
+@pytest.fixture
+async def proxy() -> AsyncIterator[_Proxy]:
+    p = _Proxy()
+    p.server = await asyncio.start_server(p.handle, "127.0.0.1", 0)
+    yield p
+    p.server.close()
+    await p.server.wait_closed()
+
+
+async def test_proxy_from_the_environment_is_used(make_settings: Callable[..., Settings], proxy: _Proxy,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    # .invalid never resolves (RFC 2606): only the proxy can have answered.
+    client = GitLabClient(make_settings(gitlab={"url": "http://gitlab.invalid"}).gitlab)
+    assert await _query(client) == DATA["data"]
+    assert proxy.lines == ["POST http://gitlab.invalid/api/graphql HTTP/1.1"]
+
+
+async def test_no_proxy_bypasses_the_proxy(make_settings: Callable[..., Settings], proxy: _Proxy,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    with socket.socket() as s:  # a port with nothing listening
+        s.bind(("127.0.0.1", 0))
+        closed_port = s.getsockname()[1]
+    client = GitLabClient(make_settings(gitlab={"url": f"http://127.0.0.1:{closed_port}",
+                                                "retry_attempts": 1}).gitlab)
+    with pytest.raises(GitLabUpstreamError, match="Could not connect"):
+        await _query(client)
+    assert proxy.lines == []

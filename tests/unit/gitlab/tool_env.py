@@ -1,0 +1,62 @@
+"""Run a declared tool in-process against a respx-mocked GitLab: ``ToolEnv.call(name, args)``.
+
+The registry does what ``tools/call`` does (argument validation, handler, error mapping), with a
+real :class:`GitLabClient` on an ``httpx.AsyncClient`` that respx intercepts, and a fake sleep
+that records its arguments instead of waiting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from gateway.cache import CacheRegistry
+from gateway.config import Settings
+from gateway.gitlab.client import GitLabClient
+from gateway.gitlab.credentials import Credential, service_credential
+from gateway.observability.metrics import Metrics
+from gateway.tools import all_tools
+from gateway.tools.context import CallInfo, Principal, Services, ToolContext
+from gateway.tools.registry import Registry
+
+_DEFAULT = object()
+
+
+@dataclass
+class ToolEnv:
+    """A registry, a GitLab client and the sleeps the client asked for."""
+
+    settings: Settings
+    http: httpx.AsyncClient
+    sleeps: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.metrics = Metrics()
+        self.registry = Registry(all_tools())
+
+        async def fake_sleep(seconds: float) -> None:
+            self.sleeps.append(seconds)
+
+        self.gitlab = GitLabClient(self.settings.gitlab, metrics=self.metrics, http=self.http, sleep=fake_sleep)
+        self.services = Services(
+            settings=self.settings,
+            gitlab=self.gitlab,
+            caches=CacheRegistry(enabled=True, max_entries=64, metrics=self.metrics),
+            metrics=self.metrics,
+        )
+
+    async def call(
+        self, name: str, arguments: dict[str, Any] | None, *, credential: Credential | None | object = _DEFAULT
+    ) -> dict[str, Any]:
+        """``tools/call`` ``name`` with ``arguments``; returns the MCP ``CallToolResult`` JSON."""
+        tool = self.registry.resolve(name)
+        assert tool is not None, f"no tool {name}"
+        if credential is _DEFAULT:
+            token = self.settings.gitlab.token
+            credential = service_credential(token.get_secret_value() if token else None)
+        principal = Principal(agent_id=None, credential=credential)  # type: ignore[arg-type]
+        ctx = ToolContext(self.services, CallInfo(request_id="req-test-1", principal=principal))
+        result = await self.registry.call(tool, ctx, arguments)
+        return result.to_mcp()

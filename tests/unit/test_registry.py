@@ -1,0 +1,154 @@
+"""The tool registry: declaration → tools/list, validation errors as tool results, read-only, aliases."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import pytest
+from pydantic import Field
+
+from gateway.errors import ToolError
+from gateway.gitlab.errors import GitLabRateLimited
+from gateway.tools.context import CallInfo, Principal, ToolContext
+from gateway.tools.registry import READ_ONLY, Annotations, Registry, Tool, ToolInput, ToolResult
+
+
+class EchoInput(ToolInput):
+    id: str = Field(description="ID or full path of the project")
+    first: int = Field(20, ge=1, le=100, description="page size, 1..100")
+    include: list[Literal["jobs", "bridge_jobs"]] = Field(default_factory=list, max_length=1)
+
+
+async def echo(ctx: ToolContext, args: EchoInput) -> dict[str, Any]:
+    return {"id": args.id, "first": args.first}
+
+
+async def boom(ctx: ToolContext, args: EchoInput) -> dict[str, Any]:
+    raise GitLabRateLimited("Rate limited by GitLab. Retry after 7 seconds.", retry_after_seconds=7)
+
+
+async def refuse(ctx: ToolContext, args: EchoInput) -> dict[str, Any]:
+    raise ToolError("not_found", "Pipeline 5 not found or inaccessible.")
+
+
+ECHO = Tool(
+    name="echo", description="echo", input_model=EchoInput, handler=echo, annotations=READ_ONLY,
+    toolset="ci", aliases=("old_echo",),
+)
+WRITE = Tool(
+    name="write", description="write", input_model=EchoInput, handler=echo,
+    annotations=Annotations(read_only=False, destructive=True), toolset="ci",
+)
+BOOM = Tool(name="boom", description="b", input_model=EchoInput, handler=boom, annotations=READ_ONLY, toolset="ci")
+REFUSE = Tool(name="refuse", description="r", input_model=EchoInput, handler=refuse, annotations=READ_ONLY,
+              toolset="repository")
+
+
+def ctx() -> ToolContext:
+    return ToolContext(services=None, call=CallInfo(request_id="r1", principal=Principal(None, None)))  # type: ignore[arg-type]
+
+
+async def test_listed_tool_has_schema_annotations_and_no_alias() -> None:
+    reg = Registry([ECHO, WRITE])
+    page, nxt = reg.list_page(0, 50)
+    assert nxt is None
+    names = [t["name"] for t in page]
+    assert names == ["echo", "write"]
+    echo_tool = page[0]
+    assert echo_tool["inputSchema"]["additionalProperties"] is False
+    assert echo_tool["inputSchema"]["required"] == ["id"]
+    assert echo_tool["inputSchema"]["properties"]["include"]["items"]["enum"] == ["jobs", "bridge_jobs"]
+    assert echo_tool["annotations"] == {
+        "readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": True,
+    }
+
+
+async def test_alias_calls_the_tool() -> None:
+    reg = Registry([ECHO])
+    tool = reg.resolve("old_echo")
+    assert tool is ECHO
+    result = await reg.call(tool, ctx(), {"id": "g/p"})
+    assert result.structured == {"id": "g/p", "first": 20}
+    assert result.to_mcp()["content"][0]["text"] == '{"id":"g/p","first":20}'
+
+
+async def test_unknown_argument_is_a_tool_error_naming_it() -> None:
+    reg = Registry([ECHO])
+    result = await reg.call(ECHO, ctx(), {"id": "g/p", "frist": 3})
+    assert result.is_error
+    text = result.to_mcp()["content"][0]["text"]
+    assert "unknown argument `frist`" in text
+    assert "echo accepts: id, first, include" in text
+    assert result.structured["error"]["reason"] == "bad_request"
+    assert result.structured["error"]["invalid_arguments"] == ["frist"]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ({"id": "g/p", "first": 0}, "`first`: Input should be greater than or equal to 1 (page size, 1..100)"),
+        ({"id": "g/p", "first": 101}, "`first`: Input should be less than or equal to 100"),
+        ({}, "`id` is required (ID or full path of the project)"),
+        ({"id": "g/p", "include": ["nope"]}, "`include.0`: Input should be 'jobs' or 'bridge_jobs'"),
+        ({"id": "g/p", "include": ["jobs", "bridge_jobs"]}, "`include`: List should have at most 1 item"),
+    ],
+)
+async def test_invalid_arguments_name_the_argument(args: dict[str, Any], expected: str) -> None:
+    result = await Registry([ECHO]).call(ECHO, ctx(), args)
+    assert result.is_error
+    assert expected in result.to_mcp()["content"][0]["text"]
+
+
+async def test_read_only_hides_and_refuses_write_tools() -> None:
+    reg = Registry([ECHO, WRITE], read_only=True)
+    assert [t.name for t in reg.listed] == ["echo"]
+    with pytest.raises(ToolError) as err:
+        reg.resolve("write")
+    assert err.value.reason == "unauthorized"
+    assert "read-only" in err.value.message
+
+
+async def test_toolset_filter() -> None:
+    reg = Registry([ECHO, REFUSE], toolsets=["repository"])
+    assert [t.name for t in reg.listed] == ["refuse"]
+    assert reg.resolve("nope") is None
+
+
+async def test_gitlab_errors_become_tool_results_with_details() -> None:
+    result = await Registry([BOOM]).call(BOOM, ctx(), {"id": "g/p"})
+    assert result.is_error
+    assert result.structured["error"]["reason"] == "rate_limited"
+    assert result.structured["error"]["retry_after_seconds"] == 7
+    mcp = result.to_mcp()
+    assert mcp["isError"] is True
+    assert mcp["content"][0]["text"] == "Rate limited by GitLab. Retry after 7 seconds."
+
+
+async def test_tool_error_result_shape() -> None:
+    result = await Registry([REFUSE]).call(REFUSE, ctx(), {"id": "g/p"})
+    assert result.to_mcp()["structuredContent"] == {
+        "error": {"reason": "not_found", "message": "Pipeline 5 not found or inaccessible."}
+    }
+
+
+def test_duplicate_names_are_refused() -> None:
+    with pytest.raises(ValueError, match="declared twice"):
+        Registry([ECHO, Tool(name="old_echo", description="x", input_model=EchoInput, handler=echo,
+                             annotations=READ_ONLY, toolset="ci")])
+
+
+def test_tool_result_with_human_text_keeps_json_block() -> None:
+    mcp = ToolResult(structured={"a": 1}, text="Session is running.").to_mcp()
+    assert [c["text"] for c in mcp["content"]] == ["Session is running.", '{"a":1}']
+
+
+def test_list_pages() -> None:
+    tools = [
+        Tool(name=f"t{i}", description="x", input_model=EchoInput, handler=echo, annotations=READ_ONLY, toolset="ci")
+        for i in range(5)
+    ]
+    reg = Registry(tools)
+    first, nxt = reg.list_page(0, 2)
+    assert [t["name"] for t in first] == ["t0", "t1"] and nxt == 2
+    last, nxt = reg.list_page(4, 2)
+    assert [t["name"] for t in last] == ["t4"] and nxt is None

@@ -1,0 +1,79 @@
+"""Rules every declared tool follows, and snapshots of each tool's MCP definition.
+
+Snapshots live in ``tests/snapshots/tools/<tool>.json``; a change to a tool's contract shows up
+in review. Regenerate with ``UPDATE_TOOLSNAPS=1 pytest tests/unit/test_tool_contract.py``; a
+missing snapshot fails unless regenerating.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from gateway.tools import all_tools
+from gateway.tools.docs import INDEX, render
+from gateway.tools.registry import NAME_PATTERN, Registry, Tool
+
+SNAPSHOTS = Path(__file__).resolve().parents[1] / "snapshots" / "tools"
+TOOLS = all_tools()
+
+
+def _walk(schema: Any, path: str = "$") -> list[tuple[str, dict[str, Any]]]:
+    out: list[tuple[str, dict[str, Any]]] = []
+    if isinstance(schema, dict):
+        out.append((path, schema))
+        for key, value in schema.items():
+            out.extend(_walk(value, f"{path}.{key}"))
+    elif isinstance(schema, list):
+        for i, value in enumerate(schema):
+            out.extend(_walk(value, f"{path}[{i}]"))
+    return out
+
+
+def test_registry_builds_with_every_tool() -> None:
+    Registry(TOOLS)
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.name)
+def test_tool_declaration_rules(tool: Tool) -> None:
+    assert re.match(NAME_PATTERN, tool.name)
+    for alias in tool.aliases:
+        assert re.match(NAME_PATTERN, alias)
+    assert len(tool.description) >= 20, "describe what the tool does and when to use it"
+    schema = tool.input_schema()
+    Draft202012Validator.check_schema(schema)
+    assert schema["type"] == "object"
+    assert schema.get("additionalProperties") is False, "unknown arguments must be refused"
+    for name, prop in schema.get("properties", {}).items():
+        assert prop.get("description"), f"argument {name!r} has no description"
+    for where, node in _walk(schema):
+        if node.get("type") == "array":
+            assert "items" in node, f"array without items at {where}"
+    output = tool.output_schema()
+    if output is not None:
+        Draft202012Validator.check_schema(output)
+    assert tool.to_mcp()["annotations"]["readOnlyHint"] is tool.annotations.read_only
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.name)
+def test_tool_snapshot(tool: Tool) -> None:
+    path = SNAPSHOTS / f"{tool.name}.json"
+    current = json.dumps({**tool.to_mcp(), "aliases": list(tool.aliases), "toolset": tool.toolset},
+                         indent=2, sort_keys=True) + "\n"
+    if os.environ.get("UPDATE_TOOLSNAPS"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(current)
+    assert path.exists(), f"no snapshot for {tool.name}: run UPDATE_TOOLSNAPS=1 pytest {__file__}"
+    assert path.read_text() == current, f"{tool.name} changed its MCP contract; if intended, UPDATE_TOOLSNAPS=1"
+
+
+def test_tool_index_is_current() -> None:
+    if os.environ.get("UPDATE_TOOLSNAPS"):
+        INDEX.write_text(render())
+    assert INDEX.exists() and INDEX.read_text() == render(), "run python -m gateway.tools.docs"

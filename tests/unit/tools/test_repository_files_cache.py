@@ -1,0 +1,115 @@
+"""``get_repository_file`` content cache: keyed by (credential, project, commit SHA, path); a full
+SHA read twice costs one GitLab request; branches are resolved on every call; exclusion rules are
+re-read once stale. Fixtures and helpers: ``test_repository_files.py``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from gateway.cache import CacheRegistry
+from gateway.config import Settings
+from gateway.gitlab.credentials import Credential
+from tests.unit.gitlab.tool_env import ToolEnv
+from tests.unit.tools.repository_files_fake import MAIN_SHA, PROJECT, PROJECT_ID, FakeRepoGitLab
+from tests.unit.tools.test_repository_files import call, env, error, fake, ok
+
+__all__ = ["env", "fake"]  # fixtures
+
+TEXT = "".join(f"line {i}\n" for i in range(1, 101))
+
+
+@pytest.fixture
+def settings(make_settings: Callable[..., Settings]) -> Settings:
+    return make_settings()
+
+
+async def test_same_window_at_a_sha_twice_costs_one_request(env: ToolEnv, fake: FakeRepoGitLab) -> None:
+    fake.add("f.txt", TEXT)
+    first = ok(await call(env, project_id=PROJECT, file_path="f.txt", ref=MAIN_SHA, offset=10, limit=5))
+    second = ok(await call(env, project_id=PROJECT, file_path="f.txt", ref=MAIN_SHA, offset=10, limit=5))
+    other = ok(await call(env, project_id=PROJECT, file_path="f.txt", ref=MAIN_SHA.upper(), offset=50, limit=5))
+    assert first == second
+    assert other["content"] == "".join(f"line {i}\n" for i in range(51, 56))
+    assert len(fake.requests) == 1
+
+
+async def test_a_branch_is_resolved_on_every_call(env: ToolEnv, fake: FakeRepoGitLab) -> None:
+    fake.add("f.txt", "old\n")
+    assert ok(await call(env, project_id=PROJECT, file_path="f.txt", ref="main"))["content"] == "old\n"
+    fake.add("f.txt", "new\n", at=MAIN_SHA)  # as if pushed (same SHA in this model, new content)
+    assert ok(await call(env, project_id=PROJECT, file_path="f.txt", ref="main"))["content"] == "new\n"
+    assert len(fake.requests) == 2
+
+
+async def test_a_branch_read_fills_the_cache_under_its_commit_sha(env: ToolEnv, fake: FakeRepoGitLab) -> None:
+    fake.add("f.txt", TEXT)
+    first = ok(await call(env, project_id=PROJECT, file_path="f.txt", ref="main", limit=40))
+    assert first["commit_sha"] == MAIN_SHA
+    # Pinning the ref to commit_sha, as system_instruction suggests, reads from the cache, also by ID.
+    rest = ok(await call(env, project_id=PROJECT, file_path="f.txt", ref=MAIN_SHA, offset=40, limit=60))
+    by_id = ok(await call(env, project_id=PROJECT_ID, file_path="f.txt", ref=MAIN_SHA, offset=99))
+    assert first["content"] + rest["content"] == TEXT
+    assert by_id["content"] == "line 100\n"
+    assert len(fake.requests) == 1
+
+
+async def test_callers_with_different_tokens_never_share_entries(env: ToolEnv, fake: FakeRepoGitLab) -> None:
+    fake.add("f.txt", TEXT)
+    args = {"project_id": PROJECT, "file_path": "f.txt", "ref": MAIN_SHA}
+    ok(await env.call("get_repository_file", args))
+    ok(await env.call("get_repository_file", args, credential=Credential("PRIVATE-TOKEN", "glpat-someone-else")))
+    ok(await env.call("get_repository_file", args, credential=Credential("PRIVATE-TOKEN", "glpat-someone-else")))
+    assert len(fake.requests) == 2
+
+
+async def test_concurrent_identical_reads_share_one_request(env: ToolEnv, fake: FakeRepoGitLab) -> None:
+    fake.add("f.txt", TEXT)
+    results = await asyncio.gather(
+        *(call(env, project_id=PROJECT, file_path="f.txt", ref=MAIN_SHA, offset=n) for n in range(5))
+    )
+    assert [ok(r)["metadata"]["returned_lines"]["start"] for r in results] == [1, 2, 3, 4, 5]
+    assert len(fake.requests) == 1
+
+
+async def test_binary_results_are_cached_too_but_missing_files_are_not(env: ToolEnv, fake: FakeRepoGitLab) -> None:
+    fake.add("logo.png", b"\x89PNG\0\0\0")
+    for _ in range(2):
+        assert error(await call(env, project_id=PROJECT, file_path="logo.png", ref=MAIN_SHA))["kind"] == "binary"
+    assert len(fake.requests) == 1
+    for _ in range(2):
+        err = error(await call(env, project_id=PROJECT, file_path="nope.txt", ref=MAIN_SHA))
+        assert err["kind"] == "file_not_found"
+    assert len(fake.requests) == 3
+
+
+async def test_stale_exclusion_rules_are_read_again_before_cached_content(
+    make_settings: Callable[..., Settings], fake: FakeRepoGitLab
+) -> None:
+    # exclusions_ttl_seconds = 0: every cached read re-checks the rules (one small request).
+    import httpx
+    import respx
+
+    with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
+        fake.mount(router)
+        async with httpx.AsyncClient() as http:
+            env = ToolEnv(make_settings(cache={"exclusions_ttl_seconds": 0}), http)
+            fake.add(".env", "TOKEN=x\n")
+            ok(await call(env, project_id=PROJECT, file_path=".env", ref=MAIN_SHA))
+            ok(await call(env, project_id=PROJECT, file_path=".env", ref=MAIN_SHA))
+            fake.exclusion_rules = [".env"]  # a maintainer excludes the file
+            err = error(await call(env, project_id=PROJECT, file_path=".env", ref=MAIN_SHA))
+            assert err["kind"] == "excluded"
+            assert fake.operations == [
+                "GetRepositoryFile", "GetRepositoryFileExclusions", "GetRepositoryFileExclusions",
+            ]
+
+
+async def test_with_the_cache_switched_off_every_read_is_one_request(env: ToolEnv, fake: FakeRepoGitLab) -> None:
+    env.services.caches = CacheRegistry(enabled=False, max_entries=64)
+    fake.add("f.txt", TEXT)
+    for _ in range(2):
+        ok(await call(env, project_id=PROJECT, file_path="f.txt", ref=MAIN_SHA))
+    assert fake.operations == ["GetRepositoryFile", "GetRepositoryFile"]
