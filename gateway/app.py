@@ -7,7 +7,7 @@ Routes: ``/mcp`` (MCP Streamable HTTP, ``gateway.mcp.transport``), ``/healthz`` 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import httpx
 from aiohttp import web
@@ -22,7 +22,7 @@ from gateway.observability import health
 from gateway.observability.metrics import Metrics
 from gateway.tools import all_tools
 from gateway.tools.context import Services
-from gateway.tools.registry import Registry
+from gateway.tools.registry import Registry, Tool
 
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
@@ -30,19 +30,24 @@ REGISTRY = web.AppKey("registry", Registry)
 SERVICES = web.AppKey("services", Services)
 
 
-def create_app(settings: Settings, *, gitlab_http: httpx.AsyncClient | None = None) -> web.Application:
+def create_app(
+    settings: Settings, *, gitlab_http: httpx.AsyncClient | None = None, tools: Sequence[Tool] | None = None
+) -> web.Application:
     """Build the gateway's aiohttp application.
 
     Args:
         settings: the effective configuration.
         gitlab_http: an ``httpx.AsyncClient`` for GitLab (tests inject one); built from settings
             otherwise.
+        tools: the tools to serve instead of every declared one (tests).
     """
     app = web.Application(client_max_size=settings.server.max_request_bytes)
     metrics = Metrics()
     app[SETTINGS] = settings
     app[METRICS] = metrics
-    app[REGISTRY] = Registry(all_tools(), read_only=settings.read_only, toolsets=settings.toolsets)
+    app[REGISTRY] = Registry(
+        all_tools() if tools is None else tools, read_only=settings.read_only, toolsets=settings.toolsets
+    )
 
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         gitlab = GitLabClient(settings.gitlab, metrics=metrics, http=gitlab_http)

@@ -192,12 +192,15 @@ class LoggingSettings(_Section):
     format: Literal["json", "plain"] = "plain"
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
-    @field_validator("format", "level", mode="before")
+    @field_validator("format", mode="before")
     @classmethod
-    def _any_case(cls, value: object) -> object:
-        if not isinstance(value, str):
-            return value
-        return value.strip().lower() if value.strip().lower() in ("json", "plain") else value.strip().upper()
+    def _format_any_case(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _level_any_case(cls, value: object) -> object:
+        return value.strip().upper() if isinstance(value, str) else value
 
 
 class Settings(BaseSettings):

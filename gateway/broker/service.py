@@ -67,6 +67,8 @@ PRIORITY_NAMES = {v: k for k, v in PRIORITIES.items()}
 STOP_FILE = ".stop-pipeline"
 DB_FILE = "broker.db"
 LOCK_FILE = "broker.lock"
+#: Up to this many 10 ms steps for woken waits to return at shutdown.
+SHUTDOWN_GRACE_STEPS = 100
 MONITORING = "get_pipeline_status, get_activity_log, get_message_history, get_phase_plan, log_activity"
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -265,6 +267,13 @@ class BrokerService:
             self.queues.wake_all()
             if self.store.is_open:
                 self.logs.append(PIPELINE_LOG, iso(self.clock()), BROKER, f"shutting down: {reason}")
+        # Let the woken waits return their answer before the transport's own shutdown hook
+        # cancels long-running calls (which would answer them with a bare JSON-RPC error).
+        for _ in range(SHUTDOWN_GRACE_STEPS):
+            if self.queues.waits_open() == 0:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0)
 
     async def close(self) -> None:
         """Stop the timer, let pending changes finish, save ``lastSeen`` and close the database."""
@@ -1072,6 +1081,26 @@ class BrokerService:
             self._last_call[agent] = self.clock()
 
     async def _lease(self, agent: str) -> MessageRow | None:
+        """Lease ``agent``'s next message, shielded: a cancelled caller gives back what was leased."""
+        task = asyncio.ensure_future(self._lease_now(agent))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+
+            def give_back(t: asyncio.Task[MessageRow | None]) -> None:
+                if t.cancelled() or t.exception() is not None:
+                    return
+                row = t.result()
+                if row is not None:
+                    self.queues[agent].leased.discard(row.id)
+                    self.queues[agent].wake()
+
+            task.add_done_callback(give_back)
+            raise
+
+    async def _lease_now(self, agent: str) -> MessageRow | None:
         queue = self.queues[agent]
         async with queue.lock:
             async with self.store.write() as q:

@@ -482,8 +482,12 @@ class Store:
         """One ``BEGIN IMMEDIATE`` transaction: committed when the block ends, rolled back on error."""
         async with self._lock:
             self._check_open()
-            await self._db.execute("BEGIN IMMEDIATE")
+            if self._db.in_transaction:
+                # Only a cancellation in the middle of a statement can leave one open; callers
+                # shield their changes, so this is a last line of defence, not a code path.
+                await self._db.execute("ROLLBACK")
             try:
+                await self._db.execute("BEGIN IMMEDIATE")
                 yield Queries(self._db)
                 await self._db.execute("COMMIT")
             except BaseException:

@@ -327,6 +327,10 @@ class GitLabClient:
                 status=response.status_code,
                 request_id=call.request_id,
             ) from None
+        finally:
+            # httpx links a response and its stream both ways; that cycle would keep the body (up
+            # to 10 MiB for a repository file) alive until the garbage collector next runs.
+            response.stream = httpx.ByteStream(b"")
 
     async def _with_retries(self, call: _Call) -> httpx.Response:
         # Most calls succeed at once; tenacity (~35 µs per call) only starts when the first

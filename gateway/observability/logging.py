@@ -121,13 +121,15 @@ _TEXT_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     # Header: value (text, repr of a dict, HTTP dumps). The value runs to the end of the line
     # or to a closing quote, so "Bearer x" goes whole; name=value forms are the next rule's.
     (
-        re.compile(rf"(?i)\b(?P<key>{_HEADER_KEYS})(?P<sep>[\"']?\s*:\s*[\"']?)(?P<value>[^\r\n\"',}}]+)"),
+        re.compile(
+            rf"(?i)\b(?P<key>{_HEADER_KEYS})(?P<sep>[\"']?\s*:\s*[\"']?)(?!\[REDACTED\])(?P<value>[^\r\n\"',}}]+)"
+        ),
         r"\g<key>\g<sep>" + REDACTED,
     ),
     # private_token=..., access_token=..., "token": "...", password=... in URLs, forms, JSON.
     (
         re.compile(
-            rf"(?i)(?<![A-Za-z0-9])(?P<key>{_QUERY_KEYS})(?P<sep>[\"']?\s*[:=]\s*[\"']?)(?P<value>[^&\s\"',;}}#)>\]]+)"
+            rf"(?i)(?<![A-Za-z0-9])(?P<key>{_QUERY_KEYS})(?P<sep>[\"']?\s*[:=]\s*[\"']?)(?!\[REDACTED\])(?P<value>[^&\s\"',;}}#)>\]]+)"
         ),
         r"\g<key>\g<sep>" + REDACTED,
     ),

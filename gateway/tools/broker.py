@@ -321,7 +321,7 @@ class RequestHumanOutput(_Out):
 
 def _caller(ctx: ToolContext) -> tuple[BrokerService, str]:
     broker = ctx.services.broker
-    if broker is None or not broker.is_open():
+    if broker is None or not broker.store.is_open:
         raise ToolError(
             "upstream_error",
             "The phase broker is not available in this gateway right now (it is starting or shutting down). "

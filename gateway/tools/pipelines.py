@@ -306,6 +306,43 @@ class GetPipelineOutput(PipelineBase):
 # -- the read --------------------------------------------------------------------------------
 
 
+def pipeline_variables(
+    project: str,
+    pipeline_id: int,
+    facet: Facet | None = None,
+    *,
+    job_statuses: list[str] | None = None,
+    bridge_statuses: list[str] | None = None,
+    first: int = DEFAULT_PAGE_SIZE,
+    after: str | None = None,
+) -> dict[str, Any]:
+    """The variables of ``operations/get_pipeline.graphql`` for one call (see :func:`read_pipeline`).
+
+    A numeric project goes through ``projects(ids:)`` (``byId``), a path through
+    ``project(fullPath:)``; the skipped one gets an inert value because both are declared
+    non-null. Statuses are upcased to ``CiJobStatus`` names (seed 000, implementation plan 4).
+
+    Raises:
+        ToolError: ``bad_request`` for an impossible project path.
+    """
+    by_id = is_numeric_id(project)
+    return {
+        "byId": by_id,
+        "fullPath": "" if by_id else project_full_path(project),
+        "projectIds": [global_id("Project", int(project))] if by_id else [],
+        "pipelineId": global_id("Ci::Pipeline", pipeline_id),
+        "includeJobs": facet == "jobs",
+        "includeDownstreamPipelines": facet == "downstream_pipelines",
+        "includeBridgeJobs": facet == "bridge_jobs",
+        "jobStatuses": [s.upper() for s in job_statuses] if job_statuses and facet == "jobs" else None,
+        "bridgeStatuses": [s.upper() for s in bridge_statuses]
+        if bridge_statuses and facet == "bridge_jobs"
+        else None,
+        "first": first if facet else None,
+        "after": after if facet else None,
+    }
+
+
 async def read_pipeline(
     gitlab: GitLabSession,
     project: str,
@@ -336,21 +373,15 @@ async def read_pipeline(
         GitLabError: whatever the GitLab client raises (mapped by the registry).
     """
     by_id = is_numeric_id(project)
-    variables: dict[str, Any] = {
-        "byId": by_id,
-        "fullPath": "" if by_id else project_full_path(project),
-        "projectIds": [global_id("Project", int(project))] if by_id else [],
-        "pipelineId": global_id("Ci::Pipeline", pipeline_id),
-        "includeJobs": facet == "jobs",
-        "includeDownstreamPipelines": facet == "downstream_pipelines",
-        "includeBridgeJobs": facet == "bridge_jobs",
-        "jobStatuses": [s.upper() for s in job_statuses] if job_statuses and facet == "jobs" else None,
-        "bridgeStatuses": [s.upper() for s in bridge_statuses]
-        if bridge_statuses and facet == "bridge_jobs"
-        else None,
-        "first": first if facet else None,
-        "after": after if facet else None,
-    }
+    variables = pipeline_variables(
+        project,
+        pipeline_id,
+        facet,
+        job_statuses=job_statuses,
+        bridge_statuses=bridge_statuses,
+        first=first,
+        after=after,
+    )
     data = await gitlab.graphql("get_pipeline", variables)
     if by_id:
         nodes = (data.get("projects") or {}).get("nodes") or []

@@ -51,7 +51,7 @@ from gateway.gitlab.blob_urls import (
     split_ref_and_path,
 )
 from gateway.gitlab.client import GitLabSession
-from gateway.gitlab.errors import GitLabBadRequest
+from gateway.gitlab.errors import GitLabBadRequest, GitLabNotFound
 from gateway.gitlab.urls import MAX_ID, global_id, global_id_number, is_numeric_id, project_full_path
 from gateway.tools.context import ToolContext
 from gateway.tools.file_window import MAX_WINDOW_BYTES, CapReason, TextFile, Window, window
@@ -97,11 +97,19 @@ def _project_argument(value: Any) -> Any:
     return str(value)
 
 
-OptionalText = Annotated[str | SkipJsonSchema[None], BeforeValidator(_text_argument)]
+def _no_null_default(schema: dict[str, Any]) -> None:
+    # The schema says "string"; a `"default": null` beside it would contradict it.
+    if "default" in schema and schema["default"] is None:
+        del schema["default"]
+
+
+OptionalText = Annotated[
+    str | SkipJsonSchema[None], BeforeValidator(_text_argument), Field(json_schema_extra=_no_null_default)
+]
 
 
 class GetRepositoryFileInput(ToolInput):
-    """Arguments of ``get_repository_file`` (GitLab's input schema, ``required: []``)."""
+    """Give url, or project_id and file_path (and ref, HEAD by default); offset and limit pick the lines."""
 
     url: OptionalText = Field(
         None,
@@ -114,6 +122,7 @@ class GetRepositoryFileInput(ToolInput):
     )
     project_id: Annotated[str | SkipJsonSchema[None], BeforeValidator(_project_argument)] = Field(
         None,
+        json_schema_extra=_no_null_default,
         description="ID or full path of the project, e.g. `42` or `group/subgroup/project`. Required if "
         "url is not provided.",
     )
@@ -164,7 +173,7 @@ class _Next(BaseModel):
 
 
 class GetRepositoryFileOutput(ToolOutput):
-    """``structuredContent`` of a successful ``get_repository_file``."""
+    """One window of a file: its lines in content, where they sit in metadata, how to read on in next."""
 
     path: str = Field(description="The file's path relative to the repository root.")
     ref: str = Field(description="The ref read, as given (HEAD for the default branch).")
@@ -288,20 +297,28 @@ async def get_repository_file(ctx: ToolContext, args: GetRepositoryFileInput) ->
     target = await _target(ctx, session, args, blob_url)
     settings = ctx.settings.cache
     files = ctx.services.caches.get("blobs", ttl=settings.blob_ttl_seconds)
+    fetched: list[FileRead] = []
+
+    async def fetch() -> FileRead:
+        read = await _fetch(ctx, session, target)
+        fetched.append(read)
+        return read
+
     try:
         if is_full_sha(target.ref) and target.ref_type is None:
             sha = target.ref.lower()
             key = credential_key(session.credential, "file", *target.project.key, sha, target.path)
-            read = await files.get_or_load(key, lambda: _fetch(ctx, session, target))
+            read = await files.get_or_load(key, fetch)
         else:
-            read = await _fetch(ctx, session, target)
+            read = await fetch()
     except _Missing as missing:
         _check_project(target, missing.project_id)
         _check_excluded(target, missing.rules)
         raise _missing_error(target, missing) from None
     _check_project(target, read.project_id)
     rules = read.rules
-    if time.monotonic() - read.rules_at > settings.exclusions_ttl_seconds:
+    if not fetched and time.monotonic() - read.rules_at > settings.exclusions_ttl_seconds:
+        # Served from the cache with rules older than their TTL: a maintainer may have excluded it.
         rules = await _exclusion_rules(ctx, session, target.project)
     _check_excluded(target, rules)
     blob = read.blob
@@ -342,11 +359,18 @@ async def _target(
                 f"Provide either url, or project_id, file_path, and ref (missing: {', '.join(missing)}).",
                 invalid_arguments=missing,
             )
+        ref = _ref(args.ref if args.ref is not None else "HEAD")
+        ref_type: RefType | None = None
+        # GitLab's blobs(ref:) refuses qualified names ("Ref is not valid"); its refType does the same job.
+        qualified: tuple[tuple[str, RefType], ...] = (("refs/heads/", "heads"), ("refs/tags/", "tags"))
+        for prefix, kind in qualified:
+            if ref.startswith(prefix) and len(ref) > len(prefix):
+                ref, ref_type = ref[len(prefix) :], kind
         return FileTarget(
             project=_project(args.project_id),
             path=normalize_file_path(args.file_path),
-            ref=_ref(args.ref if args.ref is not None else "HEAD"),
-            ref_type=None,
+            ref=ref,
+            ref_type=ref_type,
             offset=offset,
             limit=limit,
         )
@@ -512,7 +536,16 @@ async def _fetch(ctx: ToolContext, session: GitLabSession, target: FileTarget) -
         operation = "get_repository_file"
     try:
         node = await _project_node(ctx, session, operation, variables)
+    except GitLabNotFound:
+        # GitLab answers "does not exist or you don't have permission" when the caller may see the
+        # project but not its code; keep GitLab's one wording for both (no enumeration).
+        raise not_found(
+            f"Project '{project.shown}' not found or inaccessible", project=project.shown
+        ) from None
     except GitLabBadRequest as err:
+        if "ref is not valid" in err.message.lower():
+            # Gitlab::GitRefValidator refused the name: no such ref can exist.
+            raise _missing_error(target, _Missing(False, False, 0, ())) from None
         if _is_encoding_error(err.message):
             raise bad_request(
                 f"File '{target.path}' is not valid UTF-8 text, so GitLab cannot return it as text "

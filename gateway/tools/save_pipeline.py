@@ -289,8 +289,9 @@ async def _resolve_project(
     looked up, as is any project named together with a pipeline to retry or cancel.
     """
     if args.url is not None:
-        named = args.url
         full_path: str | None = project_path_from_url(args.url, ctx.gitlab.base)
+        assert full_path is not None
+        named = full_path
         numeric = None
     elif args.project_id is not None:
         named = str(args.project_id)

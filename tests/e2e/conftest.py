@@ -8,7 +8,12 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.harness import GatewayProcess
-from tests.standin.fixtures import standin  # noqa: F401  (fixture)
+from tests.standin.fixtures import (  # noqa: F401  (fixtures)
+    fresh_standin,
+    fresh_standin_subpath,
+    standin,
+    standin_subpath,
+)
 
 pytestmark = pytest.mark.e2e
 

@@ -62,11 +62,11 @@ class GatewayProcess:
             RuntimeError: the process exited or did not answer in time (its log is included).
         """
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway", "--port", str(self.port), *self.args],
-            cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-        )
+        with self.log_path.open("ab") as log:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "gateway", "--port", str(self.port), *self.args],
+                cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -33,7 +33,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m tests.standin", description="GitLab stand-in for tests.")
     ap.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     ap.add_argument("--port", type=int, default=0, help="TCP port; 0 picks a free one (default 0)")
-    ap.add_argument("--prefix", default="", help="serve GitLab under this sub-path, e.g. /gitlab (default: root)")
+    ap.add_argument(
+        "--prefix", default="", help="serve GitLab under this sub-path, e.g. /gitlab (default: root)"
+    )
     ap.add_argument("--schema", type=Path, default=DEFAULT_SCHEMA, help="GitLab's GraphQL SDL")
     ap.add_argument("--ready-file", type=Path, help="write the URL here as JSON once listening")
     ap.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
@@ -78,8 +80,11 @@ async def serve(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
     args = parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     asyncio.run(serve(args))
     return 0
 

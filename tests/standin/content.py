@@ -35,7 +35,7 @@ _SAMPLES = (
     "plain ASCII text with some words",
     "déjà vu — café crème, naïve façade",  # Latin-1 range, 2-byte UTF-8
     "日本語のテキストと漢字",  # 3-byte UTF-8
-    "emoji 🎉🚀✨ and 𝔘𝔫𝔦𝔠𝔬𝔡𝔢",  # 4-byte UTF-8
+    "emoji 🎉🚀✨ and \U0001d518\U0001d52b\U0001d526",  # 4-byte UTF-8 (Fraktur letters)
     "Ελληνικά αβγδε, русский текст",
     "\tindented with a tab; trailing spaces   ",
     "quotes \"double\" 'single' `back` and \\backslash\\",
@@ -105,13 +105,22 @@ def png_bytes() -> bytes:
     """A valid 16x16 RGB PNG (binary: has NUL bytes and is not UTF-8)."""
 
     def chunk(kind: bytes, payload: bytes) -> bytes:
-        return struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", zlib.crc32(kind + payload))
+        return (
+            struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", zlib.crc32(kind + payload))
+        )
 
     width = height = 16
     # Each row: filter byte 0, then RGB triples.
-    rows = b"".join(b"\0" + b"".join(bytes((x * 16, y * 16, 128)) for x in range(width)) for y in range(height))
+    rows = b"".join(
+        b"\0" + b"".join(bytes((x * 16, y * 16, 128)) for x in range(width)) for y in range(height)
+    )
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", ihdr)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
 
 
 #: Size of the LFS object behind ``assets/model.bin`` (``rawSize``).
@@ -122,9 +131,7 @@ LFS_OID = hashlib.sha256(b"standin lfs object").hexdigest()
 def lfs_pointer() -> bytes:
     """The Git LFS pointer committed as ``assets/model.bin``."""
     return (
-        "version https://git-lfs.github.com/spec/v1\n"
-        f"oid sha256:{LFS_OID}\n"
-        f"size {LFS_OBJECT_SIZE}\n"
+        f"version https://git-lfs.github.com/spec/v1\noid sha256:{LFS_OID}\nsize {LFS_OBJECT_SIZE}\n"
     ).encode("ascii")
 
 

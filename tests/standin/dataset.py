@@ -79,7 +79,7 @@ FIRST_CREATED_PIPELINE_ID = 3001
 """``pipelineCreate`` hands out 3001, 3002, … after each reset."""
 
 BUILD_JOB_IDS = list(range(5001, 5046))
-"""The 45 build jobs of pipeline 1001, ids 5001–5045."""
+"""The 45 build jobs of pipeline 1001, ids 5001 to 5045."""
 BRIDGE_CHILD_JOB_ID = 5046
 """Bridge ``trigger-child`` (FAILED) → child pipeline 1002."""
 BRIDGE_PRIVATE_JOB_ID = 5047
@@ -144,7 +144,8 @@ REF_SHAS = {
     "broken-ci": COMMITS["broken-ci"],
     "v1.0": COMMITS["initial"],
 }
-"""Branch (or tag ``v1.0``) → commit SHA (``release`` here is the branch; the tag is ``COMMITS["release-tag"]``)."""
+"""Branch (or tag ``v1.0``) → commit SHA (``release`` here is the branch; the tag is
+``COMMITS["release-tag"]``)."""
 
 FILES = {
     "readme": "README.md",
@@ -200,10 +201,14 @@ WORKFLOWS = {
 }
 """Workflow ids by state. All belong to alice in ``grp/sub/proj`` except ``private`` (520, bob's, in
 ``grp/private-proj``: alice gets "not found")."""
-FINAL_ANSWER = "The pipeline failed because rspec 7/30 and rspec 21/30 hit a flaky database fixture. I fixed it in !17."
+FINAL_ANSWER = (
+    "The pipeline failed because rspec 7/30 and rspec 21/30 hit a flaky database fixture. I fixed it in !17."
+)
 CHAT_ANSWER = "`Project#archive!` archives the project and its repository. Anything else?"
 LAST_AGENT_ANSWER_511 = "All three failures come from the same missing environment variable, DATABASE_URL."
-LONG_PROGRESS = "Investigating the failing jobs. " + "Reading job logs and comparing them with the last green run. " * 12
+LONG_PROGRESS = (
+    "Investigating the failing jobs. " + "Reading job logs and comparing them with the last green run. " * 12
+)
 """The running workflow's latest agent message: 764 characters (more than 500)."""
 
 
@@ -214,7 +219,9 @@ def _tree_main() -> dict[str, Blob]:
         FILES["app"]: Blob.of(APP_PY),
         FILES["mixed"]: Blob(loader=content.mixed_text),
         FILES["png"]: Blob(loader=content.png_bytes),
-        FILES["lfs"]: Blob(loader=content.lfs_pointer, lfs_size=content.LFS_OBJECT_SIZE, lfs_oid=content.LFS_OID),
+        FILES["lfs"]: Blob(
+            loader=content.lfs_pointer, lfs_size=content.LFS_OBJECT_SIZE, lfs_oid=content.LFS_OID
+        ),
         FILES["truncated"]: Blob(loader=content.truncated_part, full_size=content.TRUNCATED_FULL_SIZE),
         FILES["empty"]: Blob.of(b""),
         FILES["no_newline"]: Blob.of(content.NO_NEWLINE_TEXT),
@@ -236,21 +243,38 @@ def _project_repository() -> Repository:
         repo.commits[sha] = Commit(sha=sha, title=title, message=title + "\n", tree=tree, parent_sha=parent)
         return sha
 
-    initial = add("initial", "Initial commit", {
-        FILES["readme"]: Blob.of(README_V1), FILES["ci"]: Blob.of(content.CI_CONFIG),
-        FILES["app"]: Blob.of(APP_PY),
-    }, None)
+    initial = add(
+        "initial",
+        "Initial commit",
+        {
+            FILES["readme"]: Blob.of(README_V1),
+            FILES["ci"]: Blob.of(content.CI_CONFIG),
+            FILES["app"]: Blob.of(APP_PY),
+        },
+        None,
+    )
     main = add("main", "Add sample files", main_tree, initial)
-    feature_tree = {**main_tree, FILES["readme"]: Blob.of(README_FEATURE),
-                    FEATURE_ONLY_FILE: Blob.of(x_rb("feature, path with-slash/app/x.rb"))}
+    feature_tree = {
+        **main_tree,
+        FILES["readme"]: Blob.of(README_FEATURE),
+        FEATURE_ONLY_FILE: Blob.of(x_rb("feature, path with-slash/app/x.rb")),
+    }
     add("feature", "Work on feature", feature_tree, main)
     add("feature/other", "Other feature", {**main_tree, FILES["x_rb"]: Blob.of(x_rb("feature/other"))}, main)
-    add("my-topic/with-slash", "Topic with a slash",
-        {**main_tree, FILES["x_rb"]: Blob.of(x_rb("my-topic/with-slash"))}, main)
+    add(
+        "my-topic/with-slash",
+        "Topic with a slash",
+        {**main_tree, FILES["x_rb"]: Blob.of(x_rb("my-topic/with-slash"))},
+        main,
+    )
     add("release", "Release branch", {**main_tree, FILES["readme"]: Blob.of(README_RELEASE_BRANCH)}, main)
     add("release-tag", "Release tag", {**main_tree, FILES["readme"]: Blob.of(README_RELEASE_TAG)}, main)
-    add("broken-ci", "Break the CI configuration",
-        {**main_tree, FILES["ci"]: Blob.of(content.BROKEN_CI_CONFIG)}, main)
+    add(
+        "broken-ci",
+        "Break the CI configuration",
+        {**main_tree, FILES["ci"]: Blob.of(content.BROKEN_CI_CONFIG)},
+        main,
+    )
     for branch in BRANCHES:
         repo.branches[branch] = COMMITS[branch]
     repo.tags["v1.0"] = Tag("v1.0", COMMITS["initial"], "Version 1.0", "2026-01-01T12:00:00Z")
@@ -261,8 +285,12 @@ def _project_repository() -> Repository:
 def _simple_repository(project: str) -> Repository:
     sha = _sha(f"{project}:main")
     repo = Repository(default_branch="main")
-    repo.commits[sha] = Commit(sha=sha, title="Initial commit", message="Initial commit\n", tree={
-        "README.md": Blob.of(f"# {project}\n"), ".gitlab-ci.yml": Blob.of(content.CI_CONFIG)})
+    repo.commits[sha] = Commit(
+        sha=sha,
+        title="Initial commit",
+        message="Initial commit\n",
+        tree={"README.md": Blob.of(f"# {project}\n"), ".gitlab-ci.yml": Blob.of(content.CI_CONFIG)},
+    )
     repo.branches["main"] = sha
     return repo
 
@@ -270,7 +298,9 @@ def _simple_repository(project: str) -> Repository:
 def _main_pipeline() -> Pipeline:
     jobs: list[Job] = []
     for i, name in enumerate(_BUILD_NAMES):
-        stage = "build" if name.startswith("build:") else "deploy" if name in ("review-app", "pages") else "test"
+        stage = (
+            "build" if name.startswith("build:") else "deploy" if name in ("review-app", "pages") else "test"
+        )
         status = _STATUS_OVERRIDES.get(name, "SUCCESS")
         job = Job(id=5001 + i, name=name, stage=stage, status=status, allow_failure=name == "lint")
         if status == "FAILED":
@@ -280,12 +310,40 @@ def _main_pipeline() -> Pipeline:
             job.duration = None
             job.when = "manual" if status == "MANUAL" else "on_success"
         jobs.append(job)
-    jobs.append(Job(id=BRIDGE_CHILD_JOB_ID, name="trigger-child", stage="deploy", status="FAILED", kind="BRIDGE",
-                    downstream_pipeline_id=CHILD_PIPELINE_ID, tags=()))
-    jobs.append(Job(id=BRIDGE_PRIVATE_JOB_ID, name="trigger-downstream", stage="deploy", status="SUCCESS",
-                    kind="BRIDGE", downstream_pipeline_id=PRIVATE_PIPELINE_ID, tags=()))
-    return Pipeline(id=PIPELINE_ID, iid=PIPELINE_IID, project_id=PROJECT_ID, ref="main", sha=COMMITS["main"],
-                    status="FAILED", source="push", jobs=jobs, stages=list(STAGES), name="Nightly build")
+    jobs.append(
+        Job(
+            id=BRIDGE_CHILD_JOB_ID,
+            name="trigger-child",
+            stage="deploy",
+            status="FAILED",
+            kind="BRIDGE",
+            downstream_pipeline_id=CHILD_PIPELINE_ID,
+            tags=(),
+        )
+    )
+    jobs.append(
+        Job(
+            id=BRIDGE_PRIVATE_JOB_ID,
+            name="trigger-downstream",
+            stage="deploy",
+            status="SUCCESS",
+            kind="BRIDGE",
+            downstream_pipeline_id=PRIVATE_PIPELINE_ID,
+            tags=(),
+        )
+    )
+    return Pipeline(
+        id=PIPELINE_ID,
+        iid=PIPELINE_IID,
+        project_id=PROJECT_ID,
+        ref="main",
+        sha=COMMITS["main"],
+        status="FAILED",
+        source="push",
+        jobs=jobs,
+        stages=list(STAGES),
+        name="Nightly build",
+    )
 
 
 def build_world() -> World:
@@ -301,21 +359,33 @@ def build_world() -> World:
     }
     projects = {
         PROJECT_ID: Project(
-            id=PROJECT_ID, full_path=PROJECT_PATH, name="proj", description="The stand-in's sample project.",
+            id=PROJECT_ID,
+            full_path=PROJECT_PATH,
+            name="proj",
+            description="The stand-in's sample project.",
             visibility="private",
             members={"alice": Access.DEVELOPER, "bob": Access.MAINTAINER, "carol": Access.REPORTER},
-            repository=_project_repository(), exclusion_rules=list(EXCLUSION_RULES),
+            repository=_project_repository(),
+            exclusion_rules=list(EXCLUSION_RULES),
         ),
         PRIVATE_PROJECT_ID: Project(
-            id=PRIVATE_PROJECT_ID, full_path=PRIVATE_PROJECT_PATH, name="private-proj",
-            description="Only bob can read this project.", visibility="private",
-            members={"bob": Access.MAINTAINER}, repository=_simple_repository(PRIVATE_PROJECT_PATH),
+            id=PRIVATE_PROJECT_ID,
+            full_path=PRIVATE_PROJECT_PATH,
+            name="private-proj",
+            description="Only bob can read this project.",
+            visibility="private",
+            members={"bob": Access.MAINTAINER},
+            repository=_simple_repository(PRIVATE_PROJECT_PATH),
         ),
         PUBLIC_PROJECT_ID: Project(
-            id=PUBLIC_PROJECT_ID, full_path=PUBLIC_PROJECT_PATH, name="public-proj",
-            description="Anyone can read this project.", visibility="public",
+            id=PUBLIC_PROJECT_ID,
+            full_path=PUBLIC_PROJECT_PATH,
+            name="public-proj",
+            description="Anyone can read this project.",
+            visibility="public",
             members={"alice": Access.REPORTER, "bob": Access.MAINTAINER},
-            repository=_simple_repository(PUBLIC_PROJECT_PATH), duo_features_enabled=False,
+            repository=_simple_repository(PUBLIC_PROJECT_PATH),
+            duo_features_enabled=False,
         ),
     }
     private_sha = projects[PRIVATE_PROJECT_ID].repository.branches["main"]
@@ -323,36 +393,85 @@ def build_world() -> World:
     pipelines = {
         PIPELINE_ID: _main_pipeline(),
         CHILD_PIPELINE_ID: Pipeline(
-            id=CHILD_PIPELINE_ID, iid=13, project_id=PROJECT_ID, ref="main", sha=COMMITS["main"], status="FAILED",
-            source="parent_pipeline", upstream_id=PIPELINE_ID, stages=["test"], config_source="BRIDGE_SOURCE",
-            jobs=[Job(5101, "child:rspec", "test", "FAILED", failure_reason="script_failure"),
-                  Job(5102, "child:lint", "test", "SUCCESS")],
+            id=CHILD_PIPELINE_ID,
+            iid=13,
+            project_id=PROJECT_ID,
+            ref="main",
+            sha=COMMITS["main"],
+            status="FAILED",
+            source="parent_pipeline",
+            upstream_id=PIPELINE_ID,
+            stages=["test"],
+            config_source="BRIDGE_SOURCE",
+            jobs=[
+                Job(5101, "child:rspec", "test", "FAILED", failure_reason="script_failure"),
+                Job(5102, "child:lint", "test", "SUCCESS"),
+            ],
         ),
         PRIVATE_PIPELINE_ID: Pipeline(
-            id=PRIVATE_PIPELINE_ID, iid=1, project_id=PRIVATE_PROJECT_ID, ref="main", sha=private_sha,
-            status="SUCCESS", source="pipeline", upstream_id=PIPELINE_ID, stages=["deploy"], user="bob",
+            id=PRIVATE_PIPELINE_ID,
+            iid=1,
+            project_id=PRIVATE_PROJECT_ID,
+            ref="main",
+            sha=private_sha,
+            status="SUCCESS",
+            source="pipeline",
+            upstream_id=PIPELINE_ID,
+            stages=["deploy"],
+            user="bob",
             jobs=[Job(6001, "deploy-private", "deploy", "SUCCESS")],
         ),
         RUNNING_PIPELINE_ID: Pipeline(
-            id=RUNNING_PIPELINE_ID, iid=14, project_id=PROJECT_ID, ref="feature", sha=COMMITS["feature"],
-            status="RUNNING", source="push", stages=["build", "test"], finished_at=None, duration=None,
-            jobs=[Job(5201, "build", "build", "SUCCESS"),
-                  Job(5202, "rspec", "test", "RUNNING", finished_at=None, duration=None),
-                  Job(5203, "jest", "test", "PENDING", started_at=None, finished_at=None, duration=None)],
+            id=RUNNING_PIPELINE_ID,
+            iid=14,
+            project_id=PROJECT_ID,
+            ref="feature",
+            sha=COMMITS["feature"],
+            status="RUNNING",
+            source="push",
+            stages=["build", "test"],
+            finished_at=None,
+            duration=None,
+            jobs=[
+                Job(5201, "build", "build", "SUCCESS"),
+                Job(5202, "rspec", "test", "RUNNING", finished_at=None, duration=None),
+                Job(5203, "jest", "test", "PENDING", started_at=None, finished_at=None, duration=None),
+            ],
         ),
         TAG_PIPELINE_ID: Pipeline(
-            id=TAG_PIPELINE_ID, iid=11, project_id=PROJECT_ID, ref="v1.0", sha=COMMITS["initial"], tag=True,
-            status="SUCCESS", source="push", stages=["build"], created_at="2026-01-01T12:00:00Z",
+            id=TAG_PIPELINE_ID,
+            iid=11,
+            project_id=PROJECT_ID,
+            ref="v1.0",
+            sha=COMMITS["initial"],
+            tag=True,
+            status="SUCCESS",
+            source="push",
+            stages=["build"],
+            created_at="2026-01-01T12:00:00Z",
             jobs=[Job(5301, "build", "build", "SUCCESS")],
         ),
         PUBLIC_PIPELINE_ID: Pipeline(
-            id=PUBLIC_PIPELINE_ID, iid=1, project_id=PUBLIC_PROJECT_ID, ref="main", sha=public_sha,
-            status="SUCCESS", source="push", stages=["test"], user="bob",
+            id=PUBLIC_PIPELINE_ID,
+            iid=1,
+            project_id=PUBLIC_PROJECT_ID,
+            ref="main",
+            sha=public_sha,
+            status="SUCCESS",
+            source="push",
+            stages=["test"],
+            user="bob",
             jobs=[Job(4101, "test", "test", "SUCCESS")],
         ),
     }
-    return World(users=users, groups=groups, projects=projects, pipelines=pipelines, workflows=_workflows(),
-                 next_pipeline_id=FIRST_CREATED_PIPELINE_ID)
+    return World(
+        users=users,
+        groups=groups,
+        projects=projects,
+        pipelines=pipelines,
+        workflows=_workflows(),
+        next_pipeline_id=FIRST_CREATED_PIPELINE_ID,
+    )
 
 
 def _msg(kind: str, text: str, role: str | None = None, **kw: object) -> DuoMessage:
@@ -362,42 +481,122 @@ def _msg(kind: str, text: str, role: str | None = None, **kw: object) -> DuoMess
 def _workflows() -> dict[int, DuoWorkflow]:
     goal = "Find out why pipeline 1001 failed and fix it"
     user_goal = _msg("user", goal, "user")
-    tool = _msg("tool", "Using get_pipeline: {\"pipeline_id\": 1001, \"include\": [\"jobs\"]}",
-                tool_info='{"name": "get_pipeline", "args": {"pipeline_id": 1001}}')
+    tool = _msg(
+        "tool",
+        'Using get_pipeline: {"pipeline_id": 1001, "include": ["jobs"]}',
+        tool_info='{"name": "get_pipeline", "args": {"pipeline_id": 1001}}',
+    )
     wf = {
-        "running": DuoWorkflow(WORKFLOWS["running"], PROJECT_ID, "alice", "RUNNING", goal,
-                               messages=[user_goal, tool, _msg("agent", LONG_PROGRESS)]),
-        "finished": DuoWorkflow(WORKFLOWS["finished"], PROJECT_ID, "alice", "FINISHED", goal,
-                                messages=[user_goal, _msg("agent", "Looking at the failed jobs."), tool,
-                                          _msg("agent", FINAL_ANSWER)]),
+        "running": DuoWorkflow(
+            WORKFLOWS["running"],
+            PROJECT_ID,
+            "alice",
+            "RUNNING",
+            goal,
+            messages=[user_goal, tool, _msg("agent", LONG_PROGRESS)],
+        ),
+        "finished": DuoWorkflow(
+            WORKFLOWS["finished"],
+            PROJECT_ID,
+            "alice",
+            "FINISHED",
+            goal,
+            messages=[
+                user_goal,
+                _msg("agent", "Looking at the failed jobs."),
+                tool,
+                _msg("agent", FINAL_ANSWER),
+            ],
+        ),
         "input_required": DuoWorkflow(
-            WORKFLOWS["input_required"], PROJECT_ID, "alice", "INPUT_REQUIRED", "What does Project#archive! do?",
-            workflow_definition="chat", environment="CHAT",
-            messages=[_msg("user", "What does Project#archive! do?", "user"), _msg("agent", CHAT_ANSWER, "assistant")]),
+            WORKFLOWS["input_required"],
+            PROJECT_ID,
+            "alice",
+            "INPUT_REQUIRED",
+            "What does Project#archive! do?",
+            workflow_definition="chat",
+            environment="CHAT",
+            messages=[
+                _msg("user", "What does Project#archive! do?", "user"),
+                _msg("agent", CHAT_ANSWER, "assistant"),
+            ],
+        ),
         "tool_call_approval_required": DuoWorkflow(
-            WORKFLOWS["tool_call_approval_required"], PROJECT_ID, "alice", "TOOL_CALL_APPROVAL_REQUIRED", goal,
-            messages=[user_goal, _msg("agent", "I want to push a fix to a new branch."),
-                      _msg("request", "Run `git push origin fix-flaky-fixture`?",
-                           tool_info='{"name": "run_git_command", "args": {"command": "push"}}')]),
+            WORKFLOWS["tool_call_approval_required"],
+            PROJECT_ID,
+            "alice",
+            "TOOL_CALL_APPROVAL_REQUIRED",
+            goal,
+            messages=[
+                user_goal,
+                _msg("agent", "I want to push a fix to a new branch."),
+                _msg(
+                    "request",
+                    "Run `git push origin fix-flaky-fixture`?",
+                    tool_info='{"name": "run_git_command", "args": {"command": "push"}}',
+                ),
+            ],
+        ),
         "plan_approval_required": DuoWorkflow(
-            WORKFLOWS["plan_approval_required"], PROJECT_ID, "alice", "PLAN_APPROVAL_REQUIRED", goal,
-            messages=[user_goal, _msg("agent", "Plan: 1. read the failed job logs 2. fix the fixture 3. open an MR.")]),
-        "paused": DuoWorkflow(WORKFLOWS["paused"], PROJECT_ID, "alice", "PAUSED", goal,
-                              messages=[user_goal, _msg("agent", "Pausing as requested.")]),
-        "failed": DuoWorkflow(WORKFLOWS["failed"], PROJECT_ID, "alice", "FAILED", goal,
-                              messages=[user_goal, _msg("agent", "I could not read the job logs.", status="failure")],
-                              checkpoint_errors=["Tool get_job_log failed: 403 Forbidden"]),
-        "stopped": DuoWorkflow(WORKFLOWS["stopped"], PROJECT_ID, "alice", "STOPPED", goal,
-                               messages=[user_goal, _msg("agent", "Started reading the pipeline.")]),
+            WORKFLOWS["plan_approval_required"],
+            PROJECT_ID,
+            "alice",
+            "PLAN_APPROVAL_REQUIRED",
+            goal,
+            messages=[
+                user_goal,
+                _msg("agent", "Plan: 1. read the failed job logs 2. fix the fixture 3. open an MR."),
+            ],
+        ),
+        "paused": DuoWorkflow(
+            WORKFLOWS["paused"],
+            PROJECT_ID,
+            "alice",
+            "PAUSED",
+            goal,
+            messages=[user_goal, _msg("agent", "Pausing as requested.")],
+        ),
+        "failed": DuoWorkflow(
+            WORKFLOWS["failed"],
+            PROJECT_ID,
+            "alice",
+            "FAILED",
+            goal,
+            messages=[user_goal, _msg("agent", "I could not read the job logs.", status="failure")],
+            checkpoint_errors=["Tool get_job_log failed: 403 Forbidden"],
+        ),
+        "stopped": DuoWorkflow(
+            WORKFLOWS["stopped"],
+            PROJECT_ID,
+            "alice",
+            "STOPPED",
+            goal,
+            messages=[user_goal, _msg("agent", "Started reading the pipeline.")],
+        ),
         "created": DuoWorkflow(WORKFLOWS["created"], PROJECT_ID, "alice", "CREATED", goal, messages=[]),
-        "finished_no_answer": DuoWorkflow(WORKFLOWS["finished_no_answer"], PROJECT_ID, "alice", "FINISHED", goal,
-                                          messages=[user_goal, tool]),
+        "finished_no_answer": DuoWorkflow(
+            WORKFLOWS["finished_no_answer"], PROJECT_ID, "alice", "FINISHED", goal, messages=[user_goal, tool]
+        ),
         "finished_last_is_tool": DuoWorkflow(
-            WORKFLOWS["finished_last_is_tool"], PROJECT_ID, "alice", "FINISHED", goal,
-            messages=[user_goal, _msg("agent", LAST_AGENT_ANSWER_511, "assistant"),
-                      _msg("tool", "Ran: env | grep DATABASE_URL (no output)"),
-                      _msg("user", "thanks", "user")]),
-        "private": DuoWorkflow(WORKFLOWS["private"], PRIVATE_PROJECT_ID, "bob", "FINISHED", "Deploy the private app",
-                               messages=[_msg("agent", "Deployed.")]),
+            WORKFLOWS["finished_last_is_tool"],
+            PROJECT_ID,
+            "alice",
+            "FINISHED",
+            goal,
+            messages=[
+                user_goal,
+                _msg("agent", LAST_AGENT_ANSWER_511, "assistant"),
+                _msg("tool", "Ran: env | grep DATABASE_URL (no output)"),
+                _msg("user", "thanks", "user"),
+            ],
+        ),
+        "private": DuoWorkflow(
+            WORKFLOWS["private"],
+            PRIVATE_PROJECT_ID,
+            "bob",
+            "FINISHED",
+            "Deploy the private app",
+            messages=[_msg("agent", "Deployed.")],
+        ),
     }
     return {w.id: w for w in wf.values()}

@@ -37,12 +37,12 @@ import logging
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias, TypeGuard
 
-import yaml
+import yaml  # type: ignore[import-untyped]
 from graphql import (
     DocumentNode,
     ExecutionResult,
@@ -60,7 +60,7 @@ from graphql import (
     validate_schema,
     value_from_ast_untyped,
 )
-from graphql.language import FieldNode
+from graphql.language import FieldNode, FragmentDefinitionNode, FragmentSpreadNode, InlineFragmentNode
 
 from tests.standin.models import (
     CANCELABLE_STATUSES,
@@ -78,10 +78,15 @@ from tests.standin.models import (
 
 log = logging.getLogger("standin.graphql")
 
+Info: TypeAlias = "GraphQLResolveInfo[Any]"
+
 RESOURCE_NOT_AVAILABLE = (
     "The resource that you are attempting to access does not exist or you don't have permission to "
     "perform this action"
 )
+#: ``GitlabSchema``'s query depth limits (``DEFAULT_MAX_DEPTH``, ``AUTHENTICATED_MAX_DEPTH``).
+MAX_DEPTH_ANONYMOUS = 15
+MAX_DEPTH_AUTHENTICATED = 20
 #: graphql-ruby's ``max_page_size`` in GitLab (``GitlabSchema.default_max_page_size``).
 MAX_PAGE_SIZE = 100
 #: ``Resolvers::BlobsResolver::TOTAL_BLOB_DATA_SIZE_LIMIT``.
@@ -116,7 +121,9 @@ def load_schema(path: Path) -> GraphQLSchema:
         GraphQLError: the SDL does not parse.
         TypeError: the schema is not valid.
     """
-    schema = build_ast_schema(parse(path.read_text(encoding="utf-8"), no_location=True), assume_valid_sdl=True)
+    schema = build_ast_schema(
+        parse(path.read_text(encoding="utf-8"), no_location=True), assume_valid_sdl=True
+    )
     errors = validate_schema(schema)
     if errors:
         raise TypeError(f"GitLab schema at {path} is not valid: {errors[0].message}")
@@ -137,8 +144,12 @@ def _make_gid_scalar(scalar: GraphQLScalarType, models: tuple[str, ...] | None) 
     def parse_literal(node: Any, variables: Any = None) -> str:
         return parse_value(value_from_ast_untyped(node, variables))
 
+    # graphql-core 3.3 coerces through coerce_input_*; 3.2 through parse_*.
     scalar.parse_value = parse_value  # type: ignore[method-assign]
     scalar.parse_literal = parse_literal  # type: ignore[method-assign]
+    if hasattr(scalar, "coerce_input_value"):
+        scalar.coerce_input_value = parse_value
+        scalar.coerce_input_literal = parse_literal
 
 
 def gid(model: str, ident: int | str) -> str:
@@ -168,6 +179,7 @@ class Ctx:
     paths: set[str] = field(default_factory=set)
     unserved: set[str] = field(default_factory=set)
     workflows_read: list[int] = field(default_factory=list)
+    seen_nodes: set[int] = field(default_factory=set)
 
     def project_path(self, project: Project, suffix: str = "") -> str:
         """``<rel_root>/<full_path><suffix>``, as GitLab's path helpers build it."""
@@ -237,7 +249,7 @@ class Connection:
         if first is not None:
             window = window[: min(first, MAX_PAGE_SIZE)]
         elif last is not None:
-            window = window[max(0, len(window) - min(last, MAX_PAGE_SIZE)):]
+            window = window[max(0, len(window) - min(last, MAX_PAGE_SIZE)) :]
         else:
             window = window[:MAX_PAGE_SIZE]
         self._items = items
@@ -248,22 +260,26 @@ class Connection:
         self._visible = visible
         self._page_end = window[-1] + 1 if window else start
         self._page_start = window[0] if window else start
+        self._cached: list[tuple[str, Any]] | None = None
 
     def _page(self) -> list[tuple[str, Any]]:
+        if self._cached is not None:
+            return self._cached
         out = []
         for i in self._index:
             item = self._items[i]
             if self._visible is None or self._visible(item):
                 out.append((encode_cursor(self._key(item)), item))
+        self._cached = out
         return out
 
-    def nodes(self, info: GraphQLResolveInfo) -> list[Any]:
+    def nodes(self, info: Info) -> list[Any]:
         return [self._view(item) for _, item in self._page()]
 
-    def edges(self, info: GraphQLResolveInfo) -> list[dict[str, Any]]:
+    def edges(self, info: Info) -> list[dict[str, Any]]:
         return [{"cursor": cursor, "node": self._view(item)} for cursor, item in self._page()]
 
-    def pageInfo(self, info: GraphQLResolveInfo) -> dict[str, Any]:  # noqa: N802 (GraphQL field name)
+    def pageInfo(self, info: Info) -> dict[str, Any]:
         page = self._page()
         return {
             "hasNextPage": self._page_end < self._total,
@@ -272,7 +288,7 @@ class Connection:
             "endCursor": page[-1][0] if page else None,
         }
 
-    def count(self, info: GraphQLResolveInfo, limit: int | None = None) -> int:
+    def count(self, info: Info, limit: int | None = None) -> int:
         return self._total if limit is None else min(self._total, limit)
 
 
@@ -288,25 +304,42 @@ def _position_after(keys: list[str], k: str) -> int:
 # -- views ----------------------------------------------------------------------------------------
 
 _STATUS_TEXT = {
-    "SUCCESS": ("passed", "Passed"), "FAILED": ("failed", "Failed"), "RUNNING": ("running", "Running"),
-    "PENDING": ("pending", "Pending"), "CANCELED": ("canceled", "Canceled"), "CANCELING": ("canceling", "Canceling"),
-    "SKIPPED": ("skipped", "Skipped"), "MANUAL": ("manual action", "Manual"), "CREATED": ("created", "Created"),
-    "SCHEDULED": ("scheduled", "Scheduled"), "PREPARING": ("preparing", "Preparing"),
+    "SUCCESS": ("passed", "Passed"),
+    "FAILED": ("failed", "Failed"),
+    "RUNNING": ("running", "Running"),
+    "PENDING": ("pending", "Pending"),
+    "CANCELED": ("canceled", "Canceled"),
+    "CANCELING": ("canceling", "Canceling"),
+    "SKIPPED": ("skipped", "Skipped"),
+    "MANUAL": ("manual action", "Manual"),
+    "CREATED": ("created", "Created"),
+    "SCHEDULED": ("scheduled", "Scheduled"),
+    "PREPARING": ("preparing", "Preparing"),
     "WAITING_FOR_RESOURCE": ("waiting for resource", "Waiting"),
     "WAITING_FOR_CALLBACK": ("waiting for callback", "Waiting"),
 }
 
 
-def detailed_status(status: str, ident: str, details_path: str | None, allow_failure: bool = False) -> dict[str, Any]:
+def detailed_status(
+    status: str, ident: str, details_path: str | None, allow_failure: bool = False
+) -> dict[str, Any]:
     """A ``DetailedStatus`` object like GitLab's ``Gitlab::Ci::Status`` presenters."""
     lower = status.lower()
     label, text = _STATUS_TEXT.get(status, (lower, lower.capitalize()))
     group = "success-with-warnings" if status == "FAILED" and allow_failure else lower
     return {
-        "id": f"{lower}-{ident}", "name": status, "group": group, "icon": f"status_{lower}",
-        "label": label, "text": text, "tooltip": text.lower(), "hasDetails": details_path is not None,
-        "detailsPath": details_path, "favicon": f"/assets/ci_favicons/favicon_status_{lower}.png",
-        "action": None, "deploymentDetailsPath": None,
+        "id": f"{lower}-{ident}",
+        "name": status,
+        "group": group,
+        "icon": f"status_{lower}",
+        "label": label,
+        "text": text,
+        "tooltip": text.lower(),
+        "hasDetails": details_path is not None,
+        "detailsPath": details_path,
+        "favicon": f"/assets/ci_favicons/favicon_status_{lower}.png",
+        "action": None,
+        "deploymentDetailsPath": None,
     }
 
 
@@ -390,7 +423,7 @@ class ProjectView:
         self.name = project.name
         self.path = project.path
         self.fullPath = project.full_path
-        self.nameWithNamespace = " / ".join(project.full_path.split("/")[:-1] + [project.name])
+        self.nameWithNamespace = " / ".join([*project.full_path.split("/")[:-1], project.name])
         self.description = project.description
         self.visibility = project.visibility
         self.archived = False
@@ -399,31 +432,34 @@ class ProjectView:
         self.webUrl = ctx.project_url(project)
         self.webPath = ctx.project_path(project)
         self.httpUrlToRepo = ctx.project_url(project, ".git")
-        self.sshUrlToRepo = f"git@{ctx.web_root.split('://', 1)[-1].split('/')[0].split(':')[0]}:{project.full_path}.git"
+        self.sshUrlToRepo = (
+            f"git@{ctx.web_root.split('://', 1)[-1].split('/')[0].split(':')[0]}:{project.full_path}.git"
+        )
         self.ciConfigPathOrDefault = ".gitlab-ci.yml"
         self.duoFeaturesEnabled = project.duo_features_enabled
         self.starCount = 0
         self.forksCount = 0
         self.isForked = False
 
-    def repository(self, info: GraphQLResolveInfo) -> RepositoryView:
+    def repository(self, info: Info) -> RepositoryView:
         return RepositoryView(self._ctx, self._p)
 
-    def userPermissions(self, info: GraphQLResolveInfo) -> PermissionsView:  # noqa: N802
+    def userPermissions(self, info: Info) -> PermissionsView:
         return PermissionsView(self._p, self._ctx.user)
 
-    def group(self, info: GraphQLResolveInfo) -> GroupView | None:
+    def group(self, info: Info) -> GroupView | None:
         g = self._ctx.world.group_by_path(self._p.namespace_path)
         return GroupView(self._ctx, g) if g else None
 
     namespace = group
 
-    def duoContextExclusionSettings(self, info: GraphQLResolveInfo) -> dict[str, Any] | None:  # noqa: N802
+    def duoContextExclusionSettings(self, info: Info) -> dict[str, Any] | None:
         rules = self._p.exclusion_rules
         return {"exclusionRules": list(rules) if rules is not None else []}
 
-    def pipeline(self, info: GraphQLResolveInfo, id: str | None = None, iid: str | None = None,  # noqa: A002
-                 sha: str | None = None) -> PipelineView | None:
+    def pipeline(
+        self, info: Info, id: str | None = None, iid: str | None = None, sha: str | None = None
+    ) -> PipelineView | None:
         world = self._ctx.world
         found: Pipeline | None = None
         if id is not None:
@@ -440,7 +476,7 @@ class ProjectView:
             return None
         return PipelineView(self._ctx, found)
 
-    def pipelines(self, info: GraphQLResolveInfo, **args: Any) -> Connection:
+    def pipelines(self, info: Info, **args: Any) -> Connection:
         items = self._ctx.world.project_pipelines(self._p.id)
         if args.get("ref"):
             items = [p for p in items if p.ref == args["ref"]]
@@ -454,11 +490,12 @@ class ProjectView:
             items = [p for p in items if p.user == args["username"]]
         return Connection(items, args, key=lambda p: p.id, view=lambda p: PipelineView(self._ctx, p))
 
-    def duoWorkflowWorkflows(self, info: GraphQLResolveInfo, **args: Any) -> Connection | None:  # noqa: N802
+    def duoWorkflowWorkflows(self, info: Info, **args: Any) -> Connection | None:
         return resolve_workflows(self._ctx, args, project=self._p)
 
-    def ciPipelineCreationInputs(self, info: GraphQLResolveInfo, ref: str,  # noqa: N802
-                                 failOnCacheMiss: bool | None = None) -> list[dict[str, Any]] | None:  # noqa: N803
+    def ciPipelineCreationInputs(
+        self, info: Info, ref: str, failOnCacheMiss: bool | None = None
+    ) -> list[dict[str, Any]] | None:
         commit = self._p.repository.resolve(ref)
         if commit is None or ".gitlab-ci.yml" not in commit.tree:
             return None
@@ -466,11 +503,18 @@ class ProjectView:
         out = []
         for name, opts in (spec or {}).items():
             opts = opts or {}
-            out.append({
-                "name": name, "type": str(opts.get("type", "string")).upper(), "description": opts.get("description"),
-                "required": "default" not in opts, "default": opts.get("default"), "options": opts.get("options"),
-                "regex": opts.get("regex"), "rules": None,
-            })
+            out.append(
+                {
+                    "name": name,
+                    "type": str(opts.get("type", "string")).upper(),
+                    "description": opts.get("description"),
+                    "required": "default" not in opts,
+                    "default": opts.get("default"),
+                    "options": opts.get("options"),
+                    "regex": opts.get("regex"),
+                    "rules": None,
+                }
+            )
         return out
 
 
@@ -487,38 +531,51 @@ class RepositoryView:
         self.tagCount = len(repo.tags)
         self.diskPath = None
 
-    def commitCount(self, info: GraphQLResolveInfo) -> int:  # noqa: N802
+    def commitCount(self, info: Info) -> int:
         seen, sha = 0, self._p.repository.branches.get(self._p.repository.default_branch)
         while sha:
             seen += 1
             sha = self._p.repository.commits[sha].parent_sha
         return seen
 
-    def branchNames(self, info: GraphQLResolveInfo, searchPattern: str, offset: int,  # noqa: N802, N803
-                    limit: int) -> list[str]:
+    def branchNames(self, info: Info, searchPattern: str, offset: int, limit: int) -> list[str]:
         # Repository#search_branch_names: a Redis SSCAN MATCH glob (``*`` crosses ``/``).
         names = sorted(n for n in self._p.repository.branches if fnmatch.fnmatchcase(n, searchPattern))
-        return names[max(offset, 0):max(offset, 0) + max(limit, 0)]
+        return names[max(offset, 0) : max(offset, 0) + max(limit, 0)]
 
-    def commit(self, info: GraphQLResolveInfo, ref: str) -> CommitView | None:
+    def commit(self, info: Info, ref: str) -> CommitView | None:
         found = self._p.repository.resolve(ref)
         return CommitView(self._ctx, self._p, found) if found else None
 
-    def lastCommit(self, info: GraphQLResolveInfo, path: str | None = None, ref: str | None = None,  # noqa: N802
-                   refType: str | None = None) -> CommitView | None:  # noqa: N803
+    def lastCommit(
+        self,
+        info: Info,
+        path: str | None = None,
+        ref: str | None = None,
+        refType: str | None = None,
+    ) -> CommitView | None:
         repo = self._p.repository
         current = repo.resolve(ref, refType)
         if current is None:
             return None
         if path:
             blob = current.tree.get(path)
-            while current.parent_sha and (parent := repo.commits.get(current.parent_sha)) \
-                    and parent.tree.get(path) is blob:
+            while (
+                current.parent_sha
+                and (parent := repo.commits.get(current.parent_sha))
+                and parent.tree.get(path) is blob
+            ):
                 current = parent
         return CommitView(self._ctx, self._p, current)
 
-    def blobs(self, info: GraphQLResolveInfo, paths: list[str], ref: str | None = None,
-              refType: str | None = None, **page: Any) -> Connection:  # noqa: N803
+    def blobs(
+        self,
+        info: Info,
+        paths: list[str],
+        ref: str | None = None,
+        refType: str | None = None,
+        **page: Any,
+    ) -> Connection:
         if not self._p.can_read(self._ctx.user):
             raise GraphQLError(RESOURCE_NOT_AVAILABLE)
         repo = self._p.repository
@@ -532,11 +589,15 @@ class RepositoryView:
             if total > BLOBS_TOTAL_LIMIT:
                 raise GraphQLError(f"Max blobs size limit exceeded ({human_size(total)} / 20 MB).")
         ref_name = ref
-        return Connection(found, page, key=lambda pb: pb[0],
-                          view=lambda pb: BlobView(self._ctx, self._p, ref_name, pb[0], pb[1]))
+        return Connection(
+            found,
+            page,
+            key=lambda pb: pb[0],
+            view=lambda pb: BlobView(self._ctx, self._p, ref_name, pb[0], pb[1]),
+        )
 
 
-def _requests_any(info: GraphQLResolveInfo, names: frozenset[str]) -> bool:
+def _requests_any(info: Info, names: frozenset[str]) -> bool:
     """Whether the selection under this field (nodes/edges.node) asks for any of ``names``."""
     stack = [sel for node in info.field_nodes if node.selection_set for sel in node.selection_set.selections]
     while stack:
@@ -546,8 +607,10 @@ def _requests_any(info: GraphQLResolveInfo, names: frozenset[str]) -> bool:
                 return True
             if sel.selection_set:
                 stack.extend(sel.selection_set.selections)
-        elif getattr(sel, "selection_set", None):
-            stack.extend(sel.selection_set.selections)  # fragments
+        elif isinstance(sel, InlineFragmentNode):
+            stack.extend(sel.selection_set.selections)
+        elif isinstance(sel, FragmentSpreadNode) and (fragment := info.fragments.get(sel.name.value)):
+            stack.extend(fragment.selection_set.selections)
     return False
 
 
@@ -604,38 +667,48 @@ class BlobView:
         self.canModifyBlob = False
         self.canModifyBlobWithWebIde = False
 
-    def id(self, info: GraphQLResolveInfo) -> str:
+    def id(self, info: Info) -> str:
         return gid("Blob", self._blob.oid)
 
-    def oid(self, info: GraphQLResolveInfo) -> str:
+    def oid(self, info: Info) -> str:
         return self._blob.oid
 
-    def size(self, info: GraphQLResolveInfo) -> str:
+    def size(self, info: Info) -> str:
         return str(self._blob.size)
 
-    def rawSize(self, info: GraphQLResolveInfo) -> str:  # noqa: N802
+    def rawSize(self, info: Info) -> str:
         return str(self._blob.raw_size)
 
-    def rawTextBlob(self, info: GraphQLResolveInfo) -> str | None:  # noqa: N802
+    def rawTextBlob(self, info: Info) -> str | None:
         return self._blob.text()
 
-    def plainData(self, info: GraphQLResolveInfo) -> str | None:  # noqa: N802
+    def plainData(self, info: Info) -> str | None:
         return self._blob.text()
 
-    def rawBlob(self, info: GraphQLResolveInfo) -> str:  # noqa: N802
+    def rawBlob(self, info: Info) -> str:
         text = self._blob.text()
         if text is None:
             first_bad = next((b for b in self._blob.data if b >= 0x80 or b == 0), 0)
             raise GraphQLError(f'"\\x{first_bad:02X}" from ASCII-8BIT to UTF-8')
         return text
 
-    def base64EncodedBlob(self, info: GraphQLResolveInfo) -> str:  # noqa: N802
+    def base64EncodedBlob(self, info: Info) -> str:
         return base64.b64encode(self._blob.data).decode()
 
 
 def _language(name: str) -> str | None:
-    return {"py": "python", "rb": "ruby", "js": "javascript", "md": "markdown", "yml": "yaml",
-            "txt": "plaintext"}.get(name.rsplit(".", 1)[-1]) if "." in name else None
+    return (
+        {
+            "py": "python",
+            "rb": "ruby",
+            "js": "javascript",
+            "md": "markdown",
+            "yml": "yaml",
+            "txt": "plaintext",
+        }.get(name.rsplit(".", 1)[-1])
+        if "." in name
+        else None
+    )
 
 
 class CommitView:
@@ -662,11 +735,11 @@ class CommitView:
         self.name = commit.title
         self.hasAgentSession = False
 
-    def author(self, info: GraphQLResolveInfo) -> UserView | None:
+    def author(self, info: Info) -> UserView | None:
         user = self._ctx.world.user_named("alice")
         return UserView(self._ctx, user) if user else None
 
-    def tags(self, info: GraphQLResolveInfo) -> list[str]:
+    def tags(self, info: Info) -> list[str]:
         return sorted(t.name for t in self._p.repository.tags.values() if t.sha == self._c.sha)
 
 
@@ -682,15 +755,17 @@ class StageView:
     def _jobs(self) -> list[Job]:
         return [j for j in self._pl.latest_jobs() if j.stage == self._name]
 
-    def status(self, info: GraphQLResolveInfo) -> str:
+    def status(self, info: Info) -> str:
         return aggregate_status((j.status, j.allow_failure) for j in self._jobs()).lower()
 
-    def detailedStatus(self, info: GraphQLResolveInfo) -> dict[str, Any]:  # noqa: N802
+    def detailedStatus(self, info: Info) -> dict[str, Any]:
         status = aggregate_status((j.status, j.allow_failure) for j in self._jobs())
         return detailed_status(status, f"{self._pl.id}-{self._name}", None)
 
-    def jobs(self, info: GraphQLResolveInfo, **args: Any) -> Connection:
-        return Connection(self._jobs(), args, key=lambda j: j.id, view=lambda j: JobView(self._ctx, self._pl, j))
+    def jobs(self, info: Info, **args: Any) -> Connection:
+        return Connection(
+            self._jobs(), args, key=lambda j: j.id, view=lambda j: JobView(self._ctx, self._pl, j)
+        )
 
 
 _FAILURE_MESSAGES = {
@@ -732,7 +807,9 @@ class JobView:
         self.queuedDuration = 5.0 if job.started_at else None
         self.coverage = None
         self.exitCode = 1 if job.status == "FAILED" else (0 if job.status == "SUCCESS" else None)
-        self.failureMessage = _FAILURE_MESSAGES.get(job.failure_reason or "") if job.status == "FAILED" else None
+        self.failureMessage = (
+            _FAILURE_MESSAGES.get(job.failure_reason or "") if job.status == "FAILED" else None
+        )
         self.refName = pipeline.ref
         self.refPath = ctx.project_path(project, f"/-/commits/{pipeline.ref}")
         self.shortSha = pipeline.sha[:8]
@@ -745,26 +822,31 @@ class JobView:
         self.playPath = ctx.project_path(project, f"/-/jobs/{job.id}/play") if self.playable else None
         self.browseArtifactsPath = None
 
-    def stage(self, info: GraphQLResolveInfo) -> StageView:
+    def stage(self, info: Info) -> StageView:
         return StageView(self._ctx, self._pl, self._j.stage)
 
-    def detailedStatus(self, info: GraphQLResolveInfo) -> dict[str, Any]:  # noqa: N802
+    def detailedStatus(self, info: Info) -> dict[str, Any]:
         return detailed_status(self._j.status, str(self._j.id), self.webPath, self._j.allow_failure)
 
-    def pipeline(self, info: GraphQLResolveInfo) -> PipelineView:
+    def pipeline(self, info: Info) -> PipelineView:
         return PipelineView(self._ctx, self._pl)
 
-    def project(self, info: GraphQLResolveInfo) -> ProjectView:
+    def project(self, info: Info) -> ProjectView:
         return ProjectView(self._ctx, self._project)
 
-    def downstreamPipeline(self, info: GraphQLResolveInfo) -> PipelineView | None:  # noqa: N802
+    def downstreamPipeline(self, info: Info) -> PipelineView | None:
         pid = self._j.downstream_pipeline_id
         target = self._ctx.world.pipelines.get(pid) if pid else None
         return readable_pipeline(self._ctx, target)
 
-    def userPermissions(self, info: GraphQLResolveInfo) -> dict[str, bool]:  # noqa: N802
+    def userPermissions(self, info: Info) -> dict[str, bool]:
         can_update = self._project.can_update_pipeline(self._ctx.user)
-        return {"readBuild": True, "readJobArtifacts": True, "updateBuild": can_update, "cancelBuild": can_update}
+        return {
+            "readBuild": True,
+            "readJobArtifacts": True,
+            "updateBuild": can_update,
+            "cancelBuild": can_update,
+        }
 
 
 def readable_pipeline(ctx: Ctx, pipeline: Pipeline | None) -> PipelineView | None:
@@ -794,7 +876,7 @@ class PipelineView:
         self.path = ctx.project_path(project, f"/-/pipelines/{pipeline.id}")
         self.commitPath = ctx.project_path(project, f"/-/commit/{pipeline.sha}")
         self.refPath = f"refs/{'tags' if pipeline.tag else 'heads'}/{pipeline.ref}"
-        self.refText = f"For <a class=\"ref-container\" href=\"{self.path}\">{pipeline.ref}</a>"
+        self.refText = f'For <a class="ref-container" href="{self.path}">{pipeline.ref}</a>'
         self.createdAt = pipeline.created_at
         self.updatedAt = pipeline.finished_at or pipeline.started_at or pipeline.created_at
         self.startedAt = pipeline.started_at
@@ -828,29 +910,34 @@ class PipelineView:
         self.computeMinutes = None
         self.triggeredByPath = None
 
-    def sha(self, info: GraphQLResolveInfo, format: str | None = None) -> str:  # noqa: A002
+    def sha(self, info: Info, format: str | None = None) -> str:
         return self._pl.sha[:8] if format == "SHORT" else self._pl.sha
 
-    def project(self, info: GraphQLResolveInfo) -> ProjectView:
+    def project(self, info: Info) -> ProjectView:
         return ProjectView(self._ctx, self._project)
 
-    def user(self, info: GraphQLResolveInfo) -> UserView | None:
+    def user(self, info: Info) -> UserView | None:
         user = self._ctx.world.user_named(self._pl.user)
         return UserView(self._ctx, user) if user else None
 
-    def commit(self, info: GraphQLResolveInfo) -> CommitView | None:
+    def commit(self, info: Info) -> CommitView | None:
         c = self._project.repository.commits.get(self._pl.sha)
         return CommitView(self._ctx, self._project, c) if c else None
 
-    def detailedStatus(self, info: GraphQLResolveInfo) -> dict[str, Any]:  # noqa: N802
+    def detailedStatus(self, info: Info) -> dict[str, Any]:
         return detailed_status(self._pl.status, str(self._pl.id), self.path)
 
-    def userPermissions(self, info: GraphQLResolveInfo) -> dict[str, bool]:  # noqa: N802
+    def userPermissions(self, info: Info) -> dict[str, bool]:
         can = self._project.can_update_pipeline(self._ctx.user)
         admin = self._project.access(self._ctx.user) >= 40
-        return {"adminPipeline": admin, "cancelPipeline": can, "destroyPipeline": admin, "updatePipeline": can}
+        return {
+            "adminPipeline": admin,
+            "cancelPipeline": can,
+            "destroyPipeline": admin,
+            "updatePipeline": can,
+        }
 
-    def jobs(self, info: GraphQLResolveInfo, **args: Any) -> Connection:
+    def jobs(self, info: Info, **args: Any) -> Connection:
         jobs = self._pl.jobs
         if args.get("jobKind"):
             jobs = [j for j in jobs if j.kind == args["jobKind"]]
@@ -863,28 +950,36 @@ class PipelineView:
             jobs = [j for j in jobs if j.when in set(args["whenExecuted"])]
         return Connection(jobs, args, key=lambda j: j.id, view=lambda j: JobView(self._ctx, self._pl, j))
 
-    def job(self, info: GraphQLResolveInfo, id: str | None = None, name: str | None = None) -> JobView | None:  # noqa: A002
+    def job(self, info: Info, id: str | None = None, name: str | None = None) -> JobView | None:
         jid = gid_id(id) if id else None
         for j in self._pl.jobs:
             if (jid is not None and j.id == jid) or (name is not None and j.name == name and not j.retried):
                 return JobView(self._ctx, self._pl, j)
         return None
 
-    def stages(self, info: GraphQLResolveInfo, **args: Any) -> Connection:
-        return Connection(self._pl.stages, args, key=lambda s: self._pl.stages.index(s),
-                          view=lambda s: StageView(self._ctx, self._pl, s))
+    def stages(self, info: Info, **args: Any) -> Connection:
+        return Connection(
+            self._pl.stages,
+            args,
+            key=lambda s: self._pl.stages.index(s),
+            view=lambda s: StageView(self._ctx, self._pl, s),
+        )
 
-    def downstream(self, info: GraphQLResolveInfo, **args: Any) -> Connection:
+    def downstream(self, info: Info, **args: Any) -> Connection:
         world = self._ctx.world
-        return Connection(world.downstream_of(self._pl), args, key=lambda p: p.id,
-                          view=lambda p: PipelineView(self._ctx, p),
-                          visible=lambda p: readable_pipeline(self._ctx, p) is not None)
+        return Connection(
+            world.downstream_of(self._pl),
+            args,
+            key=lambda p: p.id,
+            view=lambda p: PipelineView(self._ctx, p),
+            visible=lambda p: readable_pipeline(self._ctx, p) is not None,
+        )
 
-    def upstream(self, info: GraphQLResolveInfo) -> PipelineView | None:
+    def upstream(self, info: Info) -> PipelineView | None:
         up = self._ctx.world.pipelines.get(self._pl.upstream_id) if self._pl.upstream_id else None
         return readable_pipeline(self._ctx, up)
 
-    def sourceJob(self, info: GraphQLResolveInfo) -> JobView | None:  # noqa: N802
+    def sourceJob(self, info: Info) -> JobView | None:
         up = self._ctx.world.pipelines.get(self._pl.upstream_id) if self._pl.upstream_id else None
         if up is None or readable_pipeline(self._ctx, up) is None:
             return None
@@ -935,9 +1030,18 @@ class CheckpointView:
         self.parentTs = None
         self.metadata = json.dumps({"source": "standin"})
 
-    def checkpoint(self, info: GraphQLResolveInfo) -> str:
-        chat_log = [{"message_type": m.message_type, "content": m.content, "role": m.role, "status": m.status,
-                     "timestamp": m.timestamp, "tool_info": m.tool_info} for m in self._wf.messages]
+    def checkpoint(self, info: Info) -> str:
+        chat_log = [
+            {
+                "message_type": m.message_type,
+                "content": m.content,
+                "role": m.role,
+                "status": m.status,
+                "timestamp": m.timestamp,
+                "tool_info": m.tool_info,
+            }
+            for m in self._wf.messages
+        ]
         return json.dumps({"channel_values": {"status": self._wf.status_name, "ui_chat_log": chat_log}})
 
 
@@ -965,30 +1069,39 @@ class WorkflowView:
         self.stalled = False
         self.mcpEnabled = True
         self.allowAgentToRequestUser = True
-        self.agentPrivilegesNames = ["read_write_files", "read_only_gitlab", "read_write_gitlab", "run_commands"]
+        self.agentPrivilegesNames = [
+            "read_write_files",
+            "read_only_gitlab",
+            "read_write_gitlab",
+            "run_commands",
+        ]
         self.preApprovedAgentPrivilegesNames = ["read_write_files", "read_only_gitlab"]
         self.lastExecutorLogsUrl = None
-        self.allExecutorLogsUrls = []
+        self.allExecutorLogsUrls: list[str] = []
         user = ctx.world.user_named(workflow.user)
         self.userId = gid("User", user.id if user else 0)
 
-    def project(self, info: GraphQLResolveInfo) -> ProjectView:
+    def project(self, info: Info) -> ProjectView:
         return ProjectView(self._ctx, self._project)
 
-    def user(self, info: GraphQLResolveInfo) -> UserView | None:
+    def user(self, info: Info) -> UserView | None:
         user = self._ctx.world.user_named(self._wf.user)
         return UserView(self._ctx, user) if user else None
 
-    def latestCheckpoint(self, info: GraphQLResolveInfo, checkpointNs: str | None = None) -> CheckpointView | None:  # noqa: N802, N803
+    def latestCheckpoint(self, info: Info, checkpointNs: str | None = None) -> CheckpointView | None:
         if self._wf.status == "CREATED" and not self._wf.messages:
             return None
         return CheckpointView(self._wf)
 
     firstCheckpoint = latestCheckpoint
 
-    def userPermissions(self, info: GraphQLResolveInfo) -> dict[str, bool]:  # noqa: N802
-        return {"readDuoWorkflow": True, "resumeDuoWorkflow": True, "updateDuoWorkflow": True,
-                "deleteDuoWorkflow": True}
+    def userPermissions(self, info: Info) -> dict[str, bool]:
+        return {
+            "readDuoWorkflow": True,
+            "resumeDuoWorkflow": True,
+            "updateDuoWorkflow": True,
+            "deleteDuoWorkflow": True,
+        }
 
 
 def resolve_workflows(ctx: Ctx, args: Mapping[str, Any], project: Project | None = None) -> Connection:
@@ -1044,10 +1157,22 @@ def resolve_workflows(ctx: Ctx, args: Mapping[str, Any], project: Project | None
 
 # -- mutations ------------------------------------------------------------------------------------
 
-_CI_RESERVED = frozenset({
-    "stages", "variables", "default", "include", "workflow", "image", "services", "before_script",
-    "after_script", "cache", "spec", "pages:deploy",
-})
+_CI_RESERVED = frozenset(
+    {
+        "stages",
+        "variables",
+        "default",
+        "include",
+        "workflow",
+        "image",
+        "services",
+        "before_script",
+        "after_script",
+        "cache",
+        "spec",
+        "pages:deploy",
+    }
+)
 
 
 def parse_ci_config(data: bytes) -> tuple[dict[str, Any] | None, dict[str, Any] | None, str | None]:
@@ -1086,11 +1211,16 @@ class MutationResolvers:
         pid = gid_id(pipeline_gid)
         pipeline = world.pipelines.get(pid) if pid is not None else None
         project = world.projects.get(pipeline.project_id) if pipeline else None
-        if pipeline is None or project is None or not project.can_read(user) or not project.can_update_pipeline(user):
+        if (
+            pipeline is None
+            or project is None
+            or not project.can_read(user)
+            or not project.can_update_pipeline(user)
+        ):
             raise GraphQLError(RESOURCE_NOT_AVAILABLE)
         return pipeline, project
 
-    def pipelineCreate(self, info: GraphQLResolveInfo, input: dict[str, Any]) -> dict[str, Any]:  # noqa: N802, A002
+    def pipelineCreate(self, info: Info, input: dict[str, Any]) -> dict[str, Any]:
         ctx, world = self._ctx, self._ctx.world
         project = world.project_by_path(input["projectPath"])
         if project is None or not project.can_read(ctx.user) or not project.can_update_pipeline(ctx.user):
@@ -1111,22 +1241,40 @@ class MutationResolvers:
             return {**payload, "pipeline": None, "errors": [error or "Invalid configuration format"]}
         stages = list(config.get("stages") or ["build", "test", "deploy"])
         pipeline = Pipeline(
-            id=world.next_pipeline_id, iid=max((p.iid for p in world.project_pipelines(project.id)), default=0) + 1,
-            project_id=project.id, ref=name, sha=sha, status="CREATED", source="api", stages=stages,
-            tag=name in repo.tags and name not in repo.branches, user=ctx.user.username if ctx.user else "",
+            id=world.next_pipeline_id,
+            iid=max((p.iid for p in world.project_pipelines(project.id)), default=0) + 1,
+            project_id=project.id,
+            ref=name,
+            sha=sha,
+            status="CREATED",
+            source="api",
+            stages=stages,
+            tag=name in repo.tags and name not in repo.branches,
+            user=ctx.user.username if ctx.user else "",
             variables=[dict(v) for v in input.get("variables") or []],
             inputs=[dict(i) for i in input.get("inputs") or []],
-            created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), started_at=None, finished_at=None,
+            created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            started_at=None,
+            finished_at=None,
             duration=None,
         )
         for job_name, job in config.items():
             if job_name in _CI_RESERVED or str(job_name).startswith(".") or not isinstance(job, dict):
                 continue
-            pipeline.jobs.append(Job(id=world.next_job_id, name=str(job_name), stage=str(job.get("stage", "test")),
-                                     status="MANUAL" if job.get("when") == "manual" else "CREATED",
-                                     kind="BRIDGE" if "trigger" in job else "BUILD",
-                                     when=str(job.get("when", "on_success")), started_at=None, finished_at=None,
-                                     duration=None, created_at=pipeline.created_at))
+            pipeline.jobs.append(
+                Job(
+                    id=world.next_job_id,
+                    name=str(job_name),
+                    stage=str(job.get("stage", "test")),
+                    status="MANUAL" if job.get("when") == "manual" else "CREATED",
+                    kind="BRIDGE" if "trigger" in job else "BUILD",
+                    when=str(job.get("when", "on_success")),
+                    started_at=None,
+                    finished_at=None,
+                    duration=None,
+                    created_at=pipeline.created_at,
+                )
+            )
             world.next_job_id += 1
         world.pipelines[pipeline.id] = pipeline
         world.created_pipeline_ids.append(pipeline.id)
@@ -1135,18 +1283,31 @@ class MutationResolvers:
             return {**payload, "pipeline": None, "errors": [], "requestId": f"standin-request-{pipeline.id}"}
         return {**payload, "pipeline": PipelineView(ctx, pipeline), "errors": []}
 
-    def pipelineRetry(self, info: GraphQLResolveInfo, input: dict[str, Any]) -> dict[str, Any]:  # noqa: N802, A002
+    def pipelineRetry(self, info: Info, input: dict[str, Any]) -> dict[str, Any]:
         pipeline, _project = self._authorized_pipeline(input["id"])
         base = {"clientMutationId": input.get("clientMutationId")}
         if not pipeline.retryable:
-            return {**base, "pipeline": PipelineView(self._ctx, pipeline), "errors": ["Pipeline is not retryable"]}
+            return {
+                **base,
+                "pipeline": PipelineView(self._ctx, pipeline),
+                "errors": ["Pipeline is not retryable"],
+            }
         world = self._ctx.world
         for job in list(pipeline.latest_jobs()):
             if job.status in ("FAILED", "CANCELED") and job.kind == "BUILD":
                 job.retried = True
-                clone = Job(id=world.next_job_id, name=job.name, stage=job.stage, status="PENDING",
-                            allow_failure=job.allow_failure, when=job.when, tags=job.tags,
-                            started_at=None, finished_at=None, duration=None)
+                clone = Job(
+                    id=world.next_job_id,
+                    name=job.name,
+                    stage=job.stage,
+                    status="PENDING",
+                    allow_failure=job.allow_failure,
+                    when=job.when,
+                    tags=job.tags,
+                    started_at=None,
+                    finished_at=None,
+                    duration=None,
+                )
                 world.next_job_id += 1
                 pipeline.jobs.append(clone)
             elif job.status == "SKIPPED":
@@ -1156,7 +1317,7 @@ class MutationResolvers:
         pipeline.duration = None
         return {**base, "pipeline": PipelineView(self._ctx, pipeline), "errors": []}
 
-    def pipelineCancel(self, info: GraphQLResolveInfo, input: dict[str, Any]) -> dict[str, Any]:  # noqa: N802, A002
+    def pipelineCancel(self, info: Info, input: dict[str, Any]) -> dict[str, Any]:
         pipeline, _project = self._authorized_pipeline(input["id"])
         base = {"clientMutationId": input.get("clientMutationId")}
         if not pipeline.cancelable:
@@ -1174,37 +1335,74 @@ class Root(MutationResolvers):
 
     graphql_type = "Query"
 
-    def project(self, info: GraphQLResolveInfo, fullPath: str) -> ProjectView | None:  # noqa: N803
+    def project(self, info: Info, fullPath: str) -> ProjectView | None:
         project = self._ctx.world.project_by_path(fullPath)
         if project is None or not project.can_read(self._ctx.user):
             return None
         return ProjectView(self._ctx, project)
 
-    def group(self, info: GraphQLResolveInfo, fullPath: str) -> GroupView | None:  # noqa: N803
+    def projects(self, info: Info, **args: Any) -> Connection:
+        """``Query.projects``: readable projects, newest first, filtered like ProjectsResolver.
+
+        ``ids`` are project global IDs (``GitlabSchema.parse_gids(ids, expected_type: Project)``).
+        """
+        ctx, world = self._ctx, self._ctx.world
+        items = sorted((p for p in world.projects.values() if p.can_read(ctx.user)), key=lambda p: -p.id)
+        if args.get("ids") is not None:
+            wanted = set()
+            for value in args["ids"]:
+                m = _GID.match(value)
+                if m is None:
+                    raise GraphQLError(f"{value} is not a valid Global ID")
+                if m["model"] != "Project":
+                    raise GraphQLError(f"{value} is not a valid ID for Project.")
+                wanted.add(m["id"])
+            items = [p for p in items if str(p.id) in wanted]
+        if args.get("fullPaths") is not None:
+            paths = {fp.lower() for fp in args["fullPaths"]}
+            items = [p for p in items if p.full_path.lower() in paths]
+        if args.get("search"):
+            needle = str(args["search"]).lower()
+            items = [p for p in items if needle in p.name.lower() or needle in p.full_path.lower()]
+        if args.get("membership"):
+            items = [p for p in items if p.access(ctx.user) > 0]
+        if args.get("namespacePath"):
+            prefix = str(args["namespacePath"]).lower() + "/"
+            items = [p for p in items if p.full_path.lower().startswith(prefix)]
+        return Connection(items, args, key=lambda p: p.id, view=lambda p: ProjectView(ctx, p))
+
+    def group(self, info: Info, fullPath: str) -> GroupView | None:
         group = self._ctx.world.group_by_path(fullPath)
         if group is None:
             return None
         # A private group is visible to members of any of its projects (simplified).
-        visible = any(p.can_read(self._ctx.user) for p in self._ctx.world.projects.values()
-                      if p.full_path.startswith(group.full_path + "/"))
+        visible = any(
+            p.can_read(self._ctx.user)
+            for p in self._ctx.world.projects.values()
+            if p.full_path.startswith(group.full_path + "/")
+        )
         return GroupView(self._ctx, group) if visible else None
 
     namespace = group
 
-    def currentUser(self, info: GraphQLResolveInfo) -> UserView | None:  # noqa: N802
+    def currentUser(self, info: Info) -> UserView | None:
         return UserView(self._ctx, self._ctx.user) if self._ctx.user else None
 
-    def duoWorkflowWorkflows(self, info: GraphQLResolveInfo, **args: Any) -> Connection:  # noqa: N802
+    def duoWorkflowWorkflows(self, info: Info, **args: Any) -> Connection:
         return resolve_workflows(self._ctx, args)
 
-    def metadata(self, info: GraphQLResolveInfo) -> dict[str, Any] | None:
+    def metadata(self, info: Info) -> dict[str, Any] | None:
         if self._ctx.user is None:
             return None
         s = self._ctx.world.settings
-        return {"version": s.version, "revision": s.revision, "enterprise": True,
-                "kas": {"enabled": False, "externalUrl": None, "externalK8sProxyUrl": None, "version": None}}
+        return {
+            "version": s.version,
+            "revision": s.revision,
+            "enterprise": True,
+            "kas": {"enabled": False, "externalUrl": None, "externalK8sProxyUrl": None, "version": None},
+        }
 
-    def echo(self, info: GraphQLResolveInfo, text: str) -> str:
+    def echo(self, info: Info, text: str) -> str:
         who = f'"{self._ctx.user.username}"' if self._ctx.user else "nil"
         return f"{who} says: {text}"
 
@@ -1215,21 +1413,22 @@ class Root(MutationResolvers):
 _MISSING = object()
 
 
-def _field_resolver(source: Any, info: GraphQLResolveInfo, **args: Any) -> Any:
+def _field_resolver(source: Any, info: Info, **args: Any) -> Any:
     """graphql-core's default resolver, plus recording of resolved paths and unserved fields."""
     ctx: Ctx = info.context
-    keys = []
-    path: Any = info.path
-    while path is not None:
-        if isinstance(path.key, str):
-            keys.append(path.key)
-        path = path.prev
-    ctx.paths.add(".".join(reversed(keys)))
+    node = id(info.field_nodes[0])
+    if node not in ctx.seen_nodes:
+        # A field node is shared by every item of a list, so its path is built once per request.
+        ctx.seen_nodes.add(node)
+        keys = []
+        path: Any = info.path
+        while path is not None:
+            if isinstance(path.key, str):
+                keys.append(path.key)
+            path = path.prev
+        ctx.paths.add(".".join(reversed(keys)))
     name = info.field_name
-    if isinstance(source, Mapping):
-        value = source.get(name, _MISSING)
-    else:
-        value = getattr(source, name, _MISSING)
+    value = source.get(name, _MISSING) if isinstance(source, Mapping) else getattr(source, name, _MISSING)
     if value is _MISSING:
         ctx.unserved.add(f"{info.parent_type.name}.{name}")
         return None
@@ -1238,7 +1437,12 @@ def _field_resolver(source: Any, info: GraphQLResolveInfo, **args: Any) -> Any:
     return value
 
 
-def _type_resolver(value: Any, info: GraphQLResolveInfo, abstract_type: Any) -> str | None:
+def _never_awaitable(value: Any) -> TypeGuard[Awaitable[Any]]:
+    # Every resolver is synchronous: skip graphql-core's per-value awaitable check.
+    return False
+
+
+def _type_resolver(value: Any, info: Info, abstract_type: Any) -> str | None:
     return getattr(value, "graphql_type", None)
 
 
@@ -1257,8 +1461,13 @@ class OperationRecord:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "operation_name": self.operation_name, "operation_type": self.operation_type, "fields": self.fields,
-            "variables": self.variables, "valid": self.valid, "errors": self.errors, "paths": self.paths,
+            "operation_name": self.operation_name,
+            "operation_type": self.operation_type,
+            "fields": self.fields,
+            "variables": self.variables,
+            "valid": self.valid,
+            "errors": self.errors,
+            "paths": self.paths,
             "unserved": self.unserved,
         }
 
@@ -1302,7 +1511,8 @@ class GraphQLEndpoint:
         if isinstance(body, list):
             outcomes = [self._one(item, make_ctx()) for item in body]
             return GraphQLOutcome(
-                payload=[o.payload for o in outcomes], records=[r for o in outcomes for r in o.records],
+                payload=[o.payload for o in outcomes],
+                records=[r for o in outcomes for r in o.records],
                 invalid=[m for o in outcomes for m in o.invalid],
                 workflows_read=[w for o in outcomes for w in o.workflows_read],
             )
@@ -1329,30 +1539,51 @@ class GraphQLEndpoint:
         name, kind, fields = _describe(document, op_name)
         if errors or document is None:
             record = OperationRecord(name, kind, fields, variables, False, [e.message for e in errors])
-            return GraphQLOutcome({"errors": [e.formatted for e in errors]}, [record],
-                                  [f"invalid document: {e.message}" for e in errors], [])
+            return GraphQLOutcome(
+                {"errors": [e.formatted for e in errors]},
+                [record],
+                [f"invalid document: {e.message}" for e in errors],
+                [],
+            )
         if operation is None:
-            message = f"Unknown operation named '{op_name}'." if op_name else \
-                "Must provide operation name if query contains multiple operations."
+            message = (
+                f"Unknown operation named '{op_name}'."
+                if op_name
+                else "Must provide operation name if query contains multiple operations."
+            )
+            record = OperationRecord(name, kind, fields, variables, False, [message])
+            return GraphQLOutcome({"errors": [{"message": message}]}, [record], [message], [])
+        depth = query_depth(document, operation)
+        max_depth = MAX_DEPTH_AUTHENTICATED if ctx.user is not None else MAX_DEPTH_ANONYMOUS
+        if depth > max_depth:
+            message = f"Query has depth of {depth}, which exceeds max depth of {max_depth}"
             record = OperationRecord(name, kind, fields, variables, False, [message])
             return GraphQLOutcome({"errors": [{"message": message}]}, [record], [message], [])
         result: ExecutionResult = execute(
-            self.schema, document, root_value=Root(ctx), context_value=ctx, variable_values=variables,
-            operation_name=op_name, field_resolver=_field_resolver, type_resolver=_type_resolver,
+            self.schema,
+            document,
+            root_value=Root(ctx),
+            context_value=ctx,
+            variable_values=variables,
+            operation_name=op_name,
+            field_resolver=_field_resolver,
+            is_awaitable=_never_awaitable,
+            type_resolver=_type_resolver,
         )  # type: ignore[assignment]
         invalid: list[str] = []
         messages: list[str] = []
         for err in result.errors or []:
             messages.append(err.message)
             original = err.original_error
-            if err.path is None and original is None:
+            if err.path is None:
                 # Variable coercion failed: GitLab refuses the request before running it.
                 invalid.append(f"invalid variables: {err.message}")
             elif original is not None and not isinstance(original, GraphQLError):
                 log.error("stand-in resolver crashed at %s", err.path, exc_info=original)
                 invalid.append(f"stand-in bug at {err.path}: {original!r}")
-        record = OperationRecord(name, kind, fields, variables, not invalid, messages,
-                                 sorted(ctx.paths), sorted(ctx.unserved))
+        record = OperationRecord(
+            name, kind, fields, variables, not invalid, messages, sorted(ctx.paths), sorted(ctx.unserved)
+        )
         payload: dict[str, Any]
         if result.errors and result.data is None and all(e.path is None for e in result.errors):
             # Refused before execution (variables): graphql-ruby answers without a `data` key.
@@ -1362,6 +1593,29 @@ class GraphQLEndpoint:
             if result.errors:
                 payload["errors"] = [e.formatted for e in result.errors]
         return GraphQLOutcome(payload, [record], invalid, list(ctx.workflows_read))
+
+
+def query_depth(document: DocumentNode, operation: OperationDefinitionNode) -> int:
+    """The deepest field nesting of ``operation`` (fragments expanded), as graphql-ruby counts it."""
+    fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
+
+    def depth(selections: Iterable[Any], seen: frozenset[str]) -> int:
+        best = 0
+        for sel in selections:
+            if isinstance(sel, FieldNode):
+                if sel.name.value.startswith("__"):
+                    continue
+                inner = depth(sel.selection_set.selections, seen) if sel.selection_set else 0
+                best = max(best, 1 + inner)
+            elif isinstance(sel, InlineFragmentNode):
+                best = max(best, depth(sel.selection_set.selections, seen))
+            elif isinstance(sel, FragmentSpreadNode) and sel.name.value not in seen:
+                fragment = fragments.get(sel.name.value)
+                if fragment is not None:
+                    best = max(best, depth(fragment.selection_set.selections, seen | {sel.name.value}))
+        return best
+
+    return depth(operation.selection_set.selections, frozenset())
 
 
 def _refused(message: str, op_name: str | None, variables: dict[str, Any]) -> GraphQLOutcome:
@@ -1374,11 +1628,17 @@ def _describe(document: DocumentNode | None, op_name: str | None) -> tuple[str |
     if document is None:
         return op_name, None, []
     ops = [d for d in document.definitions if isinstance(d, OperationDefinitionNode)]
-    op = next((o for o in ops if o.name and o.name.value == op_name), None) if op_name else (
-        ops[0] if len(ops) == 1 else None)
+    op = (
+        next((o for o in ops if o.name and o.name.value == op_name), None)
+        if op_name
+        else (ops[0] if len(ops) == 1 else None)
+    )
     if op is None:
         return op_name, None, []
     fields = [s.name.value for s in op.selection_set.selections if isinstance(s, FieldNode)]
-    kind = {OperationType.QUERY: "query", OperationType.MUTATION: "mutation",
-            OperationType.SUBSCRIPTION: "subscription"}[op.operation]
+    kind = {
+        OperationType.QUERY: "query",
+        OperationType.MUTATION: "mutation",
+        OperationType.SUBSCRIPTION: "subscription",
+    }[op.operation]
     return (op.name.value if op.name else op_name), kind, fields

@@ -211,8 +211,13 @@ class Repository:
         else:
             tree[path] = blob
         sha = hashlib.sha1(f"{parent.sha}:{path}:{message}".encode(), usedforsecurity=False).hexdigest()
-        commit = Commit(sha=sha, title=message.splitlines()[0] if message else "", message=message, tree=tree,
-                        parent_sha=parent.sha)
+        commit = Commit(
+            sha=sha,
+            title=message.splitlines()[0] if message else "",
+            message=message,
+            tree=tree,
+            parent_sha=parent.sha,
+        )
         self.commits[sha] = commit
         self.branches[branch] = sha
         return commit
@@ -264,8 +269,16 @@ class Project:
 
 #: Statuses GitLab counts as still going (``Ci::HasStatus::ACTIVE_STATUSES`` and friends).
 CANCELABLE_STATUSES = frozenset(
-    {"CREATED", "WAITING_FOR_RESOURCE", "PREPARING", "PENDING", "RUNNING", "SCHEDULED",
-     "WAITING_FOR_CALLBACK", "CANCELING"}
+    {
+        "CREATED",
+        "WAITING_FOR_RESOURCE",
+        "PREPARING",
+        "PENDING",
+        "RUNNING",
+        "SCHEDULED",
+        "WAITING_FOR_CALLBACK",
+        "CANCELING",
+    }
 )
 COMPLETED_STATUSES = frozenset({"SUCCESS", "FAILED", "CANCELED", "SKIPPED"})
 
@@ -461,8 +474,11 @@ class World:
 
     def project_pipelines(self, project_id: int) -> list[Pipeline]:
         """A project's pipelines, newest first (GitLab's default order)."""
-        return sorted((p for p in self.pipelines.values() if p.project_id == project_id),
-                      key=lambda p: p.id, reverse=True)
+        return sorted(
+            (p for p in self.pipelines.values() if p.project_id == project_id),
+            key=lambda p: p.id,
+            reverse=True,
+        )
 
     def downstream_of(self, pipeline: Pipeline) -> list[Pipeline]:
         """Pipelines triggered by the bridges of ``pipeline``, in bridge order."""

@@ -80,35 +80,67 @@ def unauthorized() -> RestOutcome:
 # -- entities -------------------------------------------------------------------------------------
 
 
+def _hostname(url: str) -> str:
+    return url.split("://", 1)[-1].split("/")[0].split(":")[0]
+
+
 def project_entity(req: RestRequest, p: Project) -> dict[str, Any]:
     ns_path = p.namespace_path
     group = req.world.group_by_path(ns_path)
     web = f"{req.web_root}/{p.full_path}"
     return {
-        "id": p.id, "description": p.description, "name": p.name,
-        "name_with_namespace": " / ".join(p.full_path.split("/")[:-1] + [p.name]),
-        "path": p.path, "path_with_namespace": p.full_path, "created_at": p.created_at,
-        "default_branch": p.repository.default_branch, "tag_list": [], "topics": [],
-        "ssh_url_to_repo": f"git@{req.web_root.split('://', 1)[-1].split('/')[0].split(':')[0]}:{p.full_path}.git",
-        "http_url_to_repo": f"{web}.git", "web_url": web, "readme_url": f"{web}/-/blob/main/README.md",
-        "avatar_url": None, "forks_count": 0, "star_count": 0, "last_activity_at": "2026-01-15T10:05:00.000Z",
+        "id": p.id,
+        "description": p.description,
+        "name": p.name,
+        "name_with_namespace": " / ".join([*p.full_path.split("/")[:-1], p.name]),
+        "path": p.path,
+        "path_with_namespace": p.full_path,
+        "created_at": p.created_at,
+        "default_branch": p.repository.default_branch,
+        "tag_list": [],
+        "topics": [],
+        "ssh_url_to_repo": f"git@{_hostname(req.web_root)}:{p.full_path}.git",
+        "http_url_to_repo": f"{web}.git",
+        "web_url": web,
+        "readme_url": f"{web}/-/blob/main/README.md",
+        "avatar_url": None,
+        "forks_count": 0,
+        "star_count": 0,
+        "last_activity_at": "2026-01-15T10:05:00.000Z",
         "namespace": {
-            "id": group.id if group else 0, "name": ns_path.rsplit("/", 1)[-1], "path": ns_path.rsplit("/", 1)[-1],
-            "kind": "group", "full_path": ns_path, "parent_id": None, "avatar_url": None,
+            "id": group.id if group else 0,
+            "name": ns_path.rsplit("/", 1)[-1],
+            "path": ns_path.rsplit("/", 1)[-1],
+            "kind": "group",
+            "full_path": ns_path,
+            "parent_id": None,
+            "avatar_url": None,
             "web_url": f"{req.web_root}/groups/{ns_path}",
         },
-        "visibility": p.visibility, "empty_repo": not p.repository.commits, "archived": False,
+        "visibility": p.visibility,
+        "empty_repo": not p.repository.commits,
+        "archived": False,
         "_links": {"self": f"{req.api_root}/projects/{p.id}"},
     }
 
 
 def commit_entity(req: RestRequest, p: Project, c: Commit) -> dict[str, Any]:
     return {
-        "id": c.sha, "short_id": c.sha[:8], "created_at": c.authored_at,
-        "parent_ids": [c.parent_sha] if c.parent_sha else [], "title": c.title, "message": c.message,
-        "author_name": c.author_name, "author_email": c.author_email, "authored_date": c.authored_at,
-        "committer_name": c.author_name, "committer_email": c.author_email, "committed_date": c.authored_at,
-        "trailers": {}, "extended_trailers": {}, "web_url": f"{req.web_root}/{p.full_path}/-/commit/{c.sha}",
+        "id": c.sha,
+        "short_id": c.sha[:8],
+        "created_at": c.authored_at,
+        "parent_ids": [c.parent_sha] if c.parent_sha else [],
+        "title": c.title,
+        "message": c.message,
+        "author_name": c.author_name,
+        "author_email": c.author_email,
+        "authored_date": c.authored_at,
+        "committer_name": c.author_name,
+        "committer_email": c.author_email,
+        "committed_date": c.authored_at,
+        "trailers": {},
+        "extended_trailers": {},
+        "web_url": f"{req.web_root}/{p.full_path}/-/commit/{c.sha}",
     }
 
 
@@ -116,17 +148,26 @@ def branch_entity(req: RestRequest, p: Project, name: str) -> dict[str, Any]:
     repo = p.repository
     can_push = p.can_update_pipeline(req.user)
     return {
-        "name": name, "commit": commit_entity(req, p, repo.commits[repo.branches[name]]), "merged": False,
-        "protected": name in repo.protected_branches, "developers_can_push": False, "developers_can_merge": False,
-        "can_push": can_push, "default": name == repo.default_branch,
+        "name": name,
+        "commit": commit_entity(req, p, repo.commits[repo.branches[name]]),
+        "merged": False,
+        "protected": name in repo.protected_branches,
+        "developers_can_push": False,
+        "developers_can_merge": False,
+        "can_push": can_push,
+        "default": name == repo.default_branch,
         "web_url": f"{req.web_root}/{p.full_path}/-/tree/{name}",
     }
 
 
 def tag_entity(req: RestRequest, p: Project, tag: Tag) -> dict[str, Any]:
     return {
-        "name": tag.name, "message": tag.message, "target": tag.sha,
-        "commit": commit_entity(req, p, p.repository.commits[tag.sha]), "release": None, "protected": False,
+        "name": tag.name,
+        "message": tag.message,
+        "target": tag.sha,
+        "commit": commit_entity(req, p, p.repository.commits[tag.sha]),
+        "release": None,
+        "protected": False,
         "created_at": tag.created_at,
     }
 
@@ -135,44 +176,88 @@ def pipeline_entity(req: RestRequest, pl: Pipeline, *, basic: bool = False) -> d
     p = req.world.projects[pl.project_id]
     web = f"{req.web_root}/{p.full_path}/-/pipelines/{pl.id}"
     out: dict[str, Any] = {
-        "id": pl.id, "iid": pl.iid, "project_id": pl.project_id, "sha": pl.sha, "ref": pl.ref,
-        "status": pl.status.lower(), "source": pl.source, "created_at": pl.created_at,
-        "updated_at": pl.finished_at or pl.created_at, "web_url": web, "name": pl.name,
+        "id": pl.id,
+        "iid": pl.iid,
+        "project_id": pl.project_id,
+        "sha": pl.sha,
+        "ref": pl.ref,
+        "status": pl.status.lower(),
+        "source": pl.source,
+        "created_at": pl.created_at,
+        "updated_at": pl.finished_at or pl.created_at,
+        "web_url": web,
+        "name": pl.name,
     }
     if basic:
         return out
     user = req.world.user_named(pl.user)
     return {
-        **out, "before_sha": "0" * 40, "tag": pl.tag, "yaml_errors": None,
-        "user": user_entity(req, user) if user else None, "started_at": pl.started_at,
-        "finished_at": pl.finished_at, "committed_at": pl.created_at, "duration": pl.duration,
-        "queued_duration": 30.0 if pl.started_at else None, "coverage": None,
+        **out,
+        "before_sha": "0" * 40,
+        "tag": pl.tag,
+        "yaml_errors": None,
+        "user": user_entity(req, user) if user else None,
+        "started_at": pl.started_at,
+        "finished_at": pl.finished_at,
+        "committed_at": pl.created_at,
+        "duration": pl.duration,
+        "queued_duration": 30.0 if pl.started_at else None,
+        "coverage": None,
         "detailed_status": _rest_status(pl.status, str(pl.id), web),
     }
 
 
 def _rest_status(status: str, ident: str, web: str) -> dict[str, Any]:
     d = detailed_status(status, ident, web)
-    return {"icon": d["icon"], "text": d["text"].lower(), "label": d["label"], "group": d["group"],
-            "tooltip": d["tooltip"], "has_details": d["hasDetails"], "details_path": d["detailsPath"],
-            "illustration": None, "favicon": d["favicon"]}
+    return {
+        "icon": d["icon"],
+        "text": d["text"].lower(),
+        "label": d["label"],
+        "group": d["group"],
+        "tooltip": d["tooltip"],
+        "has_details": d["hasDetails"],
+        "details_path": d["detailsPath"],
+        "illustration": None,
+        "favicon": d["favicon"],
+    }
 
 
 def user_entity(req: RestRequest, u: User) -> dict[str, Any]:
-    return {"id": u.id, "username": u.username, "name": u.name, "state": "active", "locked": False,
-            "avatar_url": None, "web_url": f"{req.web_root}/{u.username}"}
+    return {
+        "id": u.id,
+        "username": u.username,
+        "name": u.name,
+        "state": "active",
+        "locked": False,
+        "avatar_url": None,
+        "web_url": f"{req.web_root}/{u.username}",
+    }
 
 
 def job_entity(req: RestRequest, pl: Pipeline, j: Job) -> dict[str, Any]:
     p = req.world.projects[pl.project_id]
     user = req.world.user_named(pl.user)
     out: dict[str, Any] = {
-        "id": j.id, "status": j.status.lower(), "stage": j.stage, "name": j.name, "ref": pl.ref, "tag": pl.tag,
-        "coverage": None, "allow_failure": j.allow_failure, "created_at": j.created_at, "started_at": j.started_at,
-        "finished_at": j.finished_at, "erased_at": None, "duration": j.duration,
-        "queued_duration": 5.0 if j.started_at else None, "user": user_entity(req, user) if user else None,
-        "commit": commit_entity(req, p, p.repository.commits[pl.sha]) if pl.sha in p.repository.commits else None,
-        "pipeline": pipeline_entity(req, pl, basic=True), "web_url": f"{req.web_root}/{p.full_path}/-/jobs/{j.id}",
+        "id": j.id,
+        "status": j.status.lower(),
+        "stage": j.stage,
+        "name": j.name,
+        "ref": pl.ref,
+        "tag": pl.tag,
+        "coverage": None,
+        "allow_failure": j.allow_failure,
+        "created_at": j.created_at,
+        "started_at": j.started_at,
+        "finished_at": j.finished_at,
+        "erased_at": None,
+        "duration": j.duration,
+        "queued_duration": 5.0 if j.started_at else None,
+        "user": user_entity(req, user) if user else None,
+        "commit": commit_entity(req, p, p.repository.commits[pl.sha])
+        if pl.sha in p.repository.commits
+        else None,
+        "pipeline": pipeline_entity(req, pl, basic=True),
+        "web_url": f"{req.web_root}/{p.full_path}/-/jobs/{j.id}",
         "project": {"ci_job_token_scope_enabled": False},
     }
     if j.status == "FAILED":
@@ -181,7 +266,8 @@ def job_entity(req: RestRequest, pl: Pipeline, j: Job) -> dict[str, Any]:
         target = req.world.pipelines.get(j.downstream_pipeline_id) if j.downstream_pipeline_id else None
         tp = req.world.projects.get(target.project_id) if target else None
         out["downstream_pipeline"] = (
-            pipeline_entity(req, target, basic=True) if target and tp and tp.can_read(req.user) else None)
+            pipeline_entity(req, target, basic=True) if target and tp and tp.can_read(req.user) else None
+        )
     else:
         out["tag_list"] = list(j.tags)
         out["artifacts"] = []
@@ -235,16 +321,23 @@ def _paginate(req: RestRequest, items: Sequence[Any], path: str) -> tuple[list[A
         page, per_page = 1, 20
     total = len(items)
     pages = max(1, math.ceil(total / per_page))
-    chunk = list(items[(page - 1) * per_page: page * per_page])
-    headers = {"X-Page": str(page), "X-Per-Page": str(per_page), "X-Total": str(total),
-               "X-Total-Pages": str(pages), "X-Next-Page": str(page + 1) if page < pages else "",
-               "X-Prev-Page": str(page - 1) if page > 1 else ""}
+    chunk = list(items[(page - 1) * per_page : page * per_page])
+    headers = {
+        "X-Page": str(page),
+        "X-Per-Page": str(per_page),
+        "X-Total": str(total),
+        "X-Total-Pages": str(pages),
+        "X-Next-Page": str(page + 1) if page < pages else "",
+        "X-Prev-Page": str(page - 1) if page > 1 else "",
+    }
     base = {k: v for k, v in req.query.items() if k not in ("page", "per_page")}
 
     def link(p: int, rel: str) -> str:
         return f'<{req.api_root}{path}?{urlencode({**base, "page": p, "per_page": per_page})}>; rel="{rel}"'
 
-    links = ([link(page + 1, "next")] if page < pages else []) + ([link(page - 1, "prev")] if page > 1 else [])
+    links = ([link(page + 1, "next")] if page < pages else []) + (
+        [link(page - 1, "prev")] if page > 1 else []
+    )
     headers["Link"] = ", ".join([*links, link(1, "first"), link(pages, "last")])
     return chunk, headers
 
@@ -273,9 +366,15 @@ def _version(req: RestRequest, _: dict[str, str]) -> RestOutcome:
     if req.user is None:
         return unauthorized()
     s = req.world.settings
-    return RestOutcome(200, {"version": s.version, "revision": s.revision,
-                             "kas": {"enabled": False, "externalUrl": None, "externalK8sProxyUrl": None,
-                                     "version": None}, "enterprise": True})
+    return RestOutcome(
+        200,
+        {
+            "version": s.version,
+            "revision": s.revision,
+            "kas": {"enabled": False, "externalUrl": None, "externalK8sProxyUrl": None, "version": None},
+            "enterprise": True,
+        },
+    )
 
 
 @route("GET", "/metadata")
@@ -323,7 +422,7 @@ def _list_tags(req: RestRequest, params: dict[str, str]) -> RestOutcome:
         return not_found("Project Not Found")
     tags = p.repository.tags
     order_by = req.query.get("order_by", "updated")
-    ordered = sorted(tags, key=lambda n: (tags[n].name if order_by == "name" else tags[n].created_at))
+    ordered = sorted(tags, key=lambda n: tags[n].name if order_by == "name" else tags[n].created_at)
     if req.query.get("sort", "desc") == "desc":
         ordered.reverse()
     names = _search(ordered, req.query.get("search"))
@@ -373,15 +472,29 @@ def _get_file(req: RestRequest, params: dict[str, str]) -> RestOutcome:
     _p, commit, ref, path, blob = found
     data = blob.data
     body = {
-        "file_name": path.rsplit("/", 1)[-1], "file_path": path, "size": len(data), "encoding": "base64",
-        "content_sha256": hashlib.sha256(data).hexdigest(), "ref": ref, "blob_id": blob.oid,
-        "commit_id": commit.sha, "last_commit_id": commit.sha, "execute_filemode": blob.mode == "100755",
+        "file_name": path.rsplit("/", 1)[-1],
+        "file_path": path,
+        "size": len(data),
+        "encoding": "base64",
+        "content_sha256": hashlib.sha256(data).hexdigest(),
+        "ref": ref,
+        "blob_id": blob.oid,
+        "commit_id": commit.sha,
+        "last_commit_id": commit.sha,
+        "execute_filemode": blob.mode == "100755",
         "content": base64.b64encode(data).decode(),
     }
-    headers = {"X-Gitlab-File-Name": body["file_name"], "X-Gitlab-File-Path": path, "X-Gitlab-Size": str(len(data)),
-               "X-Gitlab-Encoding": "base64", "X-Gitlab-Ref": ref, "X-Gitlab-Blob-Id": blob.oid,
-               "X-Gitlab-Commit-Id": commit.sha, "X-Gitlab-Last-Commit-Id": commit.sha,
-               "X-Gitlab-Content-Sha256": body["content_sha256"]}
+    headers = {
+        "X-Gitlab-File-Name": body["file_name"],
+        "X-Gitlab-File-Path": path,
+        "X-Gitlab-Size": str(len(data)),
+        "X-Gitlab-Encoding": "base64",
+        "X-Gitlab-Ref": ref,
+        "X-Gitlab-Blob-Id": blob.oid,
+        "X-Gitlab-Commit-Id": commit.sha,
+        "X-Gitlab-Last-Commit-Id": commit.sha,
+        "X-Gitlab-Content-Sha256": body["content_sha256"],
+    }
     if req.method == "HEAD":
         return RestOutcome(200, None, raw=b"", headers=headers)
     return RestOutcome(200, body, headers=headers)
@@ -394,8 +507,12 @@ def _get_raw_file(req: RestRequest, params: dict[str, str]) -> RestOutcome:
         return error
     _p, commit, _ref, _path, blob = found
     content_type = "application/octet-stream" if blob.is_binary else "text/plain; charset=utf-8"
-    return RestOutcome(200, raw=blob.data, content_type=content_type,
-                       headers={"X-Gitlab-Blob-Id": blob.oid, "X-Gitlab-Commit-Id": commit.sha})
+    return RestOutcome(
+        200,
+        raw=blob.data,
+        content_type=content_type,
+        headers={"X-Gitlab-Blob-Id": blob.oid, "X-Gitlab-Commit-Id": commit.sha},
+    )
 
 
 def _pipeline(req: RestRequest, params: dict[str, str]) -> tuple[RestOutcome | None, Pipeline | None]:
@@ -421,8 +538,11 @@ def _jobs(req: RestRequest, params: dict[str, str], kind: str, path: str) -> Res
         return error or not_found()
     scopes = {s.upper() for s in req.query_lists.get("scope[]", []) + req.query_lists.get("scope", [])}
     include_retried = req.query.get("include_retried", "false") == "true"
-    jobs = [j for j in pl.jobs if j.kind == kind and (include_retried or not j.retried)
-            and (not scopes or j.status in scopes)]
+    jobs = [
+        j
+        for j in pl.jobs
+        if j.kind == kind and (include_retried or not j.retried) and (not scopes or j.status in scopes)
+    ]
     jobs.sort(key=lambda j: j.id, reverse=True)  # GitLab lists jobs newest first
     chunk, headers = _paginate(req, jobs, path.format(id=pl.project_id, pipeline_id=pl.id))
     return RestOutcome(200, [job_entity(req, pl, j) for j in chunk], headers=headers)

@@ -33,6 +33,7 @@ from email.utils import formatdate
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from graphql import GraphQLError, OperationDefinitionNode, parse
 from graphql.language import FieldNode
 
@@ -93,9 +94,23 @@ class Fault:
     hits: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in (
-            "id", "kind", "count", "status", "retry_after", "seconds", "body", "content_type", "headers",
-            "phase", "match", "hits")}
+        return {
+            k: getattr(self, k)
+            for k in (
+                "id",
+                "kind",
+                "count",
+                "status",
+                "retry_after",
+                "seconds",
+                "body",
+                "content_type",
+                "headers",
+                "phase",
+                "match",
+                "hits",
+            )
+        }
 
     def applies(self, method: str, path: str, fields: list[str], operations: list[str]) -> bool:
         m = self.match
@@ -106,6 +121,9 @@ class Fault:
             and ("field" not in m or m["field"] in fields)
             and ("operation" not in m or m["operation"] in operations)
         )
+
+
+STATE: web.AppKey[StandinState] = web.AppKey("standin_state")
 
 
 class BadControlRequest(Exception):
@@ -173,15 +191,24 @@ class StandinState:
 
 async def api_handler(request: web.Request) -> web.StreamResponse:
     """Every request that is not for the control API."""
-    state: StandinState = request.app["state"]
+    state = request.app[STATE]
     raw = request.raw_path
     path, _, query_string = raw.partition("?")
     started = time.perf_counter()
     record: dict[str, Any] = {
-        "seq": next(state.seq), "time": time.time(), "method": request.method, "path": path,
+        "seq": next(state.seq),
+        "time": time.time(),
+        "method": request.method,
+        "path": path,
         "query": _query_dict(request),
-        "route": None, "status": None, "auth": None, "user": None, "fault": None, "graphql": [],
-        "unserved": False, "invalid": [],
+        "route": None,
+        "status": None,
+        "auth": None,
+        "user": None,
+        "fault": None,
+        "graphql": [],
+        "unserved": False,
+        "invalid": [],
     }
     state.total += 1
     state.log.append(record)
@@ -191,8 +218,11 @@ async def api_handler(request: web.Request) -> web.StreamResponse:
     record["user"] = identity.user.username if identity.user else None
 
     prefix = state.prefix
-    rel = path[len(prefix):] if prefix and (path == prefix or path.startswith(prefix + "/")) else (
-        path if not prefix else None)
+    rel = (
+        path[len(prefix) :]
+        if prefix and (path == prefix or path.startswith(prefix + "/"))
+        else (path if not prefix else None)
+    )
     graphql_body: Any = None
     fields: list[str] = []
     operations: list[str] = []
@@ -203,6 +233,19 @@ async def api_handler(request: web.Request) -> web.StreamResponse:
             graphql_body = ValueError
         if isinstance(graphql_body, dict | list):
             fields, operations = _peek_graphql(graphql_body)
+            # Kept when a fault answers before execution, so the log still says what was asked.
+            record["graphql"] = [
+                {
+                    "operation_name": operations[0] if operations else None,
+                    "operation_type": None,
+                    "fields": fields,
+                    "valid": None,
+                    "errors": [],
+                    "paths": [],
+                    "unserved": [],
+                    "variables": graphql_body.get("variables") if isinstance(graphql_body, dict) else None,
+                }
+            ]
 
     fault = _take_fault(state, request.method, rel or path, fields, operations)
     if fault is not None:
@@ -260,7 +303,9 @@ def _peek_graphql(body: Any) -> tuple[list[str], list[str]]:
     return fields, operations
 
 
-def _take_fault(state: StandinState, method: str, path: str, fields: list[str], operations: list[str]) -> Fault | None:
+def _take_fault(
+    state: StandinState, method: str, path: str, fields: list[str], operations: list[str]
+) -> Fault | None:
     for fault in state.faults:
         if fault.applies(method, path, fields, operations):
             fault.hits += 1
@@ -279,35 +324,60 @@ def _fault_response(request: web.Request, fault: Fault) -> web.Response | None:
     if fault.kind == "rate_limit":
         status = fault.status or 429
         reset = int(time.time() + (fault.retry_after or 60))
-        base = {"RateLimit-Name": "throttle_authenticated_api", "RateLimit-Limit": "60", "RateLimit-Observed": "61",
-                "RateLimit-Remaining": "0", "RateLimit-Reset": str(reset),
-                "RateLimit-ResetTime": formatdate(reset, usegmt=True)}
+        base = {
+            "RateLimit-Name": "throttle_authenticated_api",
+            "RateLimit-Limit": "60",
+            "RateLimit-Observed": "61",
+            "RateLimit-Remaining": "0",
+            "RateLimit-Reset": str(reset),
+            "RateLimit-ResetTime": formatdate(reset, usegmt=True),
+        }
         if fault.retry_after is not None:
             base["Retry-After"] = f"{fault.retry_after:g}"
-        return web.Response(status=status, text=fault.body if fault.body is not None else "Retry later\n",
-                            content_type="text/plain", headers={**base, **headers})
+        return web.Response(
+            status=status,
+            text=fault.body if fault.body is not None else "Retry later\n",
+            content_type="text/plain",
+            headers={**base, **headers},
+        )
     if fault.kind == "html":
-        return web.Response(status=fault.status or 200, text=fault.body or LOGIN_PAGE, content_type="text/html",
-                            charset="utf-8", headers=headers)
+        return web.Response(
+            status=fault.status or 200,
+            text=fault.body or LOGIN_PAGE,
+            content_type="text/html",
+            charset="utf-8",
+            headers=headers,
+        )
     if fault.kind == "graphql_error":
         payload = {"errors": [{"message": fault.body or "Internal server error"}]}
         return web.json_response(payload, status=fault.status or 200, headers=headers)
     status = fault.status or 503
     if fault.body is not None or fault.content_type is not None:
         ctype = fault.content_type or "text/plain"
-        return web.Response(status=status, body=(fault.body or "").encode(), headers={"Content-Type": ctype, **headers})
+        return web.Response(
+            status=status, body=(fault.body or "").encode(), headers={"Content-Type": ctype, **headers}
+        )
     reason = web.Response(status=status).reason
     return web.json_response({"message": f"{status} {reason}"}, status=status, headers=headers)
 
 
-async def _serve(state: StandinState, request: web.Request, record: dict[str, Any], identity: Identity,
-                 rel: str | None, graphql_body: Any, body: bytes, query_string: str) -> web.Response:
+async def _serve(
+    state: StandinState,
+    request: web.Request,
+    record: dict[str, Any],
+    identity: Identity,
+    rel: str | None,
+    graphql_body: Any,
+    body: bytes,
+    query_string: str,
+) -> web.Response:
     if rel is None or not rel.startswith("/api/"):
         record["unserved"] = True
         where = state.prefix or "/"
         return web.json_response(
             {"message": f"404 Not Found (the stand-in serves GitLab's API under {where.rstrip('/')}/api)"},
-            status=404)
+            status=404,
+        )
     web_root = f"{request.scheme}://{request.host}{state.prefix}"
     if rel == "/api/graphql":
         if request.method != "POST":
@@ -319,17 +389,26 @@ async def _serve(state: StandinState, request: web.Request, record: dict[str, An
     if rel.startswith("/api/v4/") or rel == "/api/v4":
         if identity.refused:
             return web.json_response({"message": "401 Unauthorized"}, status=401)
-        return _serve_rest(state, request, record, identity, rel[len("/api/v4"):], web_root)
+        return _serve_rest(state, request, record, identity, rel[len("/api/v4") :], web_root)
     record["unserved"] = True
     return web.json_response({"error": "404 Not Found"}, status=404)
 
 
-def _serve_graphql(state: StandinState, record: dict[str, Any], identity: Identity, body: Any,
-                   web_root: str) -> web.Response:
+def _serve_graphql(
+    state: StandinState, record: dict[str, Any], identity: Identity, body: Any, web_root: str
+) -> web.Response:
     if body is ValueError or body is None:
         reason = "request body is not JSON" if body is ValueError else "request body is empty"
-        record["graphql"] = [{"operation_name": None, "operation_type": None, "fields": [], "variables": {},
-                              "valid": False, "errors": [reason]}]
+        record["graphql"] = [
+            {
+                "operation_name": None,
+                "operation_type": None,
+                "fields": [],
+                "variables": {},
+                "valid": False,
+                "errors": [reason],
+            }
+        ]
         record["invalid"].append(reason)
         state.record_invalid(record, reason)
         return web.json_response({"errors": [{"message": f"Invalid request: {reason}"}]}, status=400)
@@ -351,8 +430,14 @@ def _serve_graphql(state: StandinState, record: dict[str, Any], identity: Identi
     return web.Response(body=text.encode("utf-8"), content_type="application/json", charset="utf-8")
 
 
-def _serve_rest(state: StandinState, request: web.Request, record: dict[str, Any], identity: Identity,
-                rel: str, web_root: str) -> web.Response:
+def _serve_rest(
+    state: StandinState,
+    request: web.Request,
+    record: dict[str, Any],
+    identity: Identity,
+    rel: str,
+    web_root: str,
+) -> web.Response:
     segments, doubled = split_raw_path(rel)
     for segment in doubled:
         reason = f"path segment {segment!r} is still percent-encoded after one decoding: it was encoded twice"
@@ -360,19 +445,31 @@ def _serve_rest(state: StandinState, request: web.Request, record: dict[str, Any
         state.record_invalid(record, reason)
     query_lists = {k: request.query.getall(k) for k in request.query}
     req = RestRequest(
-        world=state.world, user=identity.user, authenticated=identity.user is not None, method=request.method,
-        segments=segments, query={k: v[-1] for k, v in query_lists.items()}, query_lists=query_lists,
-        web_root=web_root, api_root=f"{web_root}/api/v4",
+        world=state.world,
+        user=identity.user,
+        authenticated=identity.user is not None,
+        method=request.method,
+        segments=segments,
+        query={k: v[-1] for k, v in query_lists.items()},
+        query_lists=query_lists,
+        web_root=web_root,
+        api_root=f"{web_root}/api/v4",
     )
     outcome: RestOutcome = dispatch(req)
     record["route"] = outcome.route
     if outcome.route is None:
         record["unserved"] = True
     if outcome.raw is not None:
-        return web.Response(status=outcome.status, body=outcome.raw,
-                            headers={"Content-Type": outcome.content_type, **outcome.headers})
-    return web.Response(status=outcome.status, body=json.dumps(outcome.body, ensure_ascii=False).encode(),
-                        headers={"Content-Type": "application/json", **outcome.headers})
+        return web.Response(
+            status=outcome.status,
+            body=outcome.raw,
+            headers={"Content-Type": outcome.content_type, **outcome.headers},
+        )
+    return web.Response(
+        status=outcome.status,
+        body=json.dumps(outcome.body, ensure_ascii=False).encode(),
+        headers={"Content-Type": "application/json", **outcome.headers},
+    )
 
 
 # -- control API ----------------------------------------------------------------------------------
@@ -383,7 +480,7 @@ def _json_ok(data: Any, status: int = 200) -> web.Response:
 
 
 @web.middleware
-async def control_errors(request: web.Request, handler: Any) -> web.StreamResponse:
+async def control_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Bad control input → 400 with the reason; unknown ids → 404 (never a stack trace)."""
     try:
         return await handler(request)
@@ -406,7 +503,7 @@ async def _body(request: web.Request) -> dict[str, Any]:
 
 
 def _state(request: web.Request) -> StandinState:
-    return request.app["state"]  # type: ignore[no-any-return]
+    return request.app[STATE]
 
 
 async def c_health(request: web.Request) -> web.Response:
@@ -463,10 +560,17 @@ async def c_add_fault(request: web.Request) -> web.Response:
     if unknown:
         raise BadControlRequest(f"unknown match keys {sorted(unknown)}; use method, path, field, operation")
     fault = Fault(
-        id=next(s.fault_ids), kind=kind, count=count, status=data.get("status"),
-        retry_after=data.get("retry_after", 1), seconds=float(data.get("seconds", 0)), body=data.get("body"),
-        content_type=data.get("content_type"), headers=dict(data.get("headers") or {}),
-        phase=data.get("phase", "before"), match=dict(data.get("match") or {}),
+        id=next(s.fault_ids),
+        kind=kind,
+        count=count,
+        status=data.get("status"),
+        retry_after=data.get("retry_after", 1),
+        seconds=float(data.get("seconds", 0)),
+        body=data.get("body"),
+        content_type=data.get("content_type"),
+        headers=dict(data.get("headers") or {}),
+        phase=data.get("phase", "before"),
+        match=dict(data.get("match") or {}),
     )
     s.faults.append(fault)
     return _json_ok(fault.as_dict(), status=201)
@@ -490,16 +594,39 @@ async def c_dataset(request: web.Request) -> web.Response:
 def pipeline_state(world: World, pid: int) -> dict[str, Any]:
     p = world.pipelines[pid]
     return {
-        "id": p.id, "iid": p.iid, "project_id": p.project_id, "ref": p.ref, "sha": p.sha, "status": p.status,
-        "source": p.source, "name": p.name, "variables": p.variables, "inputs": p.inputs, "user": p.user,
-        "jobs": [{"id": j.id, "name": j.name, "stage": j.stage, "status": j.status, "kind": j.kind,
-                  "retried": j.retried, "allow_failure": j.allow_failure} for j in p.jobs],
+        "id": p.id,
+        "iid": p.iid,
+        "project_id": p.project_id,
+        "ref": p.ref,
+        "sha": p.sha,
+        "status": p.status,
+        "source": p.source,
+        "name": p.name,
+        "variables": p.variables,
+        "inputs": p.inputs,
+        "user": p.user,
+        "jobs": [
+            {
+                "id": j.id,
+                "name": j.name,
+                "stage": j.stage,
+                "status": j.status,
+                "kind": j.kind,
+                "retried": j.retried,
+                "allow_failure": j.allow_failure,
+            }
+            for j in p.jobs
+        ],
     }
 
 
 async def c_pipelines(request: web.Request) -> web.Response:
     world = _state(request).world
-    ids = world.created_pipeline_ids if request.query.get("created") in ("1", "true") else sorted(world.pipelines)
+    ids = (
+        world.created_pipeline_ids
+        if request.query.get("created") in ("1", "true")
+        else sorted(world.pipelines)
+    )
     return _json_ok({"pipelines": [pipeline_state(world, i) for i in ids]})
 
 
@@ -532,8 +659,21 @@ async def c_patch_pipeline(request: web.Request) -> web.Response:
 
 def _ci_status(value: Any) -> str:
     status = str(value).upper()
-    allowed = ("CANCELED", "CANCELING", "CREATED", "FAILED", "MANUAL", "PENDING", "PREPARING", "RUNNING",
-               "SCHEDULED", "SKIPPED", "SUCCESS", "WAITING_FOR_CALLBACK", "WAITING_FOR_RESOURCE")
+    allowed = (
+        "CANCELED",
+        "CANCELING",
+        "CREATED",
+        "FAILED",
+        "MANUAL",
+        "PENDING",
+        "PREPARING",
+        "RUNNING",
+        "SCHEDULED",
+        "SKIPPED",
+        "SUCCESS",
+        "WAITING_FOR_CALLBACK",
+        "WAITING_FOR_RESOURCE",
+    )
     if status not in allowed:
         raise BadControlRequest(f"status must be one of {', '.join(allowed)} (any case); got {value!r}")
     return status
@@ -542,10 +682,24 @@ def _ci_status(value: Any) -> str:
 def workflow_state(world: World, wid: int) -> dict[str, Any]:
     w = world.workflows[wid]
     return {
-        "id": w.id, "project_id": w.project_id, "user": w.user, "status": w.status, "status_name": w.status_name,
-        "status_group": w.status_group, "goal": w.goal, "pending_script_steps": len(w.script),
-        "messages": [{"content": m.content, "message_type": m.message_type, "role": m.role, "status": m.status,
-                      "tool_info": m.tool_info} for m in w.messages],
+        "id": w.id,
+        "project_id": w.project_id,
+        "user": w.user,
+        "status": w.status,
+        "status_name": w.status_name,
+        "status_group": w.status_group,
+        "goal": w.goal,
+        "pending_script_steps": len(w.script),
+        "messages": [
+            {
+                "content": m.content,
+                "message_type": m.message_type,
+                "role": m.role,
+                "status": m.status,
+                "tool_info": m.tool_info,
+            }
+            for m in w.messages
+        ],
     }
 
 
@@ -553,12 +707,18 @@ def _message(raw: Any) -> DuoMessage:
     if isinstance(raw, str):
         return DuoMessage(content=raw, message_type="agent")
     if not isinstance(raw, dict) or not isinstance(raw.get("content"), str):
-        raise BadControlRequest("a message is a string (an agent message) or an object with `content`, "
-                                "`message_type` (user, agent, tool, request) and optional `role`")
+        raise BadControlRequest(
+            "a message is a string (an agent message) or an object with `content`, "
+            "`message_type` (user, agent, tool, request) and optional `role`"
+        )
     return DuoMessage(
-        content=raw["content"], message_type=str(raw.get("message_type", raw.get("type", "agent"))),
-        role=raw.get("role"), status=raw.get("status", "success"), tool_info=raw.get("tool_info"),
-        message_sub_type=raw.get("message_sub_type"), timestamp=raw.get("timestamp", "2026-01-15T10:10:00Z"),
+        content=raw["content"],
+        message_type=str(raw.get("message_type", raw.get("type", "agent"))),
+        role=raw.get("role"),
+        status=raw.get("status", "success"),
+        tool_info=raw.get("tool_info"),
+        message_sub_type=raw.get("message_sub_type"),
+        timestamp=raw.get("timestamp", "2026-01-15T10:10:00Z"),
     )
 
 
@@ -571,8 +731,9 @@ def apply_workflow_update(world: World, wf: DuoWorkflow, update: dict[str, Any])
     if "status" in update:
         status = str(update["status"]).upper()
         if status not in STATUS_GROUPS:
-            raise BadControlRequest(f"status must be one of {', '.join(STATUS_GROUPS)} (any case); got "
-                                    f"{update['status']!r}")
+            raise BadControlRequest(
+                f"status must be one of {', '.join(STATUS_GROUPS)} (any case); got {update['status']!r}"
+            )
         wf.status = status
     if "messages" in update:
         wf.messages = [_message(m) for m in update["messages"] or []]
@@ -663,10 +824,18 @@ async def c_patch_project(request: web.Request) -> web.Response:
             try:
                 project.members[username] = Access[str(level).upper()]
             except KeyError:
-                raise BadControlRequest(f"access level must be one of {[a.name.lower() for a in Access]}") from None
-    return _json_ok({"id": project.id, "full_path": project.full_path, "visibility": project.visibility,
-                     "exclusion_rules": project.exclusion_rules,
-                     "members": {k: v.name.lower() for k, v in project.members.items()}})
+                raise BadControlRequest(
+                    f"access level must be one of {[a.name.lower() for a in Access]}"
+                ) from None
+    return _json_ok(
+        {
+            "id": project.id,
+            "full_path": project.full_path,
+            "visibility": project.visibility,
+            "exclusion_rules": project.exclusion_rules,
+            "members": {k: v.name.lower() for k, v in project.members.items()},
+        }
+    )
 
 
 async def c_commit_file(request: web.Request) -> web.Response:
@@ -751,10 +920,10 @@ def create_app(endpoint: GraphQLEndpoint, *, prefix: str = "") -> web.Applicatio
     if prefix and not prefix.startswith("/"):
         raise ValueError(f"prefix must start with '/': {prefix!r}")
     app = web.Application(client_max_size=64 * 1024 * 1024)
-    app["state"] = StandinState(endpoint, prefix)
+    app[STATE] = StandinState(endpoint, prefix)
 
     control = web.Application(middlewares=[control_errors])
-    control["state"] = app["state"]
+    control[STATE] = app[STATE]
     control.router.add_get("/health", c_health)
     control.router.add_post("/reset", c_reset)
     control.router.add_get("/requests", c_requests)

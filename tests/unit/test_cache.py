@@ -83,8 +83,10 @@ async def test_ten_concurrent_identical_reads_make_one_gitlab_request(gitlab: Gi
     metrics = Metrics()
     cache = CacheRegistry(enabled=True, max_entries=16, metrics=metrics).get("refs", ttl=60)
     release = asyncio.Event()
+    arrived = asyncio.Event()
 
     async def slow_tags(request: httpx.Request) -> httpx.Response:
+        arrived.set()
         await release.wait()  # hold the first request until all ten callers are waiting
         return httpx.Response(200, json=[{"name": "v1.0.0"}])
 
@@ -97,9 +99,8 @@ async def test_ten_concurrent_identical_reads_make_one_gitlab_request(gitlab: Gi
     with respx.mock(base_url=BASE) as mock:
         route = mock.get("/api/v4/projects/42/repository/tags").mock(side_effect=slow_tags)
         readers = [asyncio.create_task(read()) for _ in range(10)]
-        await asyncio.sleep(0)
-        while route.call_count == 0:  # the one request has reached "GitLab"
-            await asyncio.sleep(0.001)
+        await asyncio.wait_for(arrived.wait(), 5)  # the one request has reached "GitLab"
+        await asyncio.sleep(0.01)  # ...and every reader is waiting for it
         release.set()
         results = await asyncio.gather(*readers)
 
@@ -183,7 +184,9 @@ async def test_the_off_switch_loads_every_time() -> None:
 async def test_entries_expire_after_their_ttl() -> None:
     now = [1000.0]
     metrics = Metrics()
-    cache: AsyncTTLCache[str] = AsyncTTLCache("refs", maxsize=16, ttl=30, metrics=metrics, timer=lambda: now[0])
+    cache: AsyncTTLCache[str] = AsyncTTLCache(
+        "refs", maxsize=16, ttl=30, metrics=metrics, timer=lambda: now[0]
+    )
     loads = 0
 
     async def load() -> str:

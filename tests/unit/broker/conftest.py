@@ -17,6 +17,8 @@ from gateway.tools import broker as broker_tools
 from gateway.tools.context import CallInfo, Principal, Services, ToolContext
 from gateway.tools.registry import Registry, ToolResult
 
+_VALIDATORS: dict[str, jsonschema.Draft202012Validator] = {}
+
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
@@ -49,9 +51,13 @@ class Env:
         assert declared is not None, tool
         result = await self.registry.call(declared, self.ctx(agent, progress), args or {})
         if not result.is_error:
-            schema = declared.output_schema()
-            assert schema is not None
-            jsonschema.validate(result.structured, schema)
+            validator = _VALIDATORS.get(tool)
+            if validator is None:
+                schema = declared.output_schema()
+                assert schema is not None
+                jsonschema.Draft202012Validator.check_schema(schema)
+                validator = _VALIDATORS[tool] = jsonschema.Draft202012Validator(schema)
+            validator.validate(result.structured)
         return result
 
     async def ok(self, agent: str | None, tool: str, args: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -156,15 +156,19 @@ class FakeGitLab:
 
         def jobs_field(
             _info: Any,
-            jobKind: str | None = None,  # noqa: N803 - GraphQL argument names
+            jobKind: str | None = None,
             statuses: list[str] | None = None,
             first: int | None = None,
             after: str | None = None,
             **_: Any,
         ) -> dict[str, Any]:
             chosen = [
-                {**j, "downstreamPipeline": j["downstreamPipeline"] if j["downstreamPipeline"] is None
-                 or readable(j["downstreamPipeline"]) else None}
+                {
+                    **j,
+                    "downstreamPipeline": j["downstreamPipeline"]
+                    if j["downstreamPipeline"] is None or readable(j["downstreamPipeline"])
+                    else None,
+                }
                 for j in jobs
                 if (jobKind is None or j["kind"] == jobKind) and (not statuses or j["status"] in statuses)
             ]
@@ -195,7 +199,7 @@ class FakeGitLab:
         """The Query object: ``project(fullPath:)`` and ``projects(ids:)`` over readable projects."""
         visible = {p: v for p, v in self.projects.items() if v["readable"]}
 
-        def project(_info: Any, fullPath: str) -> dict[str, Any] | None:  # noqa: N803
+        def project(_info: Any, fullPath: str) -> dict[str, Any] | None:
             return visible.get(fullPath)
 
         def projects(_info: Any, ids: list[str] | None = None, first: int | None = None, **_: Any) -> Any:

@@ -39,8 +39,15 @@ GRAPHQL = f"{GITLAB}/api/graphql"
 API = f"{GITLAB}/api/v4"
 SERVICE = service_credential("glpat-service-token")
 DATA = {"data": {"project": {"id": "gid://gitlab/Project/1"}}}
-VARS = {"byId": False, "fullPath": "g/p", "projectIds": [], "pipelineId": "gid://gitlab/Ci::Pipeline/1",
-        "includeJobs": False, "includeDownstreamPipelines": False, "includeBridgeJobs": False}
+VARS = {
+    "byId": False,
+    "fullPath": "g/p",
+    "projectIds": [],
+    "pipelineId": "gid://gitlab/Ci::Pipeline/1",
+    "includeJobs": False,
+    "includeDownstreamPipelines": False,
+    "includeBridgeJobs": False,
+}
 
 
 class Sleeps(list[float]):
@@ -88,13 +95,19 @@ async def mutate(client: GitLabClient) -> dict[str, Any]:
 # -- the request ----------------------------------------------------------------------------------
 
 
-async def test_graphql_request_body_and_headers(make_client: Callable[..., GitLabClient], router: Any) -> None:
+async def test_graphql_request_body_and_headers(
+    make_client: Callable[..., GitLabClient], router: Any
+) -> None:
     route = router.post(GRAPHQL).respond(200, json=DATA)
     data = await query(make_client())
     assert data == DATA["data"]
     request = route.calls.last.request
     body = json.loads(request.content)
-    assert body == {"query": load_operation("get_pipeline"), "operationName": "getPipeline", "variables": VARS}
+    assert body == {
+        "query": load_operation("get_pipeline"),
+        "operationName": "getPipeline",
+        "variables": VARS,
+    }
     assert request.headers["PRIVATE-TOKEN"] == "glpat-service-token"
     assert request.headers["X-Request-Id"] == "req-1"
     assert request.headers["Accept"] == "application/json"
@@ -119,16 +132,25 @@ def test_operation_name_is_read_from_the_document() -> None:
     ("credential", "expected", "absent"),
     [
         (service_credential("glpat-svc"), {"PRIVATE-TOKEN": "glpat-svc"}, ["Authorization"]),
-        (Credential(header="PRIVATE-TOKEN", token="glpat-caller", source="passthrough"),
-         {"PRIVATE-TOKEN": "glpat-caller"}, ["Authorization"]),
-        (Credential(header="Authorization", token="oauth-caller", source="passthrough"),
-         {"Authorization": "Bearer oauth-caller"}, ["PRIVATE-TOKEN"]),
+        (
+            Credential(header="PRIVATE-TOKEN", token="glpat-caller", source="passthrough"),
+            {"PRIVATE-TOKEN": "glpat-caller"},
+            ["Authorization"],
+        ),
+        (
+            Credential(header="Authorization", token="oauth-caller", source="passthrough"),
+            {"Authorization": "Bearer oauth-caller"},
+            ["PRIVATE-TOKEN"],
+        ),
         (ANONYMOUS, {}, ["PRIVATE-TOKEN", "Authorization"]),
     ],
     ids=["service", "passthrough-private-token", "passthrough-bearer", "anonymous"],
 )
 async def test_credential_modes_send_exactly_their_header(
-    make_client: Callable[..., GitLabClient], router: Any, credential: Credential, expected: dict[str, str],
+    make_client: Callable[..., GitLabClient],
+    router: Any,
+    credential: Credential,
+    expected: dict[str, str],
     absent: list[str],
 ) -> None:
     route = router.post(GRAPHQL).respond(200, json=DATA)
@@ -146,13 +168,25 @@ async def test_rest_path_parameters_are_encoded_exactly_once(
     route = router.get(f"{API}/projects/grp%2Fsub%2Fproj/repository/tags").respond(200, json=[{"name": "v1"}])
     client = make_client()
     for project in ("grp/sub/proj", "grp%2Fsub%2Fproj"):
-        tags = await client.rest("GET", "/projects/{id}/repository/tags", credential=SERVICE,
-                                 path_params={"id": encode_project(project)}, params={"search": "^v"})
+        tags = await client.rest(
+            "GET",
+            "/projects/{id}/repository/tags",
+            credential=SERVICE,
+            path_params={"id": encode_project(project)},
+            params={"search": "^v"},
+        )
         assert tags == [{"name": "v1"}]
-        assert route.calls.last.request.url.raw_path == b"/api/v4/projects/grp%2Fsub%2Fproj/repository/tags?search=%5Ev"
+        assert (
+            route.calls.last.request.url.raw_path
+            == b"/api/v4/projects/grp%2Fsub%2Fproj/repository/tags?search=%5Ev"
+        )
     route_id = router.get(f"{API}/projects/42/pipelines/7").respond(200, json={"id": 7})
-    assert await client.rest("GET", "/projects/{id}/pipelines/{pipeline_id}", credential=SERVICE,
-                             path_params={"id": 42, "pipeline_id": EncodedId(7)}) == {"id": 7}
+    assert await client.rest(
+        "GET",
+        "/projects/{id}/pipelines/{pipeline_id}",
+        credential=SERVICE,
+        path_params={"id": 42, "pipeline_id": EncodedId(7)},
+    ) == {"id": 7}
     assert route_id.call_count == 1
 
 
@@ -165,14 +199,18 @@ async def test_rest_refuses_a_path_parameter_that_is_not_one_segment(
     assert not router.calls
 
 
-async def test_sub_path_and_api_suffix_are_normalised(make_client: Callable[..., GitLabClient], router: Any) -> None:
+async def test_sub_path_and_api_suffix_are_normalised(
+    make_client: Callable[..., GitLabClient], router: Any
+) -> None:
     route = router.post("https://gitlab.example.com/gitlab/api/graphql").respond(200, json=DATA)
     rest = router.get("https://gitlab.example.com/gitlab/api/v4/version").respond(200, json={"version": "18"})
     client = make_client(url="https://GitLab.example.com/gitlab/api/v4/")
     await query(client)
     await client.rest("GET", "/version", credential=SERVICE)
     assert route.call_count == 1 and rest.call_count == 1
-    assert client.web_url("/gitlab/g/p/-/pipelines/1") == "https://gitlab.example.com/gitlab/g/p/-/pipelines/1"
+    assert (
+        client.web_url("/gitlab/g/p/-/pipelines/1") == "https://gitlab.example.com/gitlab/g/p/-/pipelines/1"
+    )
 
 
 # -- retries and Retry-After ------------------------------------------------------------------------
@@ -181,8 +219,9 @@ async def test_sub_path_and_api_suffix_are_normalised(make_client: Callable[...,
 async def test_429_with_retry_after_seconds_is_retried_after_that_wait(
     make_client: Callable[..., GitLabClient], router: Any, sleeps: Sleeps
 ) -> None:
-    route = router.post(GRAPHQL).mock(side_effect=[httpx.Response(429, headers={"Retry-After": "1"}),
-                                                   httpx.Response(200, json=DATA)])
+    route = router.post(GRAPHQL).mock(
+        side_effect=[httpx.Response(429, headers={"Retry-After": "1"}), httpx.Response(200, json=DATA)]
+    )
     client = make_client()
     assert await query(client) == DATA["data"]
     assert route.call_count == 2
@@ -191,20 +230,24 @@ async def test_429_with_retry_after_seconds_is_retried_after_that_wait(
     assert client.metrics.gitlab_retries.labels("get_pipeline")._value.get() == 1
 
 
-async def test_retry_after_as_an_http_date(make_client: Callable[..., GitLabClient], router: Any,
-                                           sleeps: Sleeps) -> None:
+async def test_retry_after_as_an_http_date(
+    make_client: Callable[..., GitLabClient], router: Any, sleeps: Sleeps
+) -> None:
     when = email.utils.formatdate(time.time() + 6, usegmt=True)
-    router.post(GRAPHQL).mock(side_effect=[httpx.Response(429, headers={"Retry-After": when}),
-                                           httpx.Response(200, json=DATA)])
+    router.post(GRAPHQL).mock(
+        side_effect=[httpx.Response(429, headers={"Retry-After": when}), httpx.Response(200, json=DATA)]
+    )
     await query(make_client())
     assert 4.0 <= sleeps[0] <= 6.3
 
 
-async def test_ratelimit_reset_is_used_without_retry_after(make_client: Callable[..., GitLabClient], router: Any,
-                                                           sleeps: Sleeps) -> None:
+async def test_ratelimit_reset_is_used_without_retry_after(
+    make_client: Callable[..., GitLabClient], router: Any, sleeps: Sleeps
+) -> None:
     reset = str(int(time.time()) + 3)
-    router.post(GRAPHQL).mock(side_effect=[httpx.Response(429, headers={"RateLimit-Reset": reset}),
-                                           httpx.Response(200, json=DATA)])
+    router.post(GRAPHQL).mock(
+        side_effect=[httpx.Response(429, headers={"RateLimit-Reset": reset}), httpx.Response(200, json=DATA)]
+    )
     await query(make_client())
     assert 1.5 <= sleeps[0] <= 3.3
 
@@ -220,17 +263,25 @@ async def test_429_without_hints_backs_off_and_advertises_a_period(
     assert caught.value.message == "Rate limited by GitLab. Retry after 60 seconds."
 
 
-async def test_429_past_the_retry_budget_is_rate_limited(make_client: Callable[..., GitLabClient], router: Any,
-                                                         sleeps: Sleeps) -> None:
+async def test_429_past_the_retry_budget_is_rate_limited(
+    make_client: Callable[..., GitLabClient], router: Any, sleeps: Sleeps
+) -> None:
     route = router.post(GRAPHQL).respond(429, headers={"Retry-After": "2", "RateLimit-Name": "throttle_api"})
     with pytest.raises(GitLabRateLimited) as caught:
         await query(make_client(retry_attempts=4))
     err = caught.value
     assert route.call_count == 4 and len(sleeps) == 3
     assert err.retry_after_seconds == 2 and err.limit_name == "throttle_api"
-    assert err.to_tool_error().to_structured() == {"error": {
-        "reason": "rate_limited", "message": "Rate limited by GitLab (throttle_api). Retry after 2 seconds.",
-        "status": 429, "request_id": "req-1", "retry_after_seconds": 2, "limit": "throttle_api"}}
+    assert err.to_tool_error().to_structured() == {
+        "error": {
+            "reason": "rate_limited",
+            "message": "Rate limited by GitLab (throttle_api). Retry after 2 seconds.",
+            "status": 429,
+            "request_id": "req-1",
+            "retry_after_seconds": 2,
+            "limit": "throttle_api",
+        }
+    }
 
 
 async def test_a_retry_after_longer_than_the_gateway_waits_fails_at_once(
@@ -243,8 +294,9 @@ async def test_a_retry_after_longer_than_the_gateway_waits_fails_at_once(
     assert caught.value.retry_after_seconds == 120
 
 
-async def test_no_wait_crosses_the_deadline(make_client: Callable[..., GitLabClient], router: Any,
-                                            sleeps: Sleeps) -> None:
+async def test_no_wait_crosses_the_deadline(
+    make_client: Callable[..., GitLabClient], router: Any, sleeps: Sleeps
+) -> None:
     route = router.post(GRAPHQL).respond(503, headers={"Retry-After": "5"})
     with pytest.raises(GitLabUpstreamError):
         await query(make_client(retry_deadline_seconds=3))
@@ -252,15 +304,17 @@ async def test_no_wait_crosses_the_deadline(make_client: Callable[..., GitLabCli
 
 
 @pytest.mark.parametrize("status", [502, 503, 504])
-async def test_gateway_errors_are_retried_for_reads(make_client: Callable[..., GitLabClient], router: Any,
-                                                    sleeps: Sleeps, status: int) -> None:
+async def test_gateway_errors_are_retried_for_reads(
+    make_client: Callable[..., GitLabClient], router: Any, sleeps: Sleeps, status: int
+) -> None:
     route = router.post(GRAPHQL).mock(side_effect=[httpx.Response(status), httpx.Response(200, json=DATA)])
     assert await query(make_client()) == DATA["data"]
     assert route.call_count == 2 and len(sleeps) == 1
 
 
-async def test_persistent_503_ends_as_upstream_error(make_client: Callable[..., GitLabClient], router: Any,
-                                                     sleeps: Sleeps) -> None:
+async def test_persistent_503_ends_as_upstream_error(
+    make_client: Callable[..., GitLabClient], router: Any, sleeps: Sleeps
+) -> None:
     route = router.post(GRAPHQL).respond(503, json={"message": "down for maintenance"})
     with pytest.raises(GitLabUpstreamError) as caught:
         await query(make_client(retry_attempts=2))
@@ -269,23 +323,35 @@ async def test_persistent_503_ends_as_upstream_error(make_client: Callable[..., 
     assert caught.value.message == "GitLab failed with status 503: down for maintenance; try again later."
 
 
-async def test_500_is_not_retried(make_client: Callable[..., GitLabClient], router: Any, sleeps: Sleeps) -> None:
+async def test_500_is_not_retried(
+    make_client: Callable[..., GitLabClient], router: Any, sleeps: Sleeps
+) -> None:
     route = router.post(GRAPHQL).respond(500)
     with pytest.raises(GitLabUpstreamError):
         await query(make_client())
     assert route.call_count == 1 and sleeps == []
 
 
-@pytest.mark.parametrize("failure", [httpx.ConnectError("refused"), httpx.ConnectTimeout("slow"),
-                                     httpx.ReadTimeout("slow"), httpx.RemoteProtocolError("reset")])
-async def test_reads_are_retried_on_transport_errors(make_client: Callable[..., GitLabClient], router: Any,
-                                                     sleeps: Sleeps, failure: Exception) -> None:
+@pytest.mark.parametrize(
+    "failure",
+    [
+        httpx.ConnectError("refused"),
+        httpx.ConnectTimeout("slow"),
+        httpx.ReadTimeout("slow"),
+        httpx.RemoteProtocolError("reset"),
+    ],
+)
+async def test_reads_are_retried_on_transport_errors(
+    make_client: Callable[..., GitLabClient], router: Any, sleeps: Sleeps, failure: Exception
+) -> None:
     route = router.post(GRAPHQL).mock(side_effect=[failure, httpx.Response(200, json=DATA)])
     assert await query(make_client()) == DATA["data"]
     assert route.call_count == 2
 
 
-async def test_unreachable_gitlab_says_what_to_check(make_client: Callable[..., GitLabClient], router: Any) -> None:
+async def test_unreachable_gitlab_says_what_to_check(
+    make_client: Callable[..., GitLabClient], router: Any
+) -> None:
     router.post(GRAPHQL).mock(side_effect=httpx.ConnectError("refused"))
     with pytest.raises(GitLabUpstreamError) as caught:
         await query(make_client(retry_attempts=2))
@@ -300,8 +366,14 @@ async def test_unreachable_gitlab_says_what_to_check(make_client: Callable[..., 
 
 @pytest.mark.parametrize(
     "failure",
-    [httpx.ReadTimeout("slow"), httpx.RemoteProtocolError("connection reset"), httpx.WriteError("broken"),
-     httpx.Response(502), httpx.Response(503), httpx.Response(500)],
+    [
+        httpx.ReadTimeout("slow"),
+        httpx.RemoteProtocolError("connection reset"),
+        httpx.WriteError("broken"),
+        httpx.Response(502),
+        httpx.Response(503),
+        httpx.Response(500),
+    ],
     ids=["timeout", "reset", "write-error", "502", "503", "500"],
 )
 async def test_mutation_is_not_retried_after_it_may_have_been_sent(
@@ -315,8 +387,15 @@ async def test_mutation_is_not_retried_after_it_may_have_been_sent(
     assert "may or may not have been made" in caught.value.message
 
 
-@pytest.mark.parametrize("failure", [httpx.ConnectError("refused"), httpx.ConnectTimeout("slow"),
-                                     httpx.PoolTimeout("busy"), httpx.Response(429, headers={"Retry-After": "1"})])
+@pytest.mark.parametrize(
+    "failure",
+    [
+        httpx.ConnectError("refused"),
+        httpx.ConnectTimeout("slow"),
+        httpx.PoolTimeout("busy"),
+        httpx.Response(429, headers={"Retry-After": "1"}),
+    ],
+)
 async def test_mutation_is_retried_when_it_provably_never_arrived(
     make_client: Callable[..., GitLabClient], router: Any, failure: Any
 ) -> None:
@@ -325,12 +404,16 @@ async def test_mutation_is_retried_when_it_provably_never_arrived(
     assert route.call_count == 2
 
 
-async def test_post_rest_is_not_idempotent_by_default(make_client: Callable[..., GitLabClient], router: Any) -> None:
-    route = router.post(f"{API}/projects/1/pipeline").mock(side_effect=[httpx.Response(502),
-                                                                        httpx.Response(201, json={})])
+async def test_post_rest_is_not_idempotent_by_default(
+    make_client: Callable[..., GitLabClient], router: Any
+) -> None:
+    route = router.post(f"{API}/projects/1/pipeline").mock(
+        side_effect=[httpx.Response(502), httpx.Response(201, json={})]
+    )
     with pytest.raises(GitLabMaybeSent):
-        await make_client().rest("POST", "/projects/{id}/pipeline", credential=SERVICE, path_params={"id": 1},
-                                 json={"ref": "main"})
+        await make_client().rest(
+            "POST", "/projects/{id}/pipeline", credential=SERVICE, path_params={"id": 1}, json={"ref": "main"}
+        )
     assert route.call_count == 1
 
 
@@ -340,31 +423,49 @@ async def test_post_rest_is_not_idempotent_by_default(make_client: Callable[...,
 @pytest.mark.parametrize(
     ("status", "body", "error", "reason", "says"),
     [
-        (401, {"message": "401 Unauthorized"}, GitLabUnauthorized, "unauthorized",
-         "GitLab refused the credential (401: 401 Unauthorized). Check that the token is valid"),
+        (
+            401,
+            {"message": "401 Unauthorized"},
+            GitLabUnauthorized,
+            "unauthorized",
+            "GitLab refused the credential (401: 401 Unauthorized). Check that the token is valid",
+        ),
         (403, {"message": "403 Forbidden"}, GitLabUnauthorized, "unauthorized", "`api` or `read_api` scope"),
         (404, {"message": "404 Project Not Found"}, GitLabNotFound, "not_found", "404 Project Not Found"),
-        (400, {"message": {"ref": ["is missing"]}}, GitLabBadRequest, "bad_request",
-         "GitLab rejected the request (400): ref is missing."),
+        (
+            400,
+            {"message": {"ref": ["is missing"]}},
+            GitLabBadRequest,
+            "bad_request",
+            "GitLab rejected the request (400): ref is missing.",
+        ),
         (422, {"error": "name is invalid"}, GitLabBadRequest, "bad_request", "(422): name is invalid"),
         (409, {"message": "Resource lock"}, GitLabConflict, "conflict", "conflict (409): Resource lock"),
         (408, {}, GitLabUpstreamError, "upstream_error", "status 408"),
     ],
 )
 async def test_rest_statuses_become_typed_errors(
-    make_client: Callable[..., GitLabClient], router: Any, status: int, body: Any, error: type[GitLabError],
-    reason: str, says: str,
+    make_client: Callable[..., GitLabClient],
+    router: Any,
+    status: int,
+    body: Any,
+    error: type[GitLabError],
+    reason: str,
+    says: str,
 ) -> None:
     router.get(f"{API}/projects/1").respond(status, json=body)
     with pytest.raises(error) as caught:
-        await make_client().rest("GET", "/projects/{id}", credential=SERVICE, path_params={"id": 1},
-                                 request_id="req-9")
+        await make_client().rest(
+            "GET", "/projects/{id}", credential=SERVICE, path_params={"id": 1}, request_id="req-9"
+        )
     assert caught.value.reason == reason
     assert says in caught.value.message
     assert caught.value.status == status and caught.value.request_id == "req-9"
 
 
-async def test_graphql_404_means_a_wrong_gitlab_url(make_client: Callable[..., GitLabClient], router: Any) -> None:
+async def test_graphql_404_means_a_wrong_gitlab_url(
+    make_client: Callable[..., GitLabClient], router: Any
+) -> None:
     router.post(GRAPHQL).respond(404, json={"message": "404 Not Found"})
     with pytest.raises(GitLabUpstreamError) as caught:
         await query(make_client())
@@ -375,17 +476,36 @@ async def test_graphql_404_means_a_wrong_gitlab_url(make_client: Callable[..., G
 @pytest.mark.parametrize(
     ("payload", "error", "says"),
     [
-        ({"data": {"project": None}, "errors": [{"message": "The resource that you are attempting to access does "
-                                                            "not exist or you don't have permission to perform "
-                                                            "this action"}]}, GitLabNotFound, "does not exist"),
-        ({"errors": [{"message": "Variable $pipelineId of type CiPipelineID! was provided invalid value"}]},
-         GitLabBadRequest, "GitLab rejected the request: Variable $pipelineId"),
+        (
+            {
+                "data": {"project": None},
+                "errors": [
+                    {
+                        "message": "The resource that you are attempting to access does "
+                        "not exist or you don't have permission to perform "
+                        "this action"
+                    }
+                ],
+            },
+            GitLabNotFound,
+            "does not exist",
+        ),
+        (
+            {
+                "errors": [
+                    {"message": "Variable $pipelineId of type CiPipelineID! was provided invalid value"}
+                ]
+            },
+            GitLabBadRequest,
+            "GitLab rejected the request: Variable $pipelineId",
+        ),
         ({"data": None}, GitLabNotFound, "GitLab returned no data for this request."),
         ([1, 2], GitLabUpstreamError, "something other than a JSON object"),
     ],
 )
-async def test_graphql_answers_become_typed_errors(make_client: Callable[..., GitLabClient], router: Any,
-                                                   payload: Any, error: type[GitLabError], says: str) -> None:
+async def test_graphql_answers_become_typed_errors(
+    make_client: Callable[..., GitLabClient], router: Any, payload: Any, error: type[GitLabError], says: str
+) -> None:
     router.post(GRAPHQL).respond(200, json=payload)
     with pytest.raises(error) as caught:
         await query(make_client())
@@ -395,32 +515,39 @@ async def test_graphql_answers_become_typed_errors(make_client: Callable[..., Gi
 @pytest.mark.parametrize(
     "response",
     [
-        httpx.Response(200, text="<!DOCTYPE html><html>Sign in</html>", headers={"Content-Type": "text/html"}),
+        httpx.Response(
+            200, text="<!DOCTYPE html><html>Sign in</html>", headers={"Content-Type": "text/html"}
+        ),
         httpx.Response(200, content=b"  <html><body>login</body></html>"),
     ],
     ids=["text/html", "no-content-type"],
 )
-async def test_html_page_is_an_error_saying_so(make_client: Callable[..., GitLabClient], router: Any,
-                                               response: httpx.Response) -> None:
+async def test_html_page_is_an_error_saying_so(
+    make_client: Callable[..., GitLabClient], router: Any, response: httpx.Response
+) -> None:
     router.post(GRAPHQL).mock(return_value=response)
     with pytest.raises(GitLabUpstreamError) as caught:
         await query(make_client())
     assert caught.value.message == (
-        "GitLab at https://gitlab.example.com answered get_pipeline with an HTML page instead of JSON (status "
-        "200): a proxy, SSO or login page probably sits in front of it. Check GITLAB_URL and the proxy "
-        "settings (HTTPS_PROXY, NO_PROXY)."
+        "GitLab at https://gitlab.example.com answered get_pipeline with an HTML page instead of JSON "
+        "(status 200): a proxy, SSO or login page probably sits in front of it. Check GITLAB_URL and the "
+        "proxy settings (HTTPS_PROXY, NO_PROXY)."
     )
 
 
 async def test_html_403_from_a_proxy_says_so(make_client: Callable[..., GitLabClient], router: Any) -> None:
-    router.post(GRAPHQL).respond(403, text="<html>Access denied</html>", headers={"Content-Type": "text/html"})
+    router.post(GRAPHQL).respond(
+        403, text="<html>Access denied</html>", headers={"Content-Type": "text/html"}
+    )
     with pytest.raises(GitLabUnauthorized) as caught:
         await query(make_client())
     assert "an HTML page, not GitLab's JSON" in caught.value.message
 
 
 async def test_redirect_is_not_followed(make_client: Callable[..., GitLabClient], router: Any) -> None:
-    route = router.post(GRAPHQL).respond(302, headers={"Location": "https://sso.example.com/login?SAMLRequest=x"})
+    route = router.post(GRAPHQL).respond(
+        302, headers={"Location": "https://sso.example.com/login?SAMLRequest=x"}
+    )
     with pytest.raises(GitLabUpstreamError) as caught:
         await query(make_client())
     assert route.call_count == 1
@@ -458,8 +585,9 @@ async def test_a_real_retry_after_wait_does_not_block_the_event_loop(
             ticks += 1
 
     with respx.mock() as router:
-        router.post(GRAPHQL).mock(side_effect=[httpx.Response(429, headers={"Retry-After": "1"}),
-                                               httpx.Response(200, json=DATA)])
+        router.post(GRAPHQL).mock(
+            side_effect=[httpx.Response(429, headers={"Retry-After": "1"}), httpx.Response(200, json=DATA)]
+        )
         async with httpx.AsyncClient() as http:
             client = GitLabClient(make_settings().gitlab, http=http)  # the default sleep: asyncio.sleep
             task = asyncio.create_task(ticker())
@@ -482,7 +610,9 @@ def test_bad_ca_bundle_is_a_clear_configuration_error(tmp_path: Any) -> None:
             build_ssl_context(path)
 
 
-async def test_client_owns_and_closes_only_its_own_http_client(make_settings: Callable[..., Settings]) -> None:
+async def test_client_owns_and_closes_only_its_own_http_client(
+    make_settings: Callable[..., Settings],
+) -> None:
     own = GitLabClient(make_settings().gitlab)
     assert own.http.follow_redirects is False
     await own.aclose()

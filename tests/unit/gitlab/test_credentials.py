@@ -46,7 +46,9 @@ def test_no_service_token_is_anonymous(token: str | None) -> None:
         ({"PRIVATE_TOKEN": "glpat-a", "Authorization": "Bearer b"}, {"PRIVATE-TOKEN": "glpat-a"}),
     ],
 )
-def test_passthrough_forwards_the_callers_token_unchanged(sent: dict[str, str], forwarded: dict[str, str]) -> None:
+def test_passthrough_forwards_the_callers_token_unchanged(
+    sent: dict[str, str], forwarded: dict[str, str]
+) -> None:
     cred = passthrough_credential(headers(**sent), authorization_is_gateway_secret=False)
     assert cred is not None and cred.source == "passthrough"
     assert cred.headers() == forwarded
@@ -70,17 +72,25 @@ def test_passthrough_without_a_usable_token_is_none(sent: dict[str, str]) -> Non
 
 def test_passthrough_with_client_tokens_reads_only_private_token() -> None:
     # Authorization then carries the caller's gateway secret, which must never reach GitLab.
-    assert passthrough_credential(headers(Authorization="Bearer gw-secret"),
-                                  authorization_is_gateway_secret=True) is None
-    cred = passthrough_credential(headers(Authorization="Bearer gw-secret", PRIVATE_TOKEN="glpat-c"),
-                                  authorization_is_gateway_secret=True)
+    assert (
+        passthrough_credential(
+            headers(Authorization="Bearer gw-secret"), authorization_is_gateway_secret=True
+        )
+        is None
+    )
+    cred = passthrough_credential(
+        headers(Authorization="Bearer gw-secret", PRIVATE_TOKEN="glpat-c"),
+        authorization_is_gateway_secret=True,
+    )
     assert cred is not None and cred.headers() == {"PRIVATE-TOKEN": "glpat-c"}
 
 
 def test_credential_for_each_mode(make_settings: Callable[..., Settings]) -> None:
     caller = headers(PRIVATE_TOKEN="glpat-caller")
     service = make_settings(gitlab={"token": "glpat-svc"}).gitlab
-    assert credential_for(service, caller, authorization_is_gateway_secret=False) == service_credential("glpat-svc")
+    assert credential_for(service, caller, authorization_is_gateway_secret=False) == service_credential(
+        "glpat-svc"
+    )
     anonymous = make_settings(gitlab={"token": None}).gitlab
     assert credential_for(anonymous, caller, authorization_is_gateway_secret=False) is ANONYMOUS
     passthrough = make_settings(gitlab={"credential_mode": "passthrough", "token": None}).gitlab

@@ -24,11 +24,28 @@ from gateway.gitlab.client import GitLabClient
 from gateway.gitlab.credentials import service_credential
 from gateway.gitlab.errors import GitLabUpstreamError
 
-PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy",
-              "no_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR")
+PROXY_VARS = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+)
 DATA = {"data": {"project": None}}
-VARS = {"byId": False, "fullPath": "g/p", "projectIds": [], "pipelineId": "gid://gitlab/Ci::Pipeline/1",
-        "includeJobs": False, "includeDownstreamPipelines": False, "includeBridgeJobs": False}
+VARS = {
+    "byId": False,
+    "fullPath": "g/p",
+    "projectIds": [],
+    "pipelineId": "gid://gitlab/Ci::Pipeline/1",
+    "includeJobs": False,
+    "includeDownstreamPipelines": False,
+    "includeBridgeJobs": False,
+}
 
 
 @pytest.fixture(autouse=True)
@@ -50,14 +67,19 @@ def _self_signed(directory: Path) -> tuple[Path, Path]:
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
         .sign(key, hashes.SHA256())
     )
     cert_path, key_path = directory / "gitlab.pem", directory / "gitlab.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
     return cert_path, key_path
 
 
@@ -91,16 +113,18 @@ async def _query(client: GitLabClient) -> dict[str, Any]:
         await client.aclose()
 
 
-async def test_tls_with_the_private_ca_bundle_succeeds(make_settings: Callable[..., Settings],
-                                                       tls_gitlab: tuple[str, Path, list[dict[str, str]]]) -> None:
+async def test_tls_with_the_private_ca_bundle_succeeds(
+    make_settings: Callable[..., Settings], tls_gitlab: tuple[str, Path, list[dict[str, str]]]
+) -> None:
     url, cert, seen = tls_gitlab
     client = GitLabClient(make_settings(gitlab={"url": url, "ca_bundle": str(cert)}).gitlab)
     assert await _query(client) == DATA["data"]
     assert seen[0]["PRIVATE-TOKEN"] == "glpat-x"
 
 
-async def test_tls_without_the_ca_bundle_is_refused(make_settings: Callable[..., Settings],
-                                                    tls_gitlab: tuple[str, Path, list[dict[str, str]]]) -> None:
+async def test_tls_without_the_ca_bundle_is_refused(
+    make_settings: Callable[..., Settings], tls_gitlab: tuple[str, Path, list[dict[str, str]]]
+) -> None:
     url, _, seen = tls_gitlab
     client = GitLabClient(make_settings(gitlab={"url": url, "retry_attempts": 1}).gitlab)
     with pytest.raises(GitLabUpstreamError, match="Could not connect to GitLab"):
@@ -118,12 +142,20 @@ class _Proxy:
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
         self.lines.append(head.split(b"\r\n", 1)[0].decode())
-        length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                       if line.lower().startswith(b"content-length:")), 0)
+        length = next(
+            (
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            ),
+            0,
+        )
         await reader.readexactly(length)
         body = b'{"data": {"project": null}}'
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
-                     b"Connection: close\r\n\r\n%s" % (len(body), body))
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+            b"Connection: close\r\n\r\n%s" % (len(body), body)
+        )
         await writer.drain()
         writer.close()
 
@@ -142,8 +174,9 @@ async def proxy() -> AsyncIterator[_Proxy]:
     await p.server.wait_closed()
 
 
-async def test_proxy_from_the_environment_is_used(make_settings: Callable[..., Settings], proxy: _Proxy,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_proxy_from_the_environment_is_used(
+    make_settings: Callable[..., Settings], proxy: _Proxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HTTP_PROXY", proxy.url)
     # .invalid never resolves (RFC 2606): only the proxy can have answered.
     client = GitLabClient(make_settings(gitlab={"url": "http://gitlab.invalid"}).gitlab)
@@ -151,15 +184,17 @@ async def test_proxy_from_the_environment_is_used(make_settings: Callable[..., S
     assert proxy.lines == ["POST http://gitlab.invalid/api/graphql HTTP/1.1"]
 
 
-async def test_no_proxy_bypasses_the_proxy(make_settings: Callable[..., Settings], proxy: _Proxy,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_no_proxy_bypasses_the_proxy(
+    make_settings: Callable[..., Settings], proxy: _Proxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HTTP_PROXY", proxy.url)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     with socket.socket() as s:  # a port with nothing listening
         s.bind(("127.0.0.1", 0))
         closed_port = s.getsockname()[1]
-    client = GitLabClient(make_settings(gitlab={"url": f"http://127.0.0.1:{closed_port}",
-                                                "retry_attempts": 1}).gitlab)
+    client = GitLabClient(
+        make_settings(gitlab={"url": f"http://127.0.0.1:{closed_port}", "retry_attempts": 1}).gitlab
+    )
     with pytest.raises(GitLabUpstreamError, match="Could not connect"):
         await _query(client)
     assert proxy.lines == []

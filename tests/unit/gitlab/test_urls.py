@@ -64,11 +64,22 @@ def test_unusable_base_urls_are_refused(configured: str, says: str) -> None:
         ("https://h.example.com", "/g/p/-/pipelines/1", "https://h.example.com/g/p/-/pipelines/1"),
         ("https://h.example.com", "g/p/-/jobs/2", "https://h.example.com/g/p/-/jobs/2"),
         # GitLab's path fields carry the relative URL root already: never doubled...
-        ("https://h.example.com/gitlab", "/gitlab/g/p/-/pipelines/1", "https://h.example.com/gitlab/g/p/-/pipelines/1"),
+        (
+            "https://h.example.com/gitlab",
+            "/gitlab/g/p/-/pipelines/1",
+            "https://h.example.com/gitlab/g/p/-/pipelines/1",
+        ),
         # ...and a path without it is joined under it: never dropped.
-        ("https://h.example.com/gitlab", "/g/p/-/pipelines/1", "https://h.example.com/gitlab/g/p/-/pipelines/1"),
-        ("https://h.example.com/gitlab", "/gitlabber/p/-/pipelines/1",
-         "https://h.example.com/gitlab/gitlabber/p/-/pipelines/1"),
+        (
+            "https://h.example.com/gitlab",
+            "/g/p/-/pipelines/1",
+            "https://h.example.com/gitlab/g/p/-/pipelines/1",
+        ),
+        (
+            "https://h.example.com/gitlab",
+            "/gitlabber/p/-/pipelines/1",
+            "https://h.example.com/gitlab/gitlabber/p/-/pipelines/1",
+        ),
     ],
 )
 def test_web_url(configured: str, path: str, web_url: str) -> None:
@@ -114,8 +125,14 @@ def test_impossible_project_paths_are_bad_requests(given: str, says: str) -> Non
 
 @pytest.mark.parametrize(
     ("given", "encoded"),
-    [(42, "42"), ("42", "42"), (" 7 ", "7"), ("grp/sub/proj", "grp%2Fsub%2Fproj"),
-     ("grp%2Fsub%2Fproj", "grp%2Fsub%2Fproj"), ("g.x/p_y-z", "g.x%2Fp_y-z")],
+    [
+        (42, "42"),
+        ("42", "42"),
+        (" 7 ", "7"),
+        ("grp/sub/proj", "grp%2Fsub%2Fproj"),
+        ("grp%2Fsub%2Fproj", "grp%2Fsub%2Fproj"),
+        ("g.x/p_y-z", "g.x%2Fp_y-z"),
+    ],
 )
 def test_encode_project_encodes_exactly_once(given: str | int, encoded: str) -> None:
     assert encode_project(given) == encoded
@@ -132,7 +149,9 @@ def test_encode_segment_encodes_slashes() -> None:
     assert encode_segment("dir/file name.py") == "dir%2Ffile%20name.py"
 
 
-_SEGMENT = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,12}", fullmatch=True).filter(lambda s: s not in (".", ".."))
+_SEGMENT = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,12}", fullmatch=True).filter(
+    lambda s: s not in (".", "..")
+)
 
 
 @given(st.lists(_SEGMENT, min_size=2, max_size=5))
@@ -148,13 +167,25 @@ def test_plain_and_encoded_paths_always_agree(segments: list[str]) -> None:
 @pytest.mark.parametrize(
     ("configured", "url", "project", "pipeline_id"),
     [
-        ("https://gitlab.example.com", "https://gitlab.example.com/grp/sub/proj/-/pipelines/42", "grp/sub/proj", 42),
-        ("https://gitlab.example.com", "https://GITLAB.example.com:443/g/p/-/pipelines/7/failures?x=1#f", "g/p", 7),
+        (
+            "https://gitlab.example.com",
+            "https://gitlab.example.com/grp/sub/proj/-/pipelines/42",
+            "grp/sub/proj",
+            42,
+        ),
+        (
+            "https://gitlab.example.com",
+            "https://GITLAB.example.com:443/g/p/-/pipelines/7/failures?x=1#f",
+            "g/p",
+            7,
+        ),
         ("https://h.example.com/gitlab", "https://h.example.com/gitlab/g/p/-/pipelines/9", "g/p", 9),
         ("http://127.0.0.1:8929", "http://127.0.0.1:8929/g/p/-/pipelines/3/", "g/p", 3),
     ],
 )
-def test_pipeline_urls_of_the_configured_gitlab(configured: str, url: str, project: str, pipeline_id: int) -> None:
+def test_pipeline_urls_of_the_configured_gitlab(
+    configured: str, url: str, project: str, pipeline_id: int
+) -> None:
     ref = parse_pipeline_url(normalize_base_url(configured), url)
     assert (ref.project, ref.pipeline_id) == (project, pipeline_id)
 
@@ -162,15 +193,31 @@ def test_pipeline_urls_of_the_configured_gitlab(configured: str, url: str, proje
 @pytest.mark.parametrize(
     ("configured", "url", "says"),
     [
-        ("https://gitlab.example.com", "https://evil.example.com/g/p/-/pipelines/1", "is not on this gateway's GitLab"),
+        (
+            "https://gitlab.example.com",
+            "https://evil.example.com/g/p/-/pipelines/1",
+            "is not on this gateway's GitLab",
+        ),
         ("https://gitlab.example.com", "https://gitlab.example.com:8443/g/p/-/pipelines/1", "is not on this"),
         ("https://gitlab.example.com", "http://gitlab.example.com/g/p/-/pipelines/1", "is not on this"),
         ("https://gitlab.example.com", "file:///etc/passwd", "is not on this"),
         ("https://h.example.com/gitlab", "https://h.example.com/g/p/-/pipelines/1", "is not on this"),
-        ("https://gitlab.example.com", "https://gitlab.example.com/g/p/-/merge_requests/3", "is not a pipeline URL"),
-        ("https://gitlab.example.com", "https://gitlab.example.com/g/p/-/pipelines/abc", "is not a pipeline URL"),
+        (
+            "https://gitlab.example.com",
+            "https://gitlab.example.com/g/p/-/merge_requests/3",
+            "is not a pipeline URL",
+        ),
+        (
+            "https://gitlab.example.com",
+            "https://gitlab.example.com/g/p/-/pipelines/abc",
+            "is not a pipeline URL",
+        ),
         ("https://gitlab.example.com", "https://gitlab.example.com/-/pipelines/1", "is not a pipeline URL"),
-        ("https://gitlab.example.com", "https://gitlab.example.com/../x/-/pipelines/1", "`.` or `..` segments"),
+        (
+            "https://gitlab.example.com",
+            "https://gitlab.example.com/../x/-/pipelines/1",
+            "`.` or `..` segments",
+        ),
         ("https://gitlab.example.com", "https://gitlab.example.com/g/p/-/pipelines/0", "positive integer"),
     ],
 )

@@ -7,10 +7,12 @@ that records its arguments instead of waiting.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from jsonschema import Draft202012Validator
 
 from gateway.cache import CacheRegistry
 from gateway.config import Settings
@@ -39,7 +41,9 @@ class ToolEnv:
         async def fake_sleep(seconds: float) -> None:
             self.sleeps.append(seconds)
 
-        self.gitlab = GitLabClient(self.settings.gitlab, metrics=self.metrics, http=self.http, sleep=fake_sleep)
+        self.gitlab = GitLabClient(
+            self.settings.gitlab, metrics=self.metrics, http=self.http, sleep=fake_sleep
+        )
         self.services = Services(
             settings=self.settings,
             gitlab=self.gitlab,
@@ -48,7 +52,11 @@ class ToolEnv:
         )
 
     async def call(
-        self, name: str, arguments: dict[str, Any] | None, *, credential: Credential | None | object = _DEFAULT
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        *,
+        credential: Credential | object | None = _DEFAULT,
     ) -> dict[str, Any]:
         """``tools/call`` ``name`` with ``arguments``; returns the MCP ``CallToolResult`` JSON."""
         tool = self.registry.resolve(name)
@@ -60,3 +68,23 @@ class ToolEnv:
         ctx = ToolContext(self.services, CallInfo(request_id="req-test-1", principal=principal))
         result = await self.registry.call(tool, ctx, arguments)
         return result.to_mcp()
+
+
+def ok(result: dict[str, Any], tool: str = "get_pipeline") -> dict[str, Any]:
+    """The structuredContent of a successful result, checked against the tool's outputSchema
+    and against its JSON text block."""
+    assert not result.get("isError"), result
+    structured = result["structuredContent"]
+    assert json.loads(result["content"][-1]["text"]) == structured
+    schema = next(t for t in all_tools() if t.name == tool).output_schema()
+    assert schema is not None
+    Draft202012Validator(schema).validate(structured)
+    return structured
+
+
+def error(result: dict[str, Any]) -> dict[str, Any]:
+    """``structuredContent.error`` of a failed result; its message is also the first text block."""
+    assert result.get("isError") is True, result
+    err: dict[str, Any] = result["structuredContent"]["error"]
+    assert result["content"][0]["text"] == err["message"]
+    return err

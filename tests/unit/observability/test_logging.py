@@ -164,9 +164,15 @@ def test_level_and_chatty_libraries(capture_logs: Callable[..., LogCapture]) -> 
         ("authorization: Basic dXNlcjpwYXNz", "authorization: [REDACTED]"),
         ("sent Bearer eyJhbGciOi.x.y to GitLab", "sent Bearer [REDACTED] to GitLab"),
         ("PRIVATE-TOKEN: abc123", "PRIVATE-TOKEN: [REDACTED]"),
-        ("{'PRIVATE-TOKEN': 'abc123', 'X-Agent-Id': 'pm'}", "{'PRIVATE-TOKEN': '[REDACTED]', 'X-Agent-Id': 'pm'}"),
+        (
+            "{'PRIVATE-TOKEN': 'abc123', 'X-Agent-Id': 'pm'}",
+            "{'PRIVATE-TOKEN': '[REDACTED]', 'X-Agent-Id': 'pm'}",
+        ),
         ('{"Job-Token": "abc123"}', '{"Job-Token": "[REDACTED]"}'),
-        ("GET /api/v4/projects?private_token=abc&page=2", "GET /api/v4/projects?private_token=[REDACTED]&page=2"),
+        (
+            "GET /api/v4/projects?private_token=abc&page=2",
+            "GET /api/v4/projects?private_token=[REDACTED]&page=2",
+        ),
         ("/oauth/token?access_token=abc#frag", "/oauth/token?access_token=[REDACTED]#frag"),
         ("https://user:p4ss@gitlab.example.com/x", "https://[REDACTED]@gitlab.example.com/x"),
         ("git clone https://oauth2:glpat-abc@h/g/p.git", "git clone https://[REDACTED]@h/g/p.git"),
@@ -178,7 +184,10 @@ def test_level_and_chatty_libraries(capture_logs: Callable[..., LogCapture]) -> 
         ("password=hunter2 user=bob", "password=[REDACTED] user=bob"),
         # nothing secret: untouched
         ("progressToken=7 gitlab request status=401", "progressToken=7 gitlab request status=401"),
-        ("Check that the token is valid and has the api scope.", "Check that the token is valid and has the api scope."),
+        (
+            "Check that the token is valid and has the api scope.",
+            "Check that the token is valid and has the api scope.",
+        ),
         ("https://gitlab.example.com/g/p/-/pipelines/42", "https://gitlab.example.com/g/p/-/pipelines/42"),
     ],
 )

@@ -130,13 +130,14 @@ class FakeRepoGitLab:
             sha = self.resolve(ref)
             return {"sha": sha} if sha else None
 
-        def blobs(_info: Any, paths: list[str], ref: str | None = None, refType: str | None = None,  # noqa: N803
-                  **_: Any) -> dict[str, Any]:
+        def blobs(
+            _info: Any, paths: list[str], ref: str | None = None, refType: str | None = None, **_: Any
+        ) -> dict[str, Any]:
             sha = self.resolve(ref, refType)
             tree = self.trees.get(sha, {}) if sha else {}
             return {"nodes": [tree[p].node(p) for p in paths if p in tree]}
 
-        def branch_names(_info: Any, searchPattern: str, offset: int, limit: int) -> list[str]:  # noqa: N803
+        def branch_names(_info: Any, searchPattern: str, offset: int, limit: int) -> list[str]:
             names = sorted(n for n in self.branches if fnmatch.fnmatchcase(n, searchPattern))
             return names[offset : offset + limit]
 
@@ -145,11 +146,16 @@ class FakeRepoGitLab:
             "id": f"gid://gitlab/Project/{PROJECT_ID}",
             "fullPath": PROJECT,
             "duoContextExclusionSettings": settings,
-            "repository": {"empty": self.empty, "commit": commit, "blobs": blobs, "branchNames": branch_names},
+            "repository": {
+                "empty": self.empty,
+                "commit": commit,
+                "blobs": blobs,
+                "branchNames": branch_names,
+            },
         }
 
     def _root(self) -> dict[str, Any]:
-        def project(_info: Any, fullPath: str) -> dict[str, Any] | None:  # noqa: N803
+        def project(_info: Any, fullPath: str) -> dict[str, Any] | None:
             return self._project() if fullPath == PROJECT else None
 
         def projects(_info: Any, ids: list[str] | None = None, **_: Any) -> dict[str, Any]:
@@ -168,7 +174,9 @@ class FakeRepoGitLab:
             message = "Field 'duoContextExclusionSettings' doesn't exist on type 'Project'"
             return httpx.Response(200, json={"errors": [{"message": message}]})
         if self.graphql_errors:
-            return httpx.Response(200, json={"data": None, "errors": [{"message": self.graphql_errors.pop(0)}]})
+            return httpx.Response(
+                200, json={"data": None, "errors": [{"message": self.graphql_errors.pop(0)}]}
+            )
         document = parse(body["query"])
         errors = validate(gitlab_schema(), document)
         assert not errors, f"invalid GraphQL document: {[e.message for e in errors]}"
@@ -205,14 +213,18 @@ class FakeRepoGitLab:
     def mount(self, router: respx.MockRouter) -> None:
         """Route GitLab's GraphQL endpoint and the tags API to this fake."""
         router.post(GRAPHQL_URL).mock(side_effect=self.graphql)
-        router.get(url__regex=rf"^{API}/projects/[^/]+/repository/tags(\?.*)?$").mock(side_effect=self.tags_route)
+        router.get(url__regex=rf"^{API}/projects/[^/]+/repository/tags(\?.*)?$").mock(
+            side_effect=self.tags_route
+        )
 
     # -- assertions ------------------------------------------------------------------------
 
     @property
     def operations(self) -> list[str]:
         """What GitLab received, in order: GraphQL operation names and ``REST tags``."""
-        return [r.get("operationName") or "?" if r["kind"] == "graphql" else "REST tags" for r in self.requests]
+        return [
+            r.get("operationName") or "?" if r["kind"] == "graphql" else "REST tags" for r in self.requests
+        ]
 
     def variables(self, index: int = -1) -> dict[str, Any]:
         """Variables of the ``index``-th GraphQL request."""

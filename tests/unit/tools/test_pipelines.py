@@ -7,14 +7,12 @@ and executed against GitLab's complete GraphQL schema. Results are checked as a 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
 import respx
-from jsonschema import Draft202012Validator
 
 from gateway.config import Settings
 from gateway.gitlab.credentials import Credential
@@ -32,7 +30,7 @@ from tests.unit.gitlab.fake_gitlab import (
     SHA,
     FakeGitLab,
 )
-from tests.unit.gitlab.tool_env import ToolEnv
+from tests.unit.gitlab.tool_env import ToolEnv, error, ok
 
 BASE = {
     "id": PIPELINE_ID,
@@ -70,29 +68,6 @@ async def env(make_settings: Callable[..., Settings], gitlab: respx.Route) -> An
         yield ToolEnv(make_settings(), http)
 
 
-def output_schema(name: str = "get_pipeline") -> dict[str, Any]:
-    schema = next(t for t in all_tools() if t.name == name).output_schema()
-    assert schema is not None
-    return schema
-
-
-def ok(result: dict[str, Any], tool: str = "get_pipeline") -> dict[str, Any]:
-    """The structuredContent of a successful result, checked against the tool's outputSchema."""
-    assert not result.get("isError"), result
-    structured = result["structuredContent"]
-    assert json.loads(result["content"][-1]["text"]) == structured
-    Draft202012Validator(output_schema(tool)).validate(structured)
-    return structured
-
-
-def error(result: dict[str, Any]) -> dict[str, Any]:
-    """``structuredContent.error`` of a failed result; its message is also the first text block."""
-    assert result.get("isError") is True, result
-    err = result["structuredContent"]["error"]
-    assert result["content"][0]["text"] == err["message"]
-    return err
-
-
 # -- the tool's declaration ---------------------------------------------------------------------
 
 
@@ -115,8 +90,9 @@ def test_declared_read_only_in_ci_toolset_with_output_schema() -> None:
 # -- reads --------------------------------------------------------------------------------------
 
 
-async def test_pipeline_alone_has_no_facet_key_and_one_request(env: ToolEnv, gitlab: respx.Route,
-                                                               fake: FakeGitLab) -> None:
+async def test_pipeline_alone_has_no_facet_key_and_one_request(
+    env: ToolEnv, gitlab: respx.Route, fake: FakeGitLab
+) -> None:
     out = ok(await env.call("get_pipeline", {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID}))
     assert out == BASE
     assert gitlab.call_count == 1
@@ -125,11 +101,14 @@ async def test_pipeline_alone_has_no_facet_key_and_one_request(env: ToolEnv, git
     assert sent["variables"]["pipelineId"] == f"gid://gitlab/Ci::Pipeline/{PIPELINE_ID}"
     assert sent["variables"]["fullPath"] == PROJECT_PATH
     assert sent["variables"]["byId"] is False
-    assert not any(sent["variables"][k] for k in ("includeJobs", "includeDownstreamPipelines", "includeBridgeJobs"))
+    assert not any(
+        sent["variables"][k] for k in ("includeJobs", "includeDownstreamPipelines", "includeBridgeJobs")
+    )
 
 
-async def test_numeric_project_id_is_resolved_in_the_same_request(env: ToolEnv, gitlab: respx.Route,
-                                                                  fake: FakeGitLab) -> None:
+async def test_numeric_project_id_is_resolved_in_the_same_request(
+    env: ToolEnv, gitlab: respx.Route, fake: FakeGitLab
+) -> None:
     out = ok(await env.call("get_pipeline", {"id": str(PROJECT_ID), "pipeline_id": PIPELINE_ID}))
     assert out == BASE
     assert gitlab.call_count == 1
@@ -142,7 +121,9 @@ async def test_numeric_project_id_as_json_number(env: ToolEnv) -> None:
     assert ok(await env.call("get_pipeline", {"id": PROJECT_ID, "pipeline_id": str(PIPELINE_ID)})) == BASE
 
 
-@pytest.mark.parametrize("project", ["grp/sub/proj", "grp%2Fsub%2Fproj", "/grp/sub/proj/", "grp%2fsub%2fproj"])
+@pytest.mark.parametrize(
+    "project", ["grp/sub/proj", "grp%2Fsub%2Fproj", "/grp/sub/proj/", "grp%2fsub%2fproj"]
+)
 async def test_nested_and_encoded_paths_reach_gitlab_encoded_exactly_once(
     env: ToolEnv, gitlab: respx.Route, fake: FakeGitLab, project: str
 ) -> None:
@@ -174,18 +155,31 @@ async def test_page_through_all_45_jobs_20_at_a_time(env: ToolEnv, gitlab: respx
 
 
 async def test_job_shape(env: ToolEnv) -> None:
-    out = ok(await env.call("get_pipeline", {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID, "include": ["jobs"],
-                                             "first": 1}))
-    assert out["jobs"] == [{
-        "id": 1001, "name": "rspec 1/45", "status": "success", "stage": "build", "allow_failure": False,
-        "web_url": f"{GITLAB}/{PROJECT_PATH}/-/jobs/1001",
-    }]
+    out = ok(
+        await env.call(
+            "get_pipeline", {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID, "include": ["jobs"], "first": 1}
+        )
+    )
+    assert out["jobs"] == [
+        {
+            "id": 1001,
+            "name": "rspec 1/45",
+            "status": "success",
+            "stage": "build",
+            "allow_failure": False,
+            "web_url": f"{GITLAB}/{PROJECT_PATH}/-/jobs/1001",
+        }
+    ]
     assert out["page_info"]["has_next_page"] is True
 
 
 async def test_first_100_returns_every_job_in_one_page(env: ToolEnv, fake: FakeGitLab) -> None:
-    out = ok(await env.call("get_pipeline", {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID, "include": ["jobs"],
-                                             "first": 100}))
+    out = ok(
+        await env.call(
+            "get_pipeline",
+            {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID, "include": ["jobs"], "first": 100},
+        )
+    )
     assert len(out["jobs"]) == 45
     assert out["page_info"]["has_next_page"] is False
     assert fake.requests[0]["variables"]["first"] == 100
@@ -193,8 +187,12 @@ async def test_first_100_returns_every_job_in_one_page(env: ToolEnv, fake: FakeG
 
 @pytest.mark.parametrize("status", ["failed", "FAILED"])
 async def test_job_status_filters_the_jobs_facet(env: ToolEnv, fake: FakeGitLab, status: str) -> None:
-    out = ok(await env.call("get_pipeline", {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID, "include": ["jobs"],
-                                             "job_status": status}))
+    out = ok(
+        await env.call(
+            "get_pipeline",
+            {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID, "include": ["jobs"], "job_status": status},
+        )
+    )
     assert [j["id"] for j in out["jobs"]] == list(FAILED_JOB_IDS)
     assert {j["status"] for j in out["jobs"]} == {"failed"}
     assert [j["allow_failure"] for j in out["jobs"]] == [False, False, True]
@@ -203,16 +201,23 @@ async def test_job_status_filters_the_jobs_facet(env: ToolEnv, fake: FakeGitLab,
 
 
 async def test_downstream_pipelines_leave_out_what_the_caller_cannot_read(env: ToolEnv) -> None:
-    out = ok(await env.call("get_pipeline", {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID,
-                                             "include": ["downstream_pipelines"]}))
+    out = ok(
+        await env.call(
+            "get_pipeline",
+            {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID, "include": ["downstream_pipelines"]},
+        )
+    )
     assert set(out) == {*BASE, "downstream_pipelines", "page_info"}
     assert out["downstream_pipelines"] == [CHILD]
     assert out["page_info"]["has_next_page"] is False
 
 
 async def test_bridge_jobs_carry_their_downstream_pipeline_or_null(env: ToolEnv) -> None:
-    out = ok(await env.call("get_pipeline", {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID,
-                                             "include": ["bridge_jobs"]}))
+    out = ok(
+        await env.call(
+            "get_pipeline", {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID, "include": ["bridge_jobs"]}
+        )
+    )
     assert set(out) == {*BASE, "bridge_jobs", "page_info"}
     assert out["bridge_jobs"] == [
         {"id": BRIDGE_IDS[0], "name": "trigger-child", "status": "failed", "downstream_pipeline": CHILD},
@@ -221,8 +226,12 @@ async def test_bridge_jobs_carry_their_downstream_pipeline_or_null(env: ToolEnv)
 
 
 async def test_bridges_are_not_jobs(env: ToolEnv) -> None:
-    out = ok(await env.call("get_pipeline", {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID, "include": ["jobs"],
-                                             "first": 100}))
+    out = ok(
+        await env.call(
+            "get_pipeline",
+            {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID, "include": ["jobs"], "first": 100},
+        )
+    )
     assert not set(BRIDGE_IDS) & {j["id"] for j in out["jobs"]}
 
 
@@ -232,8 +241,12 @@ async def test_sub_path_gitlab_web_urls_carry_the_root_once(make_settings: Calla
         router.post("https://gitlab.example.com/gitlab/api/graphql").mock(side_effect=fake)
         async with httpx.AsyncClient() as http:
             env = ToolEnv(make_settings(gitlab={"url": "https://gitlab.example.com/gitlab/api/v4/"}), http)
-            out = ok(await env.call("get_pipeline", {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID,
-                                                     "include": ["jobs"], "first": 1}))
+            out = ok(
+                await env.call(
+                    "get_pipeline",
+                    {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID, "include": ["jobs"], "first": 1},
+                )
+            )
     assert out["web_url"] == f"{GITLAB}/gitlab/{PROJECT_PATH}/-/pipelines/{PIPELINE_ID}"
     assert out["jobs"][0]["web_url"] == f"{GITLAB}/gitlab/{PROJECT_PATH}/-/jobs/1001"
 
@@ -241,35 +254,87 @@ async def test_sub_path_gitlab_web_urls_carry_the_root_once(make_settings: Calla
 async def test_null_connection_nodes_and_missing_optional_fields_are_tolerated(
     make_settings: Callable[..., Settings],
 ) -> None:
-    data = {"project": {"id": "gid://gitlab/Project/1", "fullPath": "g/p", "pipeline": {
-        "id": "gid://gitlab/Ci::Pipeline/5", "status": "RUNNING", "ref": None, "sha": None, "source": None,
-        "path": None,
-        "downstream": {"pageInfo": {"hasNextPage": False, "endCursor": None},
-                       "nodes": [None, {"id": "gid://gitlab/Ci::Pipeline/6", "status": "PENDING", "ref": "x",
-                                        "sha": "y", "source": "pipeline", "path": "/o/p/-/pipelines/6",
-                                        "project": None}]},
-    }}}
+    data = {
+        "project": {
+            "id": "gid://gitlab/Project/1",
+            "fullPath": "g/p",
+            "pipeline": {
+                "id": "gid://gitlab/Ci::Pipeline/5",
+                "status": "RUNNING",
+                "ref": None,
+                "sha": None,
+                "source": None,
+                "path": None,
+                "downstream": {
+                    "pageInfo": {"hasNextPage": False, "endCursor": None},
+                    "nodes": [
+                        None,
+                        {
+                            "id": "gid://gitlab/Ci::Pipeline/6",
+                            "status": "PENDING",
+                            "ref": "x",
+                            "sha": "y",
+                            "source": "pipeline",
+                            "path": "/o/p/-/pipelines/6",
+                            "project": None,
+                        },
+                    ],
+                },
+            },
+        }
+    }
     with respx.mock() as router:
         router.post(GRAPHQL_URL).respond(200, json={"data": data})
         async with httpx.AsyncClient() as http:
             env = ToolEnv(make_settings(), http)
-            out = ok(await env.call("get_pipeline", {"id": "g/p", "pipeline_id": 5,
-                                                     "include": ["downstream_pipelines"]}))
+            out = ok(
+                await env.call(
+                    "get_pipeline", {"id": "g/p", "pipeline_id": 5, "include": ["downstream_pipelines"]}
+                )
+            )
     assert out == {
-        "id": 5, "status": "running", "ref": None, "sha": None, "source": None, "web_url": None,
-        "downstream_pipelines": [{"id": 6, "status": "pending", "ref": "x", "sha": "y", "source": "pipeline",
-                                  "web_url": f"{GITLAB}/o/p/-/pipelines/6", "project_full_path": None}],
+        "id": 5,
+        "status": "running",
+        "ref": None,
+        "sha": None,
+        "source": None,
+        "web_url": None,
+        "downstream_pipelines": [
+            {
+                "id": 6,
+                "status": "pending",
+                "ref": "x",
+                "sha": "y",
+                "source": "pipeline",
+                "web_url": f"{GITLAB}/o/p/-/pipelines/6",
+                "project_full_path": None,
+            }
+        ],
         "page_info": {"has_next_page": False, "end_cursor": None},
     }
 
 
 async def test_malformed_global_id_is_an_upstream_error(make_settings: Callable[..., Settings]) -> None:
-    data = {"project": {"id": "x", "fullPath": "g/p", "pipeline": {
-        "id": "not-a-gid", "status": "FAILED", "ref": "m", "sha": "s", "source": "push", "path": "/g/p"}}}
+    data = {
+        "project": {
+            "id": "x",
+            "fullPath": "g/p",
+            "pipeline": {
+                "id": "not-a-gid",
+                "status": "FAILED",
+                "ref": "m",
+                "sha": "s",
+                "source": "push",
+                "path": "/g/p",
+            },
+        }
+    }
     with respx.mock() as router:
         router.post(GRAPHQL_URL).respond(200, json={"data": data})
         async with httpx.AsyncClient() as http:
-            err = error(await ToolEnv(make_settings(), http).call("get_pipeline", {"id": "g/p", "pipeline_id": 5}))
+            err = error(
+                await ToolEnv(make_settings(), http).call("get_pipeline", {"id": "g/p", "pipeline_id": 5})
+            )
     assert err["reason"] == "upstream_error"
     assert "unexpected shape" in err["message"]
 
@@ -303,9 +368,9 @@ async def test_missing_pipeline_is_a_different_not_found(env: ToolEnv, gitlab: r
     err = error(await env.call("get_pipeline", {"id": PROJECT_PATH, "pipeline_id": 5, "include": ["jobs"]}))
     assert err["reason"] == "not_found"
     assert err["message"] == (
-        f"Pipeline 5 not found or inaccessible in project '{PROJECT_PATH}'. Check that 5 is the pipeline ID "
-        "(the number in `/-/pipelines/<id>`, not the per-project IID) and that your GitLab token can read the "
-        "project's pipelines."
+        f"Pipeline 5 not found or inaccessible in project '{PROJECT_PATH}'. Check that 5 is the pipeline "
+        "ID (the number in `/-/pipelines/<id>`, not the per-project IID) and that your GitLab token can "
+        "read the project's pipelines."
     )
     assert gitlab.call_count == 1
 
@@ -323,23 +388,49 @@ async def test_missing_pipeline_is_a_different_not_found(env: ToolEnv, gitlab: r
         ({"id": PROJECT_PATH, "pipeline_id": True}, ["pipeline_id"], "must be a positive integer"),
         ({"id": PROJECT_PATH, "pipeline_id": 1, "first": 0}, ["first"], "greater than or equal to 1"),
         ({"id": PROJECT_PATH, "pipeline_id": 1, "first": 101}, ["first"], "less than or equal to 100"),
-        ({"id": PROJECT_PATH, "pipeline_id": 1, "include": ["artifacts"]}, ["include"],
-         "unknown facet 'artifacts'; accepts one of: jobs, downstream_pipelines, bridge_jobs"),
-        ({"id": PROJECT_PATH, "pipeline_id": 1, "include": ["jobs", "bridge_jobs"]}, ["include"],
-         "at most one facet per call, got 2 (jobs, bridge_jobs)"),
-        ({"id": PROJECT_PATH, "pipeline_id": 1, "include": ["jobs", "jobs"]}, ["include"], "at most one facet"),
-        ({"id": PROJECT_PATH, "pipeline_id": 1, "job_status": "failed"}, ["job_status"],
-         'filters the jobs facet only: add include: ["jobs"]'),
-        ({"id": PROJECT_PATH, "pipeline_id": 1, "include": ["bridge_jobs"], "job_status": "failed"},
-         ["job_status"], "filters the jobs facet only"),
-        ({"id": PROJECT_PATH, "pipeline_id": 1, "include": ["jobs"], "job_status": "broken"}, ["job_status"],
-         "unknown job status 'broken' (accepts one of: canceled, canceling, created, failed"),
+        (
+            {"id": PROJECT_PATH, "pipeline_id": 1, "include": ["artifacts"]},
+            ["include"],
+            "unknown facet 'artifacts'; accepts one of: jobs, downstream_pipelines, bridge_jobs",
+        ),
+        (
+            {"id": PROJECT_PATH, "pipeline_id": 1, "include": ["jobs", "bridge_jobs"]},
+            ["include"],
+            "at most one facet per call, got 2 (jobs, bridge_jobs)",
+        ),
+        (
+            {"id": PROJECT_PATH, "pipeline_id": 1, "include": ["jobs", "jobs"]},
+            ["include"],
+            "at most one facet",
+        ),
+        (
+            {"id": PROJECT_PATH, "pipeline_id": 1, "job_status": "failed"},
+            ["job_status"],
+            'filters the jobs facet only: add include: ["jobs"]',
+        ),
+        (
+            {"id": PROJECT_PATH, "pipeline_id": 1, "include": ["bridge_jobs"], "job_status": "failed"},
+            ["job_status"],
+            "filters the jobs facet only",
+        ),
+        (
+            {"id": PROJECT_PATH, "pipeline_id": 1, "include": ["jobs"], "job_status": "broken"},
+            ["job_status"],
+            "unknown job status 'broken' (accepts one of: canceled, canceling, created, failed",
+        ),
         ({"id": PROJECT_PATH, "pipeline_id": 1, "after": "abc"}, ["after"], "cursor of an include facet"),
         ({"id": PROJECT_PATH, "pipeline_id": 1, "include": ["jobs"], "after": ""}, ["after"], "end_cursor"),
-        ({"id": PROJECT_PATH, "pipeline_id": 1, "project_id": 3}, ["project_id"],
-         "unknown argument `project_id`; get_pipeline accepts: id, pipeline_id, include, job_status, first, after"),
-        ({"id": PROJECT_PATH, "pipeline_id": 1, "include": ["jobs"], "exclude_allow_failure": True},
-         ["exclude_allow_failure"], "unknown argument `exclude_allow_failure`"),
+        (
+            {"id": PROJECT_PATH, "pipeline_id": 1, "project_id": 3},
+            ["project_id"],
+            "unknown argument `project_id`; get_pipeline accepts: id, pipeline_id, include, job_status, "
+            "first, after",
+        ),
+        (
+            {"id": PROJECT_PATH, "pipeline_id": 1, "include": ["jobs"], "exclude_allow_failure": True},
+            ["exclude_allow_failure"],
+            "unknown argument `exclude_allow_failure`",
+        ),
         ({"pipeline_id": 1}, ["id"], "`id` is required"),
         ({"id": PROJECT_PATH}, ["pipeline_id"], "`pipeline_id` is required"),
         ({"id": "../../etc", "pipeline_id": 1}, ["id"], "`.` or `..` segments"),
@@ -365,14 +456,27 @@ async def test_bad_input_is_a_clear_tool_error_without_a_request(
 
 
 async def test_include_given_as_a_lone_string_is_one_facet(env: ToolEnv) -> None:
-    out = ok(await env.call("get_pipeline", {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID,
-                                             "include": "bridge_jobs"}))
+    out = ok(
+        await env.call(
+            "get_pipeline", {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID, "include": "bridge_jobs"}
+        )
+    )
     assert len(out["bridge_jobs"]) == 2
 
 
 async def test_empty_include_and_nulls_are_the_pipeline_alone(env: ToolEnv) -> None:
-    out = ok(await env.call("get_pipeline", {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID, "include": [],
-                                             "job_status": None, "after": None}))
+    out = ok(
+        await env.call(
+            "get_pipeline",
+            {
+                "id": PROJECT_PATH,
+                "pipeline_id": PIPELINE_ID,
+                "include": [],
+                "job_status": None,
+                "after": None,
+            },
+        )
+    )
     assert out == BASE
 
 
@@ -384,7 +488,10 @@ async def test_429_then_200_retries_once_after_retry_after(
 ) -> None:
     with respx.mock() as router:
         route = router.post(GRAPHQL_URL).mock(
-            side_effect=[httpx.Response(429, headers={"Retry-After": "1"}, json={"message": "throttled"}), fake]
+            side_effect=[
+                httpx.Response(429, headers={"Retry-After": "1"}, json={"message": "throttled"}),
+                fake,
+            ]
         )
         async with httpx.AsyncClient() as http:
             env = ToolEnv(make_settings(), http)
@@ -421,8 +528,11 @@ async def test_html_login_page_is_an_error_saying_so(make_settings: Callable[...
     with respx.mock() as router:
         router.post(GRAPHQL_URL).respond(200, text=page, headers={"Content-Type": "text/html; charset=utf-8"})
         async with httpx.AsyncClient() as http:
-            err = error(await ToolEnv(make_settings(), http).call(
-                "get_pipeline", {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID}))
+            err = error(
+                await ToolEnv(make_settings(), http).call(
+                    "get_pipeline", {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID}
+                )
+            )
     assert err["reason"] == "upstream_error"
     assert "with an HTML page instead of JSON" in err["message"]
     assert "proxy, SSO or login page" in err["message"]
@@ -433,8 +543,9 @@ async def test_passthrough_without_a_token_is_unauthorized_without_a_request(
 ) -> None:
     async with httpx.AsyncClient() as http:
         env = ToolEnv(make_settings(gitlab={"credential_mode": "passthrough", "token": None}), http)
-        err = error(await env.call("get_pipeline", {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID},
-                                   credential=None))
+        err = error(
+            await env.call("get_pipeline", {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID}, credential=None)
+        )
     assert err["reason"] == "unauthorized"
     assert "PRIVATE-TOKEN" in err["message"]
     assert gitlab.call_count == 0
@@ -445,8 +556,13 @@ async def test_the_callers_token_and_request_id_reach_gitlab(
 ) -> None:
     async with httpx.AsyncClient() as http:
         env = ToolEnv(make_settings(gitlab={"credential_mode": "passthrough", "token": None}), http)
-        ok(await env.call("get_pipeline", {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID},
-                          credential=Credential(header="Authorization", token="oauth-abc", source="passthrough")))
+        ok(
+            await env.call(
+                "get_pipeline",
+                {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID},
+                credential=Credential(header="Authorization", token="oauth-abc", source="passthrough"),
+            )
+        )
     sent = gitlab.calls.last.request.headers
     assert sent["Authorization"] == "Bearer oauth-abc"
     assert "PRIVATE-TOKEN" not in sent

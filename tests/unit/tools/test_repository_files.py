@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import respx
+from graphql import OperationDefinitionNode, parse, validate
 from jsonschema import Draft202012Validator
 
 from gateway.config import Settings
 from gateway.tools import all_tools
 from gateway.tools.repository_files import is_excluded, normalize_file_path
+from tests.conftest import REPO
+from tests.unit.gitlab.fake_gitlab import gitlab_schema
 from tests.unit.gitlab.tool_env import ToolEnv
 from tests.unit.tools.repository_files_fake import (
     MAIN_SHA,
@@ -94,7 +98,11 @@ def test_declaration_matches_gitlab() -> None:
     props = schema["properties"]
     assert set(props) == {"url", "project_id", "file_path", "ref", "offset", "limit"}
     assert props["offset"] == {**props["offset"], "type": "integer", "minimum": 0, "default": 0}
-    assert props["limit"]["minimum"] == 1 and props["limit"]["maximum"] == 2000 and props["limit"]["default"] == 500
+    assert (
+        props["limit"]["minimum"] == 1
+        and props["limit"]["maximum"] == 2000
+        and props["limit"]["default"] == 500
+    )
     for name in ("url", "project_id", "file_path", "ref"):
         assert props[name]["type"] == "string", name
     assert "HEAD" in props["ref"]["description"]
@@ -148,9 +156,13 @@ async def test_numeric_project_id_uses_projects_by_global_id(env: ToolEnv, fake:
     assert "fullPath" not in fake.variables()
 
 
-async def test_project_path_and_file_path_are_encoded_exactly_once(env: ToolEnv, fake: FakeRepoGitLab) -> None:
+async def test_project_path_and_file_path_are_encoded_exactly_once(
+    env: ToolEnv, fake: FakeRepoGitLab
+) -> None:
     fake.add("docs/100% done & dusted.txt", "done\n")
-    out = ok(await call(env, project_id="grp%2Fsub%2Fproj", file_path="docs/100% done & dusted.txt", ref="main"))
+    out = ok(
+        await call(env, project_id="grp%2Fsub%2Fproj", file_path="docs/100% done & dusted.txt", ref="main")
+    )
     assert out["path"] == "docs/100% done & dusted.txt"
     # GraphQL variables travel as JSON: the project decoded once, the file path never decoded.
     assert fake.variables()["fullPath"] == "grp/sub/proj"
@@ -266,7 +278,12 @@ async def test_a_line_over_1_mib_is_cut_on_a_character_boundary(env: ToolEnv, fa
 
 @pytest.mark.parametrize(
     ("args", "wrong"),
-    [({"limit": 2001}, "limit"), ({"limit": 0}, "limit"), ({"offset": -1}, "offset"), ({"offset": "x"}, "offset")],
+    [
+        ({"limit": 2001}, "limit"),
+        ({"limit": 0}, "limit"),
+        ({"offset": -1}, "offset"),
+        ({"offset": "x"}, "offset"),
+    ],
 )
 async def test_window_arguments_are_checked_before_any_request(
     env: ToolEnv, fake: FakeRepoGitLab, args: dict[str, Any], wrong: str
@@ -305,7 +322,9 @@ async def test_lfs_pointer(env: ToolEnv, fake: FakeRepoGitLab) -> None:
     assert err["kind"] == "lfs" and err["size_bytes"] == 52_428_800 and err["reason"] == "bad_request"
 
 
-async def test_file_truncated_by_gitlab_is_flagged_with_both_sizes(env: ToolEnv, fake: FakeRepoGitLab) -> None:
+async def test_file_truncated_by_gitlab_is_flagged_with_both_sizes(
+    env: ToolEnv, fake: FakeRepoGitLab
+) -> None:
     part = "2026-01-15 INFO served\n" * 10 + "2026-01-15 INFO cut in the mid"
     fake.add("logs/big.log", part, full_size=20 * 1024 * 1024)
     out = ok(await call(env, project_id=PROJECT, file_path="logs/big.log", ref="main"))
@@ -319,9 +338,9 @@ async def test_file_truncated_by_gitlab_is_flagged_with_both_sizes(env: ToolEnv,
         "fetch_truncated": True,
     }
     assert out["system_instruction"] == (
-        "This file is larger than the read limit, so total_lines counts only the portion that was retrieved. "
-        f"size_bytes is the full size. GitLab returned {len(part)} of 20971520 bytes; the rest cannot be read "
-        "with this tool."
+        "This file is larger than the read limit, so total_lines counts only the portion that was "
+        f"retrieved. size_bytes is the full size. GitLab returned {len(part)} of 20971520 bytes; the rest "
+        "cannot be read with this tool."
     )
 
 
@@ -331,7 +350,9 @@ async def test_text_that_is_not_utf8_is_a_clear_error(env: ToolEnv, fake: FakeRe
     )
     err = error(await call(env, project_id=PROJECT, file_path="latin1.txt", ref="main"))
     assert err["reason"] == "bad_request" and err["kind"] == "not_utf8"
-    assert err["message"].startswith("File 'latin1.txt' is not valid UTF-8 text, so GitLab cannot return it as text")
+    assert err["message"].startswith(
+        "File 'latin1.txt' is not valid UTF-8 text, so GitLab cannot return it as text"
+    )
 
 
 # -- not found -------------------------------------------------------------------------------
@@ -342,8 +363,8 @@ async def test_missing_ref_is_told_apart_in_one_request(env: ToolEnv, fake: Fake
     err = error(await call(env, project_id=PROJECT, file_path="README.md", ref="no-such-branch"))
     assert err == {
         "reason": "not_found",
-        "message": "Ref 'no-such-branch' not found. Provide an existing branch name, tag name, or commit SHA, "
-        "or use HEAD for the default branch.",
+        "message": "Ref 'no-such-branch' not found. Provide an existing branch name, tag name, or commit "
+        "SHA, or use HEAD for the default branch.",
         "kind": "ref_not_found",
         "ref": "no-such-branch",
     }
@@ -354,8 +375,9 @@ async def test_missing_file_is_told_apart_in_one_request(env: ToolEnv, fake: Fak
     err = error(await call(env, project_id=PROJECT, file_path="lib/nope.rb", ref="main"))
     assert err == {
         "reason": "not_found",
-        "message": "File 'lib/nope.rb' does not exist at ref 'main'. The path must be relative to the repository "
-        "root. Do not retry the same path; use the search tool with scope 'blobs' to locate the file.",
+        "message": "File 'lib/nope.rb' does not exist at ref 'main'. The path must be relative to the "
+        "repository root. Do not retry the same path; use the search tool with scope 'blobs' to locate the "
+        "file.",
         "kind": "file_not_found",
         "path": "lib/nope.rb",
         "ref": "main",
@@ -405,8 +427,14 @@ async def test_bad_paths_are_refused_before_any_request(
 
 @pytest.mark.parametrize(
     ("given", "normal"),
-    [("/README.md", "README.md"), ("//a/b.txt", "a/b.txt"), ("./src//x.py", "src/x.py"), (" a.txt ", "a.txt"),
-     ("dir/..x/y", "dir/..x/y"), ("100%.txt", "100%.txt")],
+    [
+        ("/README.md", "README.md"),
+        ("//a/b.txt", "a/b.txt"),
+        ("./src//x.py", "src/x.py"),
+        (" a.txt ", "a.txt"),
+        ("dir/..x/y", "dir/..x/y"),
+        ("100%.txt", "100%.txt"),
+    ],
 )
 def test_path_normalisation(given: str, normal: str) -> None:
     assert normalize_file_path(given) == normal
@@ -499,3 +527,50 @@ async def test_gitlab_ce_without_the_exclusions_field(env: ToolEnv, fake: FakeRe
     # Remembered: the next read goes straight to the CE document.
     assert ok(await call(env, project_id=PROJECT_ID, file_path="a.txt", ref="main"))["content"] == "ce\n"
     assert fake.operations[2:] == ["GetRepositoryFileByIdCe"]
+
+
+# -- refs GitLab refuses, and the documents themselves ---------------------------------------
+
+
+async def test_qualified_ref_names_are_read_through_ref_type(env: ToolEnv, fake: FakeRepoGitLab) -> None:
+    fake.add("VERSION", "1.0.0\n", at=TAG_SHA)
+    out = ok(await call(env, project_id=PROJECT, file_path="VERSION", ref="refs/tags/v1.0.0"))
+    assert (out["ref"], out["commit_sha"]) == ("v1.0.0", TAG_SHA)
+    assert fake.variables()["refType"] == "TAGS" and fake.variables()["commitRef"] == "refs/tags/v1.0.0"
+    fake.add("README.md", "hi\n")
+    assert (
+        ok(await call(env, project_id=PROJECT, file_path="README.md", ref="refs/heads/main"))["ref"] == "main"
+    )
+
+
+async def test_a_ref_name_gitlab_calls_invalid_is_a_ref_not_found(env: ToolEnv, fake: FakeRepoGitLab) -> None:
+    fake.graphql_errors.append("Ref is not valid")
+    err = error(await call(env, project_id=PROJECT, file_path="README.md", ref="bad..ref"))
+    assert err["kind"] == "ref_not_found" and err["reason"] == "not_found"
+    assert err["message"].startswith("Ref 'bad..ref' not found. Provide an existing branch name")
+
+
+async def test_no_permission_on_the_code_reads_as_project_not_found(
+    env: ToolEnv, fake: FakeRepoGitLab
+) -> None:
+    fake.graphql_errors.append(
+        "The resource that you are attempting to access does not exist or you don't have permission to "
+        "perform this action"
+    )
+    err = error(await call(env, project_id=PROJECT, file_path="README.md", ref="main"))
+    assert (err["reason"], err["message"]) == ("not_found", f"Project '{PROJECT}' not found or inaccessible")
+
+
+OPERATIONS = sorted((REPO / "gateway" / "gitlab" / "operations").glob("get_repository_file*.graphql"))
+
+
+@pytest.mark.parametrize("path", OPERATIONS, ids=lambda p: p.stem)
+def test_every_operation_is_valid_against_gitlabs_schema(path: Path) -> None:
+    document = parse(path.read_text())
+    assert validate(gitlab_schema(), document) == []
+    names = [d.name.value for d in document.definitions if isinstance(d, OperationDefinitionNode) and d.name]
+    assert len(names) == 1 == len(document.definitions)
+
+
+def test_there_are_operations() -> None:
+    assert len(OPERATIONS) == 7

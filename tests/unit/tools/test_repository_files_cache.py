@@ -30,7 +30,9 @@ async def test_same_window_at_a_sha_twice_costs_one_request(env: ToolEnv, fake: 
     fake.add("f.txt", TEXT)
     first = ok(await call(env, project_id=PROJECT, file_path="f.txt", ref=MAIN_SHA, offset=10, limit=5))
     second = ok(await call(env, project_id=PROJECT, file_path="f.txt", ref=MAIN_SHA, offset=10, limit=5))
-    other = ok(await call(env, project_id=PROJECT, file_path="f.txt", ref=MAIN_SHA.upper(), offset=50, limit=5))
+    other = ok(
+        await call(env, project_id=PROJECT, file_path="f.txt", ref=MAIN_SHA.upper(), offset=50, limit=5)
+    )
     assert first == second
     assert other["content"] == "".join(f"line {i}\n" for i in range(51, 56))
     assert len(fake.requests) == 1
@@ -60,8 +62,16 @@ async def test_callers_with_different_tokens_never_share_entries(env: ToolEnv, f
     fake.add("f.txt", TEXT)
     args = {"project_id": PROJECT, "file_path": "f.txt", "ref": MAIN_SHA}
     ok(await env.call("get_repository_file", args))
-    ok(await env.call("get_repository_file", args, credential=Credential("PRIVATE-TOKEN", "glpat-someone-else")))
-    ok(await env.call("get_repository_file", args, credential=Credential("PRIVATE-TOKEN", "glpat-someone-else")))
+    ok(
+        await env.call(
+            "get_repository_file", args, credential=Credential("PRIVATE-TOKEN", "glpat-someone-else")
+        )
+    )
+    ok(
+        await env.call(
+            "get_repository_file", args, credential=Credential("PRIVATE-TOKEN", "glpat-someone-else")
+        )
+    )
     assert len(fake.requests) == 2
 
 
@@ -74,10 +84,14 @@ async def test_concurrent_identical_reads_share_one_request(env: ToolEnv, fake: 
     assert len(fake.requests) == 1
 
 
-async def test_binary_results_are_cached_too_but_missing_files_are_not(env: ToolEnv, fake: FakeRepoGitLab) -> None:
+async def test_binary_results_are_cached_too_but_missing_files_are_not(
+    env: ToolEnv, fake: FakeRepoGitLab
+) -> None:
     fake.add("logo.png", b"\x89PNG\0\0\0")
     for _ in range(2):
-        assert error(await call(env, project_id=PROJECT, file_path="logo.png", ref=MAIN_SHA))["kind"] == "binary"
+        assert (
+            error(await call(env, project_id=PROJECT, file_path="logo.png", ref=MAIN_SHA))["kind"] == "binary"
+        )
     assert len(fake.requests) == 1
     for _ in range(2):
         err = error(await call(env, project_id=PROJECT, file_path="nope.txt", ref=MAIN_SHA))
@@ -103,11 +117,15 @@ async def test_stale_exclusion_rules_are_read_again_before_cached_content(
             err = error(await call(env, project_id=PROJECT, file_path=".env", ref=MAIN_SHA))
             assert err["kind"] == "excluded"
             assert fake.operations == [
-                "GetRepositoryFile", "GetRepositoryFileExclusions", "GetRepositoryFileExclusions",
+                "GetRepositoryFile",
+                "GetRepositoryFileExclusions",
+                "GetRepositoryFileExclusions",
             ]
 
 
-async def test_with_the_cache_switched_off_every_read_is_one_request(env: ToolEnv, fake: FakeRepoGitLab) -> None:
+async def test_with_the_cache_switched_off_every_read_is_one_request(
+    env: ToolEnv, fake: FakeRepoGitLab
+) -> None:
     env.services.caches = CacheRegistry(enabled=False, max_entries=64)
     fake.add("f.txt", TEXT)
     for _ in range(2):

@@ -38,14 +38,20 @@ async def test_seed_branch_with_slashes_resolves_to_that_branch(env: ToolEnv, fa
     assert out["content"] == "topic\n"
     # Ref names only because the URL was ambiguous, narrowed to the first segment.
     assert fake.operations == ["GetRepositoryFileBranchNames", "REST tags", "GetRepositoryFile"]
-    assert fake.variables(0) == {"fullPath": PROJECT, "searchPattern": "my-topic*", "offset": 0, "limit": 1000}
+    assert fake.variables(0) == {
+        "fullPath": PROJECT,
+        "searchPattern": "my-topic*",
+        "offset": 0,
+        "limit": 1000,
+    }
     tags = fake.requests[1]
     assert tags["path"] == "/api/v4/projects/grp%2Fsub%2Fproj/repository/tags"
     assert tags["params"] == {"search": "^my-topic", "per_page": "100", "page": "1"}
 
 
 async def test_seed_first_segment_that_is_a_branch_wins(env: ToolEnv, fake: FakeRepoGitLab) -> None:
-    # Both `feature` and `feature/with-slash` exist: GitLab's web UI (use_first_path_segment?) takes `feature`.
+    # Both `feature` and `feature/with-slash` exist: GitLab's web UI (use_first_path_segment?) takes
+    # `feature`.
     fake.add("with-slash/app/x.rb", "on feature\n", at=FEATURE_SHA)
     fake.add("app/x.rb", "on feature/with-slash\n", at=SLASH_SHA)
     out = ok(await call(env, url=f"{BLOB}/feature/with-slash/app/x.rb"))
@@ -69,7 +75,10 @@ async def test_ref_names_are_cached_per_project_and_credential(env: ToolEnv, fak
     for _ in range(2):
         ok(await call(env, url=f"{BLOB}/my-topic/with-slash/app/x.rb"))
     assert fake.operations == [
-        "GetRepositoryFileBranchNames", "REST tags", "GetRepositoryFile", "GetRepositoryFile",
+        "GetRepositoryFileBranchNames",
+        "REST tags",
+        "GetRepositoryFile",
+        "GetRepositoryFile",
     ]
 
 
@@ -190,13 +199,22 @@ async def test_agreeing_arguments(env: ToolEnv, fake: FakeRepoGitLab) -> None:
 @pytest.mark.parametrize(
     ("extra", "message", "field"),
     [
-        ({"project_id": "other/proj"}, "Project mismatch: project_id is 'other/proj' but url contains 'grp/sub/proj'",
-         "project_id"),
-        ({"file_path": "LICENSE"}, "File path mismatch: file_path is 'LICENSE' but url contains 'README.md'",
-         "file_path"),
+        (
+            {"project_id": "other/proj"},
+            "Project mismatch: project_id is 'other/proj' but url contains 'grp/sub/proj'",
+            "project_id",
+        ),
+        (
+            {"file_path": "LICENSE"},
+            "File path mismatch: file_path is 'LICENSE' but url contains 'README.md'",
+            "file_path",
+        ),
         ({"ref": "develop"}, "Ref mismatch: ref is 'develop' but url contains 'main'", "ref"),
-        ({"ref": "develop", "file_path": "README.md"}, "Ref mismatch: ref is 'develop' but url contains 'main'",
-         "ref"),
+        (
+            {"ref": "develop", "file_path": "README.md"},
+            "Ref mismatch: ref is 'develop' but url contains 'main'",
+            "ref",
+        ),
     ],
 )
 async def test_disagreement_names_the_field_and_sends_nothing(
@@ -211,7 +229,10 @@ async def test_numeric_project_id_must_be_the_urls_project(env: ToolEnv, fake: F
     fake.add("README.md", "secret-ish\n")
     result = await call(env, url=f"{BLOB}/main/README.md", project_id="7")
     err = error(result)
-    assert err["message"] == "Project mismatch: project_id is '7' but url contains 'grp/sub/proj' (project ID 42)"
+    assert (
+        err["message"]
+        == "Project mismatch: project_id is '7' but url contains 'grp/sub/proj' (project ID 42)"
+    )
     assert err["field"] == "project_id"
     assert "secret-ish" not in str(result)
 
@@ -228,10 +249,13 @@ async def test_ref_or_file_path_settle_an_ambiguous_url_without_ref_names(
     assert fake.operations == ["GetRepositoryFile", "GetRepositoryFile"]
 
 
-async def test_ambiguous_url_mismatch_quotes_the_whole_ref_and_path(env: ToolEnv, fake: FakeRepoGitLab) -> None:
+async def test_ambiguous_url_mismatch_quotes_the_whole_ref_and_path(
+    env: ToolEnv, fake: FakeRepoGitLab
+) -> None:
     err = error(await call(env, url=f"{BLOB}/feature/with-slash/app/x.rb", ref="develop"))
     assert err["message"].startswith(
-        "Ref mismatch: ref is 'develop' but url contains 'feature/with-slash/app/x.rb' (its ref and file path)"
+        "Ref mismatch: ref is 'develop' but url contains 'feature/with-slash/app/x.rb' (its ref and file "
+        "path)"
     )
     err = error(await call(env, url=f"{BLOB}/feature/with-slash/app/x.rb", file_path="x.py"))
     assert err["message"] == (

@@ -650,7 +650,7 @@ async def test_retry_of_a_pipeline_outside_the_named_project_sends_no_mutation(
     err = error(await env.call("save_pipeline", {"url": PROJECT_WEB, "pipeline_id": 5, "action": "retry"}))
     assert err == {
         "reason": "not_found",
-        "message": f"Pipeline 5 not found in project '{PROJECT_WEB}', or inaccessible. Check `pipeline_id`; "
+        "message": f"Pipeline 5 not found in project '{PROJECT}', or inaccessible. Check `pipeline_id`; "
         "pipeline IDs are global, so you may also omit `url`/`project_id`.",
     }
     assert gql.names() == ["SavePipelineProject"]

@@ -1,0 +1,58 @@
+# syntax=docker/dockerfile:1
+#
+# gitlab-mcp-gateway container image.
+#
+#   docker build -t gitlab-mcp-gateway:0.1.0 .
+#   docker run --rm -p 127.0.0.1:8080:8080 -e GITLAB_TOKEN -e GATEWAY_CLIENT_TOKENS \
+#       -v gateway-state:/var/lib/gitlab-mcp-gateway gitlab-mcp-gateway:0.1.0 --host 0.0.0.0
+#
+# Not built in this repository's CI: the machines that run it have no container engine. The file
+# is linted with hadolint (tests/unit/test_deploy.py); docs/operations.md says how to build it.
+#
+# Stage 1 installs the gateway and its dependencies into a virtual environment. Every dependency
+# ships a manylinux wheel, so no compiler is needed even here.
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+WORKDIR /src
+RUN python -m venv /opt/venv
+COPY pyproject.toml README.md ./
+COPY gateway ./gateway
+RUN /opt/venv/bin/pip install --no-cache-dir . \
+    && /opt/venv/bin/pip uninstall --yes pip setuptools wheel \
+    && /opt/venv/bin/python -m compileall -q /opt/venv
+
+# Stage 2: the same slim Python, the virtual environment and nothing else (no pip, no sources,
+# no build tools), run as an unprivileged user.
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="gitlab-mcp-gateway" \
+      org.opencontainers.image.description="MCP gateway to GitLab (Streamable HTTP on /mcp) with a phase broker for agents" \
+      org.opencontainers.image.version="0.1.0" \
+      org.opencontainers.image.licenses="MIT"
+RUN groupadd --system --gid 10001 gateway \
+    && useradd --system --uid 10001 --gid gateway --no-create-home --home-dir /nonexistent \
+       --shell /usr/sbin/nologin gateway \
+    && mkdir -p /var/lib/gitlab-mcp-gateway \
+    && chown gateway:gateway /var/lib/gitlab-mcp-gateway
+COPY --from=build /opt/venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    GATEWAY_STATE_DIR=/var/lib/gitlab-mcp-gateway \
+    GATEWAY_LOGGING__FORMAT=json
+# The broker's SQLite database, activity logs and .stop-pipeline live here: keep it on a volume.
+VOLUME ["/var/lib/gitlab-mcp-gateway"]
+USER 10001:10001
+EXPOSE 8080
+# Python's standard library only (the image has no curl); bypasses any HTTP(S)_PROXY.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
+    CMD ["python", "-m", "gateway.observability.probe", "http://127.0.0.1:8080/healthz"]
+# The gateway stops cleanly on SIGTERM (the default stop signal): in-flight calls finish within
+# server.shutdown_timeout_seconds, so give `docker stop -t` / terminationGracePeriodSeconds more.
+ENTRYPOINT ["gitlab-mcp-gateway"]
+# 127.0.0.1: reachable only inside the container or pod (the sidecar case). Publishing a port
+# with `docker run -p` needs `--host 0.0.0.0`, and then client tokens (see docs/operations.md).
+CMD ["--host", "127.0.0.1", "--port", "8080"]

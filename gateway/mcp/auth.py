@@ -1,0 +1,143 @@
+"""Who is calling: the broker agent id and the GitLab credential of one ``/mcp`` request.
+
+Rules (``shared/spec/design.md``, rows "callers and agents" and "GitLab credentials"):
+
+- With ``client_tokens`` configured, ``Authorization: Bearer <secret>`` must be one of them
+  (compared in constant time, on SHA-256 digests so the length does not leak either); its
+  ``agent_id`` is the caller and ``X-Agent-Id`` is ignored. No or a wrong token → HTTP 401 with
+  ``WWW-Authenticate: Bearer`` (RFC 6750 §3).
+- Without client tokens and bound to loopback, ``X-Agent-Id: pm|dev|reviewer`` names the caller;
+  a value that is not one of ``broker.agents`` gives no agent id (the broker tools then refuse
+  and say why). Bound elsewhere without client tokens, nobody is an agent.
+- GitLab credential: ``service`` mode → the gateway's ``GITLAB_TOKEN`` (anonymous when unset);
+  ``passthrough`` → the caller's ``PRIVATE-TOKEN`` or ``Authorization: Bearer`` (only
+  ``PRIVATE-TOKEN`` when ``Authorization`` carries the gateway secret), and a POST without one is
+  refused with 401 saying which header to send.
+
+Tokens never reach logs: :attr:`Identity.owner` is built from the agent id and the credential's
+keyed hash only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gateway.config import Settings, is_loopback
+from gateway.gitlab.credentials import Credential, passthrough_credential, service_credential
+from gateway.mcp.protocol import UNAUTHORIZED, RpcError
+from gateway.tools.context import Principal
+
+AGENT_HEADER = "X-Agent-Id"
+_REALM = 'Bearer realm="gitlab-mcp-gateway"'
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The outcome of authentication.
+
+    Attributes:
+        principal: handed to tools through ``CallInfo``.
+        owner: key that binds a session to this caller (None when callers are not
+            authenticated, so any holder of the session id may use it).
+    """
+
+    principal: Principal
+    owner: str | None
+
+
+def unauthorized(message: str, challenge: str = _REALM) -> RpcError:
+    """A 401 refusal with its ``WWW-Authenticate`` challenge."""
+    return RpcError(UNAUTHORIZED, message, http_status=401, headers={"WWW-Authenticate": challenge})
+
+
+class Authenticator:
+    """Turns request headers into an :class:`Identity`. Built once per app from settings."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._tokens = tuple(
+            (hashlib.sha256(c.token.get_secret_value().encode()).digest(), c.agent_id)
+            for c in settings.client_tokens
+        )
+        self._agents = frozenset(settings.broker.agents)
+        self._agent_header = not self._tokens and is_loopback(settings.server.host)
+        self._passthrough = settings.gitlab.credential_mode == "passthrough"
+        token = settings.gitlab.token
+        self._service: Credential = service_credential(token.get_secret_value() if token else None)
+
+    @property
+    def requires_client_token(self) -> bool:
+        """True when every request must carry one of ``client_tokens``."""
+        return bool(self._tokens)
+
+    def authenticate(
+        self, headers: Mapping[str, str], remote: str | None, *, require_gitlab: bool
+    ) -> Identity:
+        """The caller of a request.
+
+        Args:
+            headers: the request's headers (case-insensitive mapping).
+            remote: the peer address, for logs.
+            require_gitlab: refuse a passthrough request that carries no GitLab token (POSTs).
+
+        Raises:
+            RpcError: HTTP 401 (code -32001): a client token is required and missing or wrong,
+                or passthrough mode and no GitLab token was sent.
+        """
+        agent_id: str | None = None
+        owner: str | None = None
+        if self._tokens:
+            agent_id = self._client_token_agent(headers.get("Authorization"))
+            owner = f"agent:{agent_id}"
+        elif self._agent_header:
+            value = headers.get(AGENT_HEADER)
+            if value is not None:
+                value = value.strip()
+                agent_id = value if value in self._agents else None
+
+        credential: Credential | None
+        if self._passthrough:
+            credential = passthrough_credential(headers, authorization_is_gateway_secret=bool(self._tokens))
+            if credential is None and require_gitlab:
+                raise unauthorized(self._missing_gitlab_token_message(), 'Bearer realm="gitlab"')
+            if credential is not None:
+                owner = f"{owner or ''}|gitlab:{credential.cache_key}"
+        else:
+            credential = self._service
+        return Identity(Principal(agent_id=agent_id, credential=credential, remote=remote or ""), owner)
+
+    def _client_token_agent(self, authorization: str | None) -> str:
+        scheme, _, secret = (authorization or "").strip().partition(" ")
+        secret = secret.strip()
+        if scheme.lower() != "bearer" or not secret:
+            raise unauthorized(
+                "This gateway requires a client token: send `Authorization: Bearer <your gateway client "
+                "token>` with every request (ask the gateway's operator for one)."
+            )
+        digest = hashlib.sha256(secret.encode()).digest()
+        found: str | None = None
+        for expected, agent_id in self._tokens:  # no early exit: same time for every position
+            if hmac.compare_digest(digest, expected) and found is None:
+                found = agent_id
+        if found is None:
+            raise unauthorized(
+                "The bearer token is not one of this gateway's client tokens: send `Authorization: "
+                "Bearer <your gateway client token>`.",
+                _REALM + ', error="invalid_token"',
+            )
+        return found
+
+    def _missing_gitlab_token_message(self) -> str:
+        if self._tokens:
+            return (
+                "This gateway forwards each caller's own GitLab token (passthrough mode) and this request "
+                "carried none: send `PRIVATE-TOKEN: <your GitLab token>` (Authorization carries your "
+                "gateway client token)."
+            )
+        return (
+            "This gateway forwards each caller's own GitLab token (passthrough mode) and this request "
+            "carried none: send `PRIVATE-TOKEN: <your GitLab token>` or `Authorization: Bearer <your "
+            "GitLab token>`."
+        )

@@ -1,0 +1,202 @@
+"""Running one ``tools/call``: the handler task, cancellation, progress and delivery callbacks.
+
+Rules (``mcp_protocol.md`` §1.4, §1.5, §4):
+
+- The handler runs in its own task, registered in the session under the JSON-RPC id, so
+  ``notifications/cancelled {requestId}`` cancels it; a cancelled call gets no response.
+- Progress: ``notifications/progress`` go on the call's SSE stream only when the request carried
+  ``_meta.progressToken``; values must increase strictly (others are dropped) and nothing is sent
+  once the response was written.
+- Delivery (§4.5): after the response frame was written successfully the transport awaits the
+  result's ``on_delivered``; when the call was cancelled, the session ended or the write failed
+  (client gone), it awaits ``on_abandoned`` instead. A message broker acks or re-queues on these.
+- On app shutdown, calls of ``long_running`` tools are cancelled at once and answered with a
+  JSON-RPC error (-32000) telling the caller to call again; short calls are left to finish within
+  the shutdown timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.errors import REASONS
+from gateway.mcp.protocol import INTERNAL_ERROR, SHUTTING_DOWN, RpcError, dumps, encode_result
+from gateway.mcp.sse import SseStream
+from gateway.tools.registry import Tool, ToolResult
+
+log = logging.getLogger("gateway.mcp")
+
+#: Why a call was stopped. ``client``: notifications/cancelled; ``session_closed``: DELETE or
+#: eviction; ``client_gone``: a write to its stream failed; ``shutdown``: the app is stopping;
+#: ``server``: aiohttp cancelled the HTTP handler (shutdown timeout).
+CancelReason = str
+
+
+class ToolCall:
+    """One ``tools/call`` in flight, cancellable by the session, the stream or shutdown."""
+
+    __slots__ = ("cancel_reason", "rpc_id", "task", "tool")
+
+    def __init__(self, tool: Tool, rpc_id: str | int, task: asyncio.Task[ToolResult]) -> None:
+        self.tool = tool
+        self.rpc_id = rpc_id
+        self.task = task
+        self.cancel_reason: CancelReason | None = None
+
+    def cancel(self, reason: CancelReason) -> None:
+        """Stop the handler (if still running) and remember why; the first reason wins."""
+        if self.cancel_reason is None:
+            self.cancel_reason = reason
+        if not self.task.done():
+            self.task.cancel()
+
+
+class ProgressReporter:
+    """``CallInfo.progress`` of a call whose request carried ``_meta.progressToken``."""
+
+    __slots__ = ("_active", "_last", "_stream", "_token")
+
+    def __init__(self, stream: SseStream, token: str | int) -> None:
+        self._stream = stream
+        self._token = token
+        self._last: float | None = None
+        self._active = True
+
+    async def __call__(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Send ``notifications/progress``; dropped after the response or when not increasing."""
+        if not self._active or not math.isfinite(progress):
+            return
+        if self._last is not None and progress <= self._last:
+            log.debug("progress %s dropped: not above %s", progress, self._last)
+            return
+        self._last = progress
+        params: dict[str, Any] = {"progressToken": self._token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self._stream.send(
+            dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+        )
+
+    def stop(self) -> None:
+        """No more progress: the call is over."""
+        self._active = False
+
+
+@dataclass
+class CallOutcome:
+    """What a finished call has to say.
+
+    Attributes:
+        message: the encoded JSON-RPC response (result or error), or None when the call must
+            not be answered (cancelled).
+        result: the tool's result, whose delivery callbacks the writer runs.
+        outcome: for metrics and logs: ``ok``, an error reason, ``cancelled`` or ``internal_error``.
+    """
+
+    message: bytes | None
+    result: ToolResult | None
+    outcome: str
+
+
+def tool_outcome(result: ToolResult) -> str:
+    """``ok``, or the error reason of an ``isError`` result (bounded: :data:`REASONS`)."""
+    if not result.is_error:
+        return "ok"
+    error = result.structured.get("error")
+    reason = error.get("reason") if isinstance(error, dict) else None
+    return reason if reason in REASONS else "error"
+
+
+async def settle(result: ToolResult | None, delivered: bool, request_id: str) -> None:
+    """Await ``on_delivered`` (the response was written) or ``on_abandoned``; log their failures."""
+    if result is None:
+        return
+    callback: Callable[[], Awaitable[None]] | None = result.on_delivered if delivered else result.on_abandoned
+    if callback is None:
+        return
+    try:
+        await callback()
+    except Exception:
+        log.exception(
+            "%s callback failed",
+            "on_delivered" if delivered else "on_abandoned",
+            extra={"request_id": request_id},
+        )
+
+
+class ActiveCalls:
+    """Every call in flight in one app, so shutdown can end the long-running ones."""
+
+    def __init__(self) -> None:
+        self._calls: set[ToolCall] = set()
+        self.shutting_down = False
+
+    def add(self, call: ToolCall) -> None:
+        self._calls.add(call)
+        if self.shutting_down and call.tool.long_running:
+            call.cancel("shutdown")
+
+    def discard(self, call: ToolCall) -> None:
+        self._calls.discard(call)
+
+    def shutdown(self) -> None:
+        """Cancel every long-running call (their streams then end with a -32000 error)."""
+        self.shutting_down = True
+        for call in list(self._calls):
+            if call.tool.long_running:
+                call.cancel("shutdown")
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+
+async def await_call(call: ToolCall, request_id: str) -> CallOutcome:
+    """Wait for ``call``'s task and turn how it ended into a :class:`CallOutcome`.
+
+    Raises:
+        asyncio.CancelledError: the HTTP handler itself was cancelled; the task is cancelled
+            too and a result it may already hold is abandoned.
+    """
+    task = call.task
+    try:
+        await asyncio.wait((task,))
+    except asyncio.CancelledError:
+        call.cancel("server")
+        if task.done() and not task.cancelled() and task.exception() is None:
+            await settle(task.result(), False, request_id)
+        raise
+    if task.cancelled():
+        if call.cancel_reason == "shutdown":
+            error = RpcError(
+                SHUTTING_DOWN,
+                f"The gateway is shutting down and stopped {call.tool.name}; call it again in a few "
+                "seconds, once the gateway is back.",
+            )
+            return CallOutcome(error.encode(call.rpc_id), None, "cancelled")
+        return CallOutcome(None, None, "cancelled")
+    exc = task.exception()
+    if exc is not None:
+        log.error(
+            "tool %s crashed",
+            call.tool.name,
+            exc_info=exc,
+            extra={"request_id": request_id, "tool": call.tool.name},
+        )
+        error = RpcError(
+            INTERNAL_ERROR,
+            f"Internal error while running {call.tool.name}; the gateway logged it with request id "
+            f"{request_id}. Report it with that id; retrying may not help.",
+        )
+        return CallOutcome(error.encode(call.rpc_id), None, "internal_error")
+    result = task.result()
+    if call.cancel_reason is not None and call.cancel_reason != "shutdown":
+        # Finished just as it was cancelled: the caller no longer wants the answer.
+        return CallOutcome(None, result, "cancelled")
+    return CallOutcome(encode_result(call.rpc_id, result.to_mcp()), result, tool_outcome(result))

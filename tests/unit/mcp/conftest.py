@@ -1,0 +1,53 @@
+"""Fixtures: in-process gateway apps serving the test tools of ``helpers``, with a raw client."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import pytest
+from aiohttp import web
+
+from gateway.app import create_app
+from gateway.config import Settings
+from gateway.tools.registry import Tool
+from tests.unit.mcp.helpers import Mcp, Probe, make_tools
+
+
+@pytest.fixture
+def probe() -> Probe:
+    return Probe()
+
+
+MakeMcp = Callable[..., Awaitable[Mcp]]
+
+
+@pytest.fixture
+def mcp_factory(aiohttp_client: Any, make_settings: Callable[..., Settings], probe: Probe) -> MakeMcp:
+    """``await mcp_factory(tools=None, **settings_overrides)`` → a raw client on a fresh app."""
+
+    async def make(*, tools: list[Tool] | None = None, **overrides: Any) -> Mcp:
+        settings = make_settings(**overrides)
+        # No GitLab behind these apps: a mock transport also spares building a TLS context per app.
+        gitlab_http = httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(503)))
+        app = create_app(
+            settings, gitlab_http=gitlab_http, tools=make_tools(probe) if tools is None else tools
+        )
+
+        async def close_gitlab_http(app: web.Application) -> None:
+            await gitlab_http.aclose()
+
+        app.on_cleanup.append(close_gitlab_http)
+        client = await aiohttp_client(app)
+        return Mcp(client, app)
+
+    return make
+
+
+@pytest.fixture
+async def mcp(mcp_factory: MakeMcp) -> Mcp:
+    """A raw client on an app with default settings and the test tools, initialized."""
+    client = await mcp_factory()
+    await client.initialize()
+    return client

@@ -1,0 +1,136 @@
+"""Metric names, units and label sets (Prometheus naming: https://prometheus.io/docs/practices/naming/)."""
+
+from __future__ import annotations
+
+import platform
+import re
+
+import httpx
+import pytest
+import respx
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gateway.config import GitLabSettings
+from gateway.gitlab.client import GitLabClient
+from gateway.gitlab.credentials import Credential
+from gateway.gitlab.errors import GitLabNotFound
+from gateway.gitlab.urls import encode_project
+from gateway.observability.metrics import MCP_METHODS, Metrics, mcp_method_label, status_class
+
+#: What issue 6 asks for, by name (the attribute teammates use → the exposed family).
+REQUIRED = {
+    "mcp_requests": ("gateway_mcp_requests", "counter", ["method", "outcome"]),
+    "tool_calls": ("gateway_tool_calls", "counter", ["tool", "outcome"]),
+    "tool_latency": ("gateway_tool_call_duration_seconds", "histogram", ["tool"]),
+    "gitlab_requests": ("gateway_gitlab_requests", "counter", ["operation", "status_class"]),
+    "gitlab_latency": ("gateway_gitlab_request_duration_seconds", "histogram", ["operation"]),
+    "gitlab_retries": ("gateway_gitlab_retries", "counter", ["operation"]),
+    "gitlab_rate_limit_wait": ("gateway_gitlab_rate_limit_wait_seconds", "counter", []),
+    "cache_hits": ("gateway_cache_hits", "counter", ["cache"]),
+    "cache_misses": ("gateway_cache_misses", "counter", ["cache"]),
+    "cache_evictions": ("gateway_cache_evictions", "counter", ["cache"]),
+    "cache_entries": ("gateway_cache_entries", "gauge", ["cache"]),
+    "cache_bytes": ("gateway_cache_size_bytes", "gauge", ["cache"]),
+    "sessions_open": ("gateway_mcp_sessions_open", "gauge", []),
+    "sse_streams_open": ("gateway_mcp_sse_streams_open", "gauge", []),
+    "broker_state": ("gateway_broker_state", "gauge", ["state"]),
+    "broker_queue_depth": ("gateway_broker_queue_depth", "gauge", ["agent"]),
+    "broker_waits_open": ("gateway_broker_waits_open", "gauge", []),
+    "build_info": ("gateway_build", "info", []),
+}
+
+
+@pytest.mark.parametrize("attribute", sorted(REQUIRED))
+def test_required_metrics_exist_with_their_labels(attribute: str) -> None:
+    name, kind, labels = REQUIRED[attribute]
+    metric = getattr(Metrics(), attribute)
+    assert metric._name == name
+    assert metric._type == kind
+    assert list(metric._labelnames) == labels
+
+
+def test_names_follow_prometheus_conventions() -> None:
+    metrics = Metrics()
+    metrics.tool_latency.labels("get_pipeline").observe(0.1)
+    families = list(text_string_to_metric_families(generate_latest(metrics.registry).decode()))
+    names = {f.name for f in families}
+    assert {"gateway_tool_calls", "gateway_build_info", "process_resident_memory_bytes"} <= names
+    for family in families:
+        assert family.name.startswith(("gateway_", "process_")), family.name
+        assert re.fullmatch(r"[a-z][a-z0-9_]*", family.name)
+        if family.type == "histogram":
+            assert family.name.endswith("_seconds"), family.name
+        if family.type == "gauge":
+            assert not family.name.endswith("_total"), family.name
+        assert "_ms" not in family.name and "milliseconds" not in family.name  # base units only
+
+
+def test_build_info() -> None:
+    from gateway import __version__
+
+    text = generate_latest(Metrics().registry).decode()
+    assert f'gateway_build_info{{python="{platform.python_version()}",version="{__version__}"}} 1.0' in text
+
+
+def test_one_registry_per_app() -> None:
+    first, second = Metrics(), Metrics()  # no "Duplicated timeseries" error
+    first.tool_calls.labels("get_pipeline", "ok").inc()
+    assert (
+        second.registry.get_sample_value(
+            "gateway_tool_calls_total", {"tool": "get_pipeline", "outcome": "ok"}
+        )
+        is None
+    )
+
+
+@pytest.mark.parametrize(
+    ("method", "label"),
+    [
+        ("tools/call", "tools/call"),
+        ("initialize", "initialize"),
+        ("notifications/cancelled", "notifications/cancelled"),
+        ("tools/call/../../etc", "other"),
+        ("x" * 1000, "other"),
+        (None, "other"),
+        (42, "other"),
+    ],
+)
+def test_mcp_method_labels_are_a_closed_set(method: object, label: str) -> None:
+    assert mcp_method_label(method) == label
+    assert mcp_method_label(method) in MCP_METHODS | {"other"}
+
+
+@pytest.mark.parametrize(
+    ("status", "label"), [(200, "2xx"), (404, "4xx"), (503, "5xx"), (None, "error"), (0, "error")]
+)
+def test_status_class(status: int | None, label: str) -> None:
+    assert status_class(status) == label
+
+
+async def test_gitlab_operations_are_route_templates_never_raw_paths() -> None:
+    metrics = Metrics()
+    credential = Credential(header="PRIVATE-TOKEN", token="glpat-metrics-000000000")
+    async with httpx.AsyncClient() as http:
+        client = GitLabClient(GitLabSettings(url="https://gitlab.example.com"), metrics=metrics, http=http)
+        with respx.mock(base_url="https://gitlab.example.com") as mock:
+            mock.get(url__regex=r"/api/v4/projects/.+/repository/tags").mock(
+                return_value=httpx.Response(404, json={})
+            )
+            for project in ("secret-group/internal-project", "other/one", "x/y/z"):
+                with pytest.raises(GitLabNotFound):
+                    await client.rest(
+                        "GET",
+                        "/projects/{id}/repository/tags",
+                        credential=credential,
+                        path_params={"id": encode_project(project)},
+                    )
+    text = generate_latest(metrics.registry).decode()
+    assert "secret-group" not in text and "internal-project" not in text and "glpat" not in text
+    assert (
+        metrics.registry.get_sample_value(
+            "gateway_gitlab_requests_total",
+            {"operation": "GET /projects/{id}/repository/tags", "status_class": "4xx"},
+        )
+        == 3
+    )

@@ -1,0 +1,288 @@
+"""Configuration as a user meets it: ``gitlab-mcp-gateway --config ... --print-config``.
+
+Precedence defaults < TOML file < environment < flags; one clean line per bad option, naming it;
+the refusal to expose a service token on a non-loopback address; secrets masked when printed;
+``config/gateway.example.toml`` lists every option with its default.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import certifi
+import pytest
+from pydantic import BaseModel
+
+from gateway.__main__ import main
+from gateway.config import Settings, load_settings
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "config" / "gateway.example.toml"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def effective(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    code, out, err = run(capsys, *argv, "--print-config")
+    assert code == 0, err
+    data: dict[str, Any] = json.loads(out)
+    return data
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "gateway.toml"
+    path.write_text(text)
+    return path
+
+
+def test_precedence_file_then_environment_then_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write(
+        tmp_path,
+        """
+        read_only = false
+        [server]
+        port = 1111
+        session_ttl_seconds = 60
+        [gitlab]
+        url = "https://file.example.com"
+        [cache]
+        max_entries = 10
+        """.replace("\n        ", "\n"),
+    )
+    data = effective(capsys, "--config", str(config))
+    assert (data["server"]["port"], data["gitlab"]["url"], data["cache"]["max_entries"]) == (
+        1111,
+        "https://file.example.com",
+        10,
+    )
+
+    monkeypatch.setenv("GATEWAY_SERVER__PORT", "2222")
+    monkeypatch.setenv("GITLAB_URL", "https://env.example.com")
+    monkeypatch.setenv("GATEWAY_CACHE__ENABLED", "false")
+    data = effective(capsys, "--config", str(config))
+    assert data["server"]["port"] == 2222  # environment beats the file
+    assert data["gitlab"]["url"] == "https://env.example.com"
+    assert data["cache"] == {**data["cache"], "enabled": False, "max_entries": 10}  # merged, not replaced
+    assert data["server"]["session_ttl_seconds"] == 60
+
+    data = effective(capsys, "--config", str(config), "--port", "3333", "--read-only")
+    assert data["server"]["port"] == 3333  # the flag beats the environment
+    assert data["read_only"] is True
+    assert data["server"]["session_ttl_seconds"] == 60  # the rest of [server] still from the file
+
+
+def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GITLAB_URL", "https://h.example.com/gitlab")
+    monkeypatch.setenv("GITLAB_TOKEN", "glpat-from-environment")
+    monkeypatch.setenv("GATEWAY_STATE_DIR", str(tmp_path / "state"))
+    settings = load_settings()
+    assert settings.gitlab.url == "https://h.example.com/gitlab"
+    assert (
+        settings.gitlab.token is not None
+        and settings.gitlab.token.get_secret_value() == "glpat-from-environment"
+    )
+    assert settings.state_dir == tmp_path / "state"
+
+
+@pytest.mark.parametrize(
+    ("toml", "env", "expected"),
+    [
+        ('[server]\nport = "eighty"', {}, "server.port: Input should be a valid integer"),
+        (
+            "[server]\nport = 70000",
+            {},
+            "server.port: Input should be less than or equal to 65535 (got 70000)",
+        ),
+        (
+            "[server]\nhots = 1",
+            {},
+            "server.hots: unknown option; config/gateway.example.toml lists every option",
+        ),
+        ("[gitlab]\nurl = 'gitlab.example.com'", {}, "gitlab.url: must start with http:// or https://"),
+        ("[gitlab]\ncredential_mode = 'pass'", {}, "gitlab.credential_mode: Input should be 'service' or"),
+        (
+            "[gitlab]\nca_bundle = '/nonexistent/ca.pem'",
+            {},
+            "gitlab.ca_bundle: /nonexistent/ca.pem is not a file",
+        ),
+        (
+            "",
+            {"GATEWAY_CACHE__MAX_ENTRIES": "0"},
+            "cache.max_entries: Input should be greater than or equal to 1",
+        ),
+        (
+            "",
+            {"GATEWAY_LOGGING__FORMAT": "xml"},
+            "logging.format: Input should be 'json' or 'plain' (got 'xml')",
+        ),
+        ("[broker]\nagents = ['pm', '../etc']", {}, "broker.agents: '../etc' is not a usable agent id"),
+        ("[server]\nmetrics_port = 8080", {}, "server: server.metrics_port 8080 is also server.port"),
+        (
+            "[[client_tokens]]\ntoken = 'secret-for-qa-0000'\nagent_id = 'qa'",
+            {},
+            "client_tokens: agent_id 'qa' is not one of broker.agents ['pm', 'dev', 'reviewer']",
+        ),
+        ("[server\nport = 1", {}, "gateway.toml: "),  # TOML syntax: the file is named
+    ],
+)
+def test_bad_options_are_named_in_one_clean_line(
+    toml: str,
+    env: dict[str, str],
+    expected: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    code, out, err = run(capsys, "--config", str(write(tmp_path, toml)))
+    assert code == 2
+    assert out == ""
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("gitlab-mcp-gateway: configuration error: ")
+    assert expected in lines[0]
+
+
+def test_a_missing_config_file_is_named(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, "--config", str(tmp_path / "nope.toml"))
+    assert code == 2
+    missing = tmp_path / "nope.toml"
+    assert err == f"gitlab-mcp-gateway: configuration error: configuration file {missing} does not exist\n"
+
+
+def test_a_bad_secret_is_named_but_never_echoed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GATEWAY_CLIENT_TOKENS", '[{"token": "has a space-0000", "agent_id": "pm"}]')
+    code, _, err = run(capsys)
+    assert code == 2
+    assert "client_tokens.0.token: must be a non-empty secret without spaces" in err
+    assert "has a space" not in err
+
+
+def test_non_loopback_with_a_service_token_and_no_client_tokens_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GITLAB_TOKEN", "glpat-service-0000000000")
+    code, _, err = run(capsys, "--host", "0.0.0.0", "--print-config")
+    assert code == 2
+    assert "server.host '0.0.0.0' is not a loopback address, a service GitLab token is set" in err
+    assert "Configure client_tokens, use gitlab.credential_mode = 'passthrough', or bind to 127.0.0.1" in err
+    assert "glpat-service" not in err
+
+    # Each way out the message offers works.
+    assert effective(capsys, "--host", "127.0.0.1")["server"]["host"] == "127.0.0.1"
+    monkeypatch.setenv("GATEWAY_CLIENT_TOKENS", '[{"token": "pm-secret-000000000", "agent_id": "pm"}]')
+    assert effective(capsys, "--host", "0.0.0.0")["server"]["host"] == "0.0.0.0"
+    monkeypatch.delenv("GATEWAY_CLIENT_TOKENS")
+    monkeypatch.setenv("GATEWAY_GITLAB__CREDENTIAL_MODE", "passthrough")
+    assert effective(capsys, "--host", "0.0.0.0")["gitlab"]["credential_mode"] == "passthrough"
+
+
+def test_print_config_masks_every_secret(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GITLAB_TOKEN", "glpat-service-SECRET-0001")
+    monkeypatch.setenv("GITLAB_URL", "https://deploy:url-password-0002@gitlab.example.com")
+    monkeypatch.setenv(
+        "GATEWAY_CLIENT_TOKENS",
+        json.dumps(
+            [
+                {"token": "pm-client-SECRET-0003", "agent_id": "pm"},
+                {"token": "dev-client-SECRET-0004", "agent_id": "dev"},
+            ]
+        ),
+    )
+    code, out, err = run(capsys, "--print-config")
+    assert code == 0, err
+    for secret in ("SECRET-0001", "url-password-0002", "SECRET-0003", "SECRET-0004"):
+        assert secret not in out
+    data = json.loads(out)
+    assert data["gitlab"]["token"] == "**********"
+    assert data["gitlab"]["url"] == "https://[REDACTED]@gitlab.example.com"
+    assert data["client_tokens"] == [
+        {"token": "**********", "agent_id": "pm"},
+        {"token": "**********", "agent_id": "dev"},
+    ]
+
+
+def test_private_ca_bundle_is_accepted(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = write(tmp_path, f"[gitlab]\nca_bundle = '{certifi.where()}'")
+    assert effective(capsys, "--config", str(config))["gitlab"]["ca_bundle"] == certifi.where()
+    not_pem = tmp_path / "not.pem"
+    not_pem.write_text("hello")
+    code, _, err = run(capsys, "--config", str(write(tmp_path, f"[gitlab]\nca_bundle = '{not_pem}'")))
+    assert code == 2 and f"gitlab.ca_bundle: {not_pem} holds no usable PEM CA certificate" in err
+
+
+def test_logging_options_ignore_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GATEWAY_LOGGING__FORMAT", "JSON")
+    monkeypatch.setenv("GATEWAY_LOGGING__LEVEL", "debug")
+    settings = load_settings()
+    assert (settings.logging.format, settings.logging.level) == ("json", "DEBUG")
+
+
+# -- the example file ---------------------------------------------------------------------------
+
+
+def _option_paths(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    out = []
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel) and name != "client_tokens":
+            out.extend(_option_paths(annotation, (*prefix, name)))
+        else:
+            out.append((*prefix, name))
+    return out
+
+
+def _documented_options(text: str) -> set[tuple[str, ...]]:
+    """Every ``key = ...`` line of the example, commented out or not, under its table."""
+    found: set[tuple[str, ...]] = set()
+    table: tuple[str, ...] = ()
+    for raw in text.splitlines():
+        line = raw.lstrip("# ").rstrip()
+        if header := re.fullmatch(r"\[\[?([a-z_.]+)\]\]?", line):
+            table = tuple(header.group(1).split("."))
+            continue
+        if option := re.match(r"([a-z_]+) = ", line):
+            found.add((*table, option.group(1)))
+    return found
+
+
+def test_the_example_lists_every_option() -> None:
+    documented = _documented_options(EXAMPLE.read_text())
+    missing = [
+        ".".join(p) for p in _option_paths(Settings) if p not in documented and p != ("client_tokens",)
+    ]
+    assert missing == []
+    assert {("client_tokens", "token"), ("client_tokens", "agent_id")} <= documented
+    unknown = [
+        ".".join(p) for p in documented if p[0] != "client_tokens" and p not in _option_paths(Settings)
+    ]
+    assert unknown == []
+
+
+def test_the_example_holds_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    assert tomllib.loads(EXAMPLE.read_text())  # valid TOML
+    assert effective(capsys, "--config", str(EXAMPLE)) == effective(capsys)
+
+
+def test_every_option_in_the_example_has_a_comment() -> None:
+    lines = EXAMPLE.read_text().splitlines()
+    for i, line in enumerate(lines):
+        if re.match(r"#? ?[a-z_]+ = ", line) and not line.startswith('# token = "a-long'):
+            above = lines[i - 1]
+            assert above.startswith("#") or re.match(r"#? ?[a-z_]+ = ", above), f"no comment above {line!r}"
