@@ -8,7 +8,8 @@ exit), ``--version``. Precedence: defaults < TOML file < environment < flags
 Exit status: 0 after a clean stop (SIGTERM or SIGINT: stop accepting, let in-flight calls finish
 within ``server.shutdown_timeout_seconds``, wake broker waiters, close the database); 2 for a
 configuration error, printed as one line per bad option naming it (``server.port: ...``) with no
-stack trace; 1 when the listening address cannot be bound.
+stack trace; 1 when the gateway cannot start (the listening address cannot be bound, the state
+folder is in use by another gateway...), with one line saying why.
 """
 
 from __future__ import annotations
@@ -137,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(settings.logging, secrets=secrets_of(settings))
 
     from gateway.app import create_app
+    from gateway.broker.store import StoreError
     from gateway.observability.metrics_listener import serve_metrics_port
 
     app = create_app(settings)
@@ -179,6 +181,12 @@ def main(argv: list[str] | None = None) -> int:
         if not _bind_error(err):
             raise
         print(f"{PROG}: cannot listen on {server.host}:{server.port}: {err.strerror or err}", file=sys.stderr)
+        return 1
+    except (StoreError, ValueError) as err:
+        # Start-up refusals with a message written for the operator (state folder in use, an
+        # unreadable CA bundle...); run_app only lets start-up and clean-up failures out.
+        log.debug("start-up failed", exc_info=True)
+        print(f"{PROG}: cannot start: {err}", file=sys.stderr)
         return 1
     return 0
 

@@ -52,7 +52,10 @@ def create_app(
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:
         gitlab = GitLabClient(settings.gitlab, metrics=metrics, http=gitlab_http)
         caches = CacheRegistry(
-            enabled=settings.cache.enabled, max_entries=settings.cache.max_entries, metrics=metrics
+            enabled=settings.cache.enabled,
+            max_entries=settings.cache.max_entries,
+            max_bytes=settings.cache.max_bytes,
+            metrics=metrics,
         )
         try:
             async with open_broker(settings, metrics) as broker:

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import http.cookiejar
+import json
 import logging
 import math
 import random
@@ -111,6 +113,32 @@ def operation_name(name: str) -> str | None:
     return names[0] if len(names) == 1 else None
 
 
+@cache
+def _graphql_body_prefix(name: str) -> bytes:
+    """``{"query": ..., "operationName": ..., "variables":`` encoded once per operation: the
+    document is the bulk of every request body and never changes."""
+    head: dict[str, Any] = {"query": load_operation(name)}
+    if operation_name(name) is not None:
+        head["operationName"] = operation_name(name)
+    return _dumps(head)[:-1] + b',"variables":'
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+class _NoCookies(http.cookiejar.CookieJar):
+    """A cookie jar that keeps nothing: one HTTP client serves every caller, so a cookie set for
+    one caller's token (a session, a load balancer's affinity) must never ride along with the
+    next caller's requests. GitLab's API authenticates by header, not by cookie."""
+
+    def set_cookie(self, cookie: http.cookiejar.Cookie) -> None:
+        return None
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        return None
+
+
 class _Transient(Exception):
     """A failure worth another try, with what to raise when tries run out.
 
@@ -127,6 +155,7 @@ class _Call:
     """One logical request (all its attempts share it)."""
 
     __slots__ = (
+        "content",
         "credential",
         "graphql",
         "idempotent",
@@ -150,6 +179,7 @@ class _Call:
         graphql: bool = False,
         params: Mapping[str, Any] | None = None,
         json: Any = None,
+        content: bytes | None = None,
     ) -> None:
         self.method = method
         self.url = url
@@ -160,6 +190,7 @@ class _Call:
         self.graphql = graphql
         self.params = params
         self.json = json
+        self.content = content
 
 
 class GitLabClient:
@@ -193,6 +224,7 @@ class GitLabClient:
             "User-Agent": f"gitlab-mcp-gateway/{__version__}",
             "Accept": "application/json",
         }
+        self._json_headers = {**self._static_headers, "Content-Type": "application/json"}
 
     async def aclose(self) -> None:
         """Close the shared HTTP client (when the gateway built it)."""
@@ -239,13 +271,11 @@ class GitLabClient:
                 answered no data.
             GitLabBadRequest: other GraphQL ``errors``.
         """
-        body: dict[str, Any] = {
-            "query": load_operation(operation),
-            "variables": {k: v for k, v in variables.items() if v is not None},
-        }
-        name = operation_name(operation)
-        if name is not None:
-            body["operationName"] = name
+        body = (
+            _graphql_body_prefix(operation)
+            + _dumps({k: v for k, v in variables.items() if v is not None})
+            + b"}"
+        )
         call = _Call(
             "POST",
             self.base.graphql_url,
@@ -254,7 +284,7 @@ class GitLabClient:
             credential=credential,
             request_id=request_id,
             graphql=True,
-            json=body,
+            content=body,
         )
         payload = await self._request_json(call)
         if not isinstance(payload, dict):
@@ -389,16 +419,22 @@ class GitLabClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _send_once(self, call: _Call) -> httpx.Response:
-        headers = {**self._static_headers, **call.credential.headers()}
+        base = self._json_headers if call.content is not None else self._static_headers
+        headers = {**base, **call.credential.headers()}
         if call.request_id:
             headers["X-Request-Id"] = call.request_id
         started = time.perf_counter()
         try:
             response = await self.http.request(
-                call.method, call.url, params=call.params, json=call.json, headers=headers
+                call.method,
+                call.url,
+                params=call.params,
+                json=call.json,
+                content=call.content,
+                headers=headers,
             )
         except _NOT_SENT as exc:
-            self._record(call, "error", started)
+            self._record(call, "error", started, error=type(exc).__name__)
             raise _Transient(
                 GitLabUpstreamError(
                     f"Could not connect to GitLab at {self.base.url} ({type(exc).__name__}). Check "
@@ -407,7 +443,7 @@ class GitLabClient:
                 )
             ) from None
         except httpx.HTTPError as exc:
-            self._record(call, "error", started)
+            self._record(call, "error", started, error=type(exc).__name__)
             if not call.idempotent:
                 raise self._maybe_sent(call, type(exc).__name__) from None
             raise _Transient(
@@ -416,18 +452,7 @@ class GitLabClient:
                     request_id=call.request_id,
                 )
             ) from None
-        self._record(call, f"{response.status_code // 100}xx", started)
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug(
-                "gitlab request",
-                extra={
-                    "operation": call.operation,
-                    "method": call.method,
-                    "status": response.status_code,
-                    "duration_ms": round((time.perf_counter() - started) * 1000, 2),
-                    "request_id": call.request_id,
-                },
-            )
+        self._record(call, f"{response.status_code // 100}xx", started, status=response.status_code)
         return self._check(call, response)
 
     def _check(self, call: _Call, response: httpx.Response) -> httpx.Response:
@@ -533,11 +558,31 @@ class GitLabClient:
             request_id=call.request_id,
         )
 
-    def _record(self, call: _Call, status_class: str, started: float) -> None:
-        if self.metrics is None:
-            return
-        self.metrics.gitlab_requests.labels(call.operation, status_class).inc()
-        self.metrics.gitlab_latency.labels(call.operation).observe(time.perf_counter() - started)
+    def _record(
+        self,
+        call: _Call,
+        status_class: str,
+        started: float,
+        *,
+        status: int | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Count and time one attempt, and write its one log line (issue 6: one line per request)."""
+        elapsed = time.perf_counter() - started
+        if self.metrics is not None:
+            self.metrics.gitlab_requests.labels(call.operation, status_class).inc()
+            self.metrics.gitlab_latency.labels(call.operation).observe(elapsed)
+        log.info(
+            "gitlab request",
+            extra={
+                "operation": call.operation,
+                "method": call.method,
+                "status": status,
+                "error": error,
+                "duration_ms": round(elapsed * 1000, 2),
+                "request_id": call.request_id,
+            },
+        )
 
 
 class GitLabSession:
@@ -608,6 +653,7 @@ def build_http_client(settings: GitLabSettings) -> httpx.AsyncClient:
         # new TCP and TLS handshakes for everything above the keep-alive cap.
         limits=httpx.Limits(max_connections=100, max_keepalive_connections=100, keepalive_expiry=30.0),
         follow_redirects=False,
+        cookies=_NoCookies(),
     )
 
 

@@ -59,6 +59,7 @@ from gateway.mcp.protocol import (
 )
 from gateway.mcp.security import OriginHostGuard
 from gateway.mcp.sessions import Session, SessionStore
+from gateway.observability.logging import bind_request_id
 from gateway.observability.metrics import Metrics
 
 log = logging.getLogger("gateway.mcp")
@@ -179,7 +180,9 @@ class Transport:
             ex.method = request.method
         status = 500
         try:
-            response: web.StreamResponse = await step(ex)
+            # Every line logged while serving this request (tools, broker, GitLab) carries its id.
+            with bind_request_id(request_id):
+                response: web.StreamResponse = await step(ex)
         except RpcError as err:
             if ex.outcome == "ok":
                 ex.outcome = "rejected" if err.http_status >= 400 else "error"

@@ -353,7 +353,10 @@ _HANDLER_MARK = "_gateway_handler"
 _active: Redactor | None = None
 
 #: Loggers that would add a second line per request (or echo URLs); quiet unless level is DEBUG.
-_CHATTY = ("httpx", "httpcore", "aiohttp.access", "hpack", "aiosqlite")
+_CHATTY = ("httpx", "httpcore", "aiohttp.access")
+#: Loggers quiet even at DEBUG: a line per SQL statement (with its parameters: message bodies)
+#: or per HTTP/2 header frame helps no operator.
+_NOISY = ("aiosqlite", "hpack")
 
 
 def secrets_of(settings: Settings) -> list[str]:
@@ -399,6 +402,8 @@ def configure_logging(
     root.setLevel(level)
     for name in _CHATTY:
         logging.getLogger(name).setLevel(logging.DEBUG if level == logging.DEBUG else logging.WARNING)
+    for name in _NOISY:
+        logging.getLogger(name).setLevel(logging.WARNING)
     _active = redactor
     return redactor
 
@@ -411,7 +416,7 @@ def unconfigure_logging() -> None:
         root.removeHandler(old)
         old.close()
     root.setLevel(logging.WARNING)
-    for name in _CHATTY:
+    for name in (*_CHATTY, *_NOISY):
         logging.getLogger(name).setLevel(logging.NOTSET)
     _active = None
 

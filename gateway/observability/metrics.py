@@ -1,8 +1,8 @@
 """Prometheus metrics: one registry per app, bounded label sets, conventional names.
 
 Every label value comes from a closed set: MCP method names the dispatcher knows (else
-``other``, see :func:`mcp_method_label`), declared tool names (else ``unknown``), GraphQL
-operation names or REST route templates from the gateway's own code (never a raw path), status
+``other``: ``gateway.mcp.protocol.method_label``), declared tool names (a call to an unknown
+tool is not counted per tool), GraphQL operation names or REST route templates from the gateway's own code (never a raw path), status
 classes (``2xx``..``5xx``, ``error``), cache names from code, broker states and agent ids from
 configuration. Nothing a caller sends (paths, project names, tokens, session ids, error texts)
 becomes a label value.
@@ -26,38 +26,6 @@ from gateway import __version__
 
 #: Seconds; the same buckets inbound (tool calls) and upstream (GitLab) so the two compare.
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
-
-#: JSON-RPC methods counted under their own name (MCP 2025-11-25); anything else is ``other``.
-MCP_METHODS: frozenset[str] = frozenset(
-    {
-        "initialize",
-        "ping",
-        "tools/list",
-        "tools/call",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "prompts/list",
-        "prompts/get",
-        "completion/complete",
-        "logging/setLevel",
-        "server/discover",
-        "notifications/initialized",
-        "notifications/cancelled",
-        "notifications/progress",
-        "notifications/roots/list_changed",
-    }
-)
-
-
-def mcp_method_label(method: object) -> str:
-    """``method`` when it is a known MCP method, else ``other`` (keeps the label set closed)."""
-    return method if isinstance(method, str) and method in MCP_METHODS else "other"
-
-
-def status_class(status: int | None) -> str:
-    """``2xx``..``5xx`` for an HTTP status, ``error`` when no answer came."""
-    return f"{status // 100}xx" if status is not None and 100 <= status < 600 else "error"
 
 
 class Metrics:

@@ -156,8 +156,7 @@ def check_preconditions(args: SavePipelineInput) -> None:
     if args.action is not None and args.pipeline_id is None:
         raise bad_request(
             f'action "{args.action}" needs `pipeline_id`: the ID of the pipeline to {args.action}. '
-            "To create a "
-            "new pipeline, omit `action` and pass `ref` with `project_id` or `url`."
+            "To create a new pipeline, omit `action` and pass `ref` with `project_id` or `url`."
         )
     if args.pipeline_id is not None and args.action is None:
         raise bad_request(
@@ -288,20 +287,19 @@ async def _resolve_project(
     A full path needs no request to create (``pipelineCreate`` takes it as is); a numeric ID is
     looked up, as is any project named together with a pipeline to retry or cancel.
     """
+    numeric: int | None = None
+    full_path: str | None = None
     if args.url is not None:
-        full_path: str | None = project_path_from_url(args.url, ctx.gitlab.base)
-        assert full_path is not None
-        named = full_path
-        numeric = None
+        full_path = project_path_from_url(args.url, ctx.gitlab.base)
     elif args.project_id is not None:
-        named = str(args.project_id)
         numeric = _numeric_project(args.project_id)
-        full_path = None if numeric is not None else project_full_path(str(args.project_id))
+        if numeric is None:
+            full_path = project_full_path(str(args.project_id))
     else:
         return None
-    if numeric is None and pipeline_id is None:
-        assert full_path is not None
+    if full_path is not None and pipeline_id is None:
         return _Project(full_path, None)
+    named = full_path if full_path is not None else str(numeric)
     return await _lookup_project(ctx, named, full_path=full_path, numeric=numeric, pipeline_id=pipeline_id)
 
 

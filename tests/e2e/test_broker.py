@@ -145,10 +145,11 @@ async def test_three_agents_run_a_plan_of_three_phases(start_gateway: Callable[.
             assert (await agent.expect("human_needed"))["body"]["reason"] == "needs a product decision"
         assert (await pm.ok("get_pipeline_status"))["humanNeeded"]["origin"] == "PHASE_REVIEWING"
         assert await pm.ok("resume") == {"success": True, "state": "PHASE_DEVELOPING"}
+        for agent in (dev, reviewer):
+            await agent.expect("resumed")
         for issue in ("JOP-240", "JOP-238"):
             await dev.ok("report_completion", {"issue": issue, "result": "pass"})
         await reviewer.ok("set_auto_advance", {"enabled": True})
-        pm.client  # noqa: B018 - the PM now cancels the cooldown before it ends
         await reviewer.ok("report_review", {"result": "approved"})
         status = await pm.ok("get_pipeline_status")
         assert status["autoAdvance"]["active"] is True and status["autoAdvance"]["stage"] == "cooldown"

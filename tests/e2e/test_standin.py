@@ -231,7 +231,12 @@ def test_sample_duo_workflow_document(fresh_standin: Standin) -> None:
     assert node["project"] == {"webUrl": project_url}
     checkpoint = node["latestCheckpoint"]
     assert checkpoint["lastDuoMessage"] == {"content": ds.FINAL_ANSWER, "role": None, "messageType": "agent"}
-    assert [m["messageType"] for m in checkpoint["duoMessages"]] == ["user", "agent", "tool", "agent"]
+    assert [(m["messageType"], m["role"]) for m in checkpoint["duoMessages"]] == [
+        ("user", "user"),
+        ("agent", None),
+        ("tool", "tool"),
+        ("agent", None),
+    ]
 
 
 def test_sample_repository_blobs_document(fresh_standin: Standin) -> None:

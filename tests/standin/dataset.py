@@ -484,6 +484,7 @@ def _workflows() -> dict[int, DuoWorkflow]:
     tool = _msg(
         "tool",
         'Using get_pipeline: {"pipeline_id": 1001, "include": ["jobs"]}',
+        "tool",
         tool_info='{"name": "get_pipeline", "args": {"pipeline_id": 1001}}',
     )
     wf = {
@@ -586,7 +587,7 @@ def _workflows() -> dict[int, DuoWorkflow]:
             messages=[
                 user_goal,
                 _msg("agent", LAST_AGENT_ANSWER_511, "assistant"),
-                _msg("tool", "Ran: env | grep DATABASE_URL (no output)"),
+                _msg("tool", "Ran: env | grep DATABASE_URL (no output)", "tool"),
                 _msg("user", "thanks", "user"),
             ],
         ),

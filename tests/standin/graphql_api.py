@@ -1490,8 +1490,10 @@ class GraphQLEndpoint:
         self.schema = schema
         self._cache: OrderedDict[str, tuple[DocumentNode | None, list[GraphQLError]]] = OrderedDict()
         self._cache_size = cache_size
+        self._depths: dict[tuple[str, str | None], int] = {}
 
-    def _document(self, query: str) -> tuple[DocumentNode | None, list[GraphQLError]]:
+    def document(self, query: str) -> tuple[DocumentNode | None, list[GraphQLError]]:
+        """The parsed document and its validation errors (syntax error: None and that error), cached."""
         hit = self._cache.get(query)
         if hit is not None:
             self._cache.move_to_end(query)
@@ -1504,6 +1506,7 @@ class GraphQLEndpoint:
         self._cache[query] = (document, errors)
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
+            self._depths.clear()
         return document, errors
 
     def run(self, body: Any, make_ctx: Callable[[], Ctx]) -> GraphQLOutcome:
@@ -1534,7 +1537,7 @@ class GraphQLEndpoint:
             return _refused("Variables must be a JSON object.", op_name, {})
         if not isinstance(query, str) or not query.strip():
             return _refused("No query string was present", op_name, variables)
-        document, errors = self._document(query)
+        document, errors = self.document(query)
         operation = get_operation_ast(document, op_name) if document is not None and not errors else None
         name, kind, fields = _describe(document, op_name)
         if errors or document is None:
@@ -1553,7 +1556,9 @@ class GraphQLEndpoint:
             )
             record = OperationRecord(name, kind, fields, variables, False, [message])
             return GraphQLOutcome({"errors": [{"message": message}]}, [record], [message], [])
-        depth = query_depth(document, operation)
+        depth = self._depths.get((query, op_name))
+        if depth is None:
+            depth = self._depths[(query, op_name)] = query_depth(document, operation)
         max_depth = MAX_DEPTH_AUTHENTICATED if ctx.user is not None else MAX_DEPTH_ANONYMOUS
         if depth > max_depth:
             message = f"Query has depth of {depth}, which exceeds max depth of {max_depth}"

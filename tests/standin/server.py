@@ -34,7 +34,7 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
-from graphql import GraphQLError, OperationDefinitionNode, parse
+from graphql import OperationDefinitionNode
 from graphql.language import FieldNode
 
 from tests.standin import dataset
@@ -193,7 +193,7 @@ async def api_handler(request: web.Request) -> web.StreamResponse:
     """Every request that is not for the control API."""
     state = request.app[STATE]
     raw = request.raw_path
-    path, _, query_string = raw.partition("?")
+    path = raw.partition("?")[0]
     started = time.perf_counter()
     record: dict[str, Any] = {
         "seq": next(state.seq),
@@ -217,12 +217,7 @@ async def api_handler(request: web.Request) -> web.StreamResponse:
     record["auth"] = identity.auth
     record["user"] = identity.user.username if identity.user else None
 
-    prefix = state.prefix
-    rel = (
-        path[len(prefix) :]
-        if prefix and (path == prefix or path.startswith(prefix + "/"))
-        else (path if not prefix else None)
-    )
+    rel = _below_prefix(path, state.prefix)
     graphql_body: Any = None
     fields: list[str] = []
     operations: list[str] = []
@@ -232,7 +227,7 @@ async def api_handler(request: web.Request) -> web.StreamResponse:
         except ValueError:
             graphql_body = ValueError
         if isinstance(graphql_body, dict | list):
-            fields, operations = _peek_graphql(graphql_body)
+            fields, operations = _peek_graphql(state.endpoint, graphql_body)
             # Kept when a fault answers before execution, so the log still says what was asked.
             record["graphql"] = [
                 {
@@ -257,9 +252,9 @@ async def api_handler(request: web.Request) -> web.StreamResponse:
                 response = _fault_response(request, fault)
                 record["status"] = response.status if response is not None else None
                 record["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
-                return response if response is not None else web.Response(status=499)
+                return response if response is not None else _dropped()
 
-    response = await _serve(state, request, record, identity, rel, graphql_body, body, query_string)
+    response = await _serve(state, request, record, identity, rel, graphql_body)
     if fault is not None and fault.phase == "after":
         if fault.kind == "delay":
             await asyncio.sleep(fault.seconds)
@@ -267,10 +262,24 @@ async def api_handler(request: web.Request) -> web.StreamResponse:
             faulted = _fault_response(request, fault)
             record["status"] = faulted.status if faulted is not None else None
             record["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
-            return faulted if faulted is not None else web.Response(status=499)
+            return faulted if faulted is not None else _dropped()
     record["status"] = response.status
     record["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
     return response
+
+
+def _below_prefix(path: str, prefix: str) -> str | None:
+    """The path below GitLab's sub-path (``/gitlab``), or None for a request outside it."""
+    if not prefix:
+        return path
+    if path == prefix or path.startswith(prefix + "/"):
+        return path[len(prefix) :]
+    return None
+
+
+def _dropped() -> web.Response:
+    # The transport is already aborted; aiohttp needs a response object but sends nothing.
+    return web.Response(status=499)
 
 
 def _query_dict(request: web.Request) -> dict[str, str | list[str]]:
@@ -282,16 +291,18 @@ def _query_dict(request: web.Request) -> dict[str, str | list[str]]:
     return out
 
 
-def _peek_graphql(body: Any) -> tuple[list[str], list[str]]:
-    """Top-level field and operation names of a GraphQL body, for fault matching (cheap, lenient)."""
+def _peek_graphql(endpoint: GraphQLEndpoint, body: Any) -> tuple[list[str], list[str]]:
+    """Top-level field and operation names of a GraphQL body, for fault matching and the log.
+
+    Uses the endpoint's document cache, so the parse is shared with the execution that follows.
+    """
     fields: list[str] = []
     operations: list[str] = []
     for item in body if isinstance(body, list) else [body]:
         if not isinstance(item, dict) or not isinstance(item.get("query"), str):
             continue
-        try:
-            document = parse(item["query"], no_location=True)
-        except GraphQLError:
+        document, _errors = endpoint.document(item["query"])
+        if document is None:
             continue
         for d in document.definitions:
             if isinstance(d, OperationDefinitionNode):
@@ -368,9 +379,8 @@ async def _serve(
     identity: Identity,
     rel: str | None,
     graphql_body: Any,
-    body: bytes,
-    query_string: str,
 ) -> web.Response:
+    """GitLab's answer to an API request that no fault pre-empted."""
     if rel is None or not rel.startswith("/api/"):
         record["unserved"] = True
         where = state.prefix or "/"

@@ -8,7 +8,11 @@ the refusal to expose a service token on a non-loopback address; secrets masked 
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -286,3 +290,26 @@ def test_every_option_in_the_example_has_a_comment() -> None:
         if re.match(r"#? ?[a-z_]+ = ", line) and not line.startswith('# token = "a-long'):
             above = lines[i - 1]
             assert above.startswith("#") or re.match(r"#? ?[a-z_]+ = ", above), f"no comment above {line!r}"
+
+
+def test_a_port_in_use_is_one_clean_line(tmp_path: Path) -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("GITLAB_", "GATEWAY_"))}
+        env.update(GITLAB_URL="http://127.0.0.1:9", GATEWAY_STATE_DIR=str(tmp_path / "state"))
+        result = subprocess.run(
+            [sys.executable, "-m", "gateway", "--port", str(port)],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1].startswith(
+        f"gitlab-mcp-gateway: cannot listen on 127.0.0.1:{port}: "
+    )
+    assert "address already in use" in result.stderr.splitlines()[-1]

@@ -25,9 +25,12 @@ MakeMcp = Callable[..., Awaitable[Mcp]]
 
 @pytest.fixture
 def mcp_factory(aiohttp_client: Any, make_settings: Callable[..., Settings], probe: Probe) -> MakeMcp:
-    """``await mcp_factory(tools=None, **settings_overrides)`` → a raw client on a fresh app."""
+    """``await mcp_factory(tools=None, handler_cancellation=False, **settings_overrides)`` → a raw
+    client on a fresh app."""
 
-    async def make(*, tools: list[Tool] | None = None, **overrides: Any) -> Mcp:
+    async def make(
+        *, tools: list[Tool] | None = None, handler_cancellation: bool = False, **overrides: Any
+    ) -> Mcp:
         settings = make_settings(**overrides)
         # No GitLab behind these apps: a mock transport also spares building a TLS context per app.
         gitlab_http = httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(503)))
@@ -40,6 +43,9 @@ def mcp_factory(aiohttp_client: Any, make_settings: Callable[..., Settings], pro
 
         app.on_cleanup.append(close_gitlab_http)
         client = await aiohttp_client(app)
+        # aiohttp's TestServer cancels handlers when a client disconnects; web.run_app (production)
+        # does not. Serve like production.
+        client.server.runner.server.handler_cancellation = handler_cancellation
         return Mcp(client, app)
 
     return make

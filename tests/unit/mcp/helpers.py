@@ -103,6 +103,7 @@ def make_tools(probe: Probe) -> list[Tool]:
         return ToolResult(structured={"message": "hi"}, on_delivered=delivered, on_abandoned=abandoned)
 
     async def whoami(ctx: ToolContext, args: NoInput) -> dict[str, Any]:
+        probe.contexts.append(ctx)
         credential = ctx.call.principal.credential
         return {
             "agent_id": ctx.agent_id,

@@ -1,4 +1,5 @@
-"""A log capture that installs the gateway's own handler (the one ``__main__`` installs)."""
+"""A log capture that installs the gateway's own handler (the one ``__main__`` installs), and the
+in-process app fixtures of ``tests/unit/mcp``."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from gateway.config import LoggingSettings
 from gateway.observability.logging import Redactor, configure_logging, unconfigure_logging
+from tests.unit.mcp.conftest import mcp_factory, probe  # noqa: F401 (fixtures: in-process apps)
 
 
 @dataclass

@@ -5,6 +5,8 @@ re-read once stale. Fixtures and helpers: ``test_repository_files.py``."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import tracemalloc
 from collections.abc import Callable
 
 import pytest
@@ -131,3 +133,21 @@ async def test_with_the_cache_switched_off_every_read_is_one_request(
     for _ in range(2):
         ok(await call(env, project_id=PROJECT, file_path="f.txt", ref=MAIN_SHA))
     assert fake.operations == ["GetRepositoryFile", "GetRepositoryFile"]
+
+
+async def test_a_read_leaves_no_garbage_cycle_holding_the_body(env: ToolEnv, fake: FakeRepoGitLab) -> None:
+    # httpx links a response and its stream both ways; the client breaks that cycle, so a large
+    # answer is freed when the read ends, not at the next garbage collection.
+    fake.add("big.txt", "x" * 2_000_000 + "\n")
+    gc.collect()
+    gc.disable()
+    tracemalloc.start()
+    try:
+        ok(await call(env, project_id=PROJECT, file_path="big.txt", ref="main", limit=1))
+        held = tracemalloc.get_traced_memory()[0]
+        gc.collect()
+        freed_by_gc = held - tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+        gc.enable()
+    assert freed_by_gc < 500_000

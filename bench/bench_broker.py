@@ -1,0 +1,202 @@
+"""The phase broker through the MCP endpoint: send → answer latency, throughput, cost of open waits.
+
+    .venv/bin/python bench/bench_broker.py                       # 1, 10, 100 waiting agents
+    .venv/bin/python bench/bench_broker.py --agents 1 10 --pings 300 --messages 3000 --open-waits 500
+
+The gateway runs as a process (``python -m gateway``, no GitLab); every call is JSON-RPC
+``tools/call`` over Streamable HTTP on ``/mcp`` with ``httpx`` (one MCP session per agent,
+``X-Agent-Id`` on loopback), so the figures are the broker plus the transport, not an SDK client.
+
+Printed per number of waiting agents (each agent has one ``wait_for_message`` open at all times):
+
+- latency: ``send_message`` issued → the waiting agent holds the answer, one message in flight at a
+  time (p50, p99, ms);
+- throughput: 4 concurrent senders push ``--messages`` messages round-robin to the agents;
+  messages per second from the first send to the last answer received.
+
+Then the memory cost of ``--open-waits`` concurrent ``wait_for_message`` calls: the gateway's RSS
+with them open minus its RSS before (``/proc/<pid>/status``), per wait.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.e2e.harness import GatewayProcess  # noqa: E402
+
+PROTOCOL = "2025-11-25"
+
+
+class Session:
+    """One MCP session over raw HTTP, as agent ``agent``."""
+
+    def __init__(self, http: httpx.AsyncClient, url: str, agent: str) -> None:
+        self.http = http
+        self.url = url
+        self.agent = agent
+        self.headers = {"X-Agent-Id": agent, "Accept": "application/json, text/event-stream",
+                        "Content-Type": "application/json"}
+        self._id = 0
+
+    async def open(self) -> Session:
+        r = await self.http.post(self.url, headers=self.headers, json={
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": PROTOCOL, "capabilities": {},
+                       "clientInfo": {"name": "bench", "version": "0"}}})
+        r.raise_for_status()
+        self.headers["Mcp-Session-Id"] = r.headers["Mcp-Session-Id"]
+        self.headers["MCP-Protocol-Version"] = PROTOCOL
+        await self.http.post(self.url, headers=self.headers,
+                             json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return self
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        self._id += 1
+        rid = self._id
+        r = await self.http.post(self.url, headers=self.headers, json={
+            "jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
+        if r.headers.get("content-type", "").startswith("text/event-stream"):
+            for line in r.text.splitlines():
+                if line.startswith("data:"):
+                    msg = json.loads(line[5:])
+                    if msg.get("id") == rid:
+                        return dict(msg["result"]["structuredContent"])
+            raise RuntimeError(f"no response in the SSE stream: {r.text[:300]}")
+        return dict(r.json()["result"]["structuredContent"])
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+async def run_agents(gw: GatewayProcess, http: httpx.AsyncClient, n: int, pings: int, messages: int) -> None:
+    names = [f"w{i:03d}" for i in range(n)]
+    waiters = [await Session(http, gw.mcp_url, name).open() for name in names]
+    senders = [await Session(http, gw.mcp_url, "pm").open() for _ in range(4)]
+    arrived: dict[str, asyncio.Future[float]] = {}
+    received = 0
+    all_done = asyncio.Event()
+    expected = pings + messages
+
+    async def wait_loop(s: Session) -> None:
+        nonlocal received
+        while received < expected:
+            out = await s.call("wait_for_message", {"timeout_sec": 30})
+            m = out["message"]
+            if m is None:
+                continue
+            now = time.perf_counter()
+            received += 1
+            fut = arrived.get(m["body"]["key"])
+            if fut is not None and not fut.done():
+                fut.set_result(now)
+            if received >= expected:
+                all_done.set()
+
+    loops = [asyncio.create_task(wait_loop(s)) for s in waiters]
+    await asyncio.sleep(0.2)
+
+    latencies = []
+    for i in range(pings):
+        key = f"p{i}"
+        fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        arrived[key] = fut
+        t0 = time.perf_counter()
+        await senders[0].call("send_message", {"to": names[i % n], "subject": "ping", "body": {"key": key}})
+        latencies.append((await fut) - t0)
+
+    counter = iter(range(messages))
+
+    async def blast(s: Session) -> None:
+        for i in counter:
+            await s.call("send_message", {"to": names[i % n], "subject": "load", "body": {"key": f"m{i}"}})
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(blast(s) for s in senders))
+    await asyncio.wait_for(all_done.wait(), 300)
+    elapsed = time.perf_counter() - t0
+    for task in loops:
+        task.cancel()
+    await asyncio.gather(*loops, return_exceptions=True)
+    ms = [x * 1000 for x in latencies]
+    print(f"{n:>4} waiting agents: latency p50 {statistics.median(ms):6.2f} ms  p99 {pct(ms, 99):6.2f} ms  "
+          f"| throughput {messages / elapsed:7.0f} msg/s ({messages} messages, 4 senders, {elapsed:.2f} s)")
+
+
+async def open_waits(gw: GatewayProcess, http: httpx.AsyncClient, count: int) -> None:
+    assert gw.proc is not None
+    session = await Session(http, gw.mcp_url, "dev").open()
+    await session.call("get_pipeline_status", {})
+    await asyncio.sleep(0.5)
+    before = rss_kib(gw.proc.pid)
+    tasks = [asyncio.create_task(session.call("wait_for_message", {"timeout_sec": 120})) for _ in range(count)]
+    deadline = time.monotonic() + 60
+    opened = 0.0
+    while time.monotonic() < deadline:
+        text = (await http.get(f"{gw.url}/metrics")).text
+        line = next((x for x in text.splitlines() if x.startswith("gateway_broker_waits_open ")), "x 0")
+        opened = float(line.split()[1])
+        if opened >= count:
+            break
+        await asyncio.sleep(0.2)
+    await asyncio.sleep(0.5)
+    during = rss_kib(gw.proc.pid)
+    print(f"{int(opened)} open waits: gateway RSS {before / 1024:.1f} MiB → {during / 1024:.1f} MiB, "
+          f"{(during - before) / max(1, opened):.1f} KiB per open wait (HTTP request, SSE stream, task, wait)")
+    gw.stop()  # SIGTERM: the broker answers every wait with shutdown: true
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    woken = sum(1 for r in results if isinstance(r, dict) and r.get("shutdown"))
+    print(f"    on SIGTERM {woken}/{count} waits answered with shutdown: true")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", type=int, nargs="+", default=[1, 10, 100])
+    parser.add_argument("--pings", type=int, default=200, help="latency samples per run")
+    parser.add_argument("--messages", type=int, default=2000, help="messages of the throughput run")
+    parser.add_argument("--open-waits", type=int, default=1000)
+    args = parser.parse_args()
+    names = ["pm", "dev", "reviewer", *(f"w{i:03d}" for i in range(max(args.agents)))]
+    with tempfile.TemporaryDirectory() as tmp:
+        limits = httpx.Limits(max_connections=args.open_waits + 200, max_keepalive_connections=args.open_waits + 200)
+        async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None), limits=limits) as http:
+            for n in args.agents:
+                gw = GatewayProcess(env={"GITLAB_URL": "http://127.0.0.1:9", "GATEWAY_BROKER__AGENTS": json.dumps(names),
+                                         "GATEWAY_LOGGING__LEVEL": "WARNING"},
+                                    state_dir=Path(tmp) / f"state-{n}").start()
+                try:
+                    await run_agents(gw, http, n, args.pings, args.messages)
+                finally:
+                    gw.stop()
+            gw = GatewayProcess(env={"GITLAB_URL": "http://127.0.0.1:9", "GATEWAY_LOGGING__LEVEL": "WARNING",
+                                     "GATEWAY_SERVER__MAX_SESSIONS": "100000"},
+                                state_dir=Path(tmp) / "state-waits").start()
+            try:
+                await open_waits(gw, http, args.open_waits)
+            finally:
+                gw.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,159 @@
+"""Delivery through the running gateway: cancelled waits, 1,000 messages from concurrent senders,
+and a SIGKILL in the middle of a run (at-least-once, stable ``messageId``; broker.md "Delivery")."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import defaultdict
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from tests.e2e.harness import GatewayProcess, mcp_client
+
+pytestmark = pytest.mark.e2e
+
+ENV = {"GITLAB_URL": "http://127.0.0.1:9"}
+RANK = {"high": 0, "normal": 1, "low": 2}
+
+
+async def ok(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(tool, args)
+    assert not result.is_error, result.content
+    return dict(result.structured_content)
+
+
+async def drain(client: Client, into: list[dict[str, Any]], *, timeout: float = 0) -> None:
+    """Wait for messages until one wait of ``timeout`` seconds comes back empty."""
+    while True:
+        message = (await ok(client, "wait_for_message", {"timeout_sec": timeout}))["message"]
+        if message is None:
+            return
+        into.append(message)
+
+
+async def test_cancelled_wait_leaves_the_message_queued(start_gateway: Callable[..., GatewayProcess]) -> None:
+    gateway = start_gateway(env=ENV)
+    async with mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}) as dev, \
+            mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "pm"}) as pm:
+        wait = asyncio.create_task(dev.call_tool("wait_for_message", {"timeout_sec": 30}))
+        await asyncio.sleep(0.3)
+        wait.cancel()  # the SDK sends notifications/cancelled for the request
+        await asyncio.gather(wait, return_exceptions=True)
+        sent = await ok(pm, "send_message", {"to": "dev", "subject": "develop", "body": {"issue": "A"}})
+        await asyncio.sleep(0.2)
+        status = await ok(pm, "get_pipeline_status", {})
+        assert status["queues"]["dev"] == 1
+        message = (await ok(dev, "wait_for_message", {"timeout_sec": 5}))["message"]
+        assert message["messageId"] == sent["messageId"]
+        assert (await ok(pm, "get_pipeline_status", {}))["queues"]["dev"] == 0
+    assert "notifications/cancelled" in gateway.log()
+
+    # a client that goes away mid-wait: the message sent afterwards is not lost either
+    async with mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}) as dev:
+        wait = asyncio.create_task(dev.call_tool("wait_for_message", {"timeout_sec": 30}))
+        await asyncio.sleep(0.3)
+    wait.cancel()
+    await asyncio.gather(wait, return_exceptions=True)
+    async with mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "pm"}) as pm, \
+            mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}) as dev:
+        sent = await ok(pm, "send_message", {"to": "dev", "subject": "develop", "body": {"issue": "B"}})
+        message = (await ok(dev, "wait_for_message", {"timeout_sec": 5}))["message"]
+        assert message["messageId"] == sent["messageId"]
+
+
+async def test_thousand_messages_exactly_once_in_priority_then_time_order(
+    start_gateway: Callable[..., GatewayProcess],
+) -> None:
+    gateway = start_gateway(env=ENV)
+    rng = random.Random(7)
+    senders = ("pm", "reviewer", "pm", "reviewer")
+    async with AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(mcp_client(gateway.mcp_url, headers={"X-Agent-Id": s}))
+                   for s in senders]
+        dev = await stack.enter_async_context(mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}))
+
+        async def send_all(k: int) -> list[str]:
+            ids = []
+            for i in range(250):
+                out = await ok(clients[k], "send_message", {
+                    "to": "dev", "subject": "work", "body": {"k": k, "i": i},
+                    "priority": rng.choice(list(RANK))})
+                assert out["queued"] is True
+                ids.append(out["messageId"])
+            return ids
+
+        sent = [m for ids in await asyncio.gather(*(send_all(k) for k in range(4))) for m in ids]
+        received: list[dict[str, Any]] = []
+        await drain(dev, received)
+    assert len(sent) == 1000
+    assert sorted(m["messageId"] for m in received) == sorted(sent)  # each exactly once
+    assert [RANK[m["priority"]] for m in received] == sorted(RANK[m["priority"]] for m in received)
+    for k in range(4):
+        for priority in RANK:
+            order = [m["body"]["i"] for m in received if m["body"]["k"] == k and m["priority"] == priority]
+            assert order == sorted(order)
+
+
+async def test_sigkill_mid_run_loses_no_acknowledged_message(start_gateway: Callable[..., GatewayProcess]) -> None:
+    gateway = start_gateway(env=ENV)
+    state_dir = gateway.state_dir
+    acknowledged: set[str] = set()
+    received: list[dict[str, Any]] = []
+    killed = asyncio.Event()
+
+    async def run_until_killed() -> None:
+        async with AsyncExitStack() as stack:
+            senders = [await stack.enter_async_context(
+                mcp_client(gateway.mcp_url, headers={"X-Agent-Id": s}, read_timeout=10)) for s in ("pm", "reviewer")]
+            dev = await stack.enter_async_context(
+                mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}, read_timeout=10))
+
+            async def send(k: int) -> None:
+                for i in range(500):
+                    try:
+                        out = await ok(senders[k], "send_message", {"to": "dev", "subject": "work",
+                                                                    "body": {"k": k, "i": i}})
+                    except Exception:
+                        return  # the gateway died under this call: no answer, no promise
+                    acknowledged.add(out["messageId"])
+
+            async def receive() -> None:
+                while not killed.is_set():
+                    try:
+                        out = await ok(dev, "wait_for_message", {"timeout_sec": 1})
+                    except Exception:
+                        return
+                    if out["message"] is not None:
+                        received.append(out["message"])
+                    if len(received) >= 300 and not killed.is_set():
+                        gateway.kill()  # SIGKILL, as a crash would
+                        killed.set()
+
+            await asyncio.wait_for(asyncio.gather(send(0), send(1), receive()), 60)
+
+    # The clients of the killed gateway fail as they close; keep that inside their own task.
+    await asyncio.gather(asyncio.create_task(run_until_killed()), return_exceptions=True)
+    assert killed.is_set()
+    before_restart = len(received)
+
+    gateway = start_gateway(env=ENV, state_dir=state_dir)
+    async with mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}) as dev:
+        await drain(dev, received)
+
+    ids = [m["messageId"] for m in received]
+    assert acknowledged <= set(ids), f"{len(acknowledged - set(ids))} acknowledged messages were lost"
+    assert 300 <= before_restart < len(received)
+    # a message that reached the receiver twice is the same message: same id, same body
+    by_body: dict[tuple[int, int], set[str]] = defaultdict(set)
+    for m in received:
+        by_body[(m["body"]["k"], m["body"]["i"])].add(m["messageId"])
+    assert all(len(v) == 1 for v in by_body.values())
+    duplicates = [i for i in set(ids) if ids.count(i) > 1]
+    for m in received:
+        if m["messageId"] in duplicates and m is not next(x for x in received if x["messageId"] == m["messageId"]):
+            assert m["deliveryAttempt"] >= 2

@@ -1,0 +1,200 @@
+"""A real Prometheus scrapes the running gateway with the repository's scrape configuration.
+
+Prometheus and promtool come from Debian's ``prometheus`` package (``scripts/install-test-tools``).
+The job of ``deploy/prometheus/prometheus.yml`` is kept as it is (name, path, scheme, timeouts)
+except its service discovery, replaced by a static target: the gateway's metrics listener
+(``server.metrics_port``, as in the Kubernetes example) on loopback, scraped every second.
+Tool calls go through the official MCP SDK client; the counter is read back through
+Prometheus's HTTP query API.
+
+Skipped only when Prometheus is not installed and ``CI`` is unset; in CI its absence fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from tests.e2e.harness import REPO, GatewayProcess, free_port, mcp_client
+
+pytestmark = pytest.mark.e2e
+
+SCRAPE_CONFIG = REPO / "deploy" / "prometheus" / "prometheus.yml"
+JOB = "gitlab-mcp-gateway"
+
+
+def _binary(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{name} is not installed: scripts/install-test-tools installs Debian's prometheus")
+        pytest.skip(f"{name} is not installed (Debian package prometheus)")
+    return path
+
+
+def derived_config(target: str) -> dict[str, Any]:
+    """The repository's scrape configuration aimed at ``target``, scraping every second."""
+    config: dict[str, Any] = yaml.safe_load(SCRAPE_CONFIG.read_text())
+    (job,) = [j for j in config["scrape_configs"] if j["job_name"] == JOB]
+    for discovery in [k for k in job if k.endswith("_sd_configs")]:
+        del job[discovery]
+    job.pop("relabel_configs", None)  # they read discovery labels only
+    job["static_configs"] = [{"targets": [target]}]
+    job["scrape_interval"] = "1s"
+    job["scrape_timeout"] = "900ms"
+    config["global"] = {**config.get("global", {}), "scrape_interval": "1s", "evaluation_interval": "1s"}
+    config["scrape_configs"] = [job]
+    return config
+
+
+class Prometheus:
+    """``prometheus`` on a free loopback port with its data under a temporary folder."""
+
+    def __init__(self, binary: str, config: Path, data: Path, log: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [
+                    binary,
+                    f"--config.file={config}",
+                    f"--storage.tsdb.path={data}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    "--log.level=warn",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"prometheus exited with {self.proc.returncode}:\n{self.log.read_text()}")
+            try:
+                if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"prometheus not ready in {timeout}s:\n{self.log.read_text()}")
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        """An instant query's ``data.result``."""
+        response = httpx.get(f"{self.url}/api/v1/query", params={"query": expr}, timeout=5)
+        response.raise_for_status()
+        body = response.json()
+        assert body["status"] == "success", body
+        result: list[dict[str, Any]] = body["data"]["result"]
+        return result
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path) -> Iterator[Callable[[str], Prometheus]]:
+    """``prometheus(target)`` → a ready :class:`Prometheus` scraping ``target``; stopped at teardown."""
+    binary = _binary("prometheus")
+    promtool = _binary("promtool")
+    started: list[Prometheus] = []
+
+    def start(target: str) -> Prometheus:
+        config = tmp_path / "prometheus.yml"
+        config.write_text(yaml.safe_dump(derived_config(target), sort_keys=False))
+        check = subprocess.run(
+            [promtool, "check", "config", str(config)], capture_output=True, text=True, timeout=60
+        )
+        assert check.returncode == 0, check.stdout + check.stderr
+        server = Prometheus(binary, config, tmp_path / "tsdb", tmp_path / "prometheus.log")
+        started.append(server)
+        server.wait_ready()
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def test_promtool_checks_the_repository_scrape_configuration() -> None:
+    promtool = _binary("promtool")
+    result = subprocess.run(
+        [promtool, "check", "config", str(SCRAPE_CONFIG)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+async def _wait_for(
+    prom: Prometheus, expr: str, expected: float, timeout: float = 20.0
+) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    result: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        result = await asyncio.to_thread(prom.query, expr)
+        if result and float(result[0]["value"][1]) == expected:
+            return result
+        await asyncio.sleep(0.25)
+    raise AssertionError(f"{expr} did not reach {expected} in {timeout}s: {result}")
+
+
+async def test_prometheus_reads_the_tool_call_counter(
+    start_gateway: Callable[..., GatewayProcess], prometheus: Callable[[str], Prometheus]
+) -> None:
+    metrics_port = free_port()
+    gateway = start_gateway(
+        env={
+            "GITLAB_URL": "http://127.0.0.1:9",  # the broker tools need no GitLab
+            "GATEWAY_SERVER__METRICS_PORT": str(metrics_port),
+            "GATEWAY_SERVER__METRICS_HOST": "127.0.0.1",
+        }
+    )
+    metrics_url = f"http://127.0.0.1:{metrics_port}"
+    # The metrics listener serves the three read-only endpoints and never MCP.
+    assert httpx.get(f"{metrics_url}/healthz").status_code == 200
+    assert httpx.get(f"{metrics_url}/readyz").status_code == 200
+    assert httpx.post(f"{metrics_url}/mcp", json={}).status_code == 404
+
+    prom = prometheus(f"127.0.0.1:{metrics_port}")
+    await _wait_for(prom, f'up{{job="{JOB}"}}', 1)
+
+    async with mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "pm"}) as client:
+        for _ in range(3):
+            result = await client.call_tool("get_pipeline_status", {})
+            assert not result.is_error, result.content
+        refused = await client.call_tool("start_phase", {"phase": "one"})  # invalid arguments
+        assert refused.is_error
+
+    (sample,) = await _wait_for(
+        prom, f'gateway_tool_calls_total{{job="{JOB}", tool="get_pipeline_status", outcome="ok"}}', 3
+    )
+    assert sample["metric"]["instance"] == f"127.0.0.1:{metrics_port}"
+    (refusal,) = await _wait_for(prom, f'sum(gateway_tool_calls_total{{job="{JOB}", tool="start_phase"}})', 1)
+    assert refusal["value"][1] == "1"
+    by_outcome = await asyncio.to_thread(
+        prom.query, f'sum by (outcome) (gateway_tool_calls_total{{job="{JOB}", tool="start_phase"}})'
+    )
+    assert [s["metric"]["outcome"] for s in by_outcome] == ["bad_request"]
+    # The latency histogram and the build information came along with the same scrapes.
+    count = await asyncio.to_thread(
+        prom.query, f'gateway_tool_call_duration_seconds_count{{job="{JOB}", tool="get_pipeline_status"}}'
+    )
+    assert count and float(count[0]["value"][1]) == 3
+    build = await asyncio.to_thread(prom.query, f'gateway_build_info{{job="{JOB}"}}')
+    assert build and build[0]["metric"]["version"]

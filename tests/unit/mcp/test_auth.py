@@ -1,0 +1,188 @@
+"""Who is calling (design.md "callers and agents", "GitLab credentials")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.unit.mcp.conftest import MakeMcp
+from tests.unit.mcp.helpers import Mcp, Probe
+
+PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+TOKENS = [{"token": "pm-secret-0123", "agent_id": "pm"}, {"token": "dev-secret-4567", "agent_id": "dev"}]
+
+
+async def whoami(client: Mcp, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    resp = await client.post(
+        {"jsonrpc": "2.0", "id": client.next_id(), "method": "tools/call", "params": {"name": "whoami"}},
+        headers=headers,
+    )
+    assert resp.status == 200, await resp.text()
+    return dict((await resp.json())["result"]["structuredContent"])
+
+
+# -- X-Agent-Id on loopback ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("header", "agent"), [("dev", "dev"), ("pm", "pm"), (" reviewer ", "reviewer")])
+async def test_agent_header_names_the_caller_on_loopback(mcp: Mcp, header: str, agent: str) -> None:
+    who = await whoami(mcp, {"X-Agent-Id": header})
+    assert who["agent_id"] == agent
+    assert who["credential"] == "service"
+
+
+@pytest.mark.parametrize("header", ["admin", "", "PM"])
+async def test_invalid_agent_header_gives_no_agent(mcp: Mcp, header: str) -> None:
+    assert (await whoami(mcp, {"X-Agent-Id": header}))["agent_id"] is None
+
+
+async def test_no_agent_header_gives_no_agent(mcp: Mcp) -> None:
+    assert (await whoami(mcp))["agent_id"] is None
+
+
+async def test_agent_header_is_ignored_off_loopback_without_client_tokens(mcp_factory: MakeMcp) -> None:
+    client = await mcp_factory(server={"host": "0.0.0.0"}, gitlab={"credential_mode": "passthrough"})
+    client.headers = {"PRIVATE-TOKEN": "glpat-caller"}
+    await client.initialize()
+    who = await whoami(client, {"X-Agent-Id": "pm"})
+    assert who["agent_id"] is None
+    assert who["credential"] == "passthrough"
+
+
+# -- client tokens -------------------------------------------------------------------------
+
+
+async def test_client_token_missing_is_401_with_bearer_challenge(mcp_factory: MakeMcp) -> None:
+    client = await mcp_factory(client_tokens=TOKENS)
+    resp = await client.post(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}},
+        session=False,
+    )
+    assert resp.status == 401
+    assert resp.headers["WWW-Authenticate"] == 'Bearer realm="gitlab-mcp-gateway"'
+    body = await resp.json()
+    assert body["id"] == 1
+    assert body["error"]["code"] == -32001
+    assert "Authorization: Bearer" in body["error"]["message"]
+    assert "Mcp-Session-Id" not in resp.headers
+
+
+@pytest.mark.parametrize(
+    "authorization", ["Bearer wrong-secret", "Bearer pm-secret-012", "Basic cG06cG0=", "Bearer "]
+)
+async def test_client_token_wrong_is_401(mcp_factory: MakeMcp, authorization: str) -> None:
+    client = await mcp_factory(client_tokens=TOKENS)
+    resp = await client.post(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}},
+        headers={"Authorization": authorization},
+        session=False,
+    )
+    assert resp.status == 401
+    assert resp.headers["WWW-Authenticate"].startswith("Bearer")
+
+
+async def test_client_token_decides_the_agent_and_the_header_is_ignored(mcp_factory: MakeMcp) -> None:
+    client = await mcp_factory(client_tokens=TOKENS)
+    client.headers = {"Authorization": "Bearer dev-secret-4567"}
+    await client.initialize()
+    who = await whoami(client, {"X-Agent-Id": "pm"})
+    assert who["agent_id"] == "dev"
+    assert who["credential"] == "service"
+
+
+async def test_every_request_needs_the_token(mcp_factory: MakeMcp) -> None:
+    client = await mcp_factory(client_tokens=TOKENS)
+    client.headers = {"Authorization": "Bearer pm-secret-0123"}
+    await client.initialize()
+    assert (await client.post(PING)).status == 200
+    assert (await client.post(PING, headers={"Authorization": "Bearer nope"})).status == 401
+    delete = await client.client.delete("/mcp", headers={"Mcp-Session-Id": client.session_id or ""})
+    assert delete.status == 401
+    assert (await client.post(PING)).status == 200
+
+
+async def test_unknown_session_is_404_before_any_auth(mcp_factory: MakeMcp) -> None:
+    client = await mcp_factory(client_tokens=TOKENS)
+    resp = await client.post(PING, headers={"Mcp-Session-Id": "forged"})
+    assert resp.status == 404
+
+
+async def test_a_session_is_bound_to_its_caller(mcp_factory: MakeMcp) -> None:
+    client = await mcp_factory(client_tokens=TOKENS)
+    client.headers = {"Authorization": "Bearer pm-secret-0123"}
+    await client.initialize()
+    stolen = await client.post(PING, headers={"Authorization": "Bearer dev-secret-4567"})
+    assert stolen.status == 404
+    deleted = await client.client.delete(
+        "/mcp", headers={"Mcp-Session-Id": client.session_id or "", "Authorization": "Bearer dev-secret-4567"}
+    )
+    assert deleted.status == 404
+    assert (await client.post(PING)).status == 200
+
+
+# -- passthrough GitLab credentials --------------------------------------------------------
+
+
+async def test_passthrough_without_gitlab_token_is_401_saying_which_header(mcp_factory: MakeMcp) -> None:
+    client = await mcp_factory(gitlab={"credential_mode": "passthrough", "token": None})
+    resp = await client.post(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}},
+        session=False,
+    )
+    assert resp.status == 401
+    assert resp.headers["WWW-Authenticate"].startswith("Bearer")
+    body = await resp.json()
+    assert body["error"]["code"] == -32001
+    assert body["error"]["message"] == (
+        "This gateway forwards each caller's own GitLab token (passthrough mode) and this request "
+        "carried none: send `PRIVATE-TOKEN: <your GitLab token>` or `Authorization: Bearer <your "
+        "GitLab token>`."
+    )
+
+
+@pytest.mark.parametrize(
+    "headers", [{"PRIVATE-TOKEN": "glpat-caller"}, {"Authorization": "Bearer glpat-caller"}]
+)
+async def test_passthrough_forwards_the_callers_token(
+    mcp_factory: MakeMcp, probe: Probe, headers: dict[str, str]
+) -> None:
+    client = await mcp_factory(gitlab={"credential_mode": "passthrough", "token": None})
+    client.headers = headers
+    await client.initialize()
+    assert (await whoami(client))["credential"] == "passthrough"
+    credential = probe.contexts[-1].call.principal.credential
+    assert credential is not None and credential.token == "glpat-caller"
+
+
+async def test_passthrough_token_is_required_on_every_post(mcp_factory: MakeMcp) -> None:
+    client = await mcp_factory(gitlab={"credential_mode": "passthrough", "token": None})
+    client.headers = {"PRIVATE-TOKEN": "glpat-caller"}
+    await client.initialize()
+    resp = await client.post(PING, headers={"PRIVATE-TOKEN": None})  # type: ignore[dict-item]
+    assert resp.status == 401
+
+
+async def test_passthrough_session_is_bound_to_the_gitlab_token(mcp_factory: MakeMcp) -> None:
+    client = await mcp_factory(gitlab={"credential_mode": "passthrough", "token": None})
+    client.headers = {"PRIVATE-TOKEN": "glpat-alice"}
+    await client.initialize()
+    assert (await client.post(PING, headers={"PRIVATE-TOKEN": "glpat-mallory"})).status == 404
+    assert (await client.post(PING)).status == 200
+
+
+async def test_passthrough_with_client_tokens_takes_gitlab_token_from_private_token(
+    mcp_factory: MakeMcp,
+) -> None:
+    client = await mcp_factory(gitlab={"credential_mode": "passthrough", "token": None}, client_tokens=TOKENS)
+    client.headers = {"Authorization": "Bearer pm-secret-0123"}
+    resp = await client.post(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}},
+        session=False,
+    )
+    assert resp.status == 401
+    assert "PRIVATE-TOKEN" in (await resp.json())["error"]["message"]
+    client.headers["PRIVATE-TOKEN"] = "glpat-caller"
+    await client.initialize()
+    who = await whoami(client)
+    assert (who["agent_id"], who["credential"]) == ("pm", "passthrough")

@@ -1,0 +1,314 @@
+"""The deployment files are valid and agree with the gateway.
+
+- Kubernetes manifests against Kubernetes' own OpenAPI schemas (``kubernetes-validate``, offline,
+  strict: unknown fields fail), plus the sidecar's promises (loopback MCP port, probes, Secret,
+  volume, resources).
+- The ServiceMonitor and ``deploy/prometheus/prometheus.yml`` point at the same port and path;
+  ``promtool check config`` accepts both Prometheus files.
+- The Grafana dashboard only queries metric names that ``Metrics`` exposes.
+- The compose file and its example environment make a valid configuration.
+- The Dockerfile passes hadolint and keeps its promises (multi-stage, non-root, HEALTHCHECK...).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gateway.config import Settings, load_settings
+from gateway.observability.metrics import Metrics
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+K8S = DEPLOY / "kubernetes"
+#: The oldest Kubernetes with native sidecars on by default (restartPolicy: Always, 1.29 beta).
+K8S_VERSION = "1.29"
+IN_CI = bool(os.environ.get("CI"))
+
+
+def _tool(name: str) -> str | None:
+    """A command from PATH or the virtual environment; skipped locally when absent, failed in CI."""
+    found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+    if found is None:
+        if IN_CI:
+            pytest.fail(f"{name} is not installed (scripts/test installs it)")
+        pytest.skip(f"{name} is not installed")
+    return found
+
+
+def _documents(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def _by_kind(kind: str) -> list[dict[str, Any]]:
+    return [d for p in sorted(K8S.glob("*.yaml")) for d in _documents(p) if d["kind"] == kind]
+
+
+def _sidecar() -> dict[str, Any]:
+    (deployment,) = _by_kind("Deployment")
+    (gateway,) = [
+        c
+        for c in deployment["spec"]["template"]["spec"]["initContainers"]
+        if c["name"] == "gitlab-mcp-gateway"
+    ]
+    return gateway
+
+
+def _env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+# -- Kubernetes ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", sorted(K8S.glob("*.yaml")), ids=lambda p: p.name)
+def test_kubernetes_manifests_match_the_schema(path: Path) -> None:
+    for document in _documents(path):
+        if document["kind"] in ("Kustomization", "ServiceMonitor"):  # not core kinds: checked below
+            continue
+        try:
+            kubernetes_validate.validate(document, K8S_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as err:
+            where = ".".join(str(p) for p in err.path)
+            pytest.fail(
+                f"{path.name}: {document['kind']}/{document['metadata']['name']}: {where}: {err.message}"
+            )
+
+
+def test_the_schema_check_is_real() -> None:
+    (deployment,) = _by_kind("Deployment")
+    broken = json.loads(json.dumps(deployment))
+    broken["spec"]["template"]["spec"]["initContainers"][0]["livenessProbe"]["httpGet"]["paht"] = "/healthz"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, K8S_VERSION, strict=True)
+
+
+def test_kustomization_lists_existing_files() -> None:
+    (kustomization,) = _documents(K8S / "kustomization.yaml")
+    for resource in kustomization["resources"]:
+        assert (K8S / resource).is_file(), resource
+
+
+def test_the_sidecar_keeps_mcp_on_loopback_and_exposes_only_metrics() -> None:
+    gateway = _sidecar()
+    assert gateway["restartPolicy"] == "Always"  # a native sidecar: up before the agent, down after it
+    args = gateway["args"]
+    assert args[args.index("--host") + 1] == "127.0.0.1"
+    assert args[args.index("--port") + 1] == "8080"
+    env = _env(gateway)
+    (metrics_port,) = gateway["ports"]
+    assert metrics_port == {
+        "name": "metrics",
+        "containerPort": int(env["GATEWAY_SERVER__METRICS_PORT"]),
+        "protocol": "TCP",
+    }
+    assert env["GATEWAY_LOGGING__FORMAT"] == "json"
+
+    # The settings the sidecar runs with are valid (not refused for a non-loopback MCP port).
+    overrides = {
+        "server": {"host": "127.0.0.1", "port": 8080, "metrics_port": 9090, "metrics_host": "0.0.0.0"}
+    }
+    settings = load_settings(gitlab={"token": "glpat-from-the-secret"}, **overrides)
+    assert settings.server.metrics_port == 9090
+
+
+def test_the_sidecar_probes_token_state_and_resources() -> None:
+    gateway = _sidecar()
+    assert gateway["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert gateway["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert gateway["startupProbe"]["httpGet"]["path"] == "/healthz"
+
+    env = _env(gateway)
+    assert env["GITLAB_TOKEN"] == {"secretKeyRef": {"name": "gitlab-mcp-gateway", "key": "GITLAB_TOKEN"}}
+    (secret,) = _by_kind("Secret")
+    assert secret["metadata"]["name"] == "gitlab-mcp-gateway" and "GITLAB_TOKEN" in secret["stringData"]
+
+    mounts = {m["name"]: m["mountPath"] for m in gateway["volumeMounts"]}
+    assert mounts["state"] == env["GATEWAY_STATE_DIR"] == "/var/lib/gitlab-mcp-gateway"
+    (deployment,) = _by_kind("Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    (claim,) = _by_kind("PersistentVolumeClaim")
+    assert volumes["state"]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    assert deployment["spec"]["strategy"]["type"] == "Recreate"  # one SQLite writer at a time
+
+    assert {"cpu", "memory"} <= set(gateway["resources"]["requests"])
+    assert "memory" in gateway["resources"]["limits"]
+    assert gateway["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["terminationGracePeriodSeconds"] > Settings().server.shutdown_timeout_seconds
+
+    (agent,) = pod["containers"]
+    assert _env(agent)["MCP_SERVER_URL"] == "http://127.0.0.1:8080/mcp"
+
+
+def test_service_monitor_selects_the_metrics_service() -> None:
+    (monitor,) = _by_kind("ServiceMonitor")
+    (service,) = _by_kind("Service")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    labels = monitor["spec"]["selector"]["matchLabels"]
+    assert labels.items() <= service["metadata"]["labels"].items()
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+    assert endpoint["path"] == "/metrics"
+    assert {p["name"]: p["port"] for p in service["spec"]["ports"]}["metrics"] == 9090
+    (deployment,) = _by_kind("Deployment")
+    assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+
+
+# -- Prometheus ---------------------------------------------------------------------------------
+
+
+def test_scrape_configuration_matches_the_service_monitor() -> None:
+    config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    (job,) = config["scrape_configs"]
+    (monitor,) = _by_kind("ServiceMonitor")
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert job["job_name"] == monitor["metadata"]["labels"][monitor["spec"]["jobLabel"]]
+    assert job["metrics_path"] == endpoint["path"]
+    assert job["scrape_interval"] == endpoint["interval"]
+    (service,) = _by_kind("Service")
+    (dns,) = job["dns_sd_configs"]
+    assert dns["names"][0].startswith(service["metadata"]["name"] + ".")
+    assert service["spec"]["clusterIP"] == "None"  # headless: one A record per pod
+    assert dns["port"] == 9090
+
+
+@pytest.mark.parametrize(
+    "path", [DEPLOY / "prometheus" / "prometheus.yml", DEPLOY / "compose" / "prometheus.yml"], ids=str
+)
+def test_promtool_accepts_the_scrape_configuration(path: Path) -> None:
+    promtool = _tool("promtool")
+    result = subprocess.run(
+        [promtool, "check", "config", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+# -- Grafana ------------------------------------------------------------------------------------
+
+
+def _exposed_series() -> set[str]:
+    metrics = Metrics()
+    metrics.tool_latency.labels("t").observe(1)  # labelled families expose samples once used
+    metrics.gitlab_latency.labels("o").observe(1)
+    names = set()
+    for family in text_string_to_metric_families(generate_latest(metrics.registry).decode()):
+        names.add(family.name)
+        names.update(sample.name for sample in family.samples)
+    for attribute in vars(metrics).values():  # counters and gauges with labels not yet used
+        name = getattr(attribute, "_name", None)
+        kind = getattr(attribute, "_type", None)
+        if name:
+            names.add(name + ("_total" if kind == "counter" else "_info" if kind == "info" else ""))
+    return names
+
+
+def test_grafana_dashboard_only_queries_existing_metrics() -> None:
+    dashboard = json.loads((DEPLOY / "grafana" / "gitlab-mcp-gateway.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    exprs += [v["definition"] for v in dashboard["templating"]["list"] if "definition" in v]
+    assert len(exprs) > 15
+    used = {name for expr in exprs for name in re.findall(r"\b(?:gateway|process)_[a-z0-9_]+", expr)}
+    exposed = _exposed_series()
+    assert used - exposed == set()
+    # Every metric family of the issue has a panel.
+    for family in (
+        "gateway_mcp_requests_total",
+        "gateway_tool_calls_total",
+        "gateway_tool_call_duration_seconds_bucket",
+        "gateway_gitlab_requests_total",
+        "gateway_gitlab_request_duration_seconds_bucket",
+        "gateway_gitlab_retries_total",
+        "gateway_gitlab_rate_limit_wait_seconds_total",
+        "gateway_cache_hits_total",
+        "gateway_cache_misses_total",
+        "gateway_cache_evictions_total",
+        "gateway_mcp_sessions_open",
+        "gateway_mcp_sse_streams_open",
+        "gateway_broker_state",
+        "gateway_broker_queue_depth",
+        "gateway_broker_waits_open",
+        "gateway_build_info",
+    ):
+        assert family in used, family
+
+
+def test_grafana_dashboard_shape() -> None:
+    dashboard = json.loads((DEPLOY / "grafana" / "gitlab-mcp-gateway.json").read_text())
+    assert dashboard["uid"] == "gitlab-mcp-gateway"
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", []):
+            assert target["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+            assert target["expr"].count("(") == target["expr"].count(")")
+
+
+# -- compose ------------------------------------------------------------------------------------
+
+
+def test_compose_runs_the_gateway_with_client_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    compose = yaml.safe_load((DEPLOY / "compose" / "compose.yaml").read_text())
+    gateway = compose["services"]["gateway"]
+    assert (REPO / "Dockerfile").is_file() and (
+        DEPLOY / "compose" / gateway["build"]["context"]
+    ).resolve() == REPO
+    assert all(port.startswith("127.0.0.1:") for port in gateway["ports"])  # the laptop only
+    state = gateway["environment"]["GATEWAY_STATE_DIR"]
+    assert f"gateway-state:{state}" in gateway["volumes"] and "gateway-state" in compose["volumes"]
+    assert {s for s, v in compose["services"].items() if "profiles" not in v} == {"gateway"}
+
+    # The example environment plus the compose settings make a configuration the gateway accepts,
+    # even though it binds 0.0.0.0 with a service token: the client tokens make that safe.
+    example = DEPLOY / "compose" / "gateway.env.example"
+    for line in example.read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.partition("=")
+            monkeypatch.setenv(name, value)
+    for name, value in gateway["environment"].items():
+        monkeypatch.setenv(name, str(value))
+    command = gateway["command"]
+    settings = load_settings(server={"host": command[command.index("--host") + 1]})
+    assert settings.server.host == "0.0.0.0"
+    assert [c.agent_id for c in settings.client_tokens] == ["pm", "dev", "reviewer"]
+    assert settings.server.metrics_port == 9090
+
+
+# -- Dockerfile ---------------------------------------------------------------------------------
+
+
+def test_hadolint_accepts_the_dockerfile() -> None:
+    hadolint = _tool("hadolint")
+    result = subprocess.run([hadolint, "Dockerfile"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dockerfile_promises() -> None:
+    text = (REPO / "Dockerfile").read_text()
+    instructions = [line for line in text.splitlines() if line and not line.startswith((" ", "#"))]
+    stages = [i for i, line in enumerate(instructions) if line.startswith("FROM ")]
+    assert len(stages) == 2  # multi-stage
+    final = "\n".join(instructions[stages[-1] :])
+    assert "-slim" in text
+    assert re.search(r"^USER 10001", final, re.M)  # not root
+    assert "HEALTHCHECK" in final and "/healthz" in text
+    assert 'VOLUME ["/var/lib/gitlab-mcp-gateway"]' in final
+    assert "GATEWAY_STATE_DIR=/var/lib/gitlab-mcp-gateway" in text
+    assert "EXPOSE 8080" in final
+    assert not re.search(r"apt-get|gcc|build-essential|pip install", final)  # nothing built there
+    ignore = (REPO / ".dockerignore").read_text().splitlines()
+    assert ignore[ignore.index("*") :][:4] == ["*", "!pyproject.toml", "!README.md", "!gateway/"]
