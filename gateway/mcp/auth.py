@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from gateway.config import Settings, is_loopback
 from gateway.gitlab.credentials import Credential, passthrough_credential, service_credential
 from gateway.mcp.protocol import UNAUTHORIZED, RpcError
+from gateway.observability.logging import register_secret
 from gateway.tools.context import Principal
 
 AGENT_HEADER = "X-Agent-Id"
@@ -104,6 +105,7 @@ class Authenticator:
                 raise unauthorized(self._missing_gitlab_token_message(), 'Bearer realm="gitlab"')
             if credential is not None:
                 owner = f"{owner or ''}|gitlab:{credential.cache_key}"
+                register_secret(credential.token)  # redacted from every later log line
         else:
             credential = self._service
         return Identity(Principal(agent_id=agent_id, credential=credential, remote=remote or ""), owner)

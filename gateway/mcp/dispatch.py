@@ -59,7 +59,7 @@ from gateway.mcp.protocol import (
 )
 from gateway.mcp.sessions import Session, SessionsFull, SessionStore
 from gateway.mcp.sse import SSE_HEADERS, SseStream
-from gateway.observability.metrics import Metrics
+from gateway.mcp.telemetry import Telemetry
 from gateway.tools.context import CallInfo, Services, ToolContext
 from gateway.tools.registry import Registry, Tool, ToolResult
 
@@ -88,16 +88,14 @@ def parse_message(msg: Any) -> Message:
 
     Raises:
         RpcError: ``-32600`` (HTTP 400) when it is not a JSON-RPC 2.0 request, notification or
-            response; ``data`` is absent, the message says what was wrong.
+            response; the message says what was wrong.
     """
     if not isinstance(msg, dict):
         raise invalid_request("Invalid Request: a JSON-RPC message must be a JSON object.")
     raw_id = msg.get("id")
     rpc_id = raw_id if is_request_id(raw_id) else None
     if msg.get("jsonrpc") != "2.0":
-        err = invalid_request('Invalid Request: "jsonrpc" must be "2.0".')
-        err.data = {"id": rpc_id} if rpc_id is not None else None
-        raise err
+        raise invalid_request('Invalid Request: "jsonrpc" must be "2.0".')
     method = msg.get("method")
     if method is not None:
         if not isinstance(method, str):
@@ -166,7 +164,7 @@ class Dispatcher:
     Args:
         registry: the served tools.
         settings: the gateway's settings (``server.*`` limits).
-        metrics: the app's metrics.
+        telemetry: the app's MCP metrics.
         sessions: the session store.
         calls: calls in flight (shutdown ends the long-running ones).
         services: returns the app's :class:`Services` (built at start-up).
@@ -177,13 +175,13 @@ class Dispatcher:
         *,
         registry: Registry,
         settings: Settings,
-        metrics: Metrics,
+        telemetry: Telemetry,
         sessions: SessionStore,
         calls: ActiveCalls,
         services: Any,
     ) -> None:
         self._registry = registry
-        self._metrics = metrics
+        self._telemetry = telemetry
         self._sessions = sessions
         self._calls = calls
         self._services = services
@@ -357,7 +355,7 @@ class Dispatcher:
                 ex.request,
                 keepalive_seconds=self._keepalive,
                 headers=ex.headers,
-                gauge=self._metrics.sse_streams_open,
+                gauge=self._telemetry.metrics.sse_streams_open,
             )
             if not await stream.open():
                 ex.outcome = "client_gone"
@@ -432,9 +430,7 @@ class Dispatcher:
         return outcome
 
     def _count_call(self, tool: str, outcome: str, seconds: float | None) -> None:
-        self._metrics.tool_calls.labels(tool, outcome).inc()
-        if seconds is not None:
-            self._metrics.tool_latency.labels(tool).observe(seconds)
+        self._telemetry.tool_call(tool, outcome, seconds)
 
     # -- batches (2025-03-26 only) -----------------------------------------------------------
 
@@ -466,15 +462,15 @@ class Dispatcher:
         try:
             msg = parse_message(raw)
         except RpcError as err:
-            self._metrics.mcp_requests.labels("other", "error").inc()
+            self._telemetry.request("other", "error")
             return err.encode(None), None
         label = method_label(msg.method) if msg.kind != "response" else "response"
         if msg.kind == "notification":
             self.notification(session, msg)
-            self._metrics.mcp_requests.labels(label, "ok").inc()
+            self._telemetry.request(label, "ok")
             return None, None
         if msg.kind == "response":
-            self._metrics.mcp_requests.labels(label, "ok").inc()
+            self._telemetry.request(label, "ok")
             return None, None
         assert msg.id is not None and msg.method is not None
         item = Exchange(ex.request, ex.request_id, ex.headers, session=session, identity=ex.identity)
@@ -484,12 +480,12 @@ class Dispatcher:
             params = self._params(msg)
             if msg.method != "tools/call":
                 body = self._simple(item, msg.method, msg.id, params)
-                self._metrics.mcp_requests.labels(label, "ok").inc()
+                self._telemetry.request(label, "ok")
                 return body, None
             name, arguments, _ = self._parse_call(params)
             resolved = self._resolve(item, msg.id, name)
             if isinstance(resolved, bytes):
-                self._metrics.mcp_requests.labels(label, "ok").inc()
+                self._telemetry.request(label, "ok")
                 return resolved, None
             if msg.id in session.inflight:
                 raise RpcError(
@@ -497,7 +493,7 @@ class Dispatcher:
                 )
             outcome = await self._run(item, session, resolved, msg.id, arguments, None, None)
         except RpcError as err:
-            self._metrics.mcp_requests.labels(label, "error").inc()
+            self._telemetry.request(label, "error")
             return err.encode(msg.id), None
-        self._metrics.mcp_requests.labels(label, "cancelled" if outcome.message is None else "ok").inc()
+        self._telemetry.request(label, "cancelled" if outcome.message is None else "ok")
         return outcome.message, outcome.result

@@ -46,6 +46,7 @@ from gateway.mcp.auth import Authenticator, Identity
 from gateway.mcp.calls import ActiveCalls
 from gateway.mcp.dispatch import Dispatcher, Exchange, json_response, parse_message
 from gateway.mcp.protocol import (
+    INTERNAL_ERROR,
     INVALID_REQUEST,
     NO_BATCH_VERSIONS,
     PARSE_ERROR,
@@ -55,12 +56,13 @@ from gateway.mcp.protocol import (
     VERSION_HEADER,
     RpcError,
     invalid_request,
+    is_request_id,
     method_label,
 )
 from gateway.mcp.security import OriginHostGuard
 from gateway.mcp.sessions import Session, SessionStore
+from gateway.mcp.telemetry import Telemetry
 from gateway.observability.logging import bind_request_id
-from gateway.observability.metrics import Metrics
 
 log = logging.getLogger("gateway.mcp")
 
@@ -95,15 +97,16 @@ def setup(app: web.Application) -> None:
         gauge=metrics.sessions_open,
     )
     calls = ActiveCalls()
+    telemetry = Telemetry(metrics)
     dispatcher = Dispatcher(
         registry=app[REGISTRY],
         settings=settings,
-        metrics=metrics,
+        telemetry=telemetry,
         sessions=sessions,
         calls=calls,
         services=lambda: app[SERVICES],
     )
-    transport = Transport(settings, metrics, sessions, calls, dispatcher)
+    transport = Transport(settings, telemetry, sessions, calls, dispatcher)
     app[SESSIONS] = sessions
     app[TRANSPORT] = transport
     app.router.add_route("POST", MCP_PATH, transport.post)
@@ -133,12 +136,12 @@ class Transport:
     def __init__(
         self,
         settings: Settings,
-        metrics: Metrics,
+        telemetry: Telemetry,
         sessions: SessionStore,
         calls: ActiveCalls,
         dispatcher: Dispatcher,
     ) -> None:
-        self._metrics = metrics
+        self._telemetry = telemetry
         self._sessions = sessions
         self._calls = calls
         self._dispatcher = dispatcher
@@ -187,6 +190,16 @@ class Transport:
             if ex.outcome == "ok":
                 ex.outcome = "rejected" if err.http_status >= 400 else "error"
             response = json_response(err.encode(ex.rpc_id), {**ex.headers, **err.headers}, err.http_status)
+        except Exception:
+            # A bug of the gateway's own: log it, answer without internals.
+            log.exception("mcp request failed", extra={"request_id": request_id})
+            ex.outcome = "internal_error"
+            error = RpcError(
+                INTERNAL_ERROR,
+                f"Internal error; the gateway logged it with request id {request_id}.",
+                http_status=500,
+            )
+            response = json_response(error.encode(ex.rpc_id), ex.headers, 500)
         except BaseException:
             ex.outcome = "cancelled" if ex.outcome == "ok" else ex.outcome
             self._record(ex, started, status, count)
@@ -198,7 +211,7 @@ class Transport:
     def _record(self, ex: Exchange, started: float, status: int, count: bool) -> None:
         if count and not ex.counted:
             method = "response" if ex.method == "response" else method_label(ex.method)
-            self._metrics.mcp_requests.labels(method, _METRIC_OUTCOMES.get(ex.outcome, "ok")).inc()
+            self._telemetry.request(method, _METRIC_OUTCOMES.get(ex.outcome, "ok"))
         log.info(
             "mcp request",
             extra={
@@ -241,10 +254,12 @@ class Transport:
         body = await self._read_body(request)
         try:
             decoded = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise RpcError(PARSE_ERROR, "Parse error: the body is not valid JSON.", http_status=400) from None
         if isinstance(decoded, list):
             return await self._batch(ex, decoded, version)
+        if isinstance(decoded, dict) and is_request_id(decoded.get("id")):
+            ex.rpc_id = decoded["id"]  # echoed by errors even when the rest is malformed
         msg = parse_message(decoded)
         ex.method = msg.method if msg.kind != "response" else "response"
         ex.rpc_id = msg.id

@@ -25,7 +25,9 @@ Redaction (:class:`Redactor`) runs on every line, whatever logged it, before it 
   https://docs.gitlab.com/security/tokens/#token-prefixes), and the runner registration prefix
   ``GR1348941``;
 - every known secret verbatim: the configured service token, the client tokens, and secrets
-  registered at run time with :func:`register_secret` (a bounded set).
+  registered at run time with :func:`register_secret` (a bounded set of callers' passthrough
+  tokens; found as whole runs of token characters, so one glued to other letters or digits
+  without a separator is not).
 
 Redacted text reads ``[REDACTED]``; a GitLab token keeps its prefix (``glpat-[REDACTED]``) so an
 operator can still tell which kind of token was involved.
@@ -33,6 +35,7 @@ operator can still tell which kind of token was involved.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -144,10 +147,22 @@ _TEXT_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bGR1348941[A-Za-z0-9_\-]+"), "GR1348941" + REDACTED),
 )
 
+#: A field or header name that cannot hold a secret itself (only its value may).
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+#: Matches wherever one of :data:`_TEXT_RULES` could: a text without it needs none of them.
+_RULE_TRIGGER = re.compile(
+    r"(?i)://|authoriz|token|cookie|bearer|basic|passw|secret|api[_-]?key|_gitlab_session"
+    r"|\bgl[a-z]{2,7}-|GR1348941"
+)
+
 #: Shortest secret redacted verbatim; shorter ones would blank out ordinary words.
 MIN_SECRET_LENGTH = 4
 #: Most secrets registered at run time (least recently registered dropped first).
-MAX_RUNTIME_SECRETS = 1024
+MAX_RUNTIME_SECRETS = 4096
+#: Runs of token characters (RFC 6750 token68 without ``+/=``, which also separate words in URLs
+#: and forms). A runtime secret made only of these is found by a set lookup per run, so the cost
+#: of a line does not grow with the number of registered secrets.
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9_\-.~]{8,}")
 
 
 class Redactor:
@@ -167,37 +182,53 @@ class Redactor:
         self._fixed = {s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH}
         self._runtime: OrderedDict[str, None] = OrderedDict()
         self._max_runtime = max_runtime_secrets
-        self._literal: re.Pattern[str] | None = None
-        self._rebuild()
+        self._literal = _literal_pattern(self._fixed)
 
     def add_secret(self, value: str | None) -> None:
-        """Redact ``value`` verbatim from now on (ignored when shorter than :data:`MIN_SECRET_LENGTH`)."""
+        """Redact ``value`` verbatim from now on (ignored when shorter than :data:`MIN_SECRET_LENGTH`).
+
+        Meant for secrets met while serving (a caller's passthrough GitLab token): the set keeps
+        the :data:`MAX_RUNTIME_SECRETS` most recently registered. A value that is not one run of
+        token characters joins the configured secrets instead (unbounded, so rare by design).
+        """
         if not value or len(value) < MIN_SECRET_LENGTH or value in self._fixed:
             return
         with self._lock:
+            if not _TOKEN_RUN.fullmatch(value):
+                self._fixed.add(value)
+                self._literal = _literal_pattern(self._fixed)
+                return
             if value in self._runtime:
                 self._runtime.move_to_end(value)
                 return
             self._runtime[value] = None
             while len(self._runtime) > self._max_runtime:
                 self._runtime.popitem(last=False)
-            self._rebuild_locked()
 
-    def _rebuild(self) -> None:
-        with self._lock:
-            self._rebuild_locked()
-
-    def _rebuild_locked(self) -> None:
-        values = sorted({*self._fixed, *self._runtime}, key=len, reverse=True)  # longest first
-        self._literal = re.compile("|".join(map(re.escape, values))) if values else None
+    def _runtime_run(self, match: re.Match[str]) -> str:
+        run = match.group(0)
+        if run in self._runtime:
+            return REDACTED
+        # "…<secret>." at the end of a sentence, "-<secret>" in a list: punctuation that is also
+        # a token character. A secret glued to letters or digits is not found (documented).
+        core = run.strip(".-_~")
+        if core != run and core in self._runtime:
+            return run.replace(core, REDACTED)
+        return run
 
     def redact(self, text: str) -> str:
         """``text`` with every secret replaced (see the module docstring for the rules)."""
+        if len(text) < MIN_SECRET_LENGTH:
+            return text
         literal = self._literal
         if literal is not None:
             text = literal.sub(REDACTED, text)
-        for pattern, replacement in _TEXT_RULES:
-            text = pattern.sub(replacement, text)
+        if self._runtime and len(text) >= 8:
+            text = _TOKEN_RUN.sub(self._runtime_run, text)
+        # Most values (ids, names, durations) trigger no rule: one scan decides that.
+        if _RULE_TRIGGER.search(text):
+            for pattern, replacement in _TEXT_RULES:
+                text = pattern.sub(replacement, text)
         return text
 
     def redact_value(self, value: Any, *, _depth: int = 0) -> Any:
@@ -215,7 +246,7 @@ class Redactor:
         if isinstance(value, Mapping):
             out: dict[str, Any] = {}
             for key, item in value.items():
-                name = self.redact(str(key))
+                name = key if isinstance(key, str) and _PLAIN_KEY.fullmatch(key) else self.redact(str(key))
                 out[name] = (
                     REDACTED if is_sensitive_key(str(key)) else self.redact_value(item, _depth=_depth + 1)
                 )
@@ -237,6 +268,12 @@ class Redactor:
         return value
 
 
+def _literal_pattern(values: Iterable[str]) -> re.Pattern[str] | None:
+    ordered = sorted(set(values), key=len, reverse=True)  # longest first: no partial leftovers
+    return re.compile("|".join(map(re.escape, ordered))) if ordered else None
+
+
+@functools.lru_cache(maxsize=1024)
 def is_sensitive_key(name: str) -> bool:
     """True when a header or field called ``name`` holds a secret (case and ``_``/``-`` ignored)."""
     return name.strip().lower().replace("_", "-") in SENSITIVE_KEYS

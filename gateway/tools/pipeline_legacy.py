@@ -49,6 +49,7 @@ from gateway.tools.pipelines import (
     PipelineBase,
     PipelineJob,
     read_pipeline,
+    schema_extra,
 )
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput
 
@@ -60,7 +61,7 @@ PipelineUrl = Annotated[
             "https://gitlab.example.com/group/project/-/pipelines/42. Give either `url`, or `id` and "
             "`pipeline_id`."
         ),
-        json_schema_extra={"minLength": 1, "maxLength": 4096},
+        json_schema_extra=schema_extra(minLength=1, maxLength=4096),
     ),
 ]
 

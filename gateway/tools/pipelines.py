@@ -115,6 +115,18 @@ def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda value: None if value is None else check(value)
 
 
+def schema_extra(**extra: Any) -> Callable[[dict[str, Any]], None]:
+    """``json_schema_extra`` for an optional argument: add ``extra`` (constraints the validators
+    enforce) and drop ``"default": null``, which is no value of the argument's declared type."""
+
+    def update(schema: dict[str, Any]) -> None:
+        if schema.get("default", 0) is None:
+            del schema["default"]
+        schema.update(extra)
+
+    return update
+
+
 _PROJECT_ID_DOC = (
     "ID or full path of the project, e.g. `42` or `group/subgroup/project` (URL-encoded "
     "`group%2Fsubgroup%2Fproject` is accepted too)."
@@ -130,12 +142,14 @@ PipelineId = Annotated[
     Field(description=_PIPELINE_ID_DOC, json_schema_extra=_PIPELINE_ID_SCHEMA),
 ]
 OptionalProjectId = Annotated[
-    str | SkipJsonSchema[None], BeforeValidator(_optional(_project_id)), Field(description=_PROJECT_ID_DOC)
+    str | SkipJsonSchema[None],
+    BeforeValidator(_optional(_project_id)),
+    Field(description=_PROJECT_ID_DOC, json_schema_extra=schema_extra()),
 ]
 OptionalPipelineId = Annotated[
     int | SkipJsonSchema[None],
     BeforeValidator(_optional(_pipeline_id)),
-    Field(description=_PIPELINE_ID_DOC, json_schema_extra=_PIPELINE_ID_SCHEMA),
+    Field(description=_PIPELINE_ID_DOC, json_schema_extra=schema_extra(**_PIPELINE_ID_SCHEMA)),
 ]
 PageSize = Annotated[
     int,
@@ -155,7 +169,7 @@ Cursor = Annotated[
             "Cursor for the selected include facet: `page_info.end_cursor` from the previous response "
             "(only while `page_info.has_next_page` is true)."
         ),
-        json_schema_extra={"minLength": 1, "maxLength": MAX_CURSOR_LENGTH},
+        json_schema_extra=schema_extra(minLength=1, maxLength=MAX_CURSOR_LENGTH),
     ),
 ]
 
@@ -177,6 +191,7 @@ class GetPipelineInput(ToolInput):
     job_status: JobStatus | SkipJsonSchema[None] = Field(
         None,
         description="Only jobs with this status, e.g. `failed`. Filters the `jobs` facet only.",
+        json_schema_extra=schema_extra(),
     )
     first: PageSize = DEFAULT_PAGE_SIZE
     after: Cursor = None
@@ -293,14 +308,18 @@ class PipelineBase(_Out):
 class GetPipelineOutput(PipelineBase):
     """The pipeline, and only the requested facet's key with its page_info."""
 
-    jobs: list[PipelineJob] | SkipJsonSchema[None] = Field(None, description="With include: [jobs].")
+    jobs: list[PipelineJob] | SkipJsonSchema[None] = Field(
+        None, description="With include: [jobs].", json_schema_extra=schema_extra()
+    )
     downstream_pipelines: list[DownstreamPipeline] | SkipJsonSchema[None] = Field(
-        None, description="With include: [downstream_pipelines]."
+        None, description="With include: [downstream_pipelines].", json_schema_extra=schema_extra()
     )
     bridge_jobs: list[BridgeJob] | SkipJsonSchema[None] = Field(
-        None, description="With include: [bridge_jobs]."
+        None, description="With include: [bridge_jobs].", json_schema_extra=schema_extra()
     )
-    page_info: PageInfo | SkipJsonSchema[None] = Field(None, description="Paging of the selected facet.")
+    page_info: PageInfo | SkipJsonSchema[None] = Field(
+        None, description="Paging of the selected facet.", json_schema_extra=schema_extra()
+    )
 
 
 # -- the read --------------------------------------------------------------------------------

@@ -622,10 +622,14 @@ async def test_client_owns_and_closes_only_its_own_http_client(
         assert not injected.is_closed
 
 
-async def test_cookies_never_carry_over_between_callers(make_settings: Callable[..., Settings], router: Any) -> None:
+async def test_cookies_never_carry_over_between_callers(
+    make_settings: Callable[..., Settings], router: Any
+) -> None:
     # One shared HTTP client serves every caller: a cookie GitLab (or a proxy) sets for one
     # caller's request must not ride along with the next caller's.
-    route = router.post(GRAPHQL).respond(200, json=DATA, headers={"Set-Cookie": "_gitlab_session=abc; path=/"})
+    route = router.post(GRAPHQL).respond(
+        200, json=DATA, headers={"Set-Cookie": "_gitlab_session=abc; path=/"}
+    )
     client = GitLabClient(make_settings().gitlab)  # the production HTTP client
     try:
         await query(client, Credential(header="PRIVATE-TOKEN", token="glpat-alice", source="passthrough"))

@@ -143,6 +143,28 @@ async def test_invalid_json_is_parse_error_with_null_id(mcp: Mcp) -> None:
     assert "not valid JSON" in body["error"]["message"]
 
 
+async def test_deeply_nested_json_is_parse_error(mcp: Mcp) -> None:
+    resp = await mcp.post(b"[" * 200_000)
+    assert resp.status == 400
+    assert (await resp.json())["error"]["code"] == -32700
+
+
+async def test_a_bug_in_the_transport_is_a_json_rpc_500_without_internals(
+    mcp: Mcp, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise KeyError("internal detail")
+
+    monkeypatch.setattr("gateway.mcp.transport.parse_message", broken)
+    resp = await mcp.post(PING, headers={"X-Request-Id": "bug-1"})
+    assert resp.status == 500
+    body = await resp.json()
+    assert body["error"]["code"] == -32603
+    assert "bug-1" in body["error"]["message"]
+    assert "internal detail" not in json.dumps(body)
+    assert any(r.exc_info for r in caplog.records)
+
+
 async def test_invalid_utf8_is_parse_error(mcp: Mcp) -> None:
     resp = await mcp.post(b'{"jsonrpc": "2.0", "id": 1, "method": "\xff"}')
     assert resp.status == 400
@@ -152,13 +174,13 @@ async def test_invalid_utf8_is_parse_error(mcp: Mcp) -> None:
 @pytest.mark.parametrize(
     ("message", "expected_id"),
     [
-        ({"jsonrpc": "1.0", "id": 1, "method": "ping"}, None),
-        ({"id": 1, "method": "ping"}, None),
-        ({"jsonrpc": "2.0", "id": 1, "method": 5}, None),
+        ({"jsonrpc": "1.0", "id": 1, "method": "ping"}, 1),
+        ({"id": "a", "method": "ping"}, "a"),
+        ({"jsonrpc": "2.0", "id": 1, "method": 5}, 1),
         ({"jsonrpc": "2.0", "id": None, "method": "ping"}, None),
         ({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}, None),
         ({"jsonrpc": "2.0", "id": True, "method": "ping"}, None),
-        ({"jsonrpc": "2.0", "id": 1}, None),
+        ({"jsonrpc": "2.0", "id": 1}, 1),
         ("ping", None),
         (42, None),
     ],

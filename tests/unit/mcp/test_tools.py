@@ -6,6 +6,7 @@ import json
 import logging
 import re
 
+import jsonschema
 import pytest
 
 from gateway.app import SERVICES
@@ -103,6 +104,13 @@ async def test_call_returns_structured_content_mirrored_as_text(mcp: Mcp) -> Non
             "structuredContent": {"text": "abab"},
         },
     }
+
+
+async def test_structured_content_matches_the_listed_output_schema(mcp: Mcp) -> None:
+    tools = {t["name"]: t for t in (await mcp.rpc("tools/list"))["result"]["tools"]}
+    result = (await mcp.call("echo", {"text": "ok"}))["result"]
+    jsonschema.validate(result["structuredContent"], tools["echo"]["outputSchema"])
+    assert json.loads(result["content"][-1]["text"]) == result["structuredContent"]
 
 
 async def test_alias_calls_the_tool(mcp: Mcp) -> None:
