@@ -47,12 +47,14 @@ ENV PATH=/opt/venv/bin:$PATH \
 VOLUME ["/var/lib/gitlab-mcp-gateway"]
 USER 10001:10001
 EXPOSE 8080
-# Python's standard library only (the image has no curl); bypasses any HTTP(S)_PROXY.
+# GET http://127.0.0.1:${GATEWAY_SERVER__PORT:-8080}/healthz with Python's standard library (the
+# image has no curl), bypassing any HTTP(S)_PROXY. Set the port with GATEWAY_SERVER__PORT rather
+# than --port, so this check follows it.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
-    CMD ["python", "-m", "gateway.observability.probe", "http://127.0.0.1:8080/healthz"]
+    CMD ["python", "-m", "gateway.observability.probe"]
 # The gateway stops cleanly on SIGTERM (the default stop signal): in-flight calls finish within
 # server.shutdown_timeout_seconds, so give `docker stop -t` / terminationGracePeriodSeconds more.
 ENTRYPOINT ["gitlab-mcp-gateway"]
 # 127.0.0.1: reachable only inside the container or pod (the sidecar case). Publishing a port
 # with `docker run -p` needs `--host 0.0.0.0`, and then client tokens (see docs/operations.md).
-CMD ["--host", "127.0.0.1", "--port", "8080"]
+CMD ["--host", "127.0.0.1"]

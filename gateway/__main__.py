@@ -180,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         if not _bind_error(err):
             raise
-        print(f"{PROG}: cannot listen on {server.host}:{server.port}: {err.strerror or err}", file=sys.stderr)
+        # asyncio's message names the address (the MCP port or server.metrics_port).
+        print(f"{PROG}: cannot listen: {err.strerror or err}", file=sys.stderr)
         return 1
     except (StoreError, ValueError) as err:
         # Start-up refusals with a message written for the operator (state folder in use, an

@@ -86,7 +86,8 @@ SENSITIVE_KEYS: frozenset[str] = frozenset(
     }
 )
 
-#: GitLab's token prefixes (https://docs.gitlab.com/security/tokens/#token-prefixes).
+#: GitLab's token prefixes (https://docs.gitlab.com/security/tokens/#token-prefixes). An
+#: instance-wide prefix (``acme-glpat-...``) still matches: ``-`` ends a word.
 GITLAB_TOKEN_PREFIXES: tuple[str, ...] = (
     "glpat",  # personal, project and group access tokens
     "gloas",  # OAuth application secret
@@ -100,9 +101,6 @@ GITLAB_TOKEN_PREFIXES: tuple[str, ...] = (
     "glagent",  # GitLab agent for Kubernetes token
     "glsoat",  # SCIM token
     "glffct",  # feature flags client token
-    "glwt",  # workspace token
-    "gltst",  # trusted service token
-    "glsuat",  # service usage token
 )
 
 _QUERY_KEYS = (

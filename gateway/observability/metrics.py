@@ -2,10 +2,10 @@
 
 Every label value comes from a closed set: MCP method names the dispatcher knows (else
 ``other``: ``gateway.mcp.protocol.method_label``), declared tool names (a call to an unknown
-tool is not counted per tool), GraphQL operation names or REST route templates from the gateway's own code (never a raw path), status
-classes (``2xx``..``5xx``, ``error``), cache names from code, broker states and agent ids from
-configuration. Nothing a caller sends (paths, project names, tokens, session ids, error texts)
-becomes a label value.
+tool is not counted per tool), GraphQL operation names or REST route templates from the
+gateway's own code (never a raw path), status classes (``2xx``..``5xx``, ``error``), cache names
+from code, broker states and agent ids from configuration. Nothing a caller sends (paths,
+project names, tokens, session ids, error texts) becomes a label value.
 
 Names follow the Prometheus conventions (https://prometheus.io/docs/practices/naming/): a
 ``gateway_`` prefix, base units (``_seconds``, ``_bytes``), ``_total`` on counters, ``_info``

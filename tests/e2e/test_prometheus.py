@@ -4,8 +4,8 @@ Prometheus and promtool come from Debian's ``prometheus`` package (``scripts/ins
 The job of ``deploy/prometheus/prometheus.yml`` is kept as it is (name, path, scheme, timeouts)
 except its service discovery, replaced by a static target: the gateway's metrics listener
 (``server.metrics_port``, as in the Kubernetes example) on loopback, scraped every second.
-Tool calls go through the official MCP SDK client; the counter is read back through
-Prometheus's HTTP query API.
+Tool calls (broker tools, and ``get_pipeline`` against the GitLab stand-in) go through the
+official MCP SDK client; the counters are read back through Prometheus's HTTP query API.
 
 Skipped only when Prometheus is not installed and ``CI`` is unset; in CI its absence fails.
 """
@@ -26,6 +26,8 @@ import pytest
 import yaml
 
 from tests.e2e.harness import REPO, GatewayProcess, free_port, mcp_client
+from tests.standin import dataset as ds
+from tests.standin.fixtures import Standin
 
 pytestmark = pytest.mark.e2e
 
@@ -142,28 +144,31 @@ def test_promtool_checks_the_repository_scrape_configuration() -> None:
 
 
 async def _wait_for(
-    prom: Prometheus, expr: str, expected: float, timeout: float = 20.0
+    prom: Prometheus, expr: str, expected: float, timeout: float = 20.0, *, at_least: bool = False
 ) -> list[dict[str, Any]]:
+    """The result of ``expr`` once its first sample is ``expected`` (or more, with ``at_least``)."""
     deadline = time.monotonic() + timeout
     result: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
         result = await asyncio.to_thread(prom.query, expr)
-        if result and float(result[0]["value"][1]) == expected:
+        value = float(result[0]["value"][1]) if result else None
+        if value is not None and (value >= expected if at_least else value == expected):
             return result
         await asyncio.sleep(0.25)
     raise AssertionError(f"{expr} did not reach {expected} in {timeout}s: {result}")
 
 
 async def test_prometheus_reads_the_tool_call_counter(
-    start_gateway: Callable[..., GatewayProcess], prometheus: Callable[[str], Prometheus]
+    fresh_standin: Standin,
+    start_gateway: Callable[..., GatewayProcess],
+    prometheus: Callable[[str], Prometheus],
 ) -> None:
     metrics_port = free_port()
     gateway = start_gateway(
-        env={
-            "GITLAB_URL": "http://127.0.0.1:9",  # the broker tools need no GitLab
-            "GATEWAY_SERVER__METRICS_PORT": str(metrics_port),
-            "GATEWAY_SERVER__METRICS_HOST": "127.0.0.1",
-        }
+        env=fresh_standin.env(
+            GATEWAY_SERVER__METRICS_PORT=str(metrics_port),
+            GATEWAY_SERVER__METRICS_HOST="127.0.0.1",
+        )
     )
     metrics_url = f"http://127.0.0.1:{metrics_port}"
     # The metrics listener serves the three read-only endpoints and never MCP.
@@ -180,6 +185,10 @@ async def test_prometheus_reads_the_tool_call_counter(
             assert not result.is_error, result.content
         refused = await client.call_tool("start_phase", {"phase": "one"})  # invalid arguments
         assert refused.is_error
+        pipeline = await client.call_tool(
+            "get_pipeline", {"id": ds.PROJECT_PATH, "pipeline_id": ds.PIPELINE_ID}
+        )
+        assert not pipeline.is_error, pipeline.content
 
     (sample,) = await _wait_for(
         prom, f'gateway_tool_calls_total{{job="{JOB}", tool="get_pipeline_status", outcome="ok"}}', 3
@@ -198,3 +207,11 @@ async def test_prometheus_reads_the_tool_call_counter(
     assert count and float(count[0]["value"][1]) == 3
     build = await asyncio.to_thread(prom.query, f'gateway_build_info{{job="{JOB}"}}')
     assert build and build[0]["metric"]["version"]
+    # The GitLab requests behind get_pipeline, labelled by GraphQL operation, never by a path.
+    await _wait_for(prom, f'sum(gateway_gitlab_requests_total{{job="{JOB}"}})', 1, at_least=True)
+    series = await asyncio.to_thread(
+        prom.query, f'sum by (operation, status_class) (gateway_gitlab_requests_total{{job="{JOB}"}})'
+    )
+    assert {s["metric"]["status_class"] for s in series} == {"2xx"}
+    assert "get_pipeline" in {s["metric"]["operation"] for s in series}
+    assert not any(ds.PROJECT_PATH in s["metric"]["operation"] for s in series)

@@ -309,7 +309,7 @@ def test_a_port_in_use_is_one_clean_line(tmp_path: Path) -> None:
         )
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
-    assert result.stderr.splitlines()[-1].startswith(
-        f"gitlab-mcp-gateway: cannot listen on 127.0.0.1:{port}: "
+    assert result.stderr.splitlines()[-1] == (
+        f"gitlab-mcp-gateway: cannot listen: error while attempting to bind on address "
+        f"('127.0.0.1', {port}): address already in use"
     )
-    assert "address already in use" in result.stderr.splitlines()[-1]

@@ -305,7 +305,8 @@ def test_dockerfile_promises() -> None:
     final = "\n".join(instructions[stages[-1] :])
     assert "-slim" in text
     assert re.search(r"^USER 10001", final, re.M)  # not root
-    assert "HEALTHCHECK" in final and "/healthz" in text
+    assert "HEALTHCHECK " in final
+    assert re.search(r'HEALTHCHECK [^\n]*\\\n\s+CMD \["python", "-m", "gateway.observability.probe"\]', text)
     assert 'VOLUME ["/var/lib/gitlab-mcp-gateway"]' in final
     assert "GATEWAY_STATE_DIR=/var/lib/gitlab-mcp-gateway" in text
     assert "EXPOSE 8080" in final
