@@ -29,13 +29,24 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gateway.errors import ToolError
+from gateway.errors import REASONS, ToolError
 from gateway.gitlab.errors import GitLabError
 
 if TYPE_CHECKING:
     from gateway.tools.context import ToolContext
 
 NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
+
+#: ``structuredContent.error`` of an ``isError: true`` result (see :meth:`ToolError.to_structured`).
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Present only on isError results: why the call failed.",
+    "properties": {
+        "reason": {"type": "string", "enum": list(REASONS)},
+        "message": {"type": "string"},
+    },
+    "required": ["reason", "message"],
+}
 
 
 class ToolInput(BaseModel):
@@ -151,8 +162,21 @@ class Tool:
         return json_schema(self.input_model)
 
     def output_schema(self) -> dict[str, Any] | None:
-        """JSON Schema of ``structuredContent``, or None."""
-        return json_schema(self.output_model) if self.output_model is not None else None
+        """JSON Schema of ``structuredContent``, or None.
+
+        Error results carry ``structuredContent.error`` (the design's outside contract), and
+        clients such as the MCP Inspector validate ``structuredContent`` against
+        ``outputSchema`` even when ``isError`` is true. So the schema declares ``error`` and
+        requires either the success fields or ``error``: both kinds of result conform.
+        """
+        if self.output_model is None:
+            return None
+        schema = json_schema(self.output_model)
+        schema.setdefault("properties", {})["error"] = ERROR_SCHEMA
+        required = schema.pop("required", None)
+        if required:
+            schema["anyOf"] = [{"required": required}, {"required": ["error"]}]
+        return schema
 
     def to_mcp(self) -> dict[str, Any]:
         """The MCP ``Tool`` object for ``tools/list``."""

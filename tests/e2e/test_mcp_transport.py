@@ -200,3 +200,18 @@ def test_inspector_cli_lists_tools_and_reports_unknown_tool(gateway: GatewayProc
     unknown = run_inspector(gateway.mcp_url, "--method", "tools/call", "--tool-name", "no_such_tool")
     assert unknown.returncode == 5, unknown.stderr
     assert "tool_not_found" in unknown.stderr
+
+
+def test_inspector_cli_accepts_tool_errors_against_output_schemas(gateway: GatewayProcess) -> None:
+    """The Inspector validates structuredContent against outputSchema even on isError results."""
+    node_tools_or_skip(NODE_BIN / "node", INSPECTOR)
+    bad = run_inspector(
+        gateway.mcp_url, "--method", "tools/call", "--tool-name", "get_pipeline",
+        "--tool-arg", "id=grp/proj", "--tool-arg", "pipeline_id=-1",
+    )
+    assert bad.returncode == 5, bad.stdout + bad.stderr
+    assert "tool_is_error" in bad.stderr, bad.stderr
+    result = json.loads(bad.stdout)["result"]
+    assert result["isError"] is True
+    assert result["structuredContent"]["error"]["reason"] == "bad_request"
+    assert "pipeline_id" in result["content"][0]["text"]

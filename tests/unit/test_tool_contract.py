@@ -77,3 +77,18 @@ def test_tool_index_is_current() -> None:
     if os.environ.get("UPDATE_TOOLSNAPS"):
         INDEX.write_text(render())
     assert INDEX.exists() and INDEX.read_text() == render(), "run python -m gateway.tools.docs"
+
+
+@pytest.mark.parametrize("tool", [t for t in TOOLS if t.output_model is not None], ids=lambda t: t.name)
+def test_error_results_conform_to_the_output_schema(tool: Tool) -> None:
+    """Clients (the MCP Inspector among them) validate structuredContent even on isError results."""
+    from gateway.errors import ToolError
+    from gateway.tools.registry import ToolResult
+
+    schema = tool.output_schema()
+    assert schema is not None
+    error = ToolResult.from_error(ToolError("not_found", "Pipeline 9 not found or inaccessible.")).to_mcp()
+    Draft202012Validator(schema).validate(error["structuredContent"])
+    # ...and the error shape alone does not satisfy a tool whose success fields are required.
+    if schema.get("anyOf"):
+        assert not Draft202012Validator(schema["anyOf"][0]).is_valid({"error": {}})
