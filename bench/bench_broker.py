@@ -47,30 +47,52 @@ class Session:
         self.http = http
         self.url = url
         self.agent = agent
-        self.headers = {"X-Agent-Id": agent, "Accept": "application/json, text/event-stream",
-                        "Content-Type": "application/json"}
+        self.headers = {
+            "X-Agent-Id": agent,
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+        }
         self._id = 0
 
     async def open(self) -> Session:
-        r = await self.http.post(self.url, headers=self.headers, json={
-            "jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {"protocolVersion": PROTOCOL, "capabilities": {},
-                       "clientInfo": {"name": "bench", "version": "0"}}})
+        r = await self.http.post(
+            self.url,
+            headers=self.headers,
+            json={
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": PROTOCOL,
+                    "capabilities": {},
+                    "clientInfo": {"name": "bench", "version": "0"},
+                },
+            },
+        )
         r.raise_for_status()
         self.headers["Mcp-Session-Id"] = r.headers["Mcp-Session-Id"]
         self.headers["MCP-Protocol-Version"] = PROTOCOL
-        await self.http.post(self.url, headers=self.headers,
-                             json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        await self.http.post(
+            self.url, headers=self.headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"}
+        )
         return self
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         self._id += 1
         rid = self._id
-        r = await self.http.post(self.url, headers=self.headers, json={
-            "jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
+        r = await self.http.post(
+            self.url,
+            headers=self.headers,
+            json={
+                "jsonrpc": "2.0",
+                "id": rid,
+                "method": "tools/call",
+                "params": {"name": tool, "arguments": arguments},
+            },
+        )
         if r.headers.get("content-type", "").startswith("text/event-stream"):
             for line in r.text.splitlines():
-                if line.startswith("data:"):
+                if line.startswith("data:") and line[5:].strip():  # the priming event has no data
                     msg = json.loads(line[5:])
                     if msg.get("id") == rid:
                         return dict(msg["result"]["structuredContent"])
@@ -80,7 +102,7 @@ class Session:
 
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def rss_kib(pid: int) -> int:
@@ -124,7 +146,7 @@ async def run_agents(gw: GatewayProcess, http: httpx.AsyncClient, n: int, pings:
         arrived[key] = fut
         t0 = time.perf_counter()
         await senders[0].call("send_message", {"to": names[i % n], "subject": "ping", "body": {"key": key}})
-        latencies.append((await fut) - t0)
+        latencies.append((await asyncio.wait_for(fut, 30)) - t0)
 
     counter = iter(range(messages))
 
@@ -140,8 +162,10 @@ async def run_agents(gw: GatewayProcess, http: httpx.AsyncClient, n: int, pings:
         task.cancel()
     await asyncio.gather(*loops, return_exceptions=True)
     ms = [x * 1000 for x in latencies]
-    print(f"{n:>4} waiting agents: latency p50 {statistics.median(ms):6.2f} ms  p99 {pct(ms, 99):6.2f} ms  "
-          f"| throughput {messages / elapsed:7.0f} msg/s ({messages} messages, 4 senders, {elapsed:.2f} s)")
+    print(
+        f"{n:>4} waiting agents: latency p50 {statistics.median(ms):6.2f} ms  p99 {pct(ms, 99):6.2f} ms  "
+        f"| throughput {messages / elapsed:7.0f} msg/s ({messages} messages, 4 senders, {elapsed:.2f} s)"
+    )
 
 
 async def open_waits(gw: GatewayProcess, http: httpx.AsyncClient, count: int) -> None:
@@ -150,7 +174,9 @@ async def open_waits(gw: GatewayProcess, http: httpx.AsyncClient, count: int) ->
     await session.call("get_pipeline_status", {})
     await asyncio.sleep(0.5)
     before = rss_kib(gw.proc.pid)
-    tasks = [asyncio.create_task(session.call("wait_for_message", {"timeout_sec": 120})) for _ in range(count)]
+    tasks = [
+        asyncio.create_task(session.call("wait_for_message", {"timeout_sec": 120})) for _ in range(count)
+    ]
     deadline = time.monotonic() + 60
     opened = 0.0
     while time.monotonic() < deadline:
@@ -162,8 +188,10 @@ async def open_waits(gw: GatewayProcess, http: httpx.AsyncClient, count: int) ->
         await asyncio.sleep(0.2)
     await asyncio.sleep(0.5)
     during = rss_kib(gw.proc.pid)
-    print(f"{int(opened)} open waits: gateway RSS {before / 1024:.1f} MiB → {during / 1024:.1f} MiB, "
-          f"{(during - before) / max(1, opened):.1f} KiB per open wait (HTTP request, SSE stream, task, wait)")
+    print(
+        f"{int(opened)} open waits: gateway RSS {before / 1024:.1f} MiB → {during / 1024:.1f} MiB, "
+        f"{(during - before) / max(1, opened):.1f} KiB per open wait (HTTP request, SSE stream, task, wait)"
+    )
     gw.stop()  # SIGTERM: the broker answers every wait with shutdown: true
     results = await asyncio.gather(*tasks, return_exceptions=True)
     woken = sum(1 for r in results if isinstance(r, dict) and r.get("shutdown"))
@@ -179,19 +207,31 @@ async def main() -> None:
     args = parser.parse_args()
     names = ["pm", "dev", "reviewer", *(f"w{i:03d}" for i in range(max(args.agents)))]
     with tempfile.TemporaryDirectory() as tmp:
-        limits = httpx.Limits(max_connections=args.open_waits + 200, max_keepalive_connections=args.open_waits + 200)
+        limits = httpx.Limits(
+            max_connections=args.open_waits + 200, max_keepalive_connections=args.open_waits + 200
+        )
         async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None), limits=limits) as http:
             for n in args.agents:
-                gw = GatewayProcess(env={"GITLAB_URL": "http://127.0.0.1:9", "GATEWAY_BROKER__AGENTS": json.dumps(names),
-                                         "GATEWAY_LOGGING__LEVEL": "WARNING"},
-                                    state_dir=Path(tmp) / f"state-{n}").start()
+                gw = GatewayProcess(
+                    env={
+                        "GITLAB_URL": "http://127.0.0.1:9",
+                        "GATEWAY_BROKER__AGENTS": json.dumps(names),
+                        "GATEWAY_LOGGING__LEVEL": "WARNING",
+                    },
+                    state_dir=Path(tmp) / f"state-{n}",
+                ).start()
                 try:
                     await run_agents(gw, http, n, args.pings, args.messages)
                 finally:
                     gw.stop()
-            gw = GatewayProcess(env={"GITLAB_URL": "http://127.0.0.1:9", "GATEWAY_LOGGING__LEVEL": "WARNING",
-                                     "GATEWAY_SERVER__MAX_SESSIONS": "100000"},
-                                state_dir=Path(tmp) / "state-waits").start()
+            gw = GatewayProcess(
+                env={
+                    "GITLAB_URL": "http://127.0.0.1:9",
+                    "GATEWAY_LOGGING__LEVEL": "WARNING",
+                    "GATEWAY_SERVER__MAX_SESSIONS": "100000",
+                },
+                state_dir=Path(tmp) / "state-waits",
+            ).start()
             try:
                 await open_waits(gw, http, args.open_waits)
             finally:

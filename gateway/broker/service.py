@@ -1102,6 +1102,10 @@ class BrokerService:
 
     async def _lease_now(self, agent: str) -> MessageRow | None:
         queue = self.queues[agent]
+        if queue.depth <= len(queue.leased):
+            # Depths are kept in step with every commit of this (single-writer) process, so an
+            # empty queue needs no database round trip.
+            return None
         async with queue.lock:
             async with self.store.write() as q:
                 row = await q.next_queued(agent, queue.leased)

@@ -40,7 +40,9 @@ def render() -> str:
         summary = tool.description.strip().split("\n")[0].replace("|", "\\|")
         aliases = ", ".join(f"`{a}`" for a in tool.aliases) or ""
         ro = "yes" if tool.annotations.read_only else "no"
-        lines.append(f"| `{tool.name}` | {tool.toolset} | {ro} | {_arguments(tool)} | {aliases} | {summary} |")
+        lines.append(
+            f"| `{tool.name}` | {tool.toolset} | {ro} | {_arguments(tool)} | {aliases} | {summary} |"
+        )
     lines.append("")
     return "\n".join(lines)
 

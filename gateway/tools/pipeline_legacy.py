@@ -35,6 +35,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from gateway.errors import bad_request
 from gateway.gitlab.urls import parse_pipeline_url
+from gateway.tools.arguments import OptionalProjectId, schema_extra
 from gateway.tools.context import ToolContext
 from gateway.tools.pipelines import (
     DEFAULT_PAGE_SIZE,
@@ -43,13 +44,11 @@ from gateway.tools.pipelines import (
     DownstreamPipeline,
     Facet,
     OptionalPipelineId,
-    OptionalProjectId,
     PageInfo,
     PageSize,
     PipelineBase,
     PipelineJob,
     read_pipeline,
-    schema_extra,
 )
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput
 

@@ -24,21 +24,26 @@ bridge jobs), exactly as GitLab's built-in MCP server ships it (seed 000;
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from gateway.errors import ToolError, not_found
+from gateway.errors import not_found
 from gateway.gitlab.client import GitLabSession
 from gateway.gitlab.errors import GitLabUpstreamError
 from gateway.gitlab.urls import (
-    MAX_ID,
     global_id,
     global_id_number,
     is_numeric_id,
     project_full_path,
+)
+from gateway.tools.arguments import (
+    OptionalPositiveId,
+    PositiveId,
+    ProjectId,
+    optional,
+    schema_extra,
 )
 from gateway.tools.context import ToolContext
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput
@@ -75,33 +80,6 @@ MAX_CURSOR_LENGTH = 1024
 # -- arguments -------------------------------------------------------------------------------
 
 
-def _project_id(value: Any) -> Any:
-    """``id``: a numeric project ID (JSON number or digits) or a full path, checked before any request."""
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(f"must be a string, not {value!r}")
-    if is_numeric_id(value):
-        number = int(value)
-        if not 0 < number <= MAX_ID:
-            raise ValueError(f"project ID {value!r} must be a positive integer")
-        return str(number)
-    try:
-        project_full_path(str(value))
-    except ToolError as err:
-        raise ValueError(err.message) from None
-    return value
-
-
-def _pipeline_id(value: Any) -> Any:
-    """``pipeline_id``: a positive integer (digits in a string are accepted, nothing else)."""
-    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
-        value = int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"must be a positive integer such as 987654, not {value!r}")
-    if not 0 < value <= MAX_ID:
-        raise ValueError(f"must be a positive integer such as 987654, not {value}")
-    return value
-
-
 def _cursor(value: Any) -> Any:
     """``after``: a non-empty cursor string as GitLab hands them out."""
     if not isinstance(value, str) or not value or len(value) > MAX_CURSOR_LENGTH:
@@ -111,46 +89,10 @@ def _cursor(value: Any) -> Any:
     return value
 
 
-def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    return lambda value: None if value is None else check(value)
-
-
-def schema_extra(**extra: Any) -> Callable[[dict[str, Any]], None]:
-    """``json_schema_extra`` for an optional argument: add ``extra`` (constraints the validators
-    enforce) and drop ``"default": null``, which is no value of the argument's declared type."""
-
-    def update(schema: dict[str, Any]) -> None:
-        if schema.get("default", 0) is None:
-            del schema["default"]
-        schema.update(extra)
-
-    return update
-
-
-_PROJECT_ID_DOC = (
-    "ID or full path of the project, e.g. `42` or `group/subgroup/project` (URL-encoded "
-    "`group%2Fsubgroup%2Fproject` is accepted too)."
-)
 _PIPELINE_ID_DOC = "ID of the pipeline: the number in `/-/pipelines/<id>` (not the per-project IID)."
-#: Range checks live in the validators (so optional variants work); the schema states them.
-_PIPELINE_ID_SCHEMA = {"minimum": 1, "maximum": MAX_ID}
 
-ProjectId = Annotated[str, BeforeValidator(_project_id), Field(description=_PROJECT_ID_DOC)]
-PipelineId = Annotated[
-    int,
-    BeforeValidator(_pipeline_id),
-    Field(description=_PIPELINE_ID_DOC, json_schema_extra=_PIPELINE_ID_SCHEMA),
-]
-OptionalProjectId = Annotated[
-    str | SkipJsonSchema[None],
-    BeforeValidator(_optional(_project_id)),
-    Field(description=_PROJECT_ID_DOC, json_schema_extra=schema_extra()),
-]
-OptionalPipelineId = Annotated[
-    int | SkipJsonSchema[None],
-    BeforeValidator(_optional(_pipeline_id)),
-    Field(description=_PIPELINE_ID_DOC, json_schema_extra=schema_extra(**_PIPELINE_ID_SCHEMA)),
-]
+PipelineId = Annotated[PositiveId, Field(description=_PIPELINE_ID_DOC)]
+OptionalPipelineId = Annotated[OptionalPositiveId, Field(description=_PIPELINE_ID_DOC)]
 PageSize = Annotated[
     int,
     Field(
@@ -163,7 +105,7 @@ PageSize = Annotated[
 ]
 Cursor = Annotated[
     str | SkipJsonSchema[None],
-    BeforeValidator(_optional(_cursor)),
+    BeforeValidator(optional(_cursor)),
     Field(
         description=(
             "Cursor for the selected include facet: `page_info.end_cursor` from the previous response "

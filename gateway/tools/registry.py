@@ -206,7 +206,9 @@ class Registry:
         ValueError: two tools (or aliases) share a name, or a name is not MCP-valid.
     """
 
-    def __init__(self, tools: Iterable[Tool], *, read_only: bool = False, toolsets: Sequence[str] = ()) -> None:
+    def __init__(
+        self, tools: Iterable[Tool], *, read_only: bool = False, toolsets: Sequence[str] = ()
+    ) -> None:
         self._all: dict[str, Tool] = {}
         self._aliases: dict[str, str] = {}
         for tool in tools:
@@ -303,7 +305,9 @@ def describe_validation_error(tool: Tool, err: ValidationError) -> str:
     for e in err.errors():
         name = _arg_name(e["loc"])
         if e["type"] == "extra_forbidden":
-            parts.append(f"unknown argument `{name}`; {tool.name} accepts: {', '.join(props) or 'no arguments'}")
+            parts.append(
+                f"unknown argument `{name}`; {tool.name} accepts: {', '.join(props) or 'no arguments'}"
+            )
             continue
         if e["type"] == "missing":
             parts.append(f"`{name}` is required" + _accepts(props.get(name)))

@@ -52,7 +52,8 @@ from gateway.gitlab.blob_urls import (
 )
 from gateway.gitlab.client import GitLabSession
 from gateway.gitlab.errors import GitLabBadRequest, GitLabNotFound
-from gateway.gitlab.urls import MAX_ID, global_id, global_id_number, is_numeric_id, project_full_path
+from gateway.gitlab.urls import global_id, global_id_number, is_numeric_id, project_full_path
+from gateway.tools.arguments import OptionalProjectId, schema_extra
 from gateway.tools.context import ToolContext
 from gateway.tools.file_window import MAX_WINDOW_BYTES, CapReason, TextFile, Window, window
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput, ToolResult
@@ -80,31 +81,8 @@ def _text_argument(value: Any) -> Any:
     return str(value)
 
 
-def _project_argument(value: Any) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        raise ValueError(f"must be a numeric project ID or a full path string, not {value!r}")
-    if is_numeric_id(value):
-        number = int(value)
-        if not 0 < number <= MAX_ID:
-            raise ValueError(f"project ID {value!r} must be a positive integer")
-        return str(number)
-    try:
-        project_full_path(str(value))
-    except ToolError as err:
-        raise ValueError(err.message) from None
-    return str(value)
-
-
-def _no_null_default(schema: dict[str, Any]) -> None:
-    # The schema says "string"; a `"default": null` beside it would contradict it.
-    if "default" in schema and schema["default"] is None:
-        del schema["default"]
-
-
 OptionalText = Annotated[
-    str | SkipJsonSchema[None], BeforeValidator(_text_argument), Field(json_schema_extra=_no_null_default)
+    str | SkipJsonSchema[None], BeforeValidator(_text_argument), Field(json_schema_extra=schema_extra())
 ]
 
 
@@ -120,9 +98,8 @@ class GetRepositoryFileInput(ToolInput):
             "file_path, and ref. Only URLs on this gateway's GitLab are accepted."
         ),
     )
-    project_id: Annotated[str | SkipJsonSchema[None], BeforeValidator(_project_argument)] = Field(
+    project_id: OptionalProjectId = Field(
         None,
-        json_schema_extra=_no_null_default,
         description="ID or full path of the project, e.g. `42` or `group/subgroup/project`. Required if "
         "url is not provided.",
     )

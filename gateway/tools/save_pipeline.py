@@ -26,46 +26,27 @@ unknown is sent once more.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 from urllib.parse import quote, unquote, urlsplit
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import Field, field_validator
 
 from gateway.errors import ToolError, bad_request, not_found
 from gateway.gitlab.errors import GitLabMaybeSent, GitLabNotFound
 from gateway.gitlab.urls import (
-    MAX_ID,
     GitLabBase,
     global_id,
     global_id_number,
     is_numeric_id,
     project_full_path,
 )
+from gateway.tools.arguments import OptionalPositiveId, OptionalProjectId
 from gateway.tools.context import ToolContext
 from gateway.tools.registry import Annotations, Tool, ToolInput, ToolOutput, ToolResult
 
 #: Not read-only, destructive (a cancel stops running jobs; a retry re-runs jobs, deploys too),
 #: not idempotent (each create is a new pipeline). ``gitlab_facts.md`` §1.2 "Annotations".
 SAVE_PIPELINE_ANNOTATIONS = Annotations(read_only=False, destructive=True, idempotent=False, open_world=True)
-
-
-def _no_bool(value: Any) -> Any:
-    # JSON true/false would otherwise pass as 1/0 (pydantic's lax int); an ID is never a boolean.
-    if isinstance(value, bool):
-        raise ValueError("must be an integer, not true/false")
-    return value
-
-
-def _project_id(value: Any) -> Any:
-    if isinstance(value, str) and value.strip():
-        return value
-    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_ID:
-        return value
-    raise ValueError("must be a project ID (a positive integer) or a full path such as group/project")
-
-
-PositiveId = Annotated[int, Field(ge=1, le=MAX_ID), BeforeValidator(_no_bool)]
-ProjectId = Annotated[int | str, BeforeValidator(_project_id)]
 
 
 class PipelineVariable(ToolInput):
@@ -88,11 +69,11 @@ class SavePipelineInput(ToolInput):
         description="Project URL on this GitLab, e.g. https://gitlab.example.com/group/project (create; "
         "give url or project_id, not both).",
     )
-    project_id: ProjectId | None = Field(
+    project_id: OptionalProjectId = Field(
         None,
         description="Project ID or full path, e.g. 42 or group/project (create; give url or project_id).",
     )
-    pipeline_id: PositiveId | None = Field(
+    pipeline_id: OptionalPositiveId = Field(
         None,
         description="ID of an existing pipeline to retry or cancel (with action). Omit it to create one.",
     )

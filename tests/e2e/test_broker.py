@@ -82,43 +82,75 @@ async def test_three_agents_run_a_plan_of_three_phases(start_gateway: Callable[.
         assert tools["get_pipeline_status"].annotations.read_only_hint is True
         assert tools["wait_for_message"].annotations.read_only_hint is False
 
-        assert await pm.ok("set_phase_plan", {
-            "planId": "jope-core",
-            "phases": [{"phase": 1, "issues": ["JOP-237"]}, {"phase": 2, "issues": ["JOP-240", "JOP-238"]},
-                       {"phase": 3, "issues": ["JOP-243"]}],
-            "autoAdvance": True, "cooldownMinutes": 5,
-        }) == {"success": True, "totalPhases": 3, "totalIssues": 4}
+        assert await pm.ok(
+            "set_phase_plan",
+            {
+                "planId": "jope-core",
+                "phases": [
+                    {"phase": 1, "issues": ["JOP-237"]},
+                    {"phase": 2, "issues": ["JOP-240", "JOP-238"]},
+                    {"phase": 3, "issues": ["JOP-243"]},
+                ],
+                "autoAdvance": True,
+                "cooldownMinutes": 5,
+            },
+        ) == {"success": True, "totalPhases": 3, "totalIssues": 4}
 
         # ---- phase 1: the fail limit, the PM resumes; a review asks for changes ----
         assert (await pm.ok("start_phase", {"phase": 1, "issues": ["JOP-237"]}))["state"] == "PHASE_PREPARING"
-        develop = await pm.ok("send_message", {"to": "dev", "subject": "develop",
-                                               "body": {"issue": "JOP-237", "phase": 1}})
+        develop = await pm.ok(
+            "send_message", {"to": "dev", "subject": "develop", "body": {"issue": "JOP-237", "phase": 1}}
+        )
         got = await dev.expect("develop")
         assert got["messageId"] == develop["messageId"] and got["from"] == "pm"
-        assert await dev.ok("begin_developing") == {"success": True, "state": "PHASE_DEVELOPING",
-                                                    "currentIssue": "JOP-237"}
+        assert await dev.ok("begin_developing") == {
+            "success": True,
+            "state": "PHASE_DEVELOPING",
+            "currentIssue": "JOP-237",
+        }
         pm_wait = asyncio.create_task(pm.wait(10))  # the PM is waiting, hence connected
         await asyncio.sleep(0.2)
         for n in (1, 2):
-            assert (await dev.ok("report_completion", {"issue": "JOP-237", "result": "fail"}))["failCount"] == n
+            assert (await dev.ok("report_completion", {"issue": "JOP-237", "result": "fail"}))[
+                "failCount"
+            ] == n
         assert await dev.ok("report_completion", {"issue": "JOP-237", "result": "fail"}) == {
-            "success": True, "allDone": False, "failCount": 3, "state": "HUMAN_NEEDED"}
+            "success": True,
+            "allDone": False,
+            "failCount": 3,
+            "state": "HUMAN_NEEDED",
+        }
         notice = await pm_wait
         assert notice is not None and notice["subject"] == "human_needed" and notice["priority"] == "high"
         assert notice["body"]["reason"] == "issue JOP-237 failed 3 times (fail limit 3)"
-        assert (await dev.err("report_completion", {"issue": "JOP-237", "result": "pass"}))["reason"] == "conflict"
+        assert (await dev.err("report_completion", {"issue": "JOP-237", "result": "pass"}))[
+            "reason"
+        ] == "conflict"
         assert (await dev.err("resume"))["reason"] == "unauthorized"
         assert await pm.ok("resume") == {"success": True, "state": "PHASE_DEVELOPING"}
         await dev.expect("resumed")
         assert await dev.ok("report_completion", {"issue": "JOP-237", "result": "pass"}) == {
-            "success": True, "allDone": True, "state": "PHASE_REVIEWING"}
-        review = await dev.ok("send_message", {"to": "reviewer", "subject": "review",
-                                               "body": {"issue": "JOP-237", "pr": "!4"}})
+            "success": True,
+            "allDone": True,
+            "state": "PHASE_REVIEWING",
+        }
+        review = await dev.ok(
+            "send_message", {"to": "reviewer", "subject": "review", "body": {"issue": "JOP-237", "pr": "!4"}}
+        )
         await reviewer.expect("review")
         assert await reviewer.ok("report_review", {"result": "changes", "prId": "!4"}) == {
-            "success": True, "state": "PHASE_DEVELOPING", "fixCount": 1}
-        await reviewer.ok("reply_message", {"replyTo": review["messageId"], "subject": "changes",
-                                            "body": {"issue": "JOP-237", "notes": "rename the flag"}})
+            "success": True,
+            "state": "PHASE_DEVELOPING",
+            "fixCount": 1,
+        }
+        await reviewer.ok(
+            "reply_message",
+            {
+                "replyTo": review["messageId"],
+                "subject": "changes",
+                "body": {"issue": "JOP-237", "notes": "rename the flag"},
+            },
+        )
         changes = await dev.expect("changes")
         assert changes["replyTo"] == review["messageId"] and changes["threadId"] == review["messageId"]
         await dev.ok("report_completion", {"issue": "JOP-237", "result": "pass"})
@@ -131,16 +163,24 @@ async def test_three_agents_run_a_plan_of_three_phases(start_gateway: Callable[.
             assert reset["body"]["nextPhase"] == 2 and reset["from"] == "broker"
         for agent in (pm, dev, reviewer):
             started = await agent.expect("phase_started")
-            assert started["body"] == {"phase": 2, "issues": ["JOP-240", "JOP-238"], "startedBy": "auto_advance"}
+            assert started["body"] == {
+                "phase": 2,
+                "issues": ["JOP-240", "JOP-238"],
+                "startedBy": "auto_advance",
+            }
         status = await pm.ok("get_pipeline_status")
         assert (status["state"], status["phase"], status["fixCount"]) == ("PHASE_PREPARING", 2, 0)
 
         # ---- phase 2: request_human during the review; a cancelled auto-advance ----
         await dev.ok("begin_developing")
-        assert (await dev.ok("report_completion", {"issue": "JOP-240", "result": "pass"}))["nextIssue"] == "JOP-238"
+        assert (await dev.ok("report_completion", {"issue": "JOP-240", "result": "pass"}))[
+            "nextIssue"
+        ] == "JOP-238"
         await dev.ok("report_completion", {"issue": "JOP-238", "result": "pass"})
         assert await reviewer.ok("request_human", {"reason": "needs a product decision"}) == {
-            "success": True, "previousState": "PHASE_REVIEWING"}
+            "success": True,
+            "previousState": "PHASE_REVIEWING",
+        }
         for agent in (pm, dev):
             assert (await agent.expect("human_needed"))["body"]["reason"] == "needs a product decision"
         assert (await pm.ok("get_pipeline_status"))["humanNeeded"]["origin"] == "PHASE_REVIEWING"
@@ -154,8 +194,10 @@ async def test_three_agents_run_a_plan_of_three_phases(start_gateway: Callable[.
         status = await pm.ok("get_pipeline_status")
         assert status["autoAdvance"]["active"] is True and status["autoAdvance"]["stage"] == "cooldown"
         assert ISO.match(status["autoAdvance"]["deadline"])
-        assert await pm.ok("cancel_auto_advance", {"reason": "hold phase 3"}) == {"success": True,
-                                                                                  "stage": "cooldown"}
+        assert await pm.ok("cancel_auto_advance", {"reason": "hold phase 3"}) == {
+            "success": True,
+            "stage": "cooldown",
+        }
         await asyncio.sleep(0.8)  # past the cooldown: nothing happens
         status = await pm.ok("get_pipeline_status")
         assert status["state"] == "PAUSED" and status["autoAdvance"] == {"active": False}
@@ -174,14 +216,18 @@ async def test_three_agents_run_a_plan_of_three_phases(start_gateway: Callable[.
 
         review_wait = asyncio.create_task(reviewer.wait(10, progress_callback=on_progress))
         await asyncio.sleep(0.7)
-        await dev.ok("send_message", {"to": "reviewer", "subject": "review", "body": {"issue": "JOP-243"},
-                                      "priority": "high"})
+        await dev.ok(
+            "send_message",
+            {"to": "reviewer", "subject": "review", "body": {"issue": "JOP-243"}, "priority": "high"},
+        )
         assert (await review_wait)["subject"] == "review"
         assert len(progress) >= 2 and progress[0][2] is not None
         assert progress[0][2].startswith("waiting for a message, ")
         assert [p for p, _, _ in progress] == sorted(p for p, _, _ in progress)
-        assert await reviewer.ok("report_review", {"result": "approved"}) == {"success": True,
-                                                                              "state": "COMPLETED"}
+        assert await reviewer.ok("report_review", {"result": "approved"}) == {
+            "success": True,
+            "state": "COMPLETED",
+        }
         plan = await pm.ok("get_phase_plan")
         assert plan["completedPhases"] == [1, 2, 3] and plan["currentPhase"] == 3
 

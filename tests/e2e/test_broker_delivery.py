@@ -38,8 +38,10 @@ async def drain(client: Client, into: list[dict[str, Any]], *, timeout: float = 
 
 async def test_cancelled_wait_leaves_the_message_queued(start_gateway: Callable[..., GatewayProcess]) -> None:
     gateway = start_gateway(env=ENV)
-    async with mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}) as dev, \
-            mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "pm"}) as pm:
+    async with (
+        mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}) as dev,
+        mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "pm"}) as pm,
+    ):
         wait = asyncio.create_task(dev.call_tool("wait_for_message", {"timeout_sec": 30}))
         await asyncio.sleep(0.3)
         wait.cancel()  # the SDK sends notifications/cancelled for the request
@@ -59,8 +61,10 @@ async def test_cancelled_wait_leaves_the_message_queued(start_gateway: Callable[
         await asyncio.sleep(0.3)
     wait.cancel()
     await asyncio.gather(wait, return_exceptions=True)
-    async with mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "pm"}) as pm, \
-            mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}) as dev:
+    async with (
+        mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "pm"}) as pm,
+        mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}) as dev,
+    ):
         sent = await ok(pm, "send_message", {"to": "dev", "subject": "develop", "body": {"issue": "B"}})
         message = (await ok(dev, "wait_for_message", {"timeout_sec": 5}))["message"]
         assert message["messageId"] == sent["messageId"]
@@ -73,16 +77,25 @@ async def test_thousand_messages_exactly_once_in_priority_then_time_order(
     rng = random.Random(7)
     senders = ("pm", "reviewer", "pm", "reviewer")
     async with AsyncExitStack() as stack:
-        clients = [await stack.enter_async_context(mcp_client(gateway.mcp_url, headers={"X-Agent-Id": s}))
-                   for s in senders]
+        clients = [
+            await stack.enter_async_context(mcp_client(gateway.mcp_url, headers={"X-Agent-Id": s}))
+            for s in senders
+        ]
         dev = await stack.enter_async_context(mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}))
 
         async def send_all(k: int) -> list[str]:
             ids = []
             for i in range(250):
-                out = await ok(clients[k], "send_message", {
-                    "to": "dev", "subject": "work", "body": {"k": k, "i": i},
-                    "priority": rng.choice(list(RANK))})
+                out = await ok(
+                    clients[k],
+                    "send_message",
+                    {
+                        "to": "dev",
+                        "subject": "work",
+                        "body": {"k": k, "i": i},
+                        "priority": rng.choice(list(RANK)),
+                    },
+                )
                 assert out["queued"] is True
                 ids.append(out["messageId"])
             return ids
@@ -99,7 +112,9 @@ async def test_thousand_messages_exactly_once_in_priority_then_time_order(
             assert order == sorted(order)
 
 
-async def test_sigkill_mid_run_loses_no_acknowledged_message(start_gateway: Callable[..., GatewayProcess]) -> None:
+async def test_sigkill_mid_run_loses_no_acknowledged_message(
+    start_gateway: Callable[..., GatewayProcess],
+) -> None:
     gateway = start_gateway(env=ENV)
     state_dir = gateway.state_dir
     acknowledged: set[str] = set()
@@ -108,16 +123,24 @@ async def test_sigkill_mid_run_loses_no_acknowledged_message(start_gateway: Call
 
     async def run_until_killed() -> None:
         async with AsyncExitStack() as stack:
-            senders = [await stack.enter_async_context(
-                mcp_client(gateway.mcp_url, headers={"X-Agent-Id": s}, read_timeout=10)) for s in ("pm", "reviewer")]
+            senders = [
+                await stack.enter_async_context(
+                    mcp_client(gateway.mcp_url, headers={"X-Agent-Id": s}, read_timeout=10)
+                )
+                for s in ("pm", "reviewer")
+            ]
             dev = await stack.enter_async_context(
-                mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}, read_timeout=10))
+                mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}, read_timeout=10)
+            )
 
             async def send(k: int) -> None:
                 for i in range(500):
                     try:
-                        out = await ok(senders[k], "send_message", {"to": "dev", "subject": "work",
-                                                                    "body": {"k": k, "i": i}})
+                        out = await ok(
+                            senders[k],
+                            "send_message",
+                            {"to": "dev", "subject": "work", "body": {"k": k, "i": i}},
+                        )
                     except Exception:
                         return  # the gateway died under this call: no answer, no promise
                     acknowledged.add(out["messageId"])
@@ -134,7 +157,11 @@ async def test_sigkill_mid_run_loses_no_acknowledged_message(start_gateway: Call
                         gateway.kill()  # SIGKILL, as a crash would
                         killed.set()
 
-            await asyncio.wait_for(asyncio.gather(send(0), send(1), receive()), 60)
+            tasks = [asyncio.create_task(c) for c in (send(0), send(1), receive())]
+            await asyncio.wait(tasks, timeout=60)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     # The clients of the killed gateway fail as they close; keep that inside their own task.
     await asyncio.gather(asyncio.create_task(run_until_killed()), return_exceptions=True)
@@ -155,5 +182,28 @@ async def test_sigkill_mid_run_loses_no_acknowledged_message(start_gateway: Call
     assert all(len(v) == 1 for v in by_body.values())
     duplicates = [i for i in set(ids) if ids.count(i) > 1]
     for m in received:
-        if m["messageId"] in duplicates and m is not next(x for x in received if x["messageId"] == m["messageId"]):
+        if m["messageId"] in duplicates and m is not next(
+            x for x in received if x["messageId"] == m["messageId"]
+        ):
             assert m["deliveryAttempt"] >= 2
+
+
+async def test_sigterm_answers_open_waits_with_shutdown(start_gateway: Callable[..., GatewayProcess]) -> None:
+    gateway = start_gateway(env=ENV)
+    answers: list[Any] = []
+
+    async def wait_until_shutdown() -> None:
+        async with mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}) as dev:
+            await dev.list_tools()  # the SDK checks results against outputSchema: fetch it while it can
+            answers.append(await dev.call_tool("wait_for_message", {"timeout_sec": 60}))
+
+    task = asyncio.create_task(wait_until_shutdown())
+    await asyncio.sleep(0.5)
+    await asyncio.to_thread(gateway.stop)
+    # closing the session fails once the gateway is gone; only the answer matters here
+    await asyncio.gather(task, return_exceptions=True)
+    assert len(answers) == 1
+    result = answers[0]
+    assert result.structured_content["shutdown"] is True
+    assert result.structured_content["message"] is None
+    assert "reconnect" in result.content[0].text

@@ -30,8 +30,9 @@ class Env:
         self.metrics = metrics
         self.broker = broker
         self.registry = Registry(broker_tools.TOOLS)
-        self.services = Services(settings=settings, gitlab=cast(Any, None), caches=cast(Any, None),
-                                 metrics=metrics, broker=broker)
+        self.services = Services(
+            settings=settings, gitlab=cast(Any, None), caches=cast(Any, None), metrics=metrics, broker=broker
+        )
 
     @property
     def state_dir(self) -> Path:
@@ -44,8 +45,13 @@ class Env:
             info.has_progress_token = True
         return ToolContext(services=self.services, call=info)
 
-    async def call(self, agent: str | None, tool: str, args: dict[str, Any] | None = None,
-                   progress: ProgressFn | None = None) -> ToolResult:
+    async def call(
+        self,
+        agent: str | None,
+        tool: str,
+        args: dict[str, Any] | None = None,
+        progress: ProgressFn | None = None,
+    ) -> ToolResult:
         """Call ``tool`` as ``agent``; the result is checked against the tool's outputSchema."""
         declared = self.registry.resolve(tool)
         assert declared is not None, tool

@@ -28,17 +28,22 @@ async def developing(env: Env) -> Env:
 async def test_agent_id_path_traversal(developing: Env) -> None:
     env = developing
     before = await snapshot(env)
-    for tool, args in [("log_activity", {"message": "x"}), ("get_pipeline_status", {}),
-                       ("send_message", {"to": "dev", "subject": "s", "body": {}})]:
+    for tool, args in [
+        ("log_activity", {"message": "x"}),
+        ("get_pipeline_status", {}),
+        ("send_message", {"to": "dev", "subject": "s", "body": {}}),
+    ]:
         err = await env.err("../../etc/passwd", tool, args)
         assert err["reason"] == "unauthorized"
         assert err["message"] == (
-            "Agent id '../../etc/passwd' is not one of this broker's agents (pm, dev, reviewer). Call with one of "
-            "those ids (header `X-Agent-Id` on loopback, or your agent's client token).")
+            "Agent id '../../etc/passwd' is not one of this broker's agents (pm, dev, reviewer). "
+            "Call with one of those ids (header `X-Agent-Id` on loopback, or your agent's client token)."
+        )
     err = await env.err("dev", "get_activity_log", {"agent": "../../etc/passwd"})
     assert err["reason"] == "bad_request"
-    assert err["message"] == ("`agent`: '../../etc/passwd' is not a log of this broker; use one of: pm, dev, "
-                              "reviewer, pipeline.")
+    assert err["message"] == (
+        "`agent`: '../../etc/passwd' is not a log of this broker; use one of: pm, dev, reviewer, pipeline."
+    )
     assert sorted(p.name for p in (env.state_dir / "logs").iterdir()) == ["pipeline.log"]
     assert await snapshot(env) == before
 
@@ -54,8 +59,10 @@ async def test_send_to_nobody(developing: Env) -> None:
     before = await snapshot(env)
     err = await env.err("pm", "send_message", {"to": "nobody", "subject": "s", "body": {}})
     assert err["reason"] == "bad_request"
-    assert err["message"] == "`to`: 'nobody' is not an agent of this broker; send to one of: pm, dev, reviewer. " \
-                             "Nothing was sent."
+    assert (
+        err["message"] == "`to`: 'nobody' is not an agent of this broker; send to one of: pm, dev, reviewer. "
+        "Nothing was sent."
+    )
     assert await snapshot(env) == before
 
 
@@ -72,11 +79,21 @@ async def test_body_not_an_object(developing: Env, body: Any) -> None:
     assert await snapshot(env) == before
 
 
-@pytest.mark.parametrize(("timeout", "text"), [
-    (-1, "Invalid arguments for wait_for_message: `timeout_sec`: Input should be greater than or equal to 0"),
-    (10**9, "`timeout_sec`: 1e+09 s is longer than the longest wait this gateway allows (3600 s, "
-            "broker.max_wait_seconds). Pass at most 3600 and call wait_for_message again when it times out."),
-])
+@pytest.mark.parametrize(
+    ("timeout", "text"),
+    [
+        (
+            -1,
+            "Invalid arguments for wait_for_message: `timeout_sec`: "
+            "Input should be greater than or equal to 0",
+        ),
+        (
+            10**9,
+            "`timeout_sec`: 1e+09 s is longer than the longest wait this gateway allows (3600 s, "
+            "broker.max_wait_seconds). Pass at most 3600 and call wait_for_message again when it times out.",
+        ),
+    ],
+)
 async def test_timeout_out_of_range(developing: Env, timeout: int, text: str) -> None:
     env = developing
     before = await snapshot(env)
@@ -105,11 +122,15 @@ async def test_report_completion_for_issue_not_in_phase(developing: Env) -> None
     assert err["message"] == "Issue 'JOP-999' is not in phase 1; its issues are: A, B. Nothing was changed."
     err = await env.err("dev", "report_completion", {"issue": "B", "result": "pass"})
     assert err["reason"] == "conflict"
-    assert err["message"] == "Issue B is todo, not in progress; the issue in progress is A: report that one. " \
-                             "Nothing was changed."
+    assert (
+        err["message"] == "Issue B is todo, not in progress; the issue in progress is A: report that one. "
+        "Nothing was changed."
+    )
     err = await env.err("dev", "report_completion", {"issue": "A", "result": "maybe"})
-    assert err["message"] == ("Invalid arguments for report_completion: `result`: Input should be 'pass' or "
-                              "'fail' (accepts one of: pass, fail).")
+    assert err["message"] == (
+        "Invalid arguments for report_completion: `result`: Input should be 'pass' or "
+        "'fail' (accepts one of: pass, fail)."
+    )
     assert await snapshot(env) == before
 
 
@@ -117,15 +138,22 @@ async def test_start_phase_with_duplicate_issues(env: Env) -> None:
     before = await snapshot(env)
     err = await env.err("pm", "start_phase", {"phase": 1, "issues": ["A", "B", "A"]})
     assert err["reason"] == "bad_request"
-    assert err["message"].startswith("Invalid arguments for start_phase: `issues`: lists A more than once; "
-                                     "give each issue once")
+    assert err["message"].startswith(
+        "Invalid arguments for start_phase: `issues`: lists A more than once; give each issue once"
+    )
     err = await env.err("pm", "start_phase", {"phase": 1, "issues": []})
     assert err["invalid_arguments"] == ["issues"]
-    err = await env.err("pm", "set_phase_plan", {"planId": "p", "phases": [{"phase": 1, "issues": ["A"]},
-                                                                            {"phase": 2, "issues": ["A"]}]})
+    err = await env.err(
+        "pm",
+        "set_phase_plan",
+        {"planId": "p", "phases": [{"phase": 1, "issues": ["A"]}, {"phase": 2, "issues": ["A"]}]},
+    )
     assert "lists A more than once" in err["message"]
-    err = await env.err("pm", "set_phase_plan", {"planId": "p", "phases": [{"phase": 1, "issues": ["A"]},
-                                                                            {"phase": 1, "issues": ["B"]}]})
+    err = await env.err(
+        "pm",
+        "set_phase_plan",
+        {"planId": "p", "phases": [{"phase": 1, "issues": ["A"]}, {"phase": 1, "issues": ["B"]}]},
+    )
     assert "lists a phase number more than once" in err["message"]
     assert await snapshot(env) == before
 

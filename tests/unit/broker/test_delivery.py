@@ -9,7 +9,9 @@ from tests.unit.broker.conftest import Env, EnvFactory, close
 
 
 async def send(env: Env, to: str, n: int, priority: str = "normal", sender: str = "pm") -> str:
-    out = await env.ok(sender, "send_message", {"to": to, "subject": "s", "body": {"n": n}, "priority": priority})
+    out = await env.ok(
+        sender, "send_message", {"to": to, "subject": "s", "body": {"n": n}, "priority": priority}
+    )
     assert out["queued"] is True
     return str(out["messageId"])
 
@@ -102,13 +104,16 @@ async def test_priority_then_time(env: Env) -> None:
 async def test_thousand_messages_from_concurrent_senders_exactly_once_in_order(env: Env) -> None:
     rng = random.Random(5)
     senders = ("pm", "reviewer", "dev")
-    plan = {s: [rng.choice(("high", "normal", "low")) for _ in range(334 if s != "dev" else 332)] for s in senders}
+    plan = {
+        s: [rng.choice(("high", "normal", "low")) for _ in range(334 if s != "dev" else 332)] for s in senders
+    }
 
     async def sender(name: str) -> list[tuple[str, str, int]]:
         out = []
         for i, priority in enumerate(plan[name]):
-            r = await env.ok(name, "send_message", {"to": "dev", "subject": name, "body": {"i": i},
-                                                   "priority": priority})
+            r = await env.ok(
+                name, "send_message", {"to": "dev", "subject": name, "body": {"i": i}, "priority": priority}
+            )
             out.append((r["messageId"], priority, i))
         return out
 
@@ -178,14 +183,20 @@ async def test_no_progress_without_token(make_env: EnvFactory) -> None:
 
 async def test_shutdown_wakes_every_waiter(env: Env) -> None:
     await send(env, "pm", 1)
-    waiters = [asyncio.create_task(env.call(a, "wait_for_message", {"timeout_sec": 30})) for a in ("dev", "reviewer")]
+    waiters = [
+        asyncio.create_task(env.call(a, "wait_for_message", {"timeout_sec": 30})) for a in ("dev", "reviewer")
+    ]
     await asyncio.sleep(0.05)
     await env.broker.shutdown("the gateway is shutting down")
     for w in waiters:
         r = await asyncio.wait_for(w, 2)
-        assert r.structured == {"message": None, "timedOut": False, "shutdown": True,
-                                "reason": "the gateway is shutting down",
-                                "waitedSeconds": r.structured["waitedSeconds"]}
+        assert r.structured == {
+            "message": None,
+            "timedOut": False,
+            "shutdown": True,
+            "reason": "the gateway is shutting down",
+            "waitedSeconds": r.structured["waitedSeconds"],
+        }
         assert r.text is not None and "reconnect" in r.text
     # later waits answer at once, and nothing was taken from any queue
     assert (await env.call("pm", "wait_for_message", {"timeout_sec": 30})).structured["shutdown"] is True

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from gateway.broker.machine import State
-from tests.unit.broker.conftest import EnvFactory, Env, close
+from tests.unit.broker.conftest import Env, EnvFactory, close
 
 PLAN = {
     "planId": "jope-core",
@@ -29,16 +29,28 @@ async def develop(env: Env, phase: int, issues: list[str]) -> None:
 
 async def test_seed_examples(env: Env) -> None:
     assert await env.ok("pm", "set_phase_plan", {**PLAN, "autoAdvance": True, "cooldownMinutes": 5}) == {
-        "success": True, "totalPhases": 3, "totalIssues": 7}
-    assert await env.ok("pm", "start_phase", {"phase": 2, "issues": ["JOP-240", "JOP-238", "JOP-239", "JOP-241"]}) == {
-        "success": True, "phase": 2, "issueCount": 4, "state": "PHASE_PREPARING"}
+        "success": True,
+        "totalPhases": 3,
+        "totalIssues": 7,
+    }
+    assert await env.ok(
+        "pm", "start_phase", {"phase": 2, "issues": ["JOP-240", "JOP-238", "JOP-239", "JOP-241"]}
+    ) == {"success": True, "phase": 2, "issueCount": 4, "state": "PHASE_PREPARING"}
     out = await env.ok("dev", "begin_developing")
     assert out == {"success": True, "state": "PHASE_DEVELOPING", "currentIssue": "JOP-240"}
     assert await env.ok("dev", "report_completion", {"issue": "JOP-240", "result": "pass"}) == {
-        "success": True, "allDone": False, "nextIssue": "JOP-238", "state": "PHASE_DEVELOPING"}
+        "success": True,
+        "allDone": False,
+        "nextIssue": "JOP-238",
+        "state": "PHASE_DEVELOPING",
+    }
     await env.ok("dev", "report_completion", {"issue": "JOP-238", "result": "fail"})
     assert await env.ok("dev", "report_completion", {"issue": "JOP-238", "result": "fail"}) == {
-        "success": True, "allDone": False, "failCount": 2, "state": "PHASE_DEVELOPING"}
+        "success": True,
+        "allDone": False,
+        "failCount": 2,
+        "state": "PHASE_DEVELOPING",
+    }
     status = await env.status()
     assert status["state"] == "PHASE_DEVELOPING"
     assert status["phase"] == 2
@@ -57,9 +69,15 @@ async def test_seed_examples(env: Env) -> None:
     for issue in ("JOP-238", "JOP-239"):
         await env.ok("dev", "report_completion", {"issue": issue, "result": "pass"})
     assert await env.ok("dev", "report_completion", {"issue": "JOP-241", "result": "pass"}) == {
-        "success": True, "allDone": True, "state": "PHASE_REVIEWING"}
+        "success": True,
+        "allDone": True,
+        "state": "PHASE_REVIEWING",
+    }
     assert await env.ok("reviewer", "report_review", {"result": "changes", "prId": "PR #4"}) == {
-        "success": True, "state": "PHASE_DEVELOPING", "fixCount": 1}
+        "success": True,
+        "state": "PHASE_DEVELOPING",
+        "fixCount": 1,
+    }
     status = await env.status()
     # every issue back to todo, the first in progress; fail counts kept
     assert [v["status"] for v in status["issues"].values()] == ["in_progress", "todo", "todo", "todo"]
@@ -85,8 +103,9 @@ async def test_fail_limit_then_human_and_resume(env: Env) -> None:
     assert status["humanNeeded"]["origin"] == "PHASE_DEVELOPING"
     err = await env.err("dev", "report_completion", {"issue": "A", "result": "pass"})
     assert err["reason"] == "conflict"
-    assert err["message"].startswith("report_completion is not allowed in state HUMAN_NEEDED; it is allowed in: "
-                                     "PHASE_DEVELOPING.")
+    assert err["message"].startswith(
+        "report_completion is not allowed in state HUMAN_NEEDED; it is allowed in: PHASE_DEVELOPING."
+    )
     assert "the PM calls resume" in err["message"]
     err = await env.err("dev", "resume")
     assert err["reason"] == "unauthorized" and "only for the PM" in err["message"]
@@ -110,7 +129,9 @@ async def test_fix_limit(env: Env) -> None:
 async def test_request_human_in_review_resumes_into_development(env: Env) -> None:
     await develop(env, 1, ["A", "B"])
     assert await env.ok("reviewer", "request_human", {"reason": "unclear spec"}) == {
-        "success": True, "previousState": "PHASE_REVIEWING"}
+        "success": True,
+        "previousState": "PHASE_REVIEWING",
+    }
     assert await env.ok("pm", "resume") == {"success": True, "state": "PHASE_DEVELOPING"}
     # nothing was left to do, so the issues are reopened rather than leaving the dev stuck
     status = await env.status()
@@ -121,10 +142,18 @@ async def test_approved_last_phase_completes(env: Env) -> None:
     await env.ok("pm", "set_phase_plan", PLAN)
     await develop(env, 3, ["JOP-243", "JOP-242"])
     assert await env.ok("reviewer", "report_review", {"result": "approved"}) == {
-        "success": True, "state": "COMPLETED"}
+        "success": True,
+        "state": "COMPLETED",
+    }
     plan = await env.ok("pm", "get_phase_plan")
-    assert plan == {"planId": "jope-core", "phases": PLAN["phases"], "currentPhase": 3, "completedPhases": [3],
-                    "autoAdvance": False, "cooldownMinutes": 5.0}
+    assert plan == {
+        "planId": "jope-core",
+        "phases": PLAN["phases"],
+        "currentPhase": 3,
+        "completedPhases": [3],
+        "autoAdvance": False,
+        "cooldownMinutes": 5.0,
+    }
 
 
 async def test_has_next_phase_defaults_from_plan(env: Env) -> None:
@@ -133,7 +162,8 @@ async def test_has_next_phase_defaults_from_plan(env: Env) -> None:
     assert (await env.ok("reviewer", "report_review", {"result": "approved"}))["state"] == "IDLE"
     await develop(env, 2, ["X"])
     assert (await env.ok("reviewer", "report_review", {"result": "approved", "hasNextPhase": False}))[
-        "state"] == "COMPLETED"
+        "state"
+    ] == "COMPLETED"
 
 
 async def test_auto_advance_runs_and_resumes_after_restart(make_env: EnvFactory) -> None:
@@ -154,8 +184,11 @@ async def test_auto_advance_runs_and_resumes_after_restart(make_env: EnvFactory)
     assert (await env.status())["autoAdvance"]["stage"] == "session_reset"
     started = (await env.wait("dev", 5))["message"]
     assert started["subject"] == "phase_started"
-    assert started["body"] == {"phase": 2, "issues": ["JOP-240", "JOP-238", "JOP-239", "JOP-241"],
-                               "startedBy": "auto_advance"}
+    assert started["body"] == {
+        "phase": 2,
+        "issues": ["JOP-240", "JOP-238", "JOP-239", "JOP-241"],
+        "startedBy": "auto_advance",
+    }
     status = await env.status()
     assert status["state"] == "PHASE_PREPARING" and status["phase"] == 2
     assert status["autoAdvance"] == {"active": False}
@@ -170,7 +203,10 @@ async def test_cancel_auto_advance(make_env: EnvFactory) -> None:
     await env.ok("pm", "set_phase_plan", {**PLAN, "autoAdvance": True})
     await develop(env, 1, ["JOP-237"])
     await env.ok("reviewer", "report_review", {"result": "approved"})
-    assert await env.ok("pm", "cancel_auto_advance", {"reason": "hold on"}) == {"success": True, "stage": "cooldown"}
+    assert await env.ok("pm", "cancel_auto_advance", {"reason": "hold on"}) == {
+        "success": True,
+        "stage": "cooldown",
+    }
     status = await env.status()
     assert status["state"] == "PAUSED" and status["autoAdvance"] == {"active": False}
     assert (await env.err("pm", "start_phase", {"phase": 2, "issues": ["X"]}))["reason"] == "conflict"
@@ -184,7 +220,10 @@ async def test_set_auto_advance_off_drops_the_advance(make_env: EnvFactory) -> N
     await develop(env, 1, ["JOP-237"])
     await env.ok("reviewer", "report_review", {"result": "approved"})
     assert await env.ok("pm", "set_auto_advance", {"enabled": False}) == {
-        "success": True, "autoAdvance": False, "cancelledStage": "cooldown"}
+        "success": True,
+        "autoAdvance": False,
+        "cancelledStage": "cooldown",
+    }
     status = await env.status()
     assert status["state"] == "IDLE" and status["autoAdvance"] == {"active": False}
     assert status["phasePlan"]["autoAdvance"] is False
@@ -199,9 +238,15 @@ async def test_stop_pipeline(env: Env) -> None:
     assert woken.structured["stopped"] is True and woken.structured["message"] is None
     assert woken.text is not None and "stopped" in woken.text
     assert (env.state_dir / ".stop-pipeline").read_text().startswith("stopped by reviewer at ")
-    for tool, args in [("begin_developing", {}), ("send_message", {"to": "pm", "subject": "x", "body": {}}),
-                       ("wait_for_message", {}), ("request_human", {"reason": "x"}), ("resume", {}),
-                       ("set_phase_plan", PLAN), ("set_auto_advance", {"enabled": True})]:
+    for tool, args in [
+        ("begin_developing", {}),
+        ("send_message", {"to": "pm", "subject": "x", "body": {}}),
+        ("wait_for_message", {}),
+        ("request_human", {"reason": "x"}),
+        ("resume", {}),
+        ("set_phase_plan", PLAN),
+        ("set_auto_advance", {"enabled": True}),
+    ]:
         err = await env.err("pm", tool, args)
         assert err["reason"] == "conflict", tool
         assert err["message"].startswith("The pipeline is STOPPED (stop_pipeline by reviewer at "), tool
@@ -236,7 +281,10 @@ async def test_state_survives_restart(make_env: EnvFactory) -> None:
     env = await make_env(env.settings)
     status = await env.status()
     assert status["state"] == "PHASE_DEVELOPING"
-    assert status["issues"] == {"A": {"status": "done", "failCount": 0}, "B": {"status": "in_progress", "failCount": 0}}
+    assert status["issues"] == {
+        "A": {"status": "done", "failCount": 0},
+        "B": {"status": "in_progress", "failCount": 0},
+    }
     assert status["queues"]["dev"] == 1
     assert status["agents"]["pm"]["lastSeen"] is not None
     assert (await env.wait("dev"))["message"]["messageId"] == sent["messageId"]
@@ -247,22 +295,24 @@ async def test_wrong_state_changes_nothing(env: Env) -> None:
     err = await env.err("dev", "begin_developing")
     assert err == {
         "reason": "conflict",
-        "message": "begin_developing is not allowed in state IDLE; it is allowed in: PHASE_PREPARING. Nothing was "
-                   "changed. Call get_pipeline_status to see where the pipeline is.",
+        "message": "begin_developing is not allowed in state IDLE; it is allowed in: PHASE_PREPARING. "
+        "Nothing was changed. Call get_pipeline_status to see where the pipeline is.",
         "state": "IDLE",
         "allowed_states": ["PHASE_PREPARING"],
     }
     after = await env.status()
     assert {k: v for k, v in after.items() if k not in ("agents", "uptime", "uptimeSeconds")} == {
-        k: v for k, v in before.items() if k not in ("agents", "uptime", "uptimeSeconds")}
+        k: v for k, v in before.items() if k not in ("agents", "uptime", "uptimeSeconds")
+    }
 
 
 async def test_reply_goes_to_sender_in_thread(env: Env) -> None:
     sent = await env.ok("pm", "send_message", {"to": "dev", "subject": "develop", "body": {"issue": "JOP-1"}})
     got = (await env.wait("dev"))["message"]
     assert got["messageId"] == sent["messageId"] and got["threadId"] == sent["messageId"]
-    reply = await env.ok("dev", "reply_message", {"replyTo": sent["messageId"], "subject": "done",
-                                                  "body": {"issue": "JOP-1"}})
+    reply = await env.ok(
+        "dev", "reply_message", {"replyTo": sent["messageId"], "subject": "done", "body": {"issue": "JOP-1"}}
+    )
     assert reply["queued"] is True and reply["to"] == "pm" and reply["threadId"] == sent["messageId"]
     back = (await env.wait("pm"))["message"]
     assert back["replyTo"] == sent["messageId"] and back["from"] == "dev"
@@ -288,8 +338,12 @@ async def test_metrics(env: Env) -> None:
     reg = env.metrics.registry
     assert reg.get_sample_value("gateway_broker_state", {"state": "PHASE_PREPARING"}) == 1
     assert reg.get_sample_value("gateway_broker_state", {"state": "IDLE"}) == 0
-    assert reg.get_sample_value("gateway_broker_transitions_total",
-                                {"from_state": "IDLE", "to_state": "PHASE_PREPARING"}) == 1
+    assert (
+        reg.get_sample_value(
+            "gateway_broker_transitions_total", {"from_state": "IDLE", "to_state": "PHASE_PREPARING"}
+        )
+        == 1
+    )
     assert reg.get_sample_value("gateway_broker_queue_depth", {"agent": "dev"}) == 1
     assert reg.get_sample_value("gateway_broker_messages_sent_total", {"agent": "dev"}) == 1
     await env.wait("dev")

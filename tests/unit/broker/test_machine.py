@@ -58,8 +58,9 @@ def test_every_event_has_an_expectation() -> None:
     assert set(EXPECTED) == set(Event)
 
 
-@pytest.mark.parametrize(("state", "event"), list(itertools.product(State, Event)),
-                         ids=lambda v: str(v.value))
+@pytest.mark.parametrize(
+    ("state", "event"), list(itertools.product(State, Event)), ids=lambda v: str(v.value)
+)
 def test_every_pair(state: State, event: Event) -> None:
     target = EXPECTED[event].get(state)
     if target is None:
@@ -133,17 +134,39 @@ def test_completion_guards() -> None:
 def test_review_guards() -> None:
     kw = {"fix_count_after": 1, "fix_limit": 2}
     assert review_event("approved", has_next_phase=False, auto_advance=True, next_plan_phase=2, **kw) is (
-        E.APPROVED_LAST)
+        E.APPROVED_LAST
+    )
     assert review_event("approved", has_next_phase=True, auto_advance=True, next_plan_phase=2, **kw) is (
-        E.APPROVED_ADVANCE)
+        E.APPROVED_ADVANCE
+    )
     assert review_event("approved", has_next_phase=True, auto_advance=False, next_plan_phase=2, **kw) is (
-        E.APPROVED_NEXT)
+        E.APPROVED_NEXT
+    )
     assert review_event("approved", has_next_phase=True, auto_advance=True, next_plan_phase=None, **kw) is (
-        E.APPROVED_NEXT)
-    assert review_event("changes", has_next_phase=True, auto_advance=True, next_plan_phase=2,
-                        fix_count_after=1, fix_limit=2) is E.CHANGES
-    assert review_event("changes", has_next_phase=True, auto_advance=True, next_plan_phase=2,
-                        fix_count_after=2, fix_limit=2) is E.CHANGES_LIMIT
+        E.APPROVED_NEXT
+    )
+    assert (
+        review_event(
+            "changes",
+            has_next_phase=True,
+            auto_advance=True,
+            next_plan_phase=2,
+            fix_count_after=1,
+            fix_limit=2,
+        )
+        is E.CHANGES
+    )
+    assert (
+        review_event(
+            "changes",
+            has_next_phase=True,
+            auto_advance=True,
+            next_plan_phase=2,
+            fix_count_after=2,
+            fix_limit=2,
+        )
+        is E.CHANGES_LIMIT
+    )
 
 
 def test_resume_guard() -> None:

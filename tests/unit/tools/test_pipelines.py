@@ -84,7 +84,7 @@ def test_declared_read_only_in_ci_toolset_with_output_schema() -> None:
     assert schema["properties"]["include"]["items"]["enum"] == ["jobs", "downstream_pipelines", "bridge_jobs"]
     assert "failed" in schema["properties"]["job_status"]["enum"]
     assert schema["properties"]["first"].items() >= {"default": 20, "minimum": 1, "maximum": 100}.items()
-    assert set(mcp["outputSchema"]["required"]) == {"id", "status", "ref", "sha", "source", "web_url"}
+    assert set(mcp["outputSchema"]["anyOf"][0]["required"]) == {"id", "status", "ref", "sha", "source", "web_url"}
 
 
 # -- reads --------------------------------------------------------------------------------------
@@ -440,7 +440,7 @@ async def test_missing_pipeline_is_a_different_not_found(env: ToolEnv, gitlab: r
         ({"id": "-5", "pipeline_id": 1}, ["id"], "lacks its namespace"),
         ({"id": "g/-5", "pipeline_id": 1}, ["id"], "is not a GitLab path"),
         ({"id": "0", "pipeline_id": 1}, ["id"], "project ID '0' must be a positive integer"),
-        ({"id": ["grp"], "pipeline_id": 1}, ["id"], "must be a string"),
+        ({"id": ["grp"], "pipeline_id": 1}, ["id"], "must be a numeric project ID or a full path string"),
     ],
 )
 async def test_bad_input_is_a_clear_tool_error_without_a_request(

@@ -1,0 +1,96 @@
+"""Argument types shared by the GitLab tools, so a project or an id is checked the same way everywhere.
+
+- :data:`ProjectId` / :data:`OptionalProjectId`: a numeric project ID (JSON number or digits) or a
+  full path (``group/subgroup/project``, or URL-encoded once); normalised to a string, checked
+  before any request (``shared/spec/design.md``: identifiers are validated before they reach a
+  GitLab path).
+- :data:`PositiveId` / :data:`OptionalPositiveId`: a positive integer below 2**63 (GitLab's ids
+  are bigint); digits in a string are accepted, booleans are not (pydantic's lax mode would read
+  ``true`` as 1).
+- :func:`schema_extra`: states in the JSON Schema what the validators enforce, and drops
+  ``"default": null`` from optional arguments (null is no value of their declared type).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field
+from pydantic.json_schema import SkipJsonSchema
+
+from gateway.errors import ToolError
+from gateway.gitlab.urls import MAX_ID, is_numeric_id, project_full_path
+
+PROJECT_ID_DOC = (
+    "ID or full path of the project, e.g. `42` or `group/subgroup/project` (URL-encoded "
+    "`group%2Fsubgroup%2Fproject` is accepted too)."
+)
+_ID_RANGE = {"minimum": 1, "maximum": MAX_ID}
+
+
+def project_id(value: Any) -> str:
+    """Validate a project identifier; return digits for an ID, the path as given otherwise.
+
+    Raises:
+        ValueError: not a string or integer, a non-positive ID, or a path GitLab cannot have
+            (no namespace, empty or ``..`` segments, encoded twice).
+    """
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"must be a numeric project ID or a full path string, not {value!r}")
+    if is_numeric_id(value):
+        number = int(value)
+        if not 0 < number <= MAX_ID:
+            raise ValueError(f"project ID {value!r} must be a positive integer")
+        return str(number)
+    try:
+        project_full_path(str(value))
+    except ToolError as err:
+        raise ValueError(err.message) from None
+    return str(value)
+
+
+def positive_id(value: Any) -> int:
+    """Validate a GitLab id: a positive integer (digits in a string accepted).
+
+    Raises:
+        ValueError: anything else, booleans included.
+    """
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"must be a positive integer such as 987654, not {value!r}")
+    if not 0 < value <= MAX_ID:
+        raise ValueError(f"must be a positive integer such as 987654, not {value}")
+    return value
+
+
+def optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``check`` for an optional argument: None passes through."""
+    return lambda value: None if value is None else check(value)
+
+
+def schema_extra(**extra: Any) -> Callable[[dict[str, Any]], None]:
+    """``json_schema_extra`` for an argument: add ``extra`` (constraints the validators enforce)
+    and drop ``"default": null``, which is no value of the argument's declared type."""
+
+    def update(schema: dict[str, Any]) -> None:
+        if schema.get("default", 0) is None:
+            del schema["default"]
+        schema.update(extra)
+
+    return update
+
+
+ProjectId = Annotated[str, BeforeValidator(project_id), Field(description=PROJECT_ID_DOC)]
+OptionalProjectId = Annotated[
+    str | SkipJsonSchema[None],
+    BeforeValidator(optional(project_id)),
+    Field(description=PROJECT_ID_DOC, json_schema_extra=schema_extra()),
+]
+PositiveId = Annotated[int, BeforeValidator(positive_id), Field(json_schema_extra=_ID_RANGE)]
+OptionalPositiveId = Annotated[
+    int | SkipJsonSchema[None],
+    BeforeValidator(optional(positive_id)),
+    Field(json_schema_extra=schema_extra(**_ID_RANGE)),
+]
