@@ -31,7 +31,11 @@ def make_settings(tmp_path: Path) -> Callable[..., Settings]:
 
     def make(**overrides: Any) -> Settings:
         overrides.setdefault("state_dir", str(tmp_path / "state"))
-        gitlab = {"url": "https://gitlab.example.com", "token": "glpat-service-token", **overrides.pop("gitlab", {})}
+        gitlab = {
+            "url": "https://gitlab.example.com",
+            "token": "glpat-service-token",
+            **overrides.pop("gitlab", {}),
+        }
         return load_settings(gitlab=gitlab, **overrides)
 
     return make

@@ -37,8 +37,9 @@ class GatewayProcess:
         args: extra command-line arguments.
     """
 
-    def __init__(self, *, env: dict[str, str], state_dir: Path, args: list[str] | None = None,
-                 port: int | None = None) -> None:
+    def __init__(
+        self, *, env: dict[str, str], state_dir: Path, args: list[str] | None = None, port: int | None = None
+    ) -> None:
         self.port = port or free_port()
         self.state_dir = state_dir
         self.args = args or []
@@ -65,7 +66,10 @@ class GatewayProcess:
         with self.log_path.open("ab") as log:  # the child keeps its own copy of the descriptor
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "gateway", "--port", str(self.port), *self.args],
-                cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                cwd=REPO,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -102,7 +106,11 @@ class GatewayProcess:
 
 @asynccontextmanager
 async def mcp_client(
-    url: str, *, headers: dict[str, str] | None = None, mode: str = "legacy", read_timeout: float | None = 60.0
+    url: str,
+    *,
+    headers: dict[str, str] | None = None,
+    mode: str = "legacy",
+    read_timeout: float | None = 60.0,
 ) -> AsyncIterator[Client]:
     """An initialized official SDK ``Client`` on ``url`` (Streamable HTTP).
 
@@ -112,7 +120,12 @@ async def mcp_client(
         read_timeout: per-request timeout in seconds (None: none).
     """
     http = httpx2.AsyncClient(headers=headers or {}, timeout=httpx2.Timeout(30.0, read=None))
-    async with http, Client(
-        streamable_http_client(url, http_client=http), mode=mode, read_timeout_seconds=read_timeout  # type: ignore[arg-type]
-    ) as client:
+    async with (
+        http,
+        Client(
+            streamable_http_client(url, http_client=http),
+            mode=mode,
+            read_timeout_seconds=read_timeout,  # type: ignore[arg-type]
+        ) as client,
+    ):
         yield client

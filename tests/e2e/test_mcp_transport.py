@@ -206,8 +206,15 @@ def test_inspector_cli_accepts_tool_errors_against_output_schemas(gateway: Gatew
     """The Inspector validates structuredContent against outputSchema even on isError results."""
     node_tools_or_skip(NODE_BIN / "node", INSPECTOR)
     bad = run_inspector(
-        gateway.mcp_url, "--method", "tools/call", "--tool-name", "get_pipeline",
-        "--tool-arg", "id=grp/proj", "--tool-arg", "pipeline_id=-1",
+        gateway.mcp_url,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "get_pipeline",
+        "--tool-arg",
+        "id=grp/proj",
+        "--tool-arg",
+        "pipeline_id=-1",
     )
     assert bad.returncode == 5, bad.stdout + bad.stderr
     assert "tool_is_error" in bad.stderr, bad.stderr

@@ -62,7 +62,7 @@ async def test_listed_as_destructive_and_not_read_only(
     assert tool.annotations.read_only_hint is False
     assert tool.annotations.destructive_hint is True
     assert tool.output_schema is not None
-    assert set(tool.output_schema["required"]) == {"action", "id", "status", "ref", "web_url"}
+    assert set(tool.output_schema["anyOf"][0]["required"]) == {"action", "id", "status", "ref", "web_url"}
 
 
 async def test_create_with_variables_and_inputs(gateway: GatewayProcess, fresh_standin: Standin) -> None:

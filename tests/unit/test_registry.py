@@ -32,16 +32,33 @@ async def refuse(ctx: ToolContext, args: EchoInput) -> dict[str, Any]:
 
 
 ECHO = Tool(
-    name="echo", description="echo", input_model=EchoInput, handler=echo, annotations=READ_ONLY,
-    toolset="ci", aliases=("old_echo",),
+    name="echo",
+    description="echo",
+    input_model=EchoInput,
+    handler=echo,
+    annotations=READ_ONLY,
+    toolset="ci",
+    aliases=("old_echo",),
 )
 WRITE = Tool(
-    name="write", description="write", input_model=EchoInput, handler=echo,
-    annotations=Annotations(read_only=False, destructive=True), toolset="ci",
+    name="write",
+    description="write",
+    input_model=EchoInput,
+    handler=echo,
+    annotations=Annotations(read_only=False, destructive=True),
+    toolset="ci",
 )
-BOOM = Tool(name="boom", description="b", input_model=EchoInput, handler=boom, annotations=READ_ONLY, toolset="ci")
-REFUSE = Tool(name="refuse", description="r", input_model=EchoInput, handler=refuse, annotations=READ_ONLY,
-              toolset="repository")
+BOOM = Tool(
+    name="boom", description="b", input_model=EchoInput, handler=boom, annotations=READ_ONLY, toolset="ci"
+)
+REFUSE = Tool(
+    name="refuse",
+    description="r",
+    input_model=EchoInput,
+    handler=refuse,
+    annotations=READ_ONLY,
+    toolset="repository",
+)
 
 
 def ctx() -> ToolContext:
@@ -59,7 +76,10 @@ async def test_listed_tool_has_schema_annotations_and_no_alias() -> None:
     assert echo_tool["inputSchema"]["required"] == ["id"]
     assert echo_tool["inputSchema"]["properties"]["include"]["items"]["enum"] == ["jobs", "bridge_jobs"]
     assert echo_tool["annotations"] == {
-        "readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": True,
+        "readOnlyHint": True,
+        "destructiveHint": False,
+        "idempotentHint": True,
+        "openWorldHint": True,
     }
 
 
@@ -86,7 +106,10 @@ async def test_unknown_argument_is_a_tool_error_naming_it() -> None:
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        ({"id": "g/p", "first": 0}, "`first`: Input should be greater than or equal to 1 (page size, 1..100)"),
+        (
+            {"id": "g/p", "first": 0},
+            "`first`: Input should be greater than or equal to 1 (page size, 1..100)",
+        ),
         ({"id": "g/p", "first": 101}, "`first`: Input should be less than or equal to 100"),
         ({}, "`id` is required (ID or full path of the project)"),
         ({"id": "g/p", "include": ["nope"]}, "`include.0`: Input should be 'jobs' or 'bridge_jobs'"),
@@ -133,8 +156,19 @@ async def test_tool_error_result_shape() -> None:
 
 def test_duplicate_names_are_refused() -> None:
     with pytest.raises(ValueError, match="declared twice"):
-        Registry([ECHO, Tool(name="old_echo", description="x", input_model=EchoInput, handler=echo,
-                             annotations=READ_ONLY, toolset="ci")])
+        Registry(
+            [
+                ECHO,
+                Tool(
+                    name="old_echo",
+                    description="x",
+                    input_model=EchoInput,
+                    handler=echo,
+                    annotations=READ_ONLY,
+                    toolset="ci",
+                ),
+            ]
+        )
 
 
 def test_tool_result_with_human_text_keeps_json_block() -> None:
@@ -144,7 +178,14 @@ def test_tool_result_with_human_text_keeps_json_block() -> None:
 
 def test_list_pages() -> None:
     tools = [
-        Tool(name=f"t{i}", description="x", input_model=EchoInput, handler=echo, annotations=READ_ONLY, toolset="ci")
+        Tool(
+            name=f"t{i}",
+            description="x",
+            input_model=EchoInput,
+            handler=echo,
+            annotations=READ_ONLY,
+            toolset="ci",
+        )
         for i in range(5)
     ]
     reg = Registry(tools)

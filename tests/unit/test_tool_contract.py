@@ -64,13 +64,21 @@ def test_tool_declaration_rules(tool: Tool) -> None:
 @pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.name)
 def test_tool_snapshot(tool: Tool) -> None:
     path = SNAPSHOTS / f"{tool.name}.json"
-    current = json.dumps({**tool.to_mcp(), "aliases": list(tool.aliases), "toolset": tool.toolset},
-                         indent=2, sort_keys=True) + "\n"
+    current = (
+        json.dumps(
+            {**tool.to_mcp(), "aliases": list(tool.aliases), "toolset": tool.toolset},
+            indent=2,
+            sort_keys=True,
+        )
+        + "\n"
+    )
     if os.environ.get("UPDATE_TOOLSNAPS"):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(current)
     assert path.exists(), f"no snapshot for {tool.name}: run UPDATE_TOOLSNAPS=1 pytest {__file__}"
-    assert path.read_text() == current, f"{tool.name} changed its MCP contract; if intended, UPDATE_TOOLSNAPS=1"
+    assert path.read_text() == current, (
+        f"{tool.name} changed its MCP contract; if intended, UPDATE_TOOLSNAPS=1"
+    )
 
 
 def test_tool_index_is_current() -> None:

@@ -84,7 +84,14 @@ def test_declared_read_only_in_ci_toolset_with_output_schema() -> None:
     assert schema["properties"]["include"]["items"]["enum"] == ["jobs", "downstream_pipelines", "bridge_jobs"]
     assert "failed" in schema["properties"]["job_status"]["enum"]
     assert schema["properties"]["first"].items() >= {"default": 20, "minimum": 1, "maximum": 100}.items()
-    assert set(mcp["outputSchema"]["anyOf"][0]["required"]) == {"id", "status", "ref", "sha", "source", "web_url"}
+    assert set(mcp["outputSchema"]["anyOf"][0]["required"]) == {
+        "id",
+        "status",
+        "ref",
+        "sha",
+        "source",
+        "web_url",
+    }
 
 
 # -- reads --------------------------------------------------------------------------------------

@@ -528,8 +528,14 @@ async def test_preconditions_each_have_their_own_message_and_send_nothing(
             '`action`: save_pipeline does not rename pipelines ("update"): it creates, retries and cancels.',
         ),
         ({"pipeline_id": PIPELINE_ID, "action": "delete"}, "`action`: Input should be 'retry' or 'cancel'"),
-        ({"pipeline_id": True, "action": "retry"}, "`pipeline_id`: must be a positive integer such as 987654"),
-        ({"pipeline_id": 0, "action": "retry"}, "`pipeline_id`: must be a positive integer such as 987654, not 0"),
+        (
+            {"pipeline_id": True, "action": "retry"},
+            "`pipeline_id`: must be a positive integer such as 987654",
+        ),
+        (
+            {"pipeline_id": 0, "action": "retry"},
+            "`pipeline_id`: must be a positive integer such as 987654, not 0",
+        ),
         ({"project_id": 0, "ref": "main"}, "`project_id`: project ID 0 must be a positive integer"),
         (
             {"project_id": "grp/../proj", "ref": "main"},
