@@ -167,6 +167,15 @@ def main(argv: list[str] | None = None) -> int:
             "metrics_port": server.metrics_port,
         },
     )
+    from gateway.config import unknown_environment
+
+    for name in unknown_environment():
+        log.warning("environment variable %s names no option and is ignored (see --print-config)", name)
+    if settings.gitlab.credential_mode == "service" and settings.gitlab.token is None:
+        log.warning(
+            "GITLAB_TOKEN is not set, so the GitLab tools read public projects only, anonymously; set "
+            "GITLAB_TOKEN (scope api, or read_api with --read-only) or use passthrough mode"
+        )
     try:
         web.run_app(
             app,

@@ -18,15 +18,17 @@ Validation errors name the option (``gitlab.url``) and are printed without a sta
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import re
 import ssl
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -35,6 +37,9 @@ from pydantic_settings import (
 AgentId = str
 _AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
+
+#: The toolsets tools belong to (``Tool.toolset``); ``toolsets`` may name only these.
+TOOLSETS: tuple[str, ...] = ("ci", "repository", "duo_agent_platform", "broker")
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -223,10 +228,28 @@ class Settings(BaseSettings):
     #: Hide and refuse every tool that is not read-only.
     read_only: bool = False
     #: Only these toolsets are served (``ci``, ``repository``, ``duo_agent_platform``, ``broker``);
-    #: empty means all.
-    toolsets: tuple[str, ...] = ()
+    #: empty means all. The environment takes a JSON list or a comma-separated list.
+    toolsets: Annotated[tuple[str, ...], NoDecode] = ()
     #: Bearer secrets of callers, each mapped to a broker agent id. Empty: ``X-Agent-Id`` on loopback.
     client_tokens: tuple[ClientToken, ...] = ()
+
+    @field_validator("toolsets", mode="before")
+    @classmethod
+    def _toolsets(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                value = json.loads(text)
+            else:
+                value = [part.strip() for part in text.split(",") if part.strip()]
+        if isinstance(value, list | tuple):
+            unknown = [name for name in value if name not in TOOLSETS]
+            if unknown:
+                raise ValueError(
+                    f"unknown toolset {', '.join(map(repr, unknown))}: choose from {', '.join(TOOLSETS)} "
+                    "(empty serves every toolset)"
+                )
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
@@ -295,6 +318,22 @@ class _ContractEnvSource(PydanticBaseSettingsSource):
             else:
                 out.setdefault(section, {})[option] = value
         return out
+
+
+def unknown_environment(environ: dict[str, str] | None = None) -> list[str]:
+    """``GATEWAY_*`` variables that name no option (a typo is otherwise silently ignored).
+
+    Known: ``GATEWAY_STATE_DIR``, ``GATEWAY_<OPTION>`` for top-level options and
+    ``GATEWAY_<SECTION>__<OPTION>`` for the options of a section.
+    """
+    env = os.environ if environ is None else environ
+    known = {"GATEWAY_STATE_DIR"}
+    for name, field in Settings.model_fields.items():
+        known.add(f"GATEWAY_{name.upper()}")
+        section = field.annotation
+        if isinstance(section, type) and issubclass(section, _Section):
+            known.update(f"GATEWAY_{name.upper()}__{option.upper()}" for option in section.model_fields)
+    return sorted(k for k in env if k.upper().startswith("GATEWAY_") and k.upper() not in known)
 
 
 def is_loopback(host: str) -> bool:

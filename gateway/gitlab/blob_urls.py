@@ -45,6 +45,8 @@ FULL_SHA = re.compile(r"[0-9a-fA-F]{40}(?:[0-9a-fA-F]{24})?")
 
 _VIEWS = ("blob", "raw", "blame")
 _BLOB_PATH = re.compile(r"(?P<project>.+?)/-/(?P<view>blob|raw|blame)/(?P<id>.*)", re.DOTALL)
+#: A directory page (``/-/tree/<ref>/<dir>``): refused with its own message, since agents paste them.
+_TREE_PATH = re.compile(r".+?/-/tree(?:/.*)?", re.DOTALL)
 _LINE_ANCHOR = re.compile(r"L(?P<start>[1-9]\d*)(?:-L?(?P<end>[1-9]\d*))?")
 #: Characters git forbids in ref names (``git check-ref-format``) that are also glob syntax.
 _NOT_IN_REFS = re.compile(r"[*?\[\\\s~^:]")
@@ -96,8 +98,9 @@ def parse_blob_url(url: str, base: GitLabBase) -> BlobUrl:
 
     Raises:
         ToolError: ``bad_request`` when the URL is not http(s), names another host, port or
-            sub-path (:meth:`GitLabBase.same_instance`), is not a ``/-/blob|raw|blame/`` URL, has
-            no file path after the ref, is not valid percent-encoded UTF-8, or has an unknown ``ref_type``.
+            sub-path (:meth:`GitLabBase.same_instance`), is a ``/-/tree/`` (directory) URL or
+            otherwise not a ``/-/blob|raw|blame/`` URL, has no file path after the ref, is not valid
+            percent-encoded UTF-8, or has an unknown ``ref_type``.
     """
     parts = urlsplit(url.strip())
     if parts.scheme.lower() not in ("http", "https"):
@@ -112,11 +115,18 @@ def parse_blob_url(url: str, base: GitLabBase) -> BlobUrl:
             "so nothing was fetched. Give a URL on that GitLab, or pass project_id, file_path and ref."
         )
     match = _BLOB_PATH.fullmatch(path.lstrip("/"))
+    if match is None and _TREE_PATH.fullmatch(path.lstrip("/")):
+        # This gateway serves no directory listing, so point at GitLab itself, not at a tool.
+        raise bad_request(
+            f"url {url!r} is a directory (/-/tree/) URL, and this tool reads one file: list the "
+            "directory in GitLab, then give the URL of a file in it "
+            f"({base.url}/<group>/<project>/-/blob/<ref>/<path>) or pass project_id, file_path and ref."
+        )
     if match is None:
         raise bad_request(
             f"url {url!r} is not a GitLab file URL: expected "
-            f"{base.url}/<group>/<project>/-/blob/<ref>/<path> (a blob, raw or blame URL). For a "
-            "directory use list_repository_tree; or pass project_id, file_path and ref."
+            f"{base.url}/<group>/<project>/-/blob/<ref>/<path> (a blob, raw or blame URL); or pass "
+            "project_id, file_path and ref."
         )
     try:
         ref_and_path = unquote(match["id"], errors="strict")

@@ -27,6 +27,8 @@ PROJECT_ID_DOC = (
     "`group%2Fsubgroup%2Fproject` is accepted too)."
 )
 _ID_RANGE = {"minimum": 1, "maximum": MAX_ID}
+#: A JSON null for a required argument (some clients send null for a value they could not parse).
+_NULL = "is required and was null; give a value"
 
 
 def project_id(value: Any) -> str:
@@ -36,6 +38,8 @@ def project_id(value: Any) -> str:
         ValueError: not a string or integer, a non-positive ID, or a path GitLab cannot have
             (no namespace, empty or ``..`` segments, encoded twice).
     """
+    if value is None:
+        raise ValueError(_NULL)
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise ValueError(f"must be a numeric project ID or a full path string, not {value!r}")
     if is_numeric_id(value):
@@ -56,6 +60,8 @@ def positive_id(value: Any) -> int:
     Raises:
         ValueError: anything else, booleans included.
     """
+    if value is None:
+        raise ValueError(_NULL)
     if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int):

@@ -58,6 +58,11 @@ PROGRESS_CHARS = 500
 
 NO_FINAL_ANSWER = "Session finished, but no final answer was produced."
 NO_TURN_ANSWER = "The last turn completed, but no agent answer was found."
+#: Appended to the seed's approval guidance, which stays verbatim (issue 4): the tool it names is
+#: served by GitLab's own MCP server, and an agent connected only to this gateway must not hunt for it.
+APPROVAL_TOOL_NOTE = (
+    "(approve_duo_agent_action is a tool of GitLab's built-in MCP server; this gateway does not serve it.)"
+)
 
 APPROVAL_STATUSES = frozenset({"tool_call_approval_required", "plan_approval_required"})
 #: Terminal statuses other than ``finished`` (``Ai::DuoWorkflows::Workflow`` states).
@@ -88,7 +93,9 @@ class GetDuoSessionInput(ToolInput):
     """Arguments of ``get_duo_session`` (seed 002, "Input schema", plus ``wait_seconds``)."""
 
     workflow_id: Annotated[int, Field(ge=1, le=MAX_ID), BeforeValidator(_no_bool)] = Field(
-        description="Workflow ID returned by trigger_duo_flow or ask_duo_agent, e.g. 42."
+        description="The session's workflow ID, e.g. 42: the number ending its GitLab URL "
+        "(/-/automate/agent-sessions/<id>), or the ID trigger_duo_flow or ask_duo_agent (tools of "
+        "GitLab's built-in MCP server) returned."
     )
     wait_seconds: Annotated[int, Field(ge=0, le=MAX_WAIT_SECONDS), BeforeValidator(_no_bool)] = Field(
         0,
@@ -114,7 +121,9 @@ class DuoSessionOutput(ToolOutput):
         None, description='"input required" only: the agent finished its turn.'
     )
     awaiting_approval: bool | None = Field(
-        None, description="Approval states only: call approve_duo_agent_action; polling will not move it."
+        None,
+        description="Approval states only: polling will not move it; approve with approve_duo_agent_action "
+        "(a tool of GitLab's built-in MCP server).",
     )
     paused: bool | None = Field(None, description="Paused only: polling will not move it forward.")
 
@@ -125,8 +134,9 @@ class DuoSessionOutput(ToolOutput):
 def _missing(workflow_id: int) -> ToolError:
     # GitLab answers "does not exist" and "may not read" alike, and so does the gateway.
     return not_found(
-        f"Duo session {workflow_id} was not found, or you do not have access to it. Check the workflow_id "
-        "returned by trigger_duo_flow or ask_duo_agent."
+        f"Duo session {workflow_id} was not found, or you do not have access to it. Check the workflow_id: "
+        "the number ending the session's URL in GitLab (/-/automate/agent-sessions/<id>), or the ID that "
+        "trigger_duo_flow or ask_duo_agent (tools of GitLab's built-in MCP server) returned."
     )
 
 
@@ -236,7 +246,8 @@ def describe(workflow: dict[str, Any], requested_id: int) -> SessionState:
         meta["awaiting_approval"] = True
         guidance = (
             f"Session is paused: {status}. Polling will NOT move it forward. To proceed, call "
-            f'approve_duo_agent_action with workflow_id={workflow_id} and decision="approve" (or "reject").'
+            f'approve_duo_agent_action with workflow_id={workflow_id} and decision="approve" (or "reject"). '
+            f"{APPROVAL_TOOL_NOTE}"
         )
         return done(f"{answer}\n\n{guidance}" if answer else guidance)
     if branch == "paused":
@@ -292,12 +303,13 @@ async def get_duo_session(ctx: ToolContext, args: GetDuoSessionInput) -> ToolRes
 
 
 DESCRIPTION = """\
-Check the status of a Duo agent session (started by trigger_duo_flow or ask_duo_agent). While running, \
-returns compact progress and a poll_after_seconds hint - wait that long, then call again (or pass \
-wait_seconds, up to 300, to have the gateway wait for you and answer as soon as the session stops \
-running). "finished" or "input required" both mean the current turn is complete and include the agent's \
-answer ("input required" is the normal resting state of chat-style sessions). Approval-required statuses \
-will not progress by polling - use approve_duo_agent_action instead."""
+Check the status of a Duo agent session (started by trigger_duo_flow or ask_duo_agent, tools of GitLab's \
+built-in MCP server). While running, returns compact progress and a poll_after_seconds hint - wait that \
+long, then call again (or pass wait_seconds, up to 300, to have the gateway wait for you and answer as \
+soon as the session stops running). "finished" or "input required" both mean the current turn is \
+complete and include the agent's answer ("input required" is the normal resting state of chat-style \
+sessions). Approval-required statuses will not progress by polling - use approve_duo_agent_action \
+(GitLab's built-in MCP server) instead."""
 
 TOOLS: list[Tool] = [
     Tool(

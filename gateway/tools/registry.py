@@ -269,14 +269,23 @@ class Registry:
             args = parse_arguments(tool, arguments or {})
             out = await tool.handler(ctx, args)
         except ToolError as err:
-            return ToolResult.from_error(err)
+            return ToolResult.from_error(_with_request_id(err, ctx))
         except GitLabError as err:
-            return ToolResult.from_error(err.to_tool_error())
+            return ToolResult.from_error(_with_request_id(err.to_tool_error(), ctx))
         if isinstance(out, ToolResult):
             return out
         if isinstance(out, BaseModel):
             return ToolResult(structured=out.model_dump(mode="json", exclude_unset=True))
         return ToolResult(structured=out)
+
+
+def _with_request_id(err: ToolError, ctx: ToolContext) -> ToolError:
+    # Every error names the request id, which the gateway's log lines (and GitLab, as
+    # X-Request-Id) carry too, so an operator can find what happened.
+    request_id = getattr(getattr(ctx, "call", None), "request_id", None)
+    if request_id and "request_id" not in err.details:
+        err.details["request_id"] = request_id
+    return err
 
 
 def parse_arguments(tool: Tool, arguments: dict[str, Any]) -> BaseModel:

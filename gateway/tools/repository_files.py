@@ -368,8 +368,8 @@ async def _target(
         raise bad_request(f"url must not contain a path traversal sequence: '{ref_and_path}'", field="url")
     if ref_and_path.endswith("/"):
         raise bad_request(
-            f"url must name a file, not a directory: '{ref_and_path}'. Use list_repository_tree for a "
-            "directory.",
+            f"url must name a file, not a directory: '{ref_and_path}'. This tool reads one file: list the "
+            "directory in GitLab, then pass the URL or path of a file in it.",
             field="url",
         )
     wanted_path = normalize_file_path(args.file_path) if args.file_path is not None else None
@@ -730,8 +730,8 @@ def _missing_error(target: FileTarget, missing: _Missing) -> ToolError:
         return not_found(message, kind="ref_not_found", ref=target.ref)
     return not_found(
         f"File '{target.path}' does not exist at ref '{target.ref}'. The path must be relative to the "
-        "repository root. Do not retry the same path; use the search tool with scope 'blobs' to locate "
-        "the file.",
+        "repository root. Do not retry the same path; find the file's real path first, for example with "
+        "GitLab's search (scope blobs) or by listing the directory in GitLab.",
         kind="file_not_found",
         path=target.path,
         ref=target.ref,

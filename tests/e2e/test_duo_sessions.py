@@ -87,7 +87,9 @@ async def test_running_approval_running_finished(gateway: GatewayProcess, fresh_
         assert text == (
             "The fixture needs a fresh database; I will run the test suite to confirm.\n\n"
             "Session is paused: tool_call_approval_required. Polling will NOT move it forward. To proceed, "
-            f'call approve_duo_agent_action with workflow_id={wid} and decision="approve" (or "reject").'
+            f'call approve_duo_agent_action with workflow_id={wid} and decision="approve" (or "reject"). '
+            "(approve_duo_agent_action is a tool of GitLab's built-in MCP server; this gateway does not "
+            "serve it.)"
         )
         assert meta == {
             "workflow_id": wid,
@@ -157,7 +159,9 @@ async def test_plan_approval(gateway: GatewayProcess, fresh_standin: Standin) ->
         text, meta = read(await client.call_tool("get_duo_session", {"workflow_id": wid}))
     assert text.endswith(
         "Session is paused: plan_approval_required. Polling will NOT move it forward. To proceed, call "
-        f'approve_duo_agent_action with workflow_id={wid} and decision="approve" (or "reject").'
+        f'approve_duo_agent_action with workflow_id={wid} and decision="approve" (or "reject"). '
+        "(approve_duo_agent_action is a tool of GitLab's built-in MCP server; this gateway does not "
+        "serve it.)"
     )
     assert meta["awaiting_approval"] is True
 
@@ -172,7 +176,9 @@ async def test_missing_and_unreadable_look_the_same(gateway: GatewayProcess, fre
             "error": {
                 "reason": "not_found",
                 "message": f"Duo session {wid} was not found, or you do not have access to it. Check the "
-                "workflow_id returned by trigger_duo_flow or ask_duo_agent.",
+                "workflow_id: the number ending the session's URL in GitLab "
+                "(/-/automate/agent-sessions/<id>), or the ID that trigger_duo_flow or ask_duo_agent (tools "
+                "of GitLab's built-in MCP server) returned.",
             }
         }
 

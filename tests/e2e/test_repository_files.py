@@ -108,7 +108,8 @@ async def test_bad_ref_and_missing_file_give_their_two_messages(
         assert is_error
         assert out["error"]["message"] == (
             "File 'src/nope.py' does not exist at ref 'main'. The path must be relative to the repository "
-            "root. Do not retry the same path; use the search tool with scope 'blobs' to locate the file."
+            "root. Do not retry the same path; find the file's real path first, for example with GitLab's "
+            "search (scope blobs) or by listing the directory in GitLab."
         )
         assert fresh_standin.control.request_count() <= 2
 

@@ -313,3 +313,30 @@ def test_a_port_in_use_is_one_clean_line(tmp_path: Path) -> None:
         f"gitlab-mcp-gateway: cannot listen: error while attempting to bind on address "
         f"('127.0.0.1', {port}): address already in use"
     )
+
+
+def test_toolsets_take_a_comma_list_and_refuse_unknown_names(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GATEWAY_TOOLSETS", "ci, broker")
+    assert load_settings().toolsets == ("ci", "broker")
+    monkeypatch.setenv("GATEWAY_TOOLSETS", '["repository"]')
+    assert load_settings().toolsets == ("repository",)
+    monkeypatch.setenv("GATEWAY_TOOLSETS", "cii")
+    code, _, err = run(capsys, "--print-config")
+    assert code == 2
+    assert "toolsets: " in err and "unknown toolset 'cii': choose from ci, repository" in err
+
+
+def test_unknown_gateway_variables_are_named() -> None:
+    from gateway.config import unknown_environment
+
+    env = {
+        "GATEWAY_STATE_DIR": "/x",
+        "GATEWAY_READ_ONLY": "1",
+        "GATEWAY_BROKER__FAIL_LIMIT": "4",
+        "GATEWAY_FOO__BAR": "1",
+        "GATEWAY_BROKER__FAIL_LIMT": "4",
+        "GITLAB_URL": "https://x",
+    }
+    assert unknown_environment(env) == ["GATEWAY_BROKER__FAIL_LIMT", "GATEWAY_FOO__BAR"]

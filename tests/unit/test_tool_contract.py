@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from gateway.config import TOOLSETS
 from gateway.tools import all_tools
 from gateway.tools.docs import INDEX, render
 from gateway.tools.registry import NAME_PATTERN, Registry, Tool
@@ -59,6 +60,7 @@ def test_tool_declaration_rules(tool: Tool) -> None:
     if output is not None:
         Draft202012Validator.check_schema(output)
     assert tool.to_mcp()["annotations"]["readOnlyHint"] is tool.annotations.read_only
+    assert tool.toolset in TOOLSETS, "a toolset operators cannot select with `toolsets`"
 
 
 @pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.name)

@@ -87,4 +87,6 @@ def error(result: dict[str, Any]) -> dict[str, Any]:
     assert result.get("isError") is True, result
     err: dict[str, Any] = result["structuredContent"]["error"]
     assert result["content"][0]["text"] == err["message"]
+    # Every tool error names its request id (the id on the gateway\'s log lines for the call).
+    assert err.pop("request_id", None), err
     return err

@@ -218,7 +218,9 @@ async def test_tool_call_approval_prepends_the_latest_agent_message(env: ToolEnv
     assert text == (
         "I want to run `make test`.\n\n"
         "Session is paused: tool_call_approval_required. Polling will NOT move it forward. To proceed, call "
-        'approve_duo_agent_action with workflow_id=42 and decision="approve" (or "reject").'
+        'approve_duo_agent_action with workflow_id=42 and decision="approve" (or "reject"). '
+        "(approve_duo_agent_action is a tool of GitLab's built-in MCP server; this gateway does not "
+        "serve it.)"
     )
     assert meta == {
         "workflow_id": 42,
@@ -233,7 +235,9 @@ async def test_plan_approval_without_a_message(env: ToolEnv, gql: GraphQL) -> No
     text, meta = result(await env.call("get_duo_session", {"workflow_id": 7}))
     assert text == (
         "Session is paused: plan_approval_required. Polling will NOT move it forward. To proceed, call "
-        'approve_duo_agent_action with workflow_id=7 and decision="approve" (or "reject").'
+        'approve_duo_agent_action with workflow_id=7 and decision="approve" (or "reject"). '
+        "(approve_duo_agent_action is a tool of GitLab's built-in MCP server; this gateway does not "
+        "serve it.)"
     )
     assert meta["awaiting_approval"] is True and meta["status"] == "plan_approval_required"
     assert meta["web_url"] == f"{PROJECT_WEB}/-/automate/agent-sessions/7"
@@ -298,8 +302,9 @@ async def test_unknown_status_is_classified_by_its_group(
 # -- not found ------------------------------------------------------------------------------------
 
 NOT_FOUND = (
-    "Duo session 42 was not found, or you do not have access to it. Check the workflow_id returned by "
-    "trigger_duo_flow or ask_duo_agent."
+    "Duo session 42 was not found, or you do not have access to it. Check the workflow_id: the number "
+    "ending the session's URL in GitLab (/-/automate/agent-sessions/<id>), or the ID that trigger_duo_flow "
+    "or ask_duo_agent (tools of GitLab's built-in MCP server) returned."
 )
 
 

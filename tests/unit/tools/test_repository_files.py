@@ -76,6 +76,8 @@ def error(result: dict[str, Any]) -> dict[str, Any]:
     assert result.get("isError") is True, result
     err: dict[str, Any] = result["structuredContent"]["error"]
     assert result["content"][0]["text"] == err["message"]
+    # Every tool error names its request id (the id on the gateway\'s log lines for the call).
+    assert err.pop("request_id", None), err
     return err
 
 
@@ -376,8 +378,8 @@ async def test_missing_file_is_told_apart_in_one_request(env: ToolEnv, fake: Fak
     assert err == {
         "reason": "not_found",
         "message": "File 'lib/nope.rb' does not exist at ref 'main'. The path must be relative to the "
-        "repository root. Do not retry the same path; use the search tool with scope 'blobs' to locate the "
-        "file.",
+        "repository root. Do not retry the same path; find the file's real path first, for example with "
+        "GitLab's search (scope blobs) or by listing the directory in GitLab.",
         "kind": "file_not_found",
         "path": "lib/nope.rb",
         "ref": "main",

@@ -158,7 +158,7 @@ async def test_default_port_counts_as_given(env: ToolEnv, fake: FakeRepoGitLab) 
 @pytest.mark.parametrize(
     ("url", "message"),
     [
-        (f"{GITLAB}/{PROJECT}/-/tree/main/app", "is not a GitLab file URL"),
+        (f"{GITLAB}/{PROJECT}/-/tree/main/app", "is a directory (/-/tree/) URL"),
         (f"{GITLAB}/{PROJECT}/blob/main/README.md", "is not a GitLab file URL"),
         (f"{BLOB}/main", f"Invalid file URL: no file path found after the ref in {BLOB}/main"),
         (f"{BLOB}/main/", f"Invalid file URL: no file path found after the ref in {BLOB}/main/"),
@@ -175,6 +175,27 @@ async def test_bad_urls_are_refused_before_any_request(
     err = error(await call(env, url=url))
     assert err["reason"] == "bad_request"
     assert message in err["message"]
+    assert fake.requests == []
+
+
+async def test_directory_urls_point_to_gitlab_not_to_a_tool_this_gateway_lacks(
+    env: ToolEnv, fake: FakeRepoGitLab
+) -> None:
+    # Agents paste directory pages; the answer must not name a listing tool the gateway does not serve.
+    tree = error(await call(env, url=f"{GITLAB}/{PROJECT}/-/tree/main/app"))
+    assert tree == {
+        "reason": "bad_request",
+        "message": f"url '{GITLAB}/{PROJECT}/-/tree/main/app' is a directory (/-/tree/) URL, and this tool "
+        "reads one file: list the directory in GitLab, then give the URL of a file in it "
+        f"({GITLAB}/<group>/<project>/-/blob/<ref>/<path>) or pass project_id, file_path and ref.",
+    }
+    slash = error(await call(env, url=f"{BLOB}/main/app/"))
+    assert slash == {
+        "reason": "bad_request",
+        "message": "url must name a file, not a directory: 'main/app/'. This tool reads one file: list the "
+        "directory in GitLab, then pass the URL or path of a file in it.",
+        "field": "url",
+    }
     assert fake.requests == []
 
 

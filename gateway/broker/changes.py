@@ -1,0 +1,218 @@
+"""The change unit: every change of the broker's state is one shielded write transaction.
+
+How a change is made: :meth:`Changes.run` opens one ``BEGIN IMMEDIATE`` transaction, reads the
+pipeline row and hands it to the operation's body, which asks the pure table
+(``gateway.broker.machine``) for the transition (:meth:`Changes.apply`: refused with a
+``conflict`` that says where the pipeline is), applies its effects (``gateway.broker.effects``)
+and commits; only then are in-process consequences applied (wake-ups, queue depths, metrics, the
+pipeline log, the timer, the stop file). The unit runs shielded from cancellation: a caller that
+goes away mid-change cannot leave a committed change without its wake-ups.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from gateway.broker.activity_log import PIPELINE_LOG, ActivityLogs
+from gateway.broker.effects import After, Effects, Facts
+from gateway.broker.formats import BROKER, iso
+from gateway.broker.machine import Event, Refused, State, Transition, decide, tool_of
+from gateway.broker.queues import Queues
+from gateway.broker.roster import Roster
+from gateway.broker.state_dir import DB_FILE, STOP_FILE, write_stop_file
+from gateway.broker.store import PipelineRow, Queries, Store
+from gateway.errors import ToolError
+
+if TYPE_CHECKING:
+    from gateway.observability.metrics import Metrics
+
+T = TypeVar("T")
+
+MONITORING = "get_pipeline_status, get_activity_log, get_message_history, get_phase_plan, log_activity"
+
+
+def _no_timer(stage: str | None, deadline: float | None) -> None:
+    return None
+
+
+class Changes:
+    """Runs the broker's changes and keeps the in-process view of their outcome.
+
+    Args:
+        store: the opened database.
+        queues: the agents' in-process queues (depths, wake-ups).
+        logs: the activity logs (``pipeline.log``).
+        metrics: the app's metrics.
+        roster: the agents (``lastSeen`` is saved with each change of a caller).
+        effects: carries out transitions' effects.
+        state_dir: the state folder (``.stop-pipeline``).
+        clock: Unix time source.
+
+    Attributes:
+        state: the state as of the last commit, for checks that need no transaction (waits).
+        reschedule: ``reschedule(stage, deadline)`` of the auto-advance timer; the service binds it
+            once both exist, because the timer's steps are themselves changes.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        queues: Queues,
+        logs: ActivityLogs,
+        metrics: Metrics,
+        roster: Roster,
+        effects: Effects,
+        state_dir: Path,
+        clock: Callable[[], float],
+    ) -> None:
+        self.store = store
+        self.state = State.IDLE
+        self.reschedule: Callable[[str | None, float | None], None] = _no_timer
+        self._queues = queues
+        self._logs = logs
+        self._metrics = metrics
+        self._roster = roster
+        self._effects = effects
+        self._state_dir = state_dir
+        self._clock = clock
+        self._pending: set[asyncio.Task[Any]] = set()
+
+    async def run(self, agent: str | None, body: Callable[[Queries, PipelineRow, After], Awaitable[T]]) -> T:
+        """Run ``body(q, pipeline_row, after)`` in one write transaction, shielded; then apply ``after``.
+
+        ``agent``'s ``lastSeen`` is saved in the same transaction. Whatever ``body`` raises rolls
+        the transaction back and reaches the caller.
+        """
+
+        async def unit() -> T:
+            after = After()
+            async with self.store.write() as q:
+                p = await q.pipeline()
+                result = await body(q, p, after)
+                if agent is not None and (seen := self._roster.last_seen(agent)) is not None:
+                    await q.save_last_seen({agent: seen})
+            self.after_commit(after)
+            return result
+
+        return await self.shielded(unit())
+
+    async def shielded(
+        self, coro: Coroutine[Any, Any, T], *, if_cancelled: Callable[[T], None] | None = None
+    ) -> T:
+        """Await ``coro`` as a task its caller's cancellation does not stop.
+
+        Args:
+            coro: the work.
+            if_cancelled: when the caller was cancelled, called with the result once the work
+                finishes (not when it failed), to give back what nobody will use.
+        """
+        task: asyncio.Task[T] = asyncio.ensure_future(coro)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            # The work goes on; nobody will read its outcome.
+            def finished(t: asyncio.Task[T]) -> None:
+                if t.cancelled() or t.exception() is not None:
+                    return
+                if if_cancelled is not None:
+                    if_cancelled(t.result())
+
+            task.add_done_callback(finished)
+            raise
+
+    async def drain(self) -> None:
+        """Wait for every shielded task still running (at close)."""
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+
+    def refusal(self, p: PipelineRow | None, err: Refused) -> ToolError:
+        """The ``conflict`` for an event the table refuses, saying where the pipeline is and why."""
+        tool = tool_of(err.event)
+        if err.state is State.STOPPED:
+            by = f" by {p.stopped_by}" if p is not None and p.stopped_by else ""
+            at = f" at {p.stopped_at}" if p is not None and p.stopped_at else ""
+            return ToolError(
+                "conflict",
+                f"The pipeline is STOPPED (stop_pipeline{by}{at}) for good: {tool} and every other "
+                f"state-changing call are refused. Monitoring tools still work ({MONITORING}). To run a "
+                f"new pipeline an operator stops the gateway and moves {DB_FILE} and {STOP_FILE} out of "
+                "the state folder.",
+                state=err.state.value,
+                allowed_states=[s.value for s in err.allowed],
+            )
+        hint = ""
+        if err.state is State.HUMAN_NEEDED:
+            hint = " The pipeline waits for a person: the PM calls resume once they have decided."
+        elif err.state is State.PAUSED:
+            hint = " The pipeline is paused (an auto-advance was cancelled): the PM calls resume."
+        allowed = ", ".join(s.value for s in err.allowed)
+        return ToolError(
+            "conflict",
+            f"{tool} is not allowed in state {err.state}; it is allowed in: {allowed}. Nothing was changed."
+            f"{hint} Call get_pipeline_status to see where the pipeline is.",
+            state=err.state.value,
+            allowed_states=[s.value for s in err.allowed],
+        )
+
+    def decide(self, p: PipelineRow, event: Event) -> Transition:
+        """The table's transition for ``event`` in ``p``'s state.
+
+        Raises:
+            ToolError: ``conflict`` (:meth:`refusal`) when the state does not allow ``event``.
+        """
+        try:
+            return decide(p.state, event)
+        except Refused as err:
+            raise self.refusal(p, err) from None
+
+    async def apply(self, q: Queries, p: PipelineRow, event: Event, f: Facts, after: After) -> Transition:
+        """Decide ``event`` and apply its transition's effects and state change in ``q``'s transaction."""
+        t = self.decide(p, event)
+        now_iso = iso(f.now)
+        for effect in t.effects:
+            await self._effects.apply(effect, q, p, f, after, now_iso)
+        if t.target is not p.state:
+            await q.update_pipeline(now_iso, state=t.target)
+            await q.record_transition(now_iso, p.state, t.target, event.value, f.agent)
+            after.transitions.append((p.state, t.target, event.value, f.agent))
+            after.state = t.target
+        elif event is Event.STOP:
+            after.state = t.target
+        return t
+
+    def after_commit(self, after: After) -> None:
+        """Apply a committed change's in-process consequences (see :class:`~gateway.broker.effects.After`)."""
+        now_iso = iso(self._clock())
+        for recipient in after.sent:
+            self._queues[recipient].depth += 1
+            self._metrics.broker_messages_sent.labels(recipient).inc()
+            self._metrics.broker_queue_depth.labels(recipient).set(self._queues[recipient].depth)
+        for agent in after.wake:
+            self._queues[agent].wake()
+        for old, new, event, by in after.transitions:
+            self._metrics.broker_transitions.labels(old.value, new.value).inc()
+            self._logs.append(PIPELINE_LOG, now_iso, by or BROKER, f"{old} -> {new} ({event})")
+        for who, text in after.pipeline_log:
+            self._logs.append(PIPELINE_LOG, now_iso, who, text)
+        if after.state is not None:
+            self.state = after.state
+            self.set_state_metrics()
+        if after.stop:
+            self.write_stop_file(after.results.get("stopped_by"), after.results.get("stopped_at"))
+            self._queues.wake_all()
+        if after.timer is not None:
+            self.reschedule(*after.timer)
+
+    def set_state_metrics(self) -> None:
+        """``gateway_broker_state``: 1 for :attr:`state`, 0 for every other state."""
+        for s in State:
+            self._metrics.broker_state.labels(s.value).set(1 if s is self.state else 0)
+
+    def write_stop_file(self, by: str | None, at: str | None) -> None:
+        """Write ``.stop-pipeline`` for a stop ``by`` an agent ``at`` a time (now when None)."""
+        write_stop_file(self._state_dir, by, at or iso(self._clock()))

@@ -1,0 +1,42 @@
+"""How the broker writes what it shows: times, durations, message ids, priorities, its own name.
+
+The forms are the seed's (``shared/spec/broker.md``, restating ``003_36619a0b57b5c62f.txt``):
+times in ISO 8601 UTC with seconds (``2026-04-11T01:10:00Z``), ``uptime`` as ``"2h 15m"``,
+priorities ``high``, ``normal`` and ``low``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+#: Sender of the broker's own notices.
+BROKER = "broker"
+#: Priority name → stored rank; a lower rank is delivered first.
+PRIORITIES: dict[str, int] = {"high": 0, "normal": 1, "low": 2}
+PRIORITY_NAMES = {v: k for k, v in PRIORITIES.items()}
+
+
+def iso(ts: float) -> str:
+    """Unix time → ISO 8601 UTC with seconds, as the seed writes it (``2026-04-11T01:10:00Z``)."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def human_duration(seconds: float) -> str:
+    """``8100`` → ``"2h 15m"`` (the seed's ``uptime`` form); ``95`` → ``"1m 35s"``."""
+    s = int(seconds)
+    d, s = divmod(s, 86400)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    if d:
+        return f"{d}d {h}h {m}m"
+    if h:
+        return f"{h}h {m}m"
+    if m:
+        return f"{m}m {s}s"
+    return f"{s}s"
+
+
+def new_message_id() -> str:
+    """``msg-`` and 32 hex digits; unique, stable across redeliveries."""
+    return f"msg-{uuid.uuid4().hex}"

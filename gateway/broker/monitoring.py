@@ -1,0 +1,120 @@
+"""Monitoring: the pipeline status snapshot and the activity logs (broker.md "Monitoring").
+
+``get_pipeline_status`` reads the store and the in-process view (connected agents, queue depths,
+uptime); ``log_activity`` and ``get_activity_log`` write and read ``gateway.broker.activity_log``.
+None of these is a change: they work in every state, STOPPED included.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from gateway.broker.activity_log import ActivityLogs, UnknownLog
+from gateway.broker.formats import human_duration, iso
+from gateway.broker.machine import State
+from gateway.broker.queues import Queues
+from gateway.broker.roster import Roster
+from gateway.broker.store import Store
+from gateway.errors import ToolError
+
+if TYPE_CHECKING:
+    from gateway.config import BrokerSettings
+
+
+class Monitoring:
+    """The read side of one broker, and its activity logs.
+
+    Args:
+        store: the opened database.
+        roster: the agents (``connected``, ``lastSeen``).
+        queues: the agents' in-process queues (depths).
+        logs: the activity logs.
+        config: the ``broker`` settings (limits).
+        clock: Unix time source.
+
+    ``uptime`` counts from this object's creation, which is the broker's.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        roster: Roster,
+        queues: Queues,
+        logs: ActivityLogs,
+        config: BrokerSettings,
+        clock: Callable[[], float],
+    ) -> None:
+        self._store = store
+        self._roster = roster
+        self._queues = queues
+        self._logs = logs
+        self._config = config
+        self._clock = clock
+        self._started = time.monotonic()
+
+    async def status(self) -> dict[str, Any]:
+        """``get_pipeline_status``: the whole snapshot (broker.md "Monitoring", the seed's example)."""
+        async with self._store.read() as q:
+            p = await q.pipeline()
+            issues = await q.issues()
+            plan = await q.plan()
+        now = self._clock()
+        aa: dict[str, Any] = {"active": p.aa_stage is not None}
+        if p.aa_stage is not None and p.aa_deadline is not None:
+            aa.update(
+                stage=p.aa_stage,
+                deadline=iso(p.aa_deadline),
+                secondsLeft=max(0.0, round(p.aa_deadline - now, 1)),
+                nextPhase=p.aa_next_phase,
+            )
+        uptime = time.monotonic() - self._started
+        out: dict[str, Any] = {
+            "state": p.state.value,
+            "phase": p.phase,
+            "issues": {i.id: {"status": i.status, "failCount": i.fail_count} for i in issues},
+            "agents": {
+                a: {"connected": self._roster.connected(a), "lastSeen": self._roster.last_seen(a)}
+                for a in self._roster.agents
+            },
+            "queues": {a: q.depth for a, q in self._queues.items()},
+            "phasePlan": {"planId": plan.plan_id if plan else None, "autoAdvance": p.auto_advance},
+            "autoAdvance": aa,
+            "fixCount": p.fix_count,
+            "uptime": human_duration(uptime),
+            "uptimeSeconds": round(uptime, 1),
+            "limits": {"failLimit": self._config.fail_limit, "fixLimit": self._config.fix_limit},
+        }
+        if p.state is State.HUMAN_NEEDED:
+            out["humanNeeded"] = {
+                "reason": p.human_reason,
+                "requestedBy": p.human_by,
+                "at": p.human_at,
+                "origin": p.human_origin.value if p.human_origin else None,
+            }
+        if p.state is State.STOPPED:
+            out["stopped"] = {"by": p.stopped_by, "at": p.stopped_at}
+        return out
+
+    def log_activity(self, agent: str, message: str) -> dict[str, Any]:
+        """``log_activity``: one line in ``logs/{agent}.log``; ``{success}``."""
+        self._logs.append(agent, iso(self._clock()), agent, message)
+        return {"success": True}
+
+    async def activity_log(self, name: str, tail_lines: int) -> dict[str, Any]:
+        """``get_activity_log`` → ``{agent, lines}``.
+
+        Raises:
+            ToolError: ``bad_request`` when ``name`` is not an agent id or ``pipeline``.
+        """
+        try:
+            lines = await self._logs.tail(name, tail_lines)
+        except UnknownLog:
+            shown = name if len(name) <= 64 else name[:64] + "…"
+            raise ToolError(
+                "bad_request",
+                f"`agent`: {shown!r} is not a log of this broker; use one of: {', '.join(self._logs.names)}.",
+                logs=list(self._logs.names),
+            ) from None
+        return {"agent": name, "lines": lines}

@@ -1,0 +1,118 @@
+"""The configured agents: who may call the broker tools, and who is connected.
+
+Identity comes from the transport (``gateway.mcp.auth``): a client token's agent id, or on a
+loopback gateway without client tokens the ``X-Agent-Id`` header (``shared/spec/design.md``, row
+"callers and agents"). The transport drops a header value that is not a configured agent id, so
+it also hands over what was claimed, and a refusal can say what was received.
+
+``connected`` and ``lastSeen`` are broker.md's ("Monitoring"): an agent is connected with a wait
+open or a call within ``broker.connected_window_seconds``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+
+from gateway.broker.formats import iso
+from gateway.broker.queues import Queues
+from gateway.errors import ToolError
+
+
+class Roster:
+    """The agents of one broker and the time of each one's last call.
+
+    Args:
+        agents: the configured agent ids (``broker.agents``), in configuration order.
+        queues: the agents' queues (an open wait counts as connected).
+        connected_window_seconds: a call this recent counts as connected.
+        clock: Unix time source.
+
+    Attributes:
+        agents: the configured agent ids.
+        last_call: agent id → Unix time of its last call (or the end of its last wait).
+    """
+
+    def __init__(
+        self,
+        agents: Iterable[str],
+        queues: Queues,
+        *,
+        connected_window_seconds: float,
+        clock: Callable[[], float],
+    ) -> None:
+        self.agents: tuple[str, ...] = tuple(agents)
+        self.last_call: dict[str, float] = {}
+        self._queues = queues
+        self._window = connected_window_seconds
+        self._clock = clock
+
+    def authorize(self, agent_id: str | None, claimed_agent_id: str | None = None) -> str:
+        """The caller's agent id, checked against ``broker.agents``; records the call for ``lastSeen``.
+
+        Args:
+            agent_id: the agent id the transport established, or None.
+            claimed_agent_id: the ``X-Agent-Id`` value the transport received and did not accept
+                (already cut short and made printable ASCII by the transport), or None when no
+                header counted (none sent, or client tokens decide who calls).
+
+        Raises:
+            ToolError: ``unauthorized`` without an agent id or with one not configured; the text
+                names the value received and the ids accepted.
+        """
+        known = ", ".join(self.agents)
+        if not agent_id and claimed_agent_id:
+            hint = next((f": did you mean {a!r}?" for a in self.agents if a.lower() == claimed_agent_id.lower()), "")
+            raise ToolError(
+                "unauthorized",
+                f"X-Agent-Id {claimed_agent_id!r} is not one of the configured agents {known} "
+                f"(ids are case-sensitive{hint}). Send the header `X-Agent-Id: <id>` with one of those ids.",
+                agents=list(self.agents),
+            )
+        if not agent_id:
+            raise ToolError(
+                "unauthorized",
+                "The broker tools need to know which agent is calling, and this call carries no agent id. "
+                f"On a gateway bound to loopback without client tokens, send the header `X-Agent-Id: <id>` "
+                f"with one of: {known}. Otherwise send the client token configured for your agent.",
+            )
+        if agent_id not in self.agents:
+            shown = agent_id if len(agent_id) <= 64 else agent_id[:64] + "…"
+            raise ToolError(
+                "unauthorized",
+                f"Agent id {shown!r} is not one of this broker's agents ({known}). Call with one of "
+                "those ids (header `X-Agent-Id` on loopback, or your agent's client token).",
+                agents=list(self.agents),
+            )
+        self.seen(agent_id)
+        return agent_id
+
+    def seen(self, agent: str) -> None:
+        """Record a call of ``agent`` now."""
+        self.last_call[agent] = self._clock()
+
+    def connected(self, agent: str) -> bool:
+        """A wait open, or a call within ``broker.connected_window_seconds`` (broker.md)."""
+        if self._queues[agent].waiters:
+            return True
+        last = self.last_call.get(agent)
+        return last is not None and self._clock() - last <= self._window
+
+    def last_seen(self, agent: str) -> str | None:
+        """``agent``'s last call as ISO 8601 UTC, or None when it never called."""
+        last = self.last_call.get(agent)
+        return iso(last) if last is not None else None
+
+    def last_seen_all(self) -> dict[str, str]:
+        """Every agent's last call as ISO 8601 UTC (only those that called), for the store."""
+        return {a: iso(t) for a, t in self.last_call.items()}
+
+    def restore(self, saved: Mapping[str, str]) -> None:
+        """Load the ``lastSeen`` times saved by an earlier run; unknown agents and bad times are skipped."""
+        for agent, seen in saved.items():
+            if agent in self.agents:
+                with contextlib.suppress(ValueError):
+                    self.last_call[agent] = (
+                        datetime.strptime(seen, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+                    )

@@ -1,0 +1,61 @@
+"""The broker's files in the state folder (``state_dir``, ``GATEWAY_STATE_DIR``).
+
+- ``broker.db``: the SQLite store (``gateway.broker.store``);
+- ``broker.lock``: locked for the process's life, so one gateway at a time uses the folder;
+- ``.stop-pipeline``: written when the pipeline stops for good; found at start, it means STOPPED
+  (issue 5 point 6).
+
+The activity logs live in ``logs/`` (``gateway.broker.activity_log``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+from pathlib import Path
+
+from gateway.broker.store import StoreError
+
+log = logging.getLogger(__name__)
+
+STOP_FILE = ".stop-pipeline"
+DB_FILE = "broker.db"
+LOCK_FILE = "broker.lock"
+
+
+def lock_state_dir(state_dir: Path) -> int:
+    """Hold an exclusive lock on ``<state_dir>/broker.lock`` for the process's life.
+
+    Two gateways on one state folder would each hand out the same messages (leases and wake-ups
+    are in-process). The kernel drops the lock when the process dies, ``kill -9`` included.
+
+    Returns:
+        The lock file's descriptor; closing it releases the lock.
+
+    Raises:
+        StoreError: another process holds the lock.
+    """
+    state_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(state_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StoreError(
+            f"another gateway is using the broker state folder {state_dir} (it holds {LOCK_FILE}); "
+            "give each gateway its own GATEWAY_STATE_DIR"
+        ) from None
+    return fd
+
+
+def write_stop_file(state_dir: Path, by: str | None, at: str) -> None:
+    """Write ``<state_dir>/.stop-pipeline`` (``stopped by {by} at {at}``), for operators and scripts.
+
+    A failure is logged, not raised: the database already says STOPPED; the file is a convenience.
+    """
+    path = state_dir / STOP_FILE
+    try:
+        path.write_text(f"stopped by {by or 'unknown'} at {at}\n", encoding="utf-8")
+    except OSError as err:
+        log.error("could not write %s: %s", path, err)

@@ -1,0 +1,49 @@
+"""Shared argument types: one rule for project identifiers and GitLab ids across the tools."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from gateway.tools.arguments import OptionalPositiveId, PositiveId, ProjectId
+from gateway.tools.registry import ToolInput
+
+
+class Args(ToolInput):
+    project: ProjectId
+    pipeline_id: PositiveId
+    other: OptionalPositiveId = None
+
+
+@pytest.mark.parametrize(
+    ("given", "project", "pipeline_id"),
+    [
+        ({"project": 42, "pipeline_id": "7"}, "42", 7),
+        ({"project": "grp/sub/proj", "pipeline_id": 7}, "grp/sub/proj", 7),
+        ({"project": "grp%2Fsub%2Fproj", "pipeline_id": 7}, "grp%2Fsub%2Fproj", 7),
+    ],
+)
+def test_accepted(given: dict[str, Any], project: str, pipeline_id: int) -> None:
+    args = Args.model_validate(given)
+    assert (args.project, args.pipeline_id, args.other) == (project, pipeline_id, None)
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ({"project": "g/p", "pipeline_id": None}, "is required and was null"),
+        ({"project": None, "pipeline_id": 1}, "is required and was null"),
+        ({"project": "g/p", "pipeline_id": True}, "must be a positive integer"),
+        ({"project": "g/p", "pipeline_id": -1}, "must be a positive integer such as 987654, not -1"),
+        ({"project": "g/p", "pipeline_id": "../../user"}, "must be a positive integer"),
+        ({"project": 0, "pipeline_id": 1}, "project ID 0 must be a positive integer"),
+        ({"project": "grp/../proj", "pipeline_id": 1}, "`..` segments"),
+        ({"project": ["g/p"], "pipeline_id": 1}, "must be a numeric project ID or a full path string"),
+    ],
+)
+def test_refused(given: dict[str, Any], says: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        Args.model_validate(given)
+    assert says in str(err.value)
