@@ -43,7 +43,9 @@ class AutoAdvance:
         closing: the shutdown reason, or None while the broker runs; no timer starts once set.
     """
 
-    def __init__(self, changes: Changes, clock: Callable[[], float], closing: Callable[[], str | None]) -> None:
+    def __init__(
+        self, changes: Changes, clock: Callable[[], float], closing: Callable[[], str | None]
+    ) -> None:
         self._changes = changes
         self._clock = clock
         self._closing = closing
@@ -102,7 +104,8 @@ class AutoAdvance:
 
 
 def cooldown_seconds(config: BrokerSettings, plan: PlanRow | None) -> float:
-    """The cooldown to schedule, seconds: the override, else the plan's ``cooldownMinutes`` (5 without a plan)."""
+    """The cooldown to schedule, seconds: ``broker.cooldown_seconds_override`` when set, else the
+    plan's ``cooldownMinutes`` (5 without a plan)."""
     if config.cooldown_seconds_override is not None:
         return config.cooldown_seconds_override
     return (plan.cooldown_minutes if plan is not None else 5.0) * 60.0

@@ -201,22 +201,52 @@ class Effects:
         return [a for a in self._roster.agents if a != agent and self._roster.connected(a)]
 
 
+async def queue_message(
+    q: Queries,
+    after: After,
+    *,
+    sender: str,
+    recipient: str,
+    subject: str,
+    body: dict[str, Any],
+    priority: int,
+    created_at: str,
+    reply_to: str | None = None,
+    thread_id: str | None = None,
+) -> str:
+    """Insert one message in ``q``'s transaction and note its recipient's wake-up; its new ``messageId``.
+
+    ``thread_id`` None starts a thread of its own (the message's id).
+    """
+    message_id = new_message_id()
+    await q.insert_message(
+        id=message_id,
+        sender=sender,
+        recipient=recipient,
+        subject=subject,
+        body=body,
+        priority=priority,
+        reply_to=reply_to,
+        thread_id=thread_id or message_id,
+        created_at=created_at,
+    )
+    after.sent.append(recipient)
+    after.wake.add(recipient)
+    return message_id
+
+
 async def notify(
     q: Queries, after: After, recipients: Iterable[str], subject: str, body: dict[str, Any], now_iso: str
 ) -> None:
-    """Queue one ``high`` priority notice from the broker to each of ``recipients``, in ``q``'s transaction."""
+    """Queue one ``high`` priority notice from the broker to each of ``recipients`` (``q``'s transaction)."""
     for recipient in recipients:
-        message_id = new_message_id()
-        await q.insert_message(
-            id=message_id,
+        await queue_message(
+            q,
+            after,
             sender=BROKER,
             recipient=recipient,
             subject=subject,
             body=body,
             priority=PRIORITIES["high"],
-            reply_to=None,
-            thread_id=message_id,
             created_at=now_iso,
         )
-        after.sent.append(recipient)
-        after.wake.add(recipient)

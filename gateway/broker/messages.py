@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gateway.broker.changes import Changes
-from gateway.broker.effects import After
-from gateway.broker.formats import PRIORITIES, PRIORITY_NAMES, iso, new_message_id
+from gateway.broker.effects import After, queue_message
+from gateway.broker.formats import PRIORITIES, PRIORITY_NAMES, iso
 from gateway.broker.machine import Event, Refused, State, decide
 from gateway.broker.queues import Queues
 from gateway.broker.roster import Roster
@@ -171,20 +171,18 @@ class Messages:
                         "which takes no replies; use send_message to reach an agent. Nothing was sent.",
                     )
                 recipient, thread = original.sender, original.thread_id
-            message_id = new_message_id()
-            await q.insert_message(
-                id=message_id,
+            message_id = await queue_message(
+                q,
+                after,
                 sender=agent,
                 recipient=recipient,
                 subject=subject,
                 body=body,
                 priority=PRIORITIES[priority],
-                reply_to=reply_to,
-                thread_id=thread or message_id,
                 created_at=iso(self._clock()),
+                reply_to=reply_to,
+                thread_id=thread,
             )
-            after.sent.append(recipient)
-            after.wake.add(recipient)
             out: dict[str, Any] = {"messageId": message_id, "queued": True}
             if reply_to is not None:
                 out["to"] = recipient

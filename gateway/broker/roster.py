@@ -63,7 +63,9 @@ class Roster:
         """
         known = ", ".join(self.agents)
         if not agent_id and claimed_agent_id:
-            hint = next((f": did you mean {a!r}?" for a in self.agents if a.lower() == claimed_agent_id.lower()), "")
+            hint = next(
+                (f": did you mean {a!r}?" for a in self.agents if a.lower() == claimed_agent_id.lower()), ""
+            )
             raise ToolError(
                 "unauthorized",
                 f"X-Agent-Id {claimed_agent_id!r} is not one of the configured agents {known} "

@@ -7,8 +7,9 @@ Rules (``shared/spec/design.md``, rows "callers and agents" and "GitLab credenti
   ``agent_id`` is the caller and ``X-Agent-Id`` is ignored. No or a wrong token → HTTP 401 with
   ``WWW-Authenticate: Bearer`` (RFC 6750 §3).
 - Without client tokens and bound to loopback, ``X-Agent-Id: pm|dev|reviewer`` names the caller;
-  a value that is not one of ``broker.agents`` gives no agent id (the broker tools then refuse
-  and say why). Bound elsewhere without client tokens, nobody is an agent.
+  a value that is not one of ``broker.agents`` (ids are case-sensitive) gives no agent id, and
+  a short printable prefix of it goes to ``Principal.claimed_agent_id`` so the broker tools can
+  refuse naming what was received. Bound elsewhere without client tokens, nobody is an agent.
 - GitLab credential: ``service`` mode → the gateway's ``GITLAB_TOKEN`` (anonymous when unset);
   ``passthrough`` → the caller's ``PRIVATE-TOKEN`` or ``Authorization: Bearer`` (only
   ``PRIVATE-TOKEN`` when ``Authorization`` carries the gateway secret), and a POST without one is
@@ -32,6 +33,9 @@ from gateway.observability.logging import register_secret
 from gateway.tools.context import Principal
 
 AGENT_HEADER = "X-Agent-Id"
+#: At most this many characters of an ``X-Agent-Id`` value are quoted back: the longest agent id
+#: the configuration accepts, so any value that could be an id is shown whole.
+CLAIMED_AGENT_ID_CHARS = 64
 _REALM = 'Bearer realm="gitlab-mcp-gateway"'
 
 
@@ -47,6 +51,13 @@ class Identity:
 
     principal: Principal
     owner: str | None
+
+
+def quotable(value: str) -> str:
+    """Caller input made fit to quote in an error: its first :data:`CLAIMED_AGENT_ID_CHARS`
+    characters, each one that is not printable ASCII replaced by ``?``, and ``...`` when cut."""
+    head = "".join(c if " " <= c <= "~" else "?" for c in value[:CLAIMED_AGENT_ID_CHARS])
+    return head + ("..." if len(value) > CLAIMED_AGENT_ID_CHARS else "")
 
 
 def unauthorized(message: str, challenge: str = _REALM) -> RpcError:
@@ -88,6 +99,7 @@ class Authenticator:
                 or passthrough mode and no GitLab token was sent.
         """
         agent_id: str | None = None
+        claimed: str | None = None
         owner: str | None = None
         if self._tokens:
             agent_id = self._client_token_agent(headers.get("Authorization"))
@@ -97,6 +109,7 @@ class Authenticator:
             if value is not None:
                 value = value.strip()
                 agent_id = value if value in self._agents else None
+                claimed = quotable(value) if value else None
 
         credential: Credential | None
         if self._passthrough:
@@ -108,7 +121,10 @@ class Authenticator:
                 register_secret(credential.token)  # redacted from every later log line
         else:
             credential = self._service
-        return Identity(Principal(agent_id=agent_id, credential=credential, remote=remote or ""), owner)
+        principal = Principal(
+            agent_id=agent_id, credential=credential, remote=remote or "", claimed_agent_id=claimed
+        )
+        return Identity(principal, owner)
 
     def _client_token_agent(self, authorization: str | None) -> str:
         scheme, _, secret = (authorization or "").strip().partition(" ")

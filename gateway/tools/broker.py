@@ -2,8 +2,10 @@
 
 Each tool checks its arguments (pydantic models with broker.md's exact argument names, camelCase
 included), identifies the caller (``ctx.agent_id``, set by the transport from ``X-Agent-Id`` on
-loopback or from a client token; refused when missing or not configured) and calls one method of
-:class:`gateway.broker.service.BrokerService`. Results use broker.md's (camelCase) field names.
+loopback or from a client token; refused by ``BrokerService.roster`` when missing or not
+configured, naming the ``X-Agent-Id`` value received) and calls one method of
+:class:`gateway.broker.service.BrokerService` or of its ``messages`` or ``monitoring`` part.
+Results use broker.md's (camelCase) field names.
 
 ``wait_for_message`` is ``long_running``: the transport answers it over SSE with keep-alive
 comments, and the tool sends ``notifications/progress`` when the caller sent a progress token
@@ -327,7 +329,7 @@ def _caller(ctx: ToolContext) -> tuple[BrokerService, str]:
             "The phase broker is not available in this gateway right now (it is starting or shutting down). "
             "Reconnect in a moment and try again.",
         )
-    return broker, broker.authorize(ctx.agent_id)
+    return broker, broker.roster.authorize(ctx.agent_id, ctx.call.principal.claimed_agent_id)
 
 
 async def start_phase(ctx: ToolContext, args: StartPhaseInput) -> dict[str, Any]:
@@ -373,12 +375,14 @@ async def cancel_auto_advance(ctx: ToolContext, args: ReasonInput) -> dict[str, 
 
 async def send_message(ctx: ToolContext, args: SendMessageInput) -> dict[str, Any]:
     broker, agent = _caller(ctx)
-    return await broker.send_message(agent, args.to, args.subject, args.body, args.priority)
+    return await broker.messages.send_message(agent, args.to, args.subject, args.body, args.priority)
 
 
 async def reply_message(ctx: ToolContext, args: ReplyMessageInput) -> dict[str, Any]:
     broker, agent = _caller(ctx)
-    return await broker.send_message(agent, "", args.subject, args.body, args.priority, reply_to=args.replyTo)
+    return await broker.messages.send_message(
+        agent, "", args.subject, args.body, args.priority, reply_to=args.replyTo
+    )
 
 
 async def wait_for_message(ctx: ToolContext, args: WaitForMessageInput) -> ToolResult:
@@ -394,7 +398,7 @@ async def wait_for_message(ctx: ToolContext, args: WaitForMessageInput) -> ToolR
             invalid_arguments=["timeout_sec"],
         )
     progress = ctx.progress if ctx.call.has_progress_token else None
-    outcome = await broker.wait_for_message(agent, timeout, progress)
+    outcome = await broker.messages.wait_for_message(agent, timeout, progress)
     structured: dict[str, Any] = {
         "message": outcome.message,
         "timedOut": outcome.timed_out,
@@ -422,22 +426,22 @@ async def wait_for_message(ctx: ToolContext, args: WaitForMessageInput) -> ToolR
 
 async def get_message_history(ctx: ToolContext, args: GetMessageHistoryInput) -> dict[str, Any]:
     broker, _ = _caller(ctx)
-    return await broker.message_history(args.issue, args.limit)
+    return await broker.messages.message_history(args.issue, args.limit)
 
 
 async def get_pipeline_status(ctx: ToolContext, args: NoArguments) -> dict[str, Any]:
     broker, _ = _caller(ctx)
-    return await broker.status()
+    return await broker.monitoring.status()
 
 
 async def log_activity(ctx: ToolContext, args: LogActivityInput) -> dict[str, Any]:
     broker, agent = _caller(ctx)
-    return broker.log_activity(agent, args.message)
+    return broker.monitoring.log_activity(agent, args.message)
 
 
 async def get_activity_log(ctx: ToolContext, args: GetActivityLogInput) -> dict[str, Any]:
     broker, agent = _caller(ctx)
-    return await broker.activity_log(args.agent or agent, args.tail_lines)
+    return await broker.monitoring.activity_log(args.agent or agent, args.tail_lines)
 
 
 async def request_human(ctx: ToolContext, args: ReasonInput) -> dict[str, Any]:

@@ -38,11 +38,16 @@ class Principal:
         credential: the GitLab credential for this caller (service or passthrough), or None in
             passthrough mode when the caller sent no GitLab token.
         remote: the peer address, for logs.
+        claimed_agent_id: the ``X-Agent-Id`` value received when that header names the caller
+            (loopback, no client tokens), as a short printable-ASCII prefix fit to quote in an
+            error; set also when it was not a configured agent id (then ``agent_id`` is None).
+            None when no header was sent or the header does not count (client tokens, not loopback).
     """
 
     agent_id: str | None
     credential: Credential | None
     remote: str = ""
+    claimed_agent_id: str | None = None
 
 
 @dataclass

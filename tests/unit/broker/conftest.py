@@ -38,8 +38,12 @@ class Env:
     def state_dir(self) -> Path:
         return Path(self.settings.state_dir)
 
-    def ctx(self, agent: str | None, progress: ProgressFn | None = None) -> ToolContext:
-        info = CallInfo(request_id="test", principal=Principal(agent_id=agent, credential=None))
+    def ctx(
+        self, agent: str | None, progress: ProgressFn | None = None, claimed: str | None = None
+    ) -> ToolContext:
+        """A call as ``agent``; ``claimed``: the ``X-Agent-Id`` value the transport passed on."""
+        principal = Principal(agent_id=agent, credential=None, claimed_agent_id=claimed)
+        info = CallInfo(request_id="test", principal=principal)
         if progress is not None:
             info.progress = progress
             info.has_progress_token = True
@@ -51,11 +55,13 @@ class Env:
         tool: str,
         args: dict[str, Any] | None = None,
         progress: ProgressFn | None = None,
+        *,
+        claimed: str | None = None,
     ) -> ToolResult:
         """Call ``tool`` as ``agent``; the result is checked against the tool's outputSchema."""
         declared = self.registry.resolve(tool)
         assert declared is not None, tool
-        result = await self.registry.call(declared, self.ctx(agent, progress), args or {})
+        result = await self.registry.call(declared, self.ctx(agent, progress, claimed), args or {})
         if not result.is_error:
             validator = _VALIDATORS.get(tool)
             if validator is None:
@@ -74,9 +80,11 @@ class Env:
             await result.on_delivered()
         return result.structured
 
-    async def err(self, agent: str | None, tool: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def err(
+        self, agent: str | None, tool: str, args: dict[str, Any] | None = None, *, claimed: str | None = None
+    ) -> dict[str, Any]:
         """Call and expect an ``isError`` result; returns ``structuredContent.error``."""
-        result = await self.call(agent, tool, args)
+        result = await self.call(agent, tool, args, claimed=claimed)
         assert result.is_error, result.structured
         assert result.text == result.structured["error"]["message"]
         error: dict[str, Any] = result.structured["error"]

@@ -52,6 +52,46 @@ async def test_no_agent_id(env: Env) -> None:
     err = await env.err(None, "get_pipeline_status")
     assert err["reason"] == "unauthorized"
     assert "carries no agent id" in err["message"] and "X-Agent-Id" in err["message"]
+    assert "X-Agent-Id '" not in err["message"]  # nothing was received, so nothing is quoted
+
+
+@pytest.mark.parametrize(
+    ("claimed", "hint"),
+    [("qa", ""), ("PM", ": did you mean 'pm'?"), ("Reviewer", ": did you mean 'reviewer'?")],
+)
+async def test_unknown_agent_header_is_named(developing: Env, claimed: str, hint: str) -> None:
+    env = developing
+    before = await snapshot(env)
+    err = await env.err(None, "send_message", {"to": "dev", "subject": "s", "body": {}}, claimed=claimed)
+    assert err == {
+        "reason": "unauthorized",
+        "message": f"X-Agent-Id {claimed!r} is not one of the configured agents pm, dev, reviewer "
+        f"(ids are case-sensitive{hint}). Send the header `X-Agent-Id: <id>` with one of those ids.",
+        "agents": ["pm", "dev", "reviewer"],
+        "request_id": "test",
+    }
+    assert await snapshot(env) == before
+
+
+async def test_unknown_agent_header_path_traversal(developing: Env) -> None:
+    env = developing
+    before = await snapshot(env)
+    for tool, args in [("log_activity", {"message": "x"}), ("get_activity_log", {})]:
+        err = await env.err(None, tool, args, claimed="../../etc/passwd")
+        assert err["reason"] == "unauthorized"
+        assert err["message"].startswith(
+            "X-Agent-Id '../../etc/passwd' is not one of the configured agents pm, dev, reviewer "
+            "(ids are case-sensitive)."
+        )
+    assert sorted(p.name for p in (env.state_dir / "logs").iterdir()) == ["pipeline.log"]
+    assert await snapshot(env) == before
+
+
+async def test_accepted_agent_id_wins_over_the_claim(env: Env) -> None:
+    """The claim only words a refusal: with an accepted id (a client token's) the call goes through."""
+    result = await env.call("dev", "log_activity", {"message": "hi"}, claimed="pm")
+    assert not result.is_error
+    assert (await env.ok("dev", "get_activity_log", {"agent": "dev"}))["lines"][-1].endswith("[dev] hi")
 
 
 async def test_send_to_nobody(developing: Env) -> None:

@@ -299,6 +299,7 @@ async def test_wrong_state_changes_nothing(env: Env) -> None:
         "Nothing was changed. Call get_pipeline_status to see where the pipeline is.",
         "state": "IDLE",
         "allowed_states": ["PHASE_PREPARING"],
+        "request_id": "test",
     }
     after = await env.status()
     assert {k: v for k, v in after.items() if k not in ("agents", "uptime", "uptimeSeconds")} == {
@@ -353,7 +354,7 @@ async def test_metrics(env: Env) -> None:
 
 
 async def test_uptime_format() -> None:
-    from gateway.broker.service import human_duration
+    from gateway.broker.formats import human_duration
 
     assert human_duration(8100) == "2h 15m"
     assert human_duration(95) == "1m 35s"
@@ -362,10 +363,10 @@ async def test_uptime_format() -> None:
 
 
 def test_connected_window(env: Env) -> None:
-    env.broker._last_call["dev"] = time.time() - 61
-    assert env.broker.connected("dev") is False
-    env.broker._last_call["dev"] = time.time() - 30
-    assert env.broker.connected("dev") is True
+    env.broker.roster.last_call["dev"] = time.time() - 61
+    assert env.broker.roster.connected("dev") is False
+    env.broker.roster.last_call["dev"] = time.time() - 30
+    assert env.broker.roster.connected("dev") is True
 
 
 async def test_second_gateway_on_same_folder_is_refused(env: Env, make_env: EnvFactory) -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
+from gateway.mcp.auth import CLAIMED_AGENT_ID_CHARS, quotable
+from gateway.tools import broker as broker_tools
 from tests.unit.mcp.conftest import MakeMcp
 from tests.unit.mcp.helpers import Mcp, Probe
 
@@ -37,8 +40,107 @@ async def test_invalid_agent_header_gives_no_agent(mcp: Mcp, header: str) -> Non
     assert (await whoami(mcp, {"X-Agent-Id": header}))["agent_id"] is None
 
 
-async def test_no_agent_header_gives_no_agent(mcp: Mcp) -> None:
+async def test_no_agent_header_gives_no_agent(mcp: Mcp, probe: Probe) -> None:
     assert (await whoami(mcp))["agent_id"] is None
+    assert probe.contexts[-1].call.principal.claimed_agent_id is None
+
+
+@pytest.mark.parametrize(
+    ("header", "claimed"),
+    [
+        ("qa", "qa"),
+        ("PM", "PM"),
+        (" dev ", "dev"),
+        ("../../etc/passwd", "../../etc/passwd"),
+        ("a" * 64, "a" * 64),
+        ("b" * 65, "b" * 64 + "..."),
+        ("", None),
+    ],
+)
+async def test_agent_header_value_is_passed_on_as_claimed(
+    mcp: Mcp, probe: Probe, header: str, claimed: str | None
+) -> None:
+    await whoami(mcp, {"X-Agent-Id": header})
+    assert probe.contexts[-1].call.principal.claimed_agent_id == claimed
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("qa", "qa"),
+        ("p\tm\x7f", "p?m?"),
+        ("pé\u202eX", "p??X"),
+        ("x" * 10_000, "x" * CLAIMED_AGENT_ID_CHARS + "..."),
+    ],
+)
+def test_quotable_keeps_a_short_printable_ascii_prefix(value: str, shown: str) -> None:
+    assert quotable(value) == shown
+
+
+async def test_claimed_agent_id_is_not_set_with_client_tokens(mcp_factory: MakeMcp, probe: Probe) -> None:
+    client = await mcp_factory(client_tokens=TOKENS)
+    client.headers = {"Authorization": "Bearer dev-secret-4567"}
+    await client.initialize()
+    await whoami(client, {"X-Agent-Id": "qa"})
+    assert probe.contexts[-1].call.principal.claimed_agent_id is None
+
+
+async def test_claimed_agent_id_is_not_set_off_loopback(mcp_factory: MakeMcp, probe: Probe) -> None:
+    off_loopback = await mcp_factory(server={"host": "0.0.0.0"}, gitlab={"credential_mode": "passthrough"})
+    off_loopback.headers = {"PRIVATE-TOKEN": "glpat-caller"}
+    await off_loopback.initialize()
+    await whoami(off_loopback, {"X-Agent-Id": "qa"})
+    assert probe.contexts[-1].call.principal.claimed_agent_id is None
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        (
+            "qa",
+            "X-Agent-Id 'qa' is not one of the configured agents pm, dev, reviewer (ids are case-sensitive). "
+            "Send the header `X-Agent-Id: <id>` with one of those ids.",
+        ),
+        (
+            "PM",
+            "X-Agent-Id 'PM' is not one of the configured agents pm, dev, reviewer (ids are case-sensitive: "
+            "did you mean 'pm'?). Send the header `X-Agent-Id: <id>` with one of those ids.",
+        ),
+    ],
+)
+async def test_broker_refusal_names_the_agent_header_received(
+    mcp_factory: MakeMcp, header: str, expected: str
+) -> None:
+    client = await mcp_factory(tools=broker_tools.TOOLS)
+    await client.initialize()
+    resp = await client.post(
+        {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "get_pipeline_status"}},
+        headers={"X-Agent-Id": header},
+    )
+    result = (await resp.json())["result"]
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == expected
+    assert result["structuredContent"]["error"]["reason"] == "unauthorized"
+
+
+async def test_broker_with_client_tokens_says_nothing_of_the_header(mcp_factory: MakeMcp) -> None:
+    """The token names the caller; a wrong-looking header neither refuses nor shows up."""
+    client = await mcp_factory(tools=broker_tools.TOOLS, client_tokens=TOKENS)
+    client.headers = {"Authorization": "Bearer dev-secret-4567"}
+    await client.initialize()
+    resp = await client.post(
+        {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": "log_activity", "arguments": {"message": "hi"}},
+        },
+        headers={"X-Agent-Id": "PM"},
+    )
+    result = (await resp.json())["result"]
+    assert "isError" not in result, result
+    assert result["structuredContent"] == {"success": True}
+    assert "PM" not in json.dumps(result)
 
 
 async def test_agent_header_is_ignored_off_loopback_without_client_tokens(mcp_factory: MakeMcp) -> None:

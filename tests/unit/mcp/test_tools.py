@@ -176,13 +176,19 @@ async def test_tool_outside_served_toolsets_is_refused(mcp_factory: MakeMcp) -> 
 
 async def test_tool_error_is_an_is_error_result(mcp: Mcp) -> None:
     result = (await mcp.call("refuse", {}))["result"]
+    request_id = result["structuredContent"]["error"]["request_id"]
+    assert re.fullmatch(r"[0-9a-f]{32}", request_id)
     assert result == {
         "content": [
             {"type": "text", "text": "Not now: the pipeline is paused; call resume first."},
             {"type": "text", "text": json.dumps(result["structuredContent"], separators=(",", ":"))},
         ],
         "structuredContent": {
-            "error": {"reason": "conflict", "message": "Not now: the pipeline is paused; call resume first."}
+            "error": {
+                "reason": "conflict",
+                "message": "Not now: the pipeline is paused; call resume first.",
+                "request_id": request_id,
+            }
         },
         "isError": True,
     }

@@ -323,7 +323,10 @@ async def test_missing_or_unreadable_is_one_not_found_message(
     gql.on("GetDuoSession", answer)
     res = await env.call("get_duo_session", {"workflow_id": 42})
     assert res["isError"] is True
-    assert res["structuredContent"] == {"error": {"reason": "not_found", "message": NOT_FOUND}}
+    # request_id: the id of this call on the gateway's log lines (every tool error names it).
+    assert res["structuredContent"] == {
+        "error": {"reason": "not_found", "message": NOT_FOUND, "request_id": "req-test-1"}
+    }
     assert res["content"][0]["text"] == NOT_FOUND
 
 
@@ -466,4 +469,8 @@ async def test_cancelling_the_call_stops_polling_at_once(
 async def test_wait_ends_with_not_found_if_the_session_disappears(env: ToolEnv, gql: GraphQL) -> None:
     gql.on("GetDuoSession", workflow("running"), {"data": {"duoWorkflowWorkflows": {"nodes": []}}})
     res = await call_with_progress(env, {"workflow_id": 42, "wait_seconds": 30}, Progress())
-    assert res["structuredContent"]["error"] == {"reason": "not_found", "message": NOT_FOUND}
+    assert res["structuredContent"]["error"] == {
+        "reason": "not_found",
+        "message": NOT_FOUND,
+        "request_id": "req-wait",
+    }

@@ -517,14 +517,14 @@ async def test_429_past_the_retry_budget_is_rate_limited_with_retry_after(
         )
         async with httpx.AsyncClient() as http:
             env = ToolEnv(make_settings(gitlab={"retry_attempts": 3}), http)
-            err = error(await env.call("get_pipeline", {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID}))
-    assert err == {
+            result = await env.call("get_pipeline", {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID})
+    assert result["structuredContent"]["error"]["request_id"] == "req-test-1"
+    assert error(result) == {
         "reason": "rate_limited",
         "message": "Rate limited by GitLab (throttle_authenticated_api). Retry after 1 second.",
         "retry_after_seconds": 1,
         "limit": "throttle_authenticated_api",
         "status": 429,
-        "request_id": "req-test-1",
     }
     assert route.call_count == 3
     assert len(env.sleeps) == 2 and all(s >= 1.0 for s in env.sleeps)
