@@ -600,9 +600,9 @@ TOOLS: list[Tool] = [
     ),
     _tool(
         "get_pipeline_status",
-        "The whole pipeline snapshot: state, phase, issues, agents (connected, lastSeen), queue depths, "
-        "phase "
-        "plan, auto-advance stage and deadline, fixCount, uptime. Works in every state.",
+        "The broker's phase pipeline snapshot (not a GitLab CI pipeline: see get_pipeline): state, phase, "
+        "issues, agents (connected, lastSeen), queue depths, phase plan, auto-advance stage and deadline, "
+        "fixCount, uptime. Works in every state.",
         NoArguments,
         get_pipeline_status,
         _MONITOR,
@@ -646,8 +646,9 @@ TOOLS: list[Tool] = [
     ),
     _tool(
         "stop_pipeline",
-        "Stop the pipeline for good: any state → STOPPED, writes .stop-pipeline, wakes every waiting agent; "
-        "later state-changing calls fail. Monitoring tools keep working.",
+        "Stop the broker's phase pipeline for good (not a GitLab CI pipeline: cancel one with save_pipeline "
+        "action cancel): any state → STOPPED, writes .stop-pipeline, wakes every waiting agent; later "
+        "state-changing calls fail. Monitoring tools keep working.",
         NoArguments,
         stop_pipeline,
         Annotations(read_only=False, destructive=True, idempotent=True, open_world=False),

@@ -10,6 +10,7 @@ fails the test through ``fresh_standin``) and applies them to its data: pipeline
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -46,6 +47,8 @@ def failure(result: Any) -> dict[str, Any]:
     assert result.is_error, result.structured_content
     err = dict(result.structured_content["error"])
     assert result.content[0].text == err["message"]
+    # Every tool error names its request id (the id on the gateway's log lines for the call).
+    assert re.fullmatch(r"[0-9a-f]{32}", err.pop("request_id", "")), err
     return err
 
 

@@ -150,7 +150,11 @@ async def test_gitlab_errors_become_tool_results_with_details() -> None:
 async def test_tool_error_result_shape() -> None:
     result = await Registry([REFUSE]).call(REFUSE, ctx(), {"id": "g/p"})
     assert result.to_mcp()["structuredContent"] == {
-        "error": {"reason": "not_found", "message": "Pipeline 5 not found or inaccessible.", "request_id": "r1"}
+        "error": {
+            "reason": "not_found",
+            "message": "Pipeline 5 not found or inaccessible.",
+            "request_id": "r1",
+        }
     }
 
 
