@@ -41,6 +41,7 @@ _AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 #: The toolsets tools belong to (``Tool.toolset``); ``toolsets`` may name only these.
 TOOLSETS: tuple[str, ...] = ("ci", "repository", "duo_agent_platform", "broker")
 
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -266,10 +266,13 @@ class GitLabClient:
             GitLabRateLimited: 429 past the retry budget (``retry_after_seconds``).
             GitLabUpstreamError: 5xx, timeouts, connection failures, redirects, HTML or non-JSON
                 answers, a 404 from the endpoint itself (a wrong ``GITLAB_URL``).
-            GitLabMaybeSent: a mutation failed after it may have reached GitLab.
+            GitLabMaybeSent: a mutation failed after it may have reached GitLab, including a
+                mutation answered with ``errors`` and non-null ``data`` (it ran, and failed part
+                way) or with a success status and a body that is not a JSON object.
             GitLabNotFound: GraphQL said the resource does not exist or is not visible, or
                 answered no data.
-            GitLabBadRequest: other GraphQL ``errors``.
+            GitLabBadRequest: other GraphQL ``errors`` (for a mutation: with null ``data``, so
+                GitLab refused it before running it).
         """
         body = (
             _graphql_body_prefix(operation)
@@ -288,6 +291,8 @@ class GitLabClient:
         )
         payload = await self._request_json(call)
         if not isinstance(payload, dict):
+            if mutation:
+                raise self._maybe_sent(call, "GitLab answered something other than a JSON object")
             raise GitLabUpstreamError(
                 "GitLab's GraphQL endpoint answered something other than a JSON object.",
                 request_id=request_id,
@@ -298,7 +303,13 @@ class GitLabClient:
             messages = "; ".join(str(e.get("message", e)) if isinstance(e, dict) else str(e) for e in errors)
             lowered = messages.lower()
             if any(marker in lowered for marker in _GRAPHQL_NOT_FOUND):
+                # GitLab authorizes (and finds) the object before a mutation changes anything.
                 raise GitLabNotFound(f"GitLab: {messages}", request_id=request_id)
+            if mutation and data is not None:
+                # Data means execution started (GraphQL spec, "Response Format": no data when the
+                # request failed before execution; GitLab's mutation fields are nullable): an
+                # error raised while the mutation ran may come after part of the change was made.
+                raise self._maybe_sent(call, f"GitLab answered with errors: {messages}")
             raise GitLabBadRequest(f"GitLab rejected the request: {messages}", request_id=request_id)
         if not isinstance(data, dict):
             raise GitLabNotFound("GitLab returned no data for this request.", request_id=request_id)
@@ -322,7 +333,7 @@ class GitLabClient:
             route: a template such as ``/projects/{id}/repository/tags`` (the metrics label).
             path_params: values for the template, each already one encoded segment (integers,
                 ``gitlab.utils.EncodedId``, or the result of
-                :func:`gateway.gitlab.urls.encode_project` / ``encode_segment``).
+                :func:`gateway.gitlab.urls.encode_project`, or ``urllib.parse.quote(x, safe="")``).
             idempotent: defaults to True for GET/HEAD, False otherwise.
 
         Raises:
@@ -350,6 +361,10 @@ class GitLabClient:
         try:
             return response.json()
         except ValueError:
+            if not call.idempotent:  # a success status: the change may well have been made
+                raise self._maybe_sent(
+                    call, f"status {response.status_code} with a body that is not JSON"
+                ) from None
             raise GitLabUpstreamError(
                 f"GitLab answered {call.operation} with status {response.status_code} and a body that is "
                 f"not JSON (Content-Type {response.headers.get('content-type', 'missing')!r}). Check "
@@ -668,7 +683,7 @@ def _segment(name: str, value: str | int) -> str:
     if not _SEGMENT.fullmatch(value) or value in (".", ".."):
         raise ValueError(
             f"path parameter {name!r} is not one encoded path segment: {value!r}; encode it with "
-            "gateway.gitlab.urls.encode_project or encode_segment"
+            "gateway.gitlab.urls.encode_project or urllib.parse.quote(value, safe='')"
         )
     return value
 

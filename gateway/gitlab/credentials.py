@@ -10,16 +10,14 @@ Modes (``shared/spec/design.md``, "GitLab credentials"):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
-
-if TYPE_CHECKING:
-    from gateway.config import GitLabSettings
+from typing import Literal
 
 #: A per-process secret for keyed hashes of tokens, so cache keys and logs never carry a token
 #: or a plain hash that could be checked against a guessed token.
@@ -42,9 +40,13 @@ class Credential:
     token: str = field(repr=False)
     source: Literal["service", "passthrough"] = "service"
 
-    @property
+    @functools.cached_property
     def cache_key(self) -> str:
-        """A keyed hash (HMAC-SHA256, 16 hex chars) that partitions caches by credential."""
+        """A keyed hash (HMAC-SHA256, 16 hex chars) that partitions caches by credential.
+
+        Computed once per credential (read on every cached lookup); ``cached_property`` stores it
+        in the instance ``__dict__``, which a frozen dataclass without slots still has.
+        """
         if not self.token:
             return "anonymous"
         return hmac.new(_HASH_KEY, self.token.encode(), hashlib.sha256).hexdigest()[:16]
@@ -100,19 +102,3 @@ def passthrough_credential(
     if scheme.lower() == "bearer" and _TOKEN.fullmatch(value):
         return Credential(header="Authorization", token=value, source="passthrough")
     return None
-
-
-def credential_for(
-    settings: GitLabSettings, headers: Mapping[str, str], *, authorization_is_gateway_secret: bool
-) -> Credential | None:
-    """The credential a call uses under ``settings.credential_mode`` (``shared/spec/design.md``).
-
-    ``service``: the gateway's ``GITLAB_TOKEN`` (anonymous without one); the caller's headers
-    are ignored. ``passthrough``: :func:`passthrough_credential`; None means the call must be
-    refused with 401.
-    """
-    if settings.credential_mode == "passthrough":
-        return passthrough_credential(
-            headers, authorization_is_gateway_secret=authorization_is_gateway_secret
-        )
-    return service_credential(settings.token.get_secret_value() if settings.token is not None else None)

@@ -18,9 +18,10 @@ pipeline web URLs, and GraphQL global IDs.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from gitlab.utils import EncodedId
 
@@ -61,10 +62,12 @@ class GitLabBase:
         """GraphQL endpoint, ``<url>/api/graphql``."""
         return f"{self.url}/api/graphql"
 
-    @property
-    def host(self) -> str:
-        """``host[:port]`` as in the URL (lowercased)."""
-        return urlsplit(self.url).netloc.lower()
+    @functools.cached_property
+    def _host_port(self) -> tuple[str, int]:
+        # Split once per base, not per URL checked (a frozen dataclass keeps its __dict__, which
+        # is where cached_property stores the value).
+        ours = urlsplit(self.url)
+        return (ours.hostname or "").lower(), ours.port or _DEFAULT_PORTS[ours.scheme]
 
     def web_url(self, path: str) -> str:
         """An absolute web URL for a GitLab ``path``/``webPath`` field.
@@ -85,18 +88,23 @@ class GitLabBase:
         Same instance means an http(s) URL with the same host and port (default ports count as
         given) whose path starts with the sub-path. The returned path starts with ``/``; its
         query and fragment are dropped.
+
+        A URL whose authority holds ``@`` (userinfo, ``https://x:y@host/``) or ``\\`` is never
+        the same instance: browsers (WHATWG URL standard) read ``\\`` as ``/``, so
+        ``https://evil.com\\@gitlab.example.com/`` is evil.com to them while Python's
+        ``urlsplit`` names gitlab.example.com; refusing both keeps the two readings from differing.
         """
         parts = urlsplit(url.strip())
         if parts.scheme not in ("http", "https") or not parts.hostname:
             return None
-        ours = urlsplit(self.url)
+        if "@" in parts.netloc or "\\" in parts.netloc:
+            return None
         try:
-            port, our_port = parts.port, ours.port
+            port = parts.port
         except ValueError:  # a port that is not a number
             return None
-        if parts.hostname.lower() != (ours.hostname or "").lower():
-            return None
-        if (port or _DEFAULT_PORTS[parts.scheme]) != (our_port or _DEFAULT_PORTS[ours.scheme]):
+        our_host, our_port = self._host_port
+        if parts.hostname.lower() != our_host or (port or _DEFAULT_PORTS[parts.scheme]) != our_port:
             return None
         path = parts.path
         if self.sub_path:
@@ -192,11 +200,6 @@ def encode_project(project: str | int) -> str:
     return EncodedId(project_full_path(str(project)))
 
 
-def encode_segment(value: str) -> str:
-    """Percent-encode ``value`` as one path segment (``/`` included), once."""
-    return quote(value, safe="")
-
-
 @dataclass(frozen=True)
 class PipelineRef:
     """A pipeline named by a web URL: the project's full path and the pipeline's global id."""
@@ -250,3 +253,12 @@ def global_id_number(gid: object) -> int:
         if model and number.isascii() and number.isdigit():
             return int(number)
     raise ValueError(f"GitLab answered an id that is not a global ID: {gid!r}")
+
+
+def global_id_number_or_none(gid: object) -> int | None:
+    """:func:`global_id_number`, or None when ``gid`` is absent or not a global ID: for answers
+    that fall back to an id the caller already gave (a mutation's pipeline, a workflow)."""
+    try:
+        return global_id_number(gid)
+    except ValueError:
+        return None

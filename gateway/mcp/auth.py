@@ -79,11 +79,6 @@ class Authenticator:
         token = settings.gitlab.token
         self._service: Credential = service_credential(token.get_secret_value() if token else None)
 
-    @property
-    def requires_client_token(self) -> bool:
-        """True when every request must carry one of ``client_tokens``."""
-        return bool(self._tokens)
-
     def authenticate(
         self, headers: Mapping[str, str], remote: str | None, *, require_gitlab: bool
     ) -> Identity:

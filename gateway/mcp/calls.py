@@ -157,20 +157,35 @@ class ActiveCalls:
         return len(self._calls)
 
 
+#: Abandon-on-cancel tasks still running (asyncio keeps only weak references to tasks).
+_ABANDONING: set[asyncio.Task[None]] = set()
+
+
+async def _abandon(task: asyncio.Task[ToolResult], request_id: str) -> None:
+    """Wait for a cancelled handler to unwind; a result it still returned is abandoned."""
+    await asyncio.wait((task,))
+    if not task.cancelled() and task.exception() is None:
+        await settle(task.result(), False, request_id)
+
+
 async def await_call(call: ToolCall, request_id: str) -> CallOutcome:
     """Wait for ``call``'s task and turn how it ended into a :class:`CallOutcome`.
 
     Raises:
         asyncio.CancelledError: the HTTP handler itself was cancelled; the task is cancelled
-            too and a result it may already hold is abandoned.
+            too and awaited, and a result it holds or still returns while unwinding (a broker
+            message it already took) is abandoned (``on_abandoned``) before this is re-raised.
     """
     task = call.task
     try:
         await asyncio.wait((task,))
     except asyncio.CancelledError:
         call.cancel("server")
-        if task.done() and not task.cancelled() and task.exception() is None:
-            await settle(task.result(), False, request_id)
+        abandoning = asyncio.ensure_future(_abandon(task, request_id))
+        _ABANDONING.add(abandoning)
+        abandoning.add_done_callback(_ABANDONING.discard)
+        # Shielded: a second cancellation of this handler must not drop the result on the floor.
+        await asyncio.shield(abandoning)
         raise
     if task.cancelled():
         if call.cancel_reason == "shutdown":

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import uuid
 from time import perf_counter
@@ -79,6 +80,28 @@ _METRIC_OUTCOMES = {
     "cancelled": "cancelled",
     "client_gone": "cancelled",
 }
+
+
+class _NotJson(ValueError):
+    """A body Python's ``json`` would accept but JSON (RFC 8259 §6) does not."""
+
+
+def _refuse_constant(name: str) -> Any:
+    """``parse_constant`` hook: ``NaN``, ``Infinity`` and ``-Infinity`` are Python extensions
+    (RFC 8259 §6: "Numeric values that cannot be represented ... such as Infinity and NaN are not
+    permitted"); accepted, they would fail later when the value is sent on as JSON."""
+    raise _NotJson(f"NaN/Infinity are not JSON ({name} found); send a number or a string instead.")
+
+
+def _finite_float(text: str) -> float:
+    """``parse_float`` hook: a number too large for a double (``1e400``) would become infinity."""
+    value = float(text)
+    if value in (math.inf, -math.inf):
+        raise _NotJson(
+            f"NaN/Infinity are not JSON (the number {text[:32]} is too large); send a smaller number "
+            "or a string instead."
+        )
+    return value
 
 
 def setup(app: web.Application) -> None:
@@ -253,7 +276,9 @@ class Transport:
             )
         body = await self._read_body(request)
         try:
-            decoded = json.loads(body)
+            decoded = json.loads(body, parse_constant=_refuse_constant, parse_float=_finite_float)
+        except _NotJson as exc:
+            raise RpcError(PARSE_ERROR, f"Parse error: {exc}", http_status=400) from None
         except (ValueError, RecursionError):
             raise RpcError(PARSE_ERROR, "Parse error: the body is not valid JSON.", http_status=400) from None
         if isinstance(decoded, list):

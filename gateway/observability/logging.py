@@ -25,9 +25,10 @@ Redaction (:class:`Redactor`) runs on every line, whatever logged it, before it 
   https://docs.gitlab.com/security/tokens/#token-prefixes), and the runner registration prefix
   ``GR1348941``;
 - every known secret verbatim: the configured service token, the client tokens, and secrets
-  registered at run time with :func:`register_secret` (a bounded set of callers' passthrough
-  tokens; found as whole runs of token characters, so one glued to other letters or digits
-  without a separator is not).
+  registered at run time with :func:`register_secret` (a bounded LRU of callers' passthrough
+  tokens of at least 8 characters, looked up by set membership, never by a regular expression
+  rebuilt per caller; found as whole runs of token characters, so one glued to other letters or
+  digits without a separator is not).
 
 Redacted text reads ``[REDACTED]``; a GitLab token keeps its prefix (``glpat-[REDACTED]``) so an
 operator can still tell which kind of token was involved.
@@ -153,14 +154,23 @@ _RULE_TRIGGER = re.compile(
     r"|\bgl[a-z]{2,7}-|GR1348941"
 )
 
-#: Shortest secret redacted verbatim; shorter ones would blank out ordinary words.
+#: Shortest configured secret redacted verbatim; shorter ones would blank out ordinary words.
 MIN_SECRET_LENGTH = 4
+#: Shortest secret registered at run time (:meth:`Redactor.add_secret`). GitLab's tokens are far
+#: longer; a shorter value ("test") would blank ordinary words in every later line, and is still
+#: redacted where it appears as a header or field value (the key rules above).
+MIN_RUNTIME_SECRET_LENGTH = 8
 #: Most secrets registered at run time (least recently registered dropped first).
 MAX_RUNTIME_SECRETS = 4096
+#: Most runtime secrets sharing one anchor (see :meth:`Redactor.add_secret`): bounds the verbatim
+#: searches one line can cost, whatever callers sent.
+MAX_SECRETS_PER_ANCHOR = 4
 #: Runs of token characters (RFC 6750 token68 without ``+/=``, which also separate words in URLs
 #: and forms). A runtime secret made only of these is found by a set lookup per run, so the cost
 #: of a line does not grow with the number of registered secrets.
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9_\-.~]{8,}")
+#: Runs of token characters of any length: the anchors of runtime secrets that are not one run.
+_ANY_RUN = re.compile(r"[A-Za-z0-9_\-.~]+")
 
 
 class Redactor:
@@ -168,7 +178,7 @@ class Redactor:
 
     Args:
         secrets: values to remove verbatim wherever they appear (configured tokens).
-        max_runtime_secrets: bound of the set filled by :meth:`add_secret`.
+        max_runtime_secrets: bound of the LRU filled by :meth:`add_secret`.
 
     Thread-safe: log records may be formatted from any thread.
     """
@@ -177,40 +187,69 @@ class Redactor:
         self, secrets: Iterable[str] = (), *, max_runtime_secrets: int = MAX_RUNTIME_SECRETS
     ) -> None:
         self._lock = threading.Lock()
-        self._fixed = {s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH}
-        self._runtime: OrderedDict[str, None] = OrderedDict()
-        self._max_runtime = max_runtime_secrets
+        # Fixed at start: the one regular expression is compiled here and never again.
+        self._fixed = frozenset(s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH)
         self._literal = _literal_pattern(self._fixed)
+        # Runtime secret -> its anchor ("" for a secret that is one run of token characters).
+        self._runtime: OrderedDict[str, str] = OrderedDict()
+        self._runs: set[str] = set()  # runtime secrets that are one run of token characters
+        self._anchored: dict[str, tuple[str, ...]] = {}  # anchor -> the other runtime secrets
+        self._max_runtime = max_runtime_secrets
 
     def add_secret(self, value: str | None) -> None:
-        """Redact ``value`` verbatim from now on (ignored when shorter than :data:`MIN_SECRET_LENGTH`).
+        """Redact ``value`` verbatim from now on (ignored when shorter than
+        :data:`MIN_RUNTIME_SECRET_LENGTH`).
 
-        Meant for secrets met while serving (a caller's passthrough GitLab token): the set keeps
-        the :data:`MAX_RUNTIME_SECRETS` most recently registered. A value that is not one run of
-        token characters joins the configured secrets instead (unbounded, so rare by design).
+        Meant for secrets met while serving (a caller's passthrough GitLab token), so it must stay
+        cheap whatever callers send: the set keeps the :data:`MAX_RUNTIME_SECRETS` most recently
+        registered, in O(1) per call. A value that is one run of token characters is found by a
+        set lookup per run of a line; any other value (``a!b``, ``with space``) is indexed by its
+        longest run of token characters (its anchor) and searched verbatim only in lines holding
+        that anchor as a whole run, at most :data:`MAX_SECRETS_PER_ANCHOR` per anchor (the oldest
+        is dropped). A value with no token character at all is only redacted by the key rules.
         """
-        if not value or len(value) < MIN_SECRET_LENGTH or value in self._fixed:
+        if not value or len(value) < MIN_RUNTIME_SECRET_LENGTH or value in self._fixed:
             return
-        with self._lock:
-            if not _TOKEN_RUN.fullmatch(value):
-                self._fixed.add(value)
-                self._literal = _literal_pattern(self._fixed)
+        anchor = ""
+        if not _TOKEN_RUN.fullmatch(value):
+            anchor = max(_ANY_RUN.findall(value), key=len, default="")
+            if not anchor:
                 return
+        with self._lock:
             if value in self._runtime:
                 self._runtime.move_to_end(value)
                 return
-            self._runtime[value] = None
+            self._runtime[value] = anchor
+            if not anchor:
+                self._runs.add(value)
+            else:
+                bucket = self._anchored.get(anchor, ())  # oldest first
+                if len(bucket) >= MAX_SECRETS_PER_ANCHOR:
+                    self._runtime.pop(bucket[0], None)
+                    bucket = bucket[1:]
+                self._anchored[anchor] = (*bucket, value)
             while len(self._runtime) > self._max_runtime:
-                self._runtime.popitem(last=False)
+                self._forget(*self._runtime.popitem(last=False))
+
+    def _forget(self, value: str, anchor: str) -> None:
+        if not anchor:
+            self._runs.discard(value)
+            return
+        bucket = tuple(s for s in self._anchored.get(anchor, ()) if s != value)
+        if bucket:
+            self._anchored[anchor] = bucket
+        else:
+            self._anchored.pop(anchor, None)
 
     def _runtime_run(self, match: re.Match[str]) -> str:
         run = match.group(0)
-        if run in self._runtime:
+        runs = self._runs
+        if run in runs:
             return REDACTED
         # "…<secret>." at the end of a sentence, "-<secret>" in a list: punctuation that is also
         # a token character. A secret glued to letters or digits is not found (documented).
         core = run.strip(".-_~")
-        if core != run and core in self._runtime:
+        if core != run and core in runs:
             return run.replace(core, REDACTED)
         return run
 
@@ -221,8 +260,18 @@ class Redactor:
         literal = self._literal
         if literal is not None:
             text = literal.sub(REDACTED, text)
-        if self._runtime and len(text) >= 8:
-            text = _TOKEN_RUN.sub(self._runtime_run, text)
+        if len(text) >= MIN_RUNTIME_SECRET_LENGTH:
+            anchored = self._anchored
+            if anchored:
+                runs = set(_ANY_RUN.findall(text))
+                runs.update([run.strip(".-_~") for run in runs])  # "…<secret>." as below
+                # Set intersection in C: the cost of a line does not grow with the secrets held.
+                for anchor in anchored.keys() & runs:
+                    # Longest first: one secret inside another leaves no partial leftover.
+                    for secret in sorted(anchored.get(anchor, ()), key=len, reverse=True):
+                        text = text.replace(secret, REDACTED)
+            if self._runs:
+                text = _TOKEN_RUN.sub(self._runtime_run, text)
         # Most values (ids, names, durations) trigger no rule: one scan decides that.
         if _RULE_TRIGGER.search(text):
             for pattern, replacement in _TEXT_RULES:

@@ -478,7 +478,6 @@ def _tool(
         toolset=TOOLSET,
         output_model=output_model,
         long_running=long_running,
-        needs_gitlab=False,
     )
 
 

@@ -39,7 +39,7 @@ from pydantic import BeforeValidator, Field
 
 from gateway.errors import ToolError, not_found
 from gateway.gitlab.errors import GitLabNotFound
-from gateway.gitlab.urls import MAX_ID, global_id, global_id_number
+from gateway.gitlab.urls import MAX_ID, global_id, global_id_number_or_none
 from gateway.tools.context import ToolContext
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput, ToolResult
 
@@ -190,13 +190,6 @@ def truncate(text: str, limit: int = PROGRESS_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _gid_tail(gid: Any) -> int | None:
-    try:
-        return global_id_number(gid)
-    except ValueError:
-        return None
-
-
 def session_web_url(workflow: dict[str, Any], workflow_id: int) -> str | None:
     """The workflow's ``webUrl``, else the project's web URL + ``/-/automate/agent-sessions/<id>``."""
     if workflow.get("webUrl"):
@@ -225,7 +218,7 @@ class SessionState:
 
 def describe(workflow: dict[str, Any], requested_id: int) -> SessionState:
     """The seed's result for one workflow read (see the module table)."""
-    workflow_id = _gid_tail(workflow.get("id")) or requested_id
+    workflow_id = global_id_number_or_none(workflow.get("id")) or requested_id
     status = status_name(workflow)
     web_url = session_web_url(workflow, workflow_id)
     answer = agent_answer(workflow)

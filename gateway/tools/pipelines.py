@@ -363,8 +363,9 @@ async def read_pipeline(
         )
     try:
         return _shape(gitlab, pipeline, facet)
-    except (KeyError, TypeError, ValueError) as exc:
-        # GitLab's answer lacks a non-null field or carries a malformed id: not the caller's fault.
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        # GitLab's answer lacks a non-null field (``status: null``), or carries a malformed id or
+        # a value of another type: not the caller's fault.
         raise GitLabUpstreamError(
             f"GitLab answered get_pipeline in an unexpected shape ({exc}); try again, and report it if it "
             "persists.",

@@ -22,8 +22,9 @@ tool results per SEP-1303).
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -142,7 +143,6 @@ class Tool:
         output_model: pydantic model of ``structuredContent`` → ``outputSchema``.
         aliases: older names that still call this tool; not listed.
         long_running: answer ``tools/call`` over SSE with keep-alives (waits and polls).
-        needs_gitlab: the tool talks to GitLab (passthrough mode needs the caller's token).
     """
 
     name: str
@@ -154,12 +154,19 @@ class Tool:
     output_model: type[BaseModel] | None = None
     aliases: tuple[str, ...] = ()
     long_running: bool = False
-    needs_gitlab: bool = True
     title: str | None = None
 
     def input_schema(self) -> dict[str, Any]:
         """JSON Schema (2020-12) of the arguments, ``$ref``s inlined, titles dropped."""
         return json_schema(self.input_model)
+
+    @functools.cached_property
+    def argument_schemas(self) -> Mapping[str, Any]:
+        """The ``properties`` of :meth:`input_schema` (argument name → its schema), built once:
+        every invalid call reads them. Read-only; a frozen dataclass without slots still has the
+        ``__dict__`` that ``cached_property`` stores into."""
+        properties: dict[str, Any] = self.input_schema().get("properties", {})
+        return properties
 
     def output_schema(self) -> dict[str, Any] | None:
         """JSON Schema of ``structuredContent``, or None.
@@ -308,8 +315,7 @@ def parse_arguments(tool: Tool, arguments: dict[str, Any]) -> BaseModel:
 
 def describe_validation_error(tool: Tool, err: ValidationError) -> str:
     """One sentence per wrong argument: its name, what was wrong, and what it accepts."""
-    schema = tool.input_schema()
-    props: dict[str, Any] = schema.get("properties", {})
+    props = tool.argument_schemas
     parts: list[str] = []
     for e in err.errors():
         name = _arg_name(e["loc"])

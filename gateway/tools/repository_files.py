@@ -63,6 +63,9 @@ MAX_LIMIT = 2000
 
 #: ``Services.extras`` flag: this GitLab's schema has no ``Project.duoContextExclusionSettings`` (CE).
 NO_EXCLUSIONS_FIELD = "get_repository_file.no_exclusions_field"
+#: GitLab's (graphql-ruby's) validation error on CE, the only answer that sets that flag: it turns
+#: exclusion checks off for every caller, so no other error text may (one merely naming the field).
+CE_FIELD_ERROR = "Field 'duoContextExclusionSettings' doesn't exist on type 'Project'"
 
 FileKind = Literal["text", "binary", "lfs"]
 
@@ -574,7 +577,8 @@ async def _project_node(
     try:
         data = await session.graphql(operation, variables)
     except GitLabBadRequest as err:
-        if operation.endswith("_ce") or "duoContextExclusionSettings" not in err.message:
+        # The client's message is "<summary>: <GitLab's messages, joined by '; '>": exactly one.
+        if operation.endswith("_ce") or err.message.partition(": ")[2] != CE_FIELD_ERROR:
             raise
         # CE: the field is EE-only, so GitLab rejected the whole query. Remember it and ask again.
         extras[NO_EXCLUSIONS_FIELD] = True

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, urlsplit
 
 from pydantic import Field, field_validator
 
@@ -36,7 +36,7 @@ from gateway.gitlab.errors import GitLabMaybeSent, GitLabNotFound
 from gateway.gitlab.urls import (
     GitLabBase,
     global_id,
-    global_id_number,
+    global_id_number_or_none,
     is_numeric_id,
     project_full_path,
 )
@@ -204,7 +204,7 @@ def project_path_from_url(url: str, base: GitLabBase) -> str:
     project_part = path.split("/-/", 1)[0]
     if project_part.endswith("/-"):
         project_part = project_part[:-2]
-    project_part = unquote(project_part).strip("/")
+    project_part = project_part.strip("/")  # project_full_path decodes it, exactly once
     if not project_part:
         raise bad_request(f"`url` must point to a project, e.g. {base.url}/group/project.")
     if project_part.startswith("groups/"):
@@ -287,13 +287,6 @@ async def _resolve_project(
 # -- results ------------------------------------------------------------------------------------------
 
 
-def _gid_tail(gid: Any) -> int | None:
-    try:
-        return global_id_number(gid)
-    except ValueError:
-        return None
-
-
 Action = Literal["create", "retry", "cancel"]
 
 
@@ -307,7 +300,7 @@ def _result(
 ) -> ToolResult:
     """``{action, id, status, ref, web_url}`` from a mutation's ``pipeline`` (or what is known)."""
     pipeline = pipeline or {}
-    pid = _gid_tail(pipeline.get("id")) or pipeline_id
+    pid = global_id_number_or_none(pipeline.get("id")) or pipeline_id
     if pid is None:
         raise ToolError("upstream_error", "GitLab returned a pipeline without a usable ID.")
     status = pipeline.get("status")
@@ -431,6 +424,14 @@ async def _create(ctx: ToolContext, args: SavePipelineInput) -> ToolResult:
             "(GitLab does not say which). Check the project and the token's access (Developer role or "
             "higher)."
         ) from None
+    if not isinstance(data.get("pipelineCreate"), dict):
+        raise _create_unknown(
+            ctx,
+            project.full_path,
+            ref,
+            "GitLab answered pipelineCreate without a payload",
+            ctx.call.request_id,
+        )
     pipeline, errors = _payload(data, "pipelineCreate")
     if errors:
         raise bad_request(f"GitLab did not create the pipeline: {'; '.join(errors)}", gitlab_errors=errors)
@@ -465,6 +466,10 @@ async def _retry(ctx: ToolContext, pipeline_id: int, project: _Project | None) -
         ) from None
     except GitLabNotFound:
         raise _hidden_pipeline(pipeline_id, "retry") from None
+    if not isinstance(data.get("pipelineRetry"), dict):
+        raise _retry_unknown(
+            pipeline_id, project, "GitLab answered pipelineRetry without a payload", ctx.call.request_id
+        )
     pipeline, errors = _payload(data, "pipelineRetry")
     if errors:
         raise bad_request(

@@ -23,8 +23,12 @@ def start_gateway(tmp_path: Path) -> Iterator[Callable[..., GatewayProcess]]:
     """``start_gateway(env={...}, args=[...])`` → a started :class:`GatewayProcess`, stopped at teardown."""
     started: list[GatewayProcess] = []
 
-    def start(env: dict[str, str] | None = None, args: list[str] | None = None,
-              state_dir: Path | None = None, port: int | None = None) -> GatewayProcess:
+    def start(
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+        state_dir: Path | None = None,
+        port: int | None = None,
+    ) -> GatewayProcess:
         proc = GatewayProcess(env=env or {}, state_dir=state_dir or tmp_path / "state", args=args, port=port)
         started.append(proc)
         return proc.start()

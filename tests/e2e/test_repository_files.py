@@ -41,7 +41,8 @@ async def call(client: Client, **arguments: Any) -> tuple[bool, dict[str, Any]]:
 
 
 async def test_5000_lines_in_windows_of_500_rebuild_the_file(
-    gateway: GatewayProcess, fresh_standin: Standin  # noqa: F811
+    gateway: GatewayProcess,
+    fresh_standin: Standin,  # noqa: F811
 ) -> None:
     expected = content.mixed_text()
     async with mcp_client(gateway.mcp_url) as client:
@@ -92,7 +93,8 @@ async def test_png_gives_the_binary_result_and_lfs_its_own(gateway: GatewayProce
 
 
 async def test_bad_ref_and_missing_file_give_their_two_messages(
-    gateway: GatewayProcess, fresh_standin: Standin  # noqa: F811
+    gateway: GatewayProcess,
+    fresh_standin: Standin,  # noqa: F811
 ) -> None:
     async with mcp_client(gateway.mcp_url) as client:
         fresh_standin.control.clear_requests()
@@ -115,7 +117,8 @@ async def test_bad_ref_and_missing_file_give_their_two_messages(
 
 
 async def test_url_on_another_host_makes_no_request_at_all(
-    gateway: GatewayProcess, fresh_standin: Standin  # noqa: F811
+    gateway: GatewayProcess,
+    fresh_standin: Standin,  # noqa: F811
 ) -> None:
     port = fresh_standin.url.rsplit(":", 1)[1]
     async with mcp_client(gateway.mcp_url) as client:
@@ -136,7 +139,9 @@ async def test_seed_urls_with_slashes_in_the_branch(gateway: GatewayProcess) -> 
         is_error, out = await call(client, url=f"{base}/my-topic/with-slash/app/x.rb")
         assert not is_error, out
         assert (out["ref"], out["path"], out["content"]) == (
-            "my-topic/with-slash", "app/x.rb", ds.x_rb("my-topic/with-slash"),
+            "my-topic/with-slash",
+            "app/x.rb",
+            ds.x_rb("my-topic/with-slash"),
         )
         is_error, out = await call(client, url=f"{base}/feature/with-slash/app/x.rb")
         assert not is_error, out

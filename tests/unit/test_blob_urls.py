@@ -91,6 +91,10 @@ def test_the_file_part_is_decoded_once() -> None:
         ("https://gitlab.example.com/g/p/-/blob//a.txt", "no file path found after the ref"),
         ("https://gitlab.example.com/-/blob/main/a.txt", "is not a GitLab file URL"),
         ("https://gitlab.example.com:notaport/g/p/-/blob/main/a.txt", "is not on this gateway's GitLab"),
+        # A browser reads a backslash as "/": this is evil.com to it, gitlab.example.com to urlsplit.
+        ("https://evil.com\\@gitlab.example.com/g/p/-/blob/main/a.py", "is not on this gateway's GitLab"),
+        ("https://x:y@gitlab.example.com/g/p/-/blob/main/a.py", "is not on this gateway's GitLab"),
+        ("https://gitlab.example.com@gitlab.example.com/g/p/-/blob/main/a.py", "is not on this gateway's"),
     ],
 )
 def test_malformed(url: str, fragment: str) -> None:

@@ -122,6 +122,28 @@ async def test_invalid_arguments_name_the_argument(args: dict[str, Any], expecte
     assert expected in result.to_mcp()["content"][0]["text"]
 
 
+async def test_invalid_calls_build_the_input_schema_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    import gateway.tools.registry as registry
+
+    builds: list[object] = []
+    real = registry.json_schema
+
+    def counting(model: Any) -> dict[str, Any]:
+        builds.append(model)
+        return real(model)
+
+    monkeypatch.setattr(registry, "json_schema", counting)
+    tool = replace(ECHO)  # a fresh declaration: nothing cached yet
+    reg = Registry([tool])
+    builds.clear()  # tools/list is built once by the registry
+    for _ in range(50):
+        result = await reg.call(tool, ctx(), {"id": "g/p", "first": 0})
+        assert "(page size, 1..100)" in result.to_mcp()["content"][0]["text"]
+    assert len(builds) == 1
+
+
 async def test_read_only_hides_and_refuses_write_tools() -> None:
     reg = Registry([ECHO, WRITE], read_only=True)
     assert [t.name for t in reg.listed] == ["echo"]

@@ -49,7 +49,7 @@ def test_eighteen_tools_with_exact_arguments() -> None:
         assert set(schema.get("required", [])) == REQUIRED.get(tool.name, set()), tool.name
         assert schema["additionalProperties"] is False
         assert tool.output_schema() is not None
-        assert tool.toolset == "broker" and tool.needs_gitlab is False
+        assert tool.toolset == "broker"
         assert tool.annotations.open_world is False
         assert tool.annotations.read_only is (tool.name in READ_ONLY), tool.name
         assert tool.long_running is (tool.name == "wait_for_message")

@@ -404,6 +404,47 @@ async def test_mutation_is_retried_when_it_provably_never_arrived(
     assert route.call_count == 2
 
 
+@pytest.mark.parametrize(
+    "response",
+    [
+        httpx.Response(
+            200, json={"data": {"pipelineCreate": None}, "errors": [{"message": "Internal server error"}]}
+        ),
+        httpx.Response(200, content=b"{oops", headers={"Content-Type": "application/json"}),
+        httpx.Response(200, json=[1, 2]),
+    ],
+    ids=["errors-with-data", "not-json", "not-an-object"],
+)
+async def test_mutation_answer_that_may_follow_a_change_is_maybe_sent(
+    make_client: Callable[..., GitLabClient], router: Any, sleeps: Sleeps, response: httpx.Response
+) -> None:
+    route = router.post(GRAPHQL).mock(return_value=response)
+    with pytest.raises(GitLabMaybeSent) as caught:
+        await mutate(make_client())
+    assert route.call_count == 1 and sleeps == []
+    assert "may or may not have been made" in caught.value.message
+    assert caught.value.request_id == "req-1"
+
+
+async def test_mutation_refused_before_it_ran_is_bad_request(
+    make_client: Callable[..., GitLabClient], router: Any
+) -> None:
+    refused = {"errors": [{"message": "Argument 'ref' on InputObject is required"}]}
+    router.post(GRAPHQL).respond(200, json=refused)
+    with pytest.raises(GitLabBadRequest, match="GitLab rejected the request: Argument 'ref'"):
+        await mutate(make_client())
+
+
+async def test_post_rest_answer_that_is_not_json_is_maybe_sent(
+    make_client: Callable[..., GitLabClient], router: Any
+) -> None:
+    router.post(f"{API}/projects/1/pipeline").respond(201, content=b"created")
+    with pytest.raises(GitLabMaybeSent, match="status 201 with a body that is not JSON"):
+        await make_client().rest(
+            "POST", "/projects/{id}/pipeline", credential=SERVICE, path_params={"id": 1}, json={"ref": "main"}
+        )
+
+
 async def test_post_rest_is_not_idempotent_by_default(
     make_client: Callable[..., GitLabClient], router: Any
 ) -> None:

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hmac
+from typing import Any
 
 import pytest
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from gateway.config import Settings
 from gateway.gitlab.credentials import (
     ANONYMOUS,
     Credential,
-    credential_for,
     passthrough_credential,
     service_credential,
 )
@@ -85,18 +84,21 @@ def test_passthrough_with_client_tokens_reads_only_private_token() -> None:
     assert cred is not None and cred.headers() == {"PRIVATE-TOKEN": "glpat-c"}
 
 
-def test_credential_for_each_mode(make_settings: Callable[..., Settings]) -> None:
-    caller = headers(PRIVATE_TOKEN="glpat-caller")
-    service = make_settings(gitlab={"token": "glpat-svc"}).gitlab
-    assert credential_for(service, caller, authorization_is_gateway_secret=False) == service_credential(
-        "glpat-svc"
-    )
-    anonymous = make_settings(gitlab={"token": None}).gitlab
-    assert credential_for(anonymous, caller, authorization_is_gateway_secret=False) is ANONYMOUS
-    passthrough = make_settings(gitlab={"credential_mode": "passthrough", "token": None}).gitlab
-    cred = credential_for(passthrough, caller, authorization_is_gateway_secret=False)
-    assert cred is not None and cred.headers() == {"PRIVATE-TOKEN": "glpat-caller"}
-    assert credential_for(passthrough, headers(), authorization_is_gateway_secret=False) is None
+def test_cache_key_is_computed_once_per_credential(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[bytes] = []
+    real_new = hmac.new
+
+    def counting_new(key: bytes, msg: bytes, digestmod: Any) -> Any:
+        calls.append(msg)
+        return real_new(key, msg, digestmod)
+
+    monkeypatch.setattr(hmac, "new", counting_new)
+    cred = Credential(header="PRIVATE-TOKEN", token="glpat-once")
+    first = cred.cache_key
+    assert all(cred.cache_key == first for _ in range(100))
+    assert calls == [b"glpat-once"]
+    assert cred == Credential(header="PRIVATE-TOKEN", token="glpat-once")  # the cache is no field
+    assert hash(cred) == hash(Credential(header="PRIVATE-TOKEN", token="glpat-once"))
 
 
 def test_cache_keys_partition_by_token_without_revealing_it() -> None:

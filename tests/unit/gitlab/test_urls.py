@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -10,9 +12,9 @@ from gateway.errors import ToolError
 from gateway.gitlab.urls import (
     GitLabBase,
     encode_project,
-    encode_segment,
     global_id,
     global_id_number,
+    global_id_number_or_none,
     normalize_base_url,
     parse_pipeline_url,
     project_full_path,
@@ -145,10 +147,6 @@ def test_encode_project_refuses_ids_that_cannot_exist() -> None:
             encode_project(bad)  # type: ignore[arg-type]
 
 
-def test_encode_segment_encodes_slashes() -> None:
-    assert encode_segment("dir/file name.py") == "dir%2Ffile%20name.py"
-
-
 _SEGMENT = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,12}", fullmatch=True).filter(
     lambda s: s not in (".", "..")
 )
@@ -157,8 +155,9 @@ _SEGMENT = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,12}", fullmatch=True).fi
 @given(st.lists(_SEGMENT, min_size=2, max_size=5))
 def test_plain_and_encoded_paths_always_agree(segments: list[str]) -> None:
     path = "/".join(segments)
-    assert project_full_path(path) == project_full_path(encode_segment(path)) == path
-    assert encode_project(path) == encode_project(encode_segment(path)) == encode_segment(path)
+    encoded = quote(path, safe="")
+    assert project_full_path(path) == project_full_path(encoded) == path
+    assert encode_project(path) == encode_project(encoded) == encoded
 
 
 # -- pipeline URLs -------------------------------------------------------------------------------------
@@ -219,6 +218,12 @@ def test_pipeline_urls_of_the_configured_gitlab(
             "`.` or `..` segments",
         ),
         ("https://gitlab.example.com", "https://gitlab.example.com/g/p/-/pipelines/0", "positive integer"),
+        (
+            "https://gitlab.example.com",
+            "https://evil.com\\@gitlab.example.com/g/p/-/pipelines/1",
+            "is not on this gateway's GitLab",
+        ),
+        ("https://gitlab.example.com", "https://x:y@gitlab.example.com/g/p/-/pipelines/1", "is not on this"),
     ],
 )
 def test_other_urls_are_bad_requests(configured: str, url: str, says: str) -> None:
@@ -233,6 +238,11 @@ def test_same_instance() -> None:
     assert base.same_instance("https://h.example.com/gitlab/a/b") == "/a/b"
     assert base.same_instance("https://h.example.com:99999/gitlab/a") is None
     assert base.same_instance("https://h.example.com/gitlabx/a") is None
+    assert base.same_instance("https://H.example.com:443/gitlab/a") == "/a"
+    assert base.same_instance("https://evil.com\\@h.example.com/gitlab/a") is None
+    assert base.same_instance("https://x:y@h.example.com/gitlab/a") is None
+    assert base.same_instance("https://@h.example.com/gitlab/a") is None
+    assert base.same_instance("https://h.example.com\\.evil.com/gitlab/a") is None
 
 
 # -- global IDs ------------------------------------------------------------------------------------------
@@ -245,3 +255,5 @@ def test_global_ids() -> None:
     for bad in ("111", "gid://gitlab/Ci::Build/", "gid://gitlab/Ci::Build/1x", None, 5):
         with pytest.raises(ValueError, match="not a global ID"):
             global_id_number(bad)
+        assert global_id_number_or_none(bad) is None
+    assert global_id_number_or_none("gid://gitlab/Ai::DuoWorkflows::Workflow/7") == 7

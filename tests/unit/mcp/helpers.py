@@ -132,7 +132,6 @@ def make_tools(probe: Probe) -> list[Tool]:
             annotations=local,
             toolset="broker",
             long_running=True,
-            needs_gitlab=False,
         ),
         Tool(
             name="progress",
@@ -175,7 +174,6 @@ def make_tools(probe: Probe) -> list[Tool]:
             annotations=Annotations(read_only=False),
             toolset="broker",
             long_running=True,
-            needs_gitlab=False,
         ),
         Tool(
             name="deliver_json",
@@ -184,7 +182,6 @@ def make_tools(probe: Probe) -> list[Tool]:
             handler=deliver,
             annotations=Annotations(read_only=False),
             toolset="broker",
-            needs_gitlab=False,
         ),
         Tool(
             name="whoami",

@@ -143,6 +143,28 @@ async def test_invalid_json_is_parse_error_with_null_id(mcp: Mcp) -> None:
     assert "not valid JSON" in body["error"]["message"]
 
 
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        ("NaN", "NaN found"),
+        ("-Infinity", "-Infinity found"),
+        ("Infinity", "Infinity found"),
+        ("1e400", "1e400"),
+    ],
+)
+async def test_nan_and_infinity_are_parse_errors(mcp: Mcp, value: str, named: str) -> None:
+    body = (
+        '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "save_pipeline", '
+        f'"arguments": {{"project_id": "g/p", "ref": "main", "inputs": {{"x": {value}}}}}}}}}'
+    ).encode()
+    resp = await mcp.post(body)
+    assert resp.status == 400
+    error = (await resp.json())["error"]
+    assert error["code"] == -32700
+    assert error["message"].startswith("Parse error: NaN/Infinity are not JSON (")
+    assert named in error["message"]
+
+
 async def test_deeply_nested_json_is_parse_error(mcp: Mcp) -> None:
     resp = await mcp.post(b"[" * 200_000)
     assert resp.status == 400

@@ -273,6 +273,34 @@ async def test_result_that_races_with_cancel_is_abandoned() -> None:
     assert outcome.result is task.result()
 
 
+async def test_result_returned_while_the_handler_unwinds_a_server_cancel_is_abandoned() -> None:
+    """aiohttp cancelled the HTTP handler; the tool, cancelled in turn, still returns a result
+    (a message it had already taken): that result reaches on_abandoned before the cancel goes on."""
+    events: list[str] = []
+    started = asyncio.Event()
+
+    async def abandoned() -> None:
+        await asyncio.sleep(0)  # a real callback awaits (re-queues a message)
+        events.append("abandoned")
+
+    async def handler() -> ToolResult:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.01)  # unwinding takes a moment
+        return ToolResult(structured={"m": 1}, on_abandoned=abandoned)
+
+    call = ToolCall(make_tools(Probe())[0], 1, asyncio.create_task(handler()))
+    waiter = asyncio.create_task(await_call(call, "rid"))
+    await asyncio.wait_for(started.wait(), 5)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert call.cancel_reason == "server"
+    assert events == ["abandoned"]
+
+
 # -- shutdown ------------------------------------------------------------------------------
 
 

@@ -231,3 +231,46 @@ def test_many_runtime_secrets_keep_redaction_fast() -> None:
     per_line = (time.perf_counter() - started) / 200
     assert redactor.redact("passthrough-token-00004095") == REDACTED
     assert per_line < 0.002  # independent of the 4096 registered secrets
+
+
+def test_short_runtime_secrets_do_not_blank_ordinary_words() -> None:
+    redactor = Redactor()
+    for short in ("test", "te!t", "la", "1234567"):  # under 8 characters: not registered
+        redactor.add_secret(short)
+    assert redactor.redact("latest test 1234567 te!t") == "latest test 1234567 te!t"
+    assert redactor.redact("PRIVATE-TOKEN: te!t") == f"PRIVATE-TOKEN: {REDACTED}"  # key rule still applies
+
+
+def test_odd_runtime_secrets_are_redacted_verbatim() -> None:
+    redactor = Redactor()
+    odd = "a!9f8e7d6c5b4a"  # not one run of token characters
+    redactor.add_secret(odd)
+    assert redactor.redact(f"got {odd}, then {odd}.") == f"got {REDACTED}, then {REDACTED}."
+    assert redactor.redact("nothing here: a! 9f8e7d6c") == "nothing here: a! 9f8e7d6c"
+
+
+def test_many_distinct_odd_runtime_secrets_register_in_bounded_time_and_memory() -> None:
+    """Pre-auth callers choose the token: 20000 odd ones must neither rebuild a pattern per
+    token (quadratic: 3000 took 77 s) nor grow any set without bound."""
+    import secrets
+    import time
+
+    redactor = Redactor(max_runtime_secrets=1000)
+    tokens = [f"a!{secrets.token_hex(12)}" for _ in range(20_000)]
+    tokens += [f"initialize!{i}" for i in range(200)]  # one shared anchor: its bucket stays small
+    started = time.perf_counter()
+    for token in tokens:
+        redactor.add_secret(token)
+    elapsed = time.perf_counter() - started
+    assert elapsed < 1.0
+    assert len(redactor._runtime) == 1000
+    assert len(redactor._anchored) <= 1000
+    assert len(redactor._anchored["initialize"]) <= 4
+    assert redactor._literal is None  # the configured set did not grow
+    assert redactor.redact(f"x {tokens[-201]} y") == f"x {REDACTED} y"  # newest kept
+    assert redactor.redact(f"x {tokens[0]} y") == f"x {tokens[0]} y"  # oldest dropped
+    line = "mcp request method=initialize outcome=ok request_id=4b1f0c1e9a8d7c6b " * 3
+    started = time.perf_counter()
+    for _ in range(200):
+        redactor.redact(line)
+    assert (time.perf_counter() - started) / 200 < 0.002

@@ -321,6 +321,19 @@ async def test_null_connection_nodes_and_missing_optional_fields_are_tolerated(
     }
 
 
+async def test_null_status_is_an_upstream_error(make_settings: Callable[..., Settings]) -> None:
+    pipeline = {"id": "gid://gitlab/Ci::Pipeline/5", "status": None, "ref": "m", "sha": "s", "path": "/g/p"}
+    with respx.mock() as router:
+        router.post(GRAPHQL_URL).respond(200, json={"data": {"project": {"id": "x", "pipeline": pipeline}}})
+        async with httpx.AsyncClient() as http:
+            err = error(
+                await ToolEnv(make_settings(), http).call("get_pipeline", {"id": "g/p", "pipeline_id": 5})
+            )
+    assert err["reason"] == "upstream_error"
+    assert err["message"].startswith("GitLab answered get_pipeline in an unexpected shape (")
+    assert err["message"].endswith("try again, and report it if it persists.")
+
+
 async def test_malformed_global_id_is_an_upstream_error(make_settings: Callable[..., Settings]) -> None:
     data = {
         "project": {

@@ -531,6 +531,26 @@ async def test_gitlab_ce_without_the_exclusions_field(env: ToolEnv, fake: FakeRe
     assert fake.operations[2:] == ["GetRepositoryFileByIdCe"]
 
 
+@pytest.mark.parametrize(
+    "message",
+    [
+        "duoContextExclusionSettings is temporarily unavailable",
+        "Field 'duoContextExclusionSettings' doesn't exist on type 'Project'; Argument 'x' is invalid",
+        "Field 'duoContextExclusionSettings' doesn't exist on type 'Group'",
+    ],
+)
+async def test_other_errors_naming_the_exclusions_field_keep_exclusions_on(
+    env: ToolEnv, fake: FakeRepoGitLab, message: str
+) -> None:
+    fake.graphql_errors.append(message)
+    fake.add("a.txt", "ee\n")
+    err = error(await call(env, project_id=PROJECT, file_path="a.txt", ref="main"))
+    assert err["reason"] == "bad_request"
+    assert fake.operations == ["GetRepositoryFile"]
+    assert ok(await call(env, project_id=PROJECT, file_path="a.txt", ref="main"))["content"] == "ee\n"
+    assert fake.operations[1:] == ["GetRepositoryFile"]  # not the CE document: rules still read
+
+
 # -- refs GitLab refuses, and the documents themselves ---------------------------------------
 
 

@@ -275,6 +275,7 @@ async def test_create_where_gitlab_hides_the_project_is_not_found(env: ToolEnv, 
         (f"{GITLAB}/grp/sub/proj/-/pipelines/12?scope=all", PROJECT),
         (f"{GITLAB}/grp/sub/proj/-/tree/main#readme", PROJECT),
         ("https://GITLAB.example.com:443/grp/sub/proj", PROJECT),
+        (f"{GITLAB}/grp%2Fsub/proj", PROJECT),  # encoded once: decoded once
     ],
 )
 async def test_create_by_url_on_the_configured_gitlab(
@@ -308,6 +309,15 @@ async def test_create_by_url_on_the_configured_gitlab(
         (
             "https://user:pw@gitlab.example.com/grp/sub/proj",
             "`url` must not carry a user name or password; give the project's plain URL.",
+        ),
+        (
+            "https://evil.com\\@gitlab.example.com/grp/sub/proj",
+            "`url` must not carry a user name or password; give the project's plain URL.",
+        ),
+        (
+            "https://gitlab.example.com/grp%252Fsub/proj",
+            "Project path 'grp%252Fsub/proj' looks URL-encoded twice; send it plain (`group/project`) or "
+            "encoded once (`group%2Fproject`).",
         ),
         (
             "https://gitlab.example.com/groups/grp/-/pipelines",
@@ -425,6 +435,36 @@ async def test_create_answered_without_pipeline_or_error_says_outcome_unknown(
         "GitLab answered pipelineCreate with neither a pipeline nor an error, so the gateway did not send it "
         "again: a pipeline for ref 'main' in project 'grp/sub/proj' may or may not have been created."
     )
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"data": {"pipelineCreate": None}},
+        {"data": {"pipelineCreate": None}, "errors": [{"message": "Internal server error"}]},
+        httpx.Response(200, content=b"<oops", headers={"Content-Type": "application/json"}),
+    ],
+    ids=["null-payload", "errors-with-data", "not-json"],
+)
+async def test_create_answered_without_a_payload_is_sent_once_and_says_outcome_unknown(
+    env: ToolEnv, gql: GraphQL, route: respx.Route, answer: Any
+) -> None:
+    gql.on("PipelineCreate", answer, payload("pipelineCreate", pipeline()))
+    err = error(await env.call("save_pipeline", {"project_id": PROJECT, "ref": "main"}))
+    assert route.call_count == 1
+    assert err["reason"] == "upstream_error" and err["outcome"] == "unknown"
+    assert "may or may not have been created" in err["message"]
+    assert "try again later" not in err["message"]
+
+
+async def test_retry_answered_without_a_payload_says_outcome_unknown(
+    env: ToolEnv, gql: GraphQL, route: respx.Route
+) -> None:
+    gql.on("PipelineRetry", {"data": {"pipelineRetry": None}})
+    err = error(await env.call("save_pipeline", {"pipeline_id": PIPELINE_ID, "action": "retry"}))
+    assert route.call_count == 1
+    assert err["reason"] == "upstream_error" and err["outcome"] == "unknown"
+    assert err["message"].startswith("GitLab answered pipelineRetry without a payload, so the gateway")
 
 
 async def test_create_web_url_falls_back_to_the_configured_gitlab(env: ToolEnv, gql: GraphQL) -> None:
