@@ -28,6 +28,8 @@ RUN /opt/venv/bin/pip install --no-cache-dir . \
 # Stage 2: the same slim Python, the virtual environment and nothing else (no pip, no sources,
 # no build tools), run as an unprivileged user.
 FROM ${PYTHON_IMAGE}
+# The base image ships pip and setuptools for its own Python; the gateway needs neither at run time.
+RUN python -m pip uninstall --yes --root-user-action=ignore pip setuptools wheel
 LABEL org.opencontainers.image.title="gitlab-mcp-gateway" \
       org.opencontainers.image.description="MCP gateway to GitLab (Streamable HTTP on /mcp) with a phase broker for agents" \
       org.opencontainers.image.version="0.1.0" \

@@ -3,7 +3,8 @@
 # rewrite its pyvenv.cfg and break it); a missing or broken one is made afresh with the first
 # Python 3.11+ on PATH.
 ensure_venv() {
-  if .venv/bin/python -c 'import sys, unicodedata; assert sys.version_info >= (3, 11)' 2>/dev/null; then
+  # pip too: a venv made where python3-venv is missing has none.
+  if .venv/bin/python -c 'import sys, unicodedata, pip; assert sys.version_info >= (3, 11)' 2>/dev/null; then
     return 0
   fi
   local py=""

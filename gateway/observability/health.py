@@ -23,7 +23,7 @@ async def healthz(request: web.Request) -> web.Response:
 async def readyz(request: web.Request) -> web.Response:
     """200 when the broker's state store is open, else 503; GitLab reachability is reported.
 
-    Body: ``{"status": "ready"|"not_ready", "state_store": "open"|"closed"|"disabled",
+    Body: ``{"status": "ready"|"not_ready", "state_store": "open"|"closed",
     "gitlab": {"url", "reachable", "checked_at"}}``.
     """
     from gateway.app import SERVICES
@@ -31,11 +31,7 @@ async def readyz(request: web.Request) -> web.Response:
     services = request.app.get(SERVICES)
     if services is None:
         return web.json_response({"status": "not_ready", "state_store": "closed"}, status=503)
-    broker = services.broker
-    is_open = getattr(broker, "is_open", None)
-    store = (
-        "disabled" if broker is None else ("open" if (is_open() if callable(is_open) else True) else "closed")
-    )
+    store = "open" if services.broker is not None and services.broker.is_open() else "closed"
     gitlab = await _gitlab_reachability(request.app, services.gitlab)
     ready = store != "closed"
     return web.json_response(

