@@ -188,6 +188,16 @@ class BrokerSettings(_Section):
                 )
         if len(set(value)) != len(value):
             raise ValueError(f"lists an agent id twice: {list(value)}")
+        if "broker" in value:
+            raise ValueError(
+                "'broker' is not a usable agent id: it is the sender of the broker's own notices; "
+                "rename that agent in broker.agents"
+            )
+        if "pm" not in value:
+            raise ValueError(
+                f"{list(value)} has no 'pm': only 'pm' may call resume (broker.md), so without it "
+                "HUMAN_NEEDED and PAUSED could never be left; add 'pm' to broker.agents"
+            )
         return value
 
 

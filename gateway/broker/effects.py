@@ -151,7 +151,7 @@ class Effects:
                 "phase": p.phase,
                 "origin": origin.value if origin else None,
             }
-            await notify(q, after, self._connected_except(f.agent), "human_needed", body, now_iso)
+            await notify(q, after, self._connected(), "human_needed", body, now_iso)
         elif effect is Effect.NOTIFY_RESUMED:
             await q.update_pipeline(
                 now_iso, human_origin=None, human_reason=None, human_by=None, human_at=None
@@ -159,7 +159,7 @@ class Effects:
             await notify(
                 q,
                 after,
-                self._connected_except(f.agent),
+                self._connected(),
                 "resumed",
                 {"resumedBy": f.agent, "phase": p.phase},
                 now_iso,
@@ -197,8 +197,10 @@ class Effects:
             after.results["stopped_by"] = f.agent or BROKER
             after.results["stopped_at"] = now_iso
 
-    def _connected_except(self, agent: str | None) -> list[str]:
-        return [a for a in self._roster.agents if a != agent and self._roster.connected(a)]
+    def _connected(self) -> list[str]:
+        # broker.md, request_human: "every connected agent is told"; the caller too (it is
+        # connected), so every agent's queue carries the same notices.
+        return [a for a in self._roster.agents if self._roster.connected(a)]
 
 
 async def queue_message(

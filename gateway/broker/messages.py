@@ -284,6 +284,10 @@ class Messages:
             return None
         async with queue.lock:
             async with self._store.write() as q:
+                # lastSeen rides on this transaction, so a kill -9 does not lose the calls of an
+                # agent that only waits (they change no state; a clean close saves the rest).
+                self._roster.seen(agent)
+                await q.save_last_seen({agent: iso(self._roster.last_call[agent])})
                 row = await q.next_queued(agent, queue.leased)
                 if row is None:
                     return None
@@ -312,7 +316,9 @@ class Messages:
             try:
                 removed = await self._changes.shielded(mark())
             except StoreError as err:
-                # The answer went out but the queue could not be updated: redelivered after restart.
+                # The answer went out but the queue could not be updated: the lease is dropped
+                # below, so the message stays queued and the next wait that looks at the queue
+                # gets it again (same messageId, higher deliveryAttempt).
                 log.warning("message %s delivered but not removed from its queue: %s", message_id, err)
                 removed = False
             finally:

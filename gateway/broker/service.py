@@ -17,10 +17,12 @@ parts :class:`BrokerService` is made of, each in its own module of ``gateway.bro
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, suppress
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +43,8 @@ from gateway.errors import ToolError
 if TYPE_CHECKING:
     from gateway.config import Settings
     from gateway.observability.metrics import Metrics
+
+log = logging.getLogger(__name__)
 
 #: The agent allowed to ``resume`` (broker.md: "The seed gives it to the PM, on a person's word").
 PM = "pm"
@@ -198,16 +202,26 @@ class BrokerService:
         await asyncio.sleep(0)
 
     async def close(self) -> None:
-        """Stop the timer, let pending changes finish, save ``lastSeen`` and close the database."""
-        await self.shutdown("the broker is closing")
-        await self.auto_advance.close()
-        await self.changes.drain()
-        if self.store.is_open:
-            with suppress(StoreError):
-                async with self.store.write() as q:
-                    await q.save_last_seen(self.roster.last_seen_all())
-            await self.store.close()
-        self.logs.close()
+        """Stop the timer, let pending changes finish, save ``lastSeen`` and close the database.
+
+        The database, the activity logs and the state folder's lock are closed whatever fails
+        before: a connection left open keeps aiosqlite's thread, and so the process, alive.
+        """
+        async with AsyncExitStack() as closing:
+            closing.callback(self._release_lock)
+            closing.callback(self.logs.close)
+            closing.push_async_callback(self.store.close)
+            await self.shutdown("the broker is closing")
+            await self.auto_advance.close()
+            await self.changes.drain()
+            if self.store.is_open:
+                try:
+                    async with self.store.write() as q:
+                        await q.save_last_seen(self.roster.last_seen_all())
+                except (StoreError, sqlite3.Error) as err:
+                    log.warning("lastSeen not saved at close: %s", err)
+
+    def _release_lock(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None

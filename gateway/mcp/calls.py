@@ -214,4 +214,4 @@ async def await_call(call: ToolCall, request_id: str) -> CallOutcome:
     if call.cancel_reason is not None and call.cancel_reason != "shutdown":
         # Finished just as it was cancelled: the caller no longer wants the answer.
         return CallOutcome(None, result, "cancelled")
-    return CallOutcome(encode_result(call.rpc_id, result.to_mcp()), result, tool_outcome(result))
+    return CallOutcome(encode_result(call.rpc_id, result.to_mcp_json()), result, tool_outcome(result))

@@ -325,7 +325,7 @@ class Dispatcher:
             self._count_call(declared.name if declared else "unknown", tool_outcome(result), None)
             ex.tool = declared.name if declared else None
             ex.outcome = err.reason
-            return encode_result(rpc_id, result.to_mcp())
+            return encode_result(rpc_id, result.to_mcp_json())
         if tool is None:
             raise invalid_params(
                 f"Unknown tool: {name[:128]}. Call tools/list for the tools this gateway serves."

@@ -73,7 +73,7 @@ def is_request_id(value: object) -> TypeGuard[str | int]:
 
 
 def encode_result(request_id: str | int, result: Any) -> bytes:
-    """A JSON-RPC response. ``result`` may be pre-encoded JSON ``bytes`` (cached pages)."""
+    """A JSON-RPC response. ``result`` may be pre-encoded JSON ``bytes`` (cached pages, tool results)."""
     body = result if isinstance(result, bytes) else dumps(result)
     return b'{"jsonrpc":"2.0","id":' + dumps(request_id) + b',"result":' + body + b"}"
 

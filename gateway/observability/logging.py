@@ -153,6 +153,24 @@ _RULE_TRIGGER = re.compile(
     r"(?i)://|authoriz|token|cookie|bearer|basic|passw|secret|api[_-]?key|_gitlab_session"
     r"|\bgl[a-z]{2,7}-|GR1348941"
 )
+# The same test for ASCII text (nearly every line), lower-cased: a case-sensitive search of
+# literals skips ahead by their first characters, which the case-insensitive one cannot, and is
+# ~5x faster on a log line. Keep the two in step with _RULE_TRIGGER.
+_TRIGGER_LOWER = re.compile(
+    r"://|authoriz|token|cookie|bearer|basic|passw|secret|api[_-]?key|_gitlab_session|gr1348941"
+)
+_TRIGGER_GITLAB_PREFIX = re.compile(r"\bgl[a-z]{2,7}-")
+
+
+def _may_hold_secret(text: str) -> bool:
+    """True when one of :data:`_TEXT_RULES` could match ``text`` (:data:`_RULE_TRIGGER` matches)."""
+    if not text.isascii():
+        return _RULE_TRIGGER.search(text) is not None
+    lowered = text.lower()
+    return _TRIGGER_LOWER.search(lowered) is not None or (
+        "gl" in lowered and _TRIGGER_GITLAB_PREFIX.search(lowered) is not None
+    )
+
 
 #: Shortest configured secret redacted verbatim; shorter ones would blank out ordinary words.
 MIN_SECRET_LENGTH = 4
@@ -273,7 +291,7 @@ class Redactor:
             if self._runs:
                 text = _TOKEN_RUN.sub(self._runtime_run, text)
         # Most values (ids, names, durations) trigger no rule: one scan decides that.
-        if _RULE_TRIGGER.search(text):
+        if _may_hold_secret(text):
             for pattern, replacement in _TEXT_RULES:
                 text = pattern.sub(replacement, text)
         return text
@@ -420,9 +438,13 @@ class PlainLogFormatter(logging.Formatter):
         return self.redactor.redact(line)
 
 
+#: A character that makes a plain ``key=value`` ambiguous (``\s`` is ``str.isspace``'s set).
+_NEEDS_QUOTES = re.compile(r'[\s"=]')
+
+
 def _plain_value(value: Any) -> str:
     if isinstance(value, str):
-        return value if value and not any(c.isspace() or c in '"=' for c in value) else json.dumps(value)
+        return value if value and _NEEDS_QUOTES.search(value) is None else json.dumps(value)
     if isinstance(value, bool | int | float):
         return str(value)
     try:

@@ -128,7 +128,10 @@ async def test_three_agents_run_a_plan_of_three_phases(start_gateway: Callable[.
         ] == "conflict"
         assert (await dev.err("resume"))["reason"] == "unauthorized"
         assert await pm.ok("resume") == {"success": True, "state": "PHASE_DEVELOPING"}
-        await dev.expect("resumed")
+        # every connected agent is told, the caller included; the reviewer has not called yet
+        await dev.expect("human_needed")
+        for agent in (pm, dev):
+            await agent.expect("resumed")
         assert await dev.ok("report_completion", {"issue": "JOP-237", "result": "pass"}) == {
             "success": True,
             "allDone": True,
@@ -181,11 +184,11 @@ async def test_three_agents_run_a_plan_of_three_phases(start_gateway: Callable[.
             "success": True,
             "previousState": "PHASE_REVIEWING",
         }
-        for agent in (pm, dev):
+        for agent in (pm, dev, reviewer):
             assert (await agent.expect("human_needed"))["body"]["reason"] == "needs a product decision"
         assert (await pm.ok("get_pipeline_status"))["humanNeeded"]["origin"] == "PHASE_REVIEWING"
         assert await pm.ok("resume") == {"success": True, "state": "PHASE_DEVELOPING"}
-        for agent in (dev, reviewer):
+        for agent in (pm, dev, reviewer):
             await agent.expect("resumed")
         for issue in ("JOP-240", "JOP-238"):
             await dev.ok("report_completion", {"issue": issue, "result": "pass"})
@@ -202,7 +205,7 @@ async def test_three_agents_run_a_plan_of_three_phases(start_gateway: Callable[.
         status = await pm.ok("get_pipeline_status")
         assert status["state"] == "PAUSED" and status["autoAdvance"] == {"active": False}
         assert await pm.ok("resume") == {"success": True, "state": "IDLE"}
-        for agent in (dev, reviewer):
+        for agent in (pm, dev, reviewer):
             await agent.expect("resumed")
 
         # ---- phase 3, started by hand; a wait with progress; completion; stop ----

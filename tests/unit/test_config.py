@@ -19,10 +19,10 @@ from typing import Any
 
 import certifi
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from gateway.__main__ import main
-from gateway.config import Settings, load_settings
+from gateway.config import BrokerSettings, Settings, load_settings
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "config" / "gateway.example.toml"
@@ -130,6 +130,16 @@ def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "logging.format: Input should be 'json' or 'plain' (got 'xml')",
         ),
         ("[broker]\nagents = ['pm', '../etc']", {}, "broker.agents: '../etc' is not a usable agent id"),
+        (
+            "[broker]\nagents = ['dev', 'reviewer']",
+            {},
+            "broker.agents: ['dev', 'reviewer'] has no 'pm': only 'pm' may call resume (broker.md)",
+        ),
+        (
+            "",
+            {"GATEWAY_BROKER__AGENTS": '["pm", "broker"]'},
+            "broker.agents: 'broker' is not a usable agent id: it is the sender of the broker's own notices",
+        ),
         ("[server]\nmetrics_port = 8080", {}, "server: server.metrics_port 8080 is also server.port"),
         (
             "[[client_tokens]]\ntoken = 'secret-for-qa-0000'\nagent_id = 'qa'",
@@ -340,3 +350,16 @@ def test_unknown_gateway_variables_are_named() -> None:
         "GITLAB_URL": "https://x",
     }
     assert unknown_environment(env) == ["GATEWAY_BROKER__FAIL_LIMT", "GATEWAY_FOO__BAR"]
+
+
+@pytest.mark.parametrize(
+    ("agents", "expected"),
+    [
+        (["dev", "reviewer"], "has no 'pm': only 'pm' may call resume"),
+        (["pm", "broker"], "'broker' is not a usable agent id: it is the sender of the broker's own notices"),
+    ],
+)
+def test_broker_agents_need_pm_and_not_broker(agents: list[str], expected: str) -> None:
+    with pytest.raises(ValidationError, match=re.escape(expected)) as caught:
+        BrokerSettings(agents=tuple(agents))
+    assert "broker.agents" in str(caught.value)

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sqlite3
+import time
+from contextlib import closing
 
+from gateway.broker.formats import iso
 from tests.unit.broker.conftest import Env, EnvFactory, close
 
 
@@ -212,3 +216,15 @@ async def test_delivered_but_not_acknowledged_is_redelivered_after_restart(make_
     env = await make_env(env.settings)
     again = (await env.wait("dev"))["message"]
     assert again["messageId"] == message_id and again["deliveryAttempt"] == 2
+
+
+async def test_last_seen_is_saved_with_a_lease(env: Env) -> None:
+    """An agent that only waits changes no state; its lastSeen must still survive a kill -9."""
+    await send(env, "dev", 1)
+    before = iso(time.time())
+    await env.wait("dev")
+    after = iso(time.time())
+    # read what is committed, as a restart after kill -9 would (no clean close saves it)
+    with closing(sqlite3.connect(env.state_dir / "broker.db")) as db:
+        rows = db.execute("SELECT last_seen FROM agents WHERE id = 'dev'").fetchall()
+    assert len(rows) == 1 and before <= rows[0][0] <= after

@@ -93,12 +93,14 @@ async def test_fail_limit_then_human_and_resume(env: Env) -> None:
         assert (await env.ok("dev", "report_completion", {"issue": "A", "result": "fail"}))["failCount"] == n
     out = await env.ok("dev", "report_completion", {"issue": "A", "result": "fail"})
     assert out == {"success": True, "allDone": False, "failCount": 3, "state": "HUMAN_NEEDED"}
-    # the connected pm is told, with high priority; the reporter is not
-    notice = (await env.wait("pm"))["message"]
-    assert notice["subject"] == "human_needed"
-    assert notice["from"] == "broker" and notice["priority"] == "high"
-    assert notice["body"]["reason"] == "issue A failed 3 times (fail limit 3)"
-    assert (await env.wait("dev"))["message"] is None
+    # every connected agent is told, with high priority, the reporter included; not the reviewer
+    for agent in ("pm", "dev"):
+        notice = (await env.wait(agent))["message"]
+        assert notice["subject"] == "human_needed"
+        assert notice["from"] == "broker" and notice["priority"] == "high"
+        assert notice["body"]["reason"] == "issue A failed 3 times (fail limit 3)"
+        assert (await env.wait(agent))["message"] is None
+    assert (await env.wait("reviewer"))["message"] is None
     status = await env.status()
     assert status["humanNeeded"]["origin"] == "PHASE_DEVELOPING"
     err = await env.err("dev", "report_completion", {"issue": "A", "result": "pass"})
@@ -110,6 +112,8 @@ async def test_fail_limit_then_human_and_resume(env: Env) -> None:
     err = await env.err("dev", "resume")
     assert err["reason"] == "unauthorized" and "only for the PM" in err["message"]
     assert await env.ok("pm", "resume") == {"success": True, "state": "PHASE_DEVELOPING"}
+    for agent in ("pm", "dev", "reviewer"):  # the caller is told too; all three are connected now
+        assert (await env.wait(agent))["message"]["subject"] == "resumed"
     # the phase goes on where it was: A still in progress with its fail count
     status = await env.status()
     assert status["issues"]["A"] == {"status": "in_progress", "failCount": 3}
@@ -132,6 +136,10 @@ async def test_request_human_in_review_resumes_into_development(env: Env) -> Non
         "success": True,
         "previousState": "PHASE_REVIEWING",
     }
+    # broker.md: "every connected agent is told", the caller included (pm and dev called just now)
+    for agent in ("reviewer", "pm", "dev"):
+        notice = (await env.wait(agent))["message"]
+        assert notice["subject"] == "human_needed" and notice["body"]["requestedBy"] == "reviewer"
     assert await env.ok("pm", "resume") == {"success": True, "state": "PHASE_DEVELOPING"}
     # nothing was left to do, so the issues are reopened rather than leaving the dev stuck
     status = await env.status()
@@ -164,6 +172,24 @@ async def test_has_next_phase_defaults_from_plan(env: Env) -> None:
     assert (await env.ok("reviewer", "report_review", {"result": "approved", "hasNextPhase": False}))[
         "state"
     ] == "COMPLETED"
+
+
+async def test_has_next_phase_defaults_from_plan_when_the_phase_is_not_in_it(make_env: EnvFactory) -> None:
+    env = await make_env(broker={"cooldown_seconds_override": 30})
+    phases = PLAN["phases"][1:]  # phases 2 and 3
+    await env.ok("pm", "set_phase_plan", {"planId": "p", "phases": phases, "autoAdvance": True})
+    await develop(env, 1, ["HAND-1"])  # phase 1 run by hand, outside the plan
+    out = await env.ok("reviewer", "report_review", {"result": "approved"})
+    assert out["state"] == "IDLE" and out["autoAdvance"]["nextPhase"] == 2
+
+
+async def test_has_next_phase_skips_completed_phases(env: Env) -> None:
+    await env.ok("pm", "set_phase_plan", PLAN)
+    await develop(env, 3, ["JOP-243", "JOP-242"])  # the last phase first, by hand
+    await env.ok("reviewer", "report_review", {"result": "approved", "hasNextPhase": True})
+    await develop(env, 2, ["JOP-240"])
+    # after 2 comes 3 in the plan, and it is completed: nothing is left
+    assert (await env.ok("reviewer", "report_review", {"result": "approved"}))["state"] == "COMPLETED"
 
 
 async def test_auto_advance_runs_and_resumes_after_restart(make_env: EnvFactory) -> None:

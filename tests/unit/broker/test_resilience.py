@@ -1,0 +1,86 @@
+"""Failures the broker must survive: a failed auto-advance step, a close after something failed."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from typing import Any
+
+import pytest
+
+from gateway.broker import auto_advance
+from gateway.broker.auto_advance import AutoAdvance
+from tests.unit.broker.conftest import EnvFactory, close
+from tests.unit.broker.test_flow import PLAN, develop
+
+
+async def test_a_failed_auto_advance_step_is_tried_again(
+    make_env: EnvFactory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(auto_advance, "RETRY_SECONDS", 0.05)
+    env = await make_env(broker={"cooldown_seconds_override": 0.1, "session_reset_seconds": 0.1})
+    changes = env.broker.changes
+    real_run = changes.run
+    failures = 0
+
+    async def run_failing_twice(agent: str | None, body: Any) -> Any:
+        nonlocal failures
+        if agent is None and failures < 2:  # the timer's step (only it runs as no agent)
+            failures += 1
+            raise sqlite3.OperationalError("database or disk is full")
+        return await real_run(agent, body)
+
+    monkeypatch.setattr(changes, "run", run_failing_twice)
+    await env.ok("pm", "set_phase_plan", {**PLAN, "autoAdvance": True})
+    await develop(env, 1, ["JOP-237"])
+    await env.ok("reviewer", "report_review", {"result": "approved"})
+    reset = (await env.wait("dev", 5))["message"]
+    assert reset is not None and reset["subject"] == "session_reset"
+    started = (await env.wait("dev", 5))["message"]
+    assert started is not None and started["subject"] == "phase_started"
+    status = await env.status()
+    assert status["state"] == "PHASE_PREPARING" and status["phase"] == 2
+    assert failures == 2
+    logged = [r for r in caplog.records if r.name == "gateway.broker.auto_advance"]
+    assert [r.getMessage() for r in logged] == [
+        "auto-advance step cooldown failed; trying again in 0.05 s",
+        "auto-advance step cooldown failed; trying again in 0.1 s",  # a bounded backoff
+    ]
+    assert all(r.levelno == logging.ERROR and r.exc_info for r in logged)
+
+
+async def test_close_after_a_failed_timer_task_still_closes_the_store(make_env: EnvFactory) -> None:
+    env = await make_env()
+    timer: AutoAdvance = env.broker.auto_advance
+
+    async def dead() -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    timer._timer = asyncio.get_running_loop().create_task(dead())
+    await asyncio.sleep(0)  # the task has ended with its error
+    await close(env)  # does not raise what the task raised
+    assert env.broker.store.is_open is False
+    again = await make_env(env.settings)  # the state folder's lock was released
+    assert (await again.status())["state"] == "IDLE"
+
+
+async def test_close_releases_everything_when_a_step_of_it_fails(
+    make_env: EnvFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = await make_env()
+    await env.ok("pm", "start_phase", {"phase": 1, "issues": ["A"]})  # pipeline.log is open
+    handlers = list(env.broker.logs._handlers.values())
+    assert handlers and all(h.stream is not None for h in handlers)
+
+    async def broken_close() -> None:
+        raise RuntimeError("the timer would not stop")
+
+    monkeypatch.setattr(env.broker.auto_advance, "close", broken_close)
+    with pytest.raises(RuntimeError, match="the timer would not stop"):
+        await close(env)
+    monkeypatch.undo()
+    assert env.broker.store.is_open is False
+    assert all(h.stream is None for h in handlers)
+    again = await make_env(env.settings)  # the state folder's lock was released
+    assert (await again.status())["state"] == "PHASE_PREPARING"
