@@ -129,7 +129,8 @@ class McpCaller:
 
 def direct_body(ref: str) -> bytes:
     """The GraphQL request the gateway sends for the read (same document, name and variables)."""
-    variables = {"fullPath": ds.PROJECT_PATH, "ref": ref, "commitRef": ref, "paths": [ds.FILES["ten_mib"]]}
+    variables = {"byId": False, "fullPath": ds.PROJECT_PATH, "projectIds": [], "ref": ref, "commitRef": ref,
+                 "paths": [ds.FILES["ten_mib"]]}
     return json.dumps({"query": load_operation("get_repository_file"), "variables": variables,
                        "operationName": operation_name("get_repository_file")}).encode()
 

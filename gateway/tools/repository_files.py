@@ -188,6 +188,21 @@ class ProjectRef:
             return ("id", str(self.number))
         return ("path", (self.full_path or "").lower())
 
+    @property
+    def address(self) -> dict[str, Any]:
+        """GraphQL variables that name the project in the ``get_repository_file*`` documents.
+
+        A numeric ID goes through ``projects(ids:)`` (``byId``; ``Query.project`` takes only a full
+        path), a path through ``project(fullPath:)``; the skipped one gets an inert value because
+        both variables are declared non-null.
+        """
+        by_id = self.number is not None
+        return {
+            "byId": by_id,
+            "fullPath": "" if by_id else self.full_path,
+            "projectIds": [global_id("Project", self.number)] if self.number is not None else [],
+        }
+
 
 @dataclass(frozen=True)
 class FileTarget:
@@ -508,14 +523,8 @@ async def _fetch(ctx: ToolContext, session: GitLabSession, target: FileTarget) -
         "paths": [target.path],
         "refType": target.ref_type.upper() if target.ref_type else None,
     }
-    if project.number is not None:
-        variables["ids"] = [global_id("Project", project.number)]
-        operation = "get_repository_file_by_id"
-    else:
-        variables["fullPath"] = project.full_path
-        operation = "get_repository_file"
     try:
-        node = await _project_node(ctx, session, operation, variables)
+        node = await _project_node(ctx, session, "get_repository_file", {**project.address, **variables})
     except GitLabNotFound:
         # GitLab answers "does not exist or you don't have permission" when the caller may see the
         # project but not its code; keep GitLab's one wording for both (no enumeration).
@@ -583,7 +592,12 @@ async def _project_node(
         # CE: the field is EE-only, so GitLab rejected the whole query. Remember it and ask again.
         extras[NO_EXCLUSIONS_FIELD] = True
         data = await session.graphql(operation + "_ce", variables)
-    if "ids" in variables:
+    return _node_of(data, by_id=variables["byId"])
+
+
+def _node_of(data: dict[str, Any], *, by_id: bool) -> dict[str, Any] | None:
+    """The project object of a ``get_repository_file*`` answer, under ``projects`` or ``project``."""
+    if by_id:
         nodes = (data.get("projects") or {}).get("nodes") or []
         return nodes[0] if nodes else None
     project: dict[str, Any] | None = data.get("project")
@@ -650,15 +664,9 @@ async def _exclusion_rules(ctx: ToolContext, session: GitLabSession, project: Pr
     cache = ctx.services.caches.get("exclusions", ttl=ctx.settings.cache.exclusions_ttl_seconds)
 
     async def load() -> tuple[str, ...]:
-        if project.number is not None:
-            data = await session.graphql(
-                "get_repository_file_exclusions_by_id", {"ids": [global_id("Project", project.number)]}
-            )
-            nodes = (data.get("projects") or {}).get("nodes") or []
-            node = nodes[0] if nodes else None
-        else:
-            data = await session.graphql("get_repository_file_exclusions", {"fullPath": project.full_path})
-            node = data.get("project")
+        address = project.address
+        data = await session.graphql("get_repository_file_exclusions", address)
+        node = _node_of(data, by_id=address["byId"])
         if node is None:
             raise not_found(f"Project '{project.shown}' not found or inaccessible", project=project.shown)
         return _rules_of(node)

@@ -233,22 +233,26 @@ async def _lookup_project(
     Raises:
         ToolError: ``not_found`` when the project (or the pipeline in it) is missing or hidden.
     """
-    variables: dict[str, Any] = {}
+    # One document either way: a numeric ID goes through projects(ids:) (`byId`), a path through
+    # project(fullPath:); the skipped one gets an inert value because both are declared non-null.
+    by_id = numeric is not None
+    variables: dict[str, Any] = {
+        "byId": by_id,
+        "fullPath": "" if by_id else full_path,
+        "projectIds": [global_id("Project", numeric)] if numeric is not None else [],
+    }
     if pipeline_id is not None:
-        variables = {"pipelineId": global_id("Ci::Pipeline", pipeline_id), "withPipeline": True}
+        variables |= {"pipelineId": global_id("Ci::Pipeline", pipeline_id), "withPipeline": True}
     missing = f"Project '{named}' not found or inaccessible. Check the ID or full path (e.g. group/project)."
     try:
-        if numeric is not None:
-            data = await ctx.gitlab.graphql(
-                "save_pipeline_project_by_id", {"ids": [global_id("Project", numeric)], **variables}
-            )
-            nodes = ((data.get("projects") or {}).get("nodes")) or []
-            project = nodes[0] if nodes else None
-        else:
-            data = await ctx.gitlab.graphql("save_pipeline_project", {"fullPath": full_path, **variables})
-            project = data.get("project")
+        data = await ctx.gitlab.graphql("save_pipeline_project", variables)
     except GitLabNotFound:
         raise not_found(missing) from None
+    if by_id:
+        nodes = ((data.get("projects") or {}).get("nodes")) or []
+        project = nodes[0] if nodes else None
+    else:
+        project = data.get("project")
     if not isinstance(project, dict) or not project.get("fullPath"):
         raise not_found(missing)
     resolved = _Project(project["fullPath"], project.get("webUrl"), project.get("pipeline"))

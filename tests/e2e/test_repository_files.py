@@ -77,6 +77,15 @@ async def test_5000_lines_in_windows_of_500_rebuild_the_file(
         assert "".join(again).encode("utf-8") == expected
         assert fresh_standin.control.request_count() == 0
 
+        # By numeric project ID (a branch, so not from the cache): the same document, through
+        # projects(ids:), still one request.
+        is_error, out = await call(
+            client, project_id=ds.PROJECT_ID, file_path=ds.FILES["mixed"], ref="main", limit=500
+        )
+        assert not is_error and out["content"] == parts[0]
+        assert fresh_standin.control.request_count() == 1
+        assert fresh_standin.control.graphql_requests(operation="GetRepositoryFile") == 1
+
 
 async def test_png_gives_the_binary_result_and_lfs_its_own(gateway: GatewayProcess) -> None:
     async with mcp_client(gateway.mcp_url) as client:

@@ -118,11 +118,16 @@ async def test_stale_exclusion_rules_are_read_again_before_cached_content(
             fake.exclusion_rules = [".env"]  # a maintainer excludes the file
             err = error(await call(env, project_id=PROJECT, file_path=".env", ref=MAIN_SHA))
             assert err["kind"] == "excluded"
+            # By numeric ID: the same exclusions document, through projects(ids:).
+            err = error(await call(env, project_id=PROJECT_ID, file_path=".env", ref=MAIN_SHA))
+            assert err["kind"] == "excluded"
             assert fake.operations == [
                 "GetRepositoryFile",
                 "GetRepositoryFileExclusions",
                 "GetRepositoryFileExclusions",
+                "GetRepositoryFileExclusions",
             ]
+            assert [fake.variables(i)["byId"] for i in (1, 3)] == [False, True]
 
 
 async def test_with_the_cache_switched_off_every_read_is_one_request(

@@ -233,27 +233,30 @@ async def test_create_without_variables_or_inputs_sends_neither(env: ToolEnv, gq
 
 async def test_create_by_numeric_project_id_resolves_the_path_first(env: ToolEnv, gql: GraphQL) -> None:
     gql.on(
-        "SavePipelineProjectById",
+        "SavePipelineProject",
         {"data": {"projects": {"nodes": [{"fullPath": PROJECT, "webUrl": PROJECT_WEB}]}}},
     )
     gql.on("PipelineCreate", payload("pipelineCreate", pipeline()))
     out = ok(await env.call("save_pipeline", {"project_id": 42, "ref": "main"}))
     assert out["web_url"] == f"{PROJECT_WEB}/-/pipelines/{PIPELINE_ID}"
-    assert gql.names() == ["SavePipelineProjectById", "PipelineCreate"]
-    assert gql.variables("SavePipelineProjectById") == [{"ids": ["gid://gitlab/Project/42"]}]
+    assert gql.names() == ["SavePipelineProject", "PipelineCreate"]
+    # One document for both ways of naming the project: projects(ids:) here, project(fullPath:) skipped.
+    assert gql.variables("SavePipelineProject") == [
+        {"byId": True, "fullPath": "", "projectIds": ["gid://gitlab/Project/42"]}
+    ]
     assert gql.variables("PipelineCreate")[0]["input"]["projectPath"] == PROJECT
 
 
 async def test_create_in_a_missing_numeric_project_is_not_found_without_mutation(
     env: ToolEnv, gql: GraphQL
 ) -> None:
-    gql.on("SavePipelineProjectById", {"data": {"projects": {"nodes": []}}})
+    gql.on("SavePipelineProject", {"data": {"projects": {"nodes": []}}})
     err = error(await env.call("save_pipeline", {"project_id": "777", "ref": "main"}))
     assert err["reason"] == "not_found"
     assert err["message"] == (
         "Project '777' not found or inaccessible. Check the ID or full path (e.g. group/project)."
     )
-    assert gql.names() == ["SavePipelineProjectById"]
+    assert gql.names() == ["SavePipelineProject"]
 
 
 async def test_create_where_gitlab_hides_the_project_is_not_found(env: ToolEnv, gql: GraphQL) -> None:
@@ -680,7 +683,9 @@ async def test_retry_in_a_named_project_checks_the_pipeline_belongs_to_it(env: T
     assert gql.names() == ["SavePipelineProject", "PipelineRetry"]
     assert gql.variables("SavePipelineProject") == [
         {
+            "byId": False,
             "fullPath": PROJECT,
+            "projectIds": [],
             "pipelineId": f"gid://gitlab/Ci::Pipeline/{PIPELINE_ID}",
             "withPipeline": True,
         }
@@ -702,7 +707,7 @@ async def test_retry_of_a_pipeline_outside_the_named_project_sends_no_mutation(
 
 async def test_retry_with_a_timeout_names_the_project_in_the_check(env: ToolEnv, gql: GraphQL) -> None:
     gql.on(
-        "SavePipelineProjectById",
+        "SavePipelineProject",
         {
             "data": {
                 "projects": {
@@ -720,7 +725,7 @@ async def test_retry_with_a_timeout_names_the_project_in_the_check(env: ToolEnv,
     gql.on("PipelineRetry", httpx.ReadTimeout("timed out"))
     err = error(await env.call("save_pipeline", {"project_id": 42, "pipeline_id": 7, "action": "retry"}))
     assert "get_pipeline (id='grp/sub/proj', pipeline_id=7, include=['jobs'])" in err["message"]
-    assert gql.names() == ["SavePipelineProjectById", "PipelineRetry"]
+    assert gql.names() == ["SavePipelineProject", "PipelineRetry"]
 
 
 # -- cancel -----------------------------------------------------------------------------------------
