@@ -42,6 +42,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.mcp_caller import McpCaller  # noqa: E402
 from gateway.gitlab.client import load_operation, operation_name  # noqa: E402
 from tests.e2e.harness import GatewayProcess  # noqa: E402
 from tests.standin import content  # noqa: E402
@@ -80,52 +81,6 @@ def mib(kib: float) -> str:
     return f"{kib / 1024:7.1f} MiB"
 
 
-class McpCaller:
-    """A minimal Streamable HTTP MCP client: one session, ``tools/call`` as JSON-RPC POSTs."""
-
-    def __init__(self, http: httpx.AsyncClient, url: str) -> None:
-        self.http = http
-        self.url = url
-        self.headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-        self.next_id = 0
-
-    @staticmethod
-    def _result(response: httpx.Response) -> dict[str, Any]:
-        if response.headers.get("content-type", "").startswith("text/event-stream"):
-            for line in response.text.splitlines():
-                if line.startswith("data:"):
-                    message = json.loads(line[5:])
-                    if "result" in message or "error" in message:
-                        return message  # type: ignore[no-any-return]
-            raise RuntimeError("SSE response without a result")
-        return response.json()  # type: ignore[no-any-return]
-
-    async def initialize(self) -> None:
-        response = await self.http.post(self.url, headers=self.headers, content=json.dumps({
-            "jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {"protocolVersion": PROTOCOL, "capabilities": {},
-                       "clientInfo": {"name": "bench_repository_file", "version": "1"}},
-        }))
-        response.raise_for_status()
-        self._result(response)
-        if session := response.headers.get("mcp-session-id"):
-            self.headers["Mcp-Session-Id"] = session
-        self.headers["MCP-Protocol-Version"] = PROTOCOL
-        await self.http.post(self.url, headers=self.headers,
-                             content=json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        self.next_id += 1
-        response = await self.http.post(self.url, headers=self.headers, content=json.dumps({
-            "jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",
-            "params": {"name": name, "arguments": arguments},
-        }))
-        response.raise_for_status()
-        result = self._result(response)
-        if "error" in result or result["result"].get("isError"):
-            raise RuntimeError(f"tools/call failed: {json.dumps(result)[:500]}")
-        return result["result"]["structuredContent"]  # type: ignore[no-any-return]
-
 
 def direct_body(ref: str) -> bytes:
     """The GraphQL request the gateway sends for the read (same document, name and variables)."""
@@ -162,7 +117,7 @@ async def bench_mcp(standin_url: str, control: StandinControl, workdir: Path) ->
             if probe.status_code == 404:
                 print("mcp layer skipped: this gateway serves no /mcp yet (the transport is not in).")
                 return {}
-            mcp = McpCaller(http, gateway.mcp_url)
+            mcp = McpCaller(http, gateway.mcp_url, "bench_repository_file")
             await mcp.initialize()
             direct = await direct_read(http, standin_url)
             before = proc_status(pid)
@@ -175,7 +130,7 @@ async def bench_mcp(standin_url: str, control: StandinControl, workdir: Path) ->
                                      ("same read by branch name again", ARGS_BRANCH)):
                 control.clear_requests()
                 started = time.perf_counter()
-                structured = await mcp.call_tool("get_repository_file", arguments)
+                structured = (await mcp.call_tool("get_repository_file", arguments))["structuredContent"]
                 seconds = time.perf_counter() - started
                 check(structured)
                 status = proc_status(pid)

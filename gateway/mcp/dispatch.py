@@ -380,13 +380,7 @@ class Dispatcher:
         result = outcome.result
         if result is not None and (result.on_delivered is not None or result.on_abandoned is not None):
             # Write it now, so the callbacks know whether it left.
-            try:
-                await response.prepare(ex.request)
-                await response.write_eof()
-                delivered = True
-            except OSError:
-                delivered = False
-            await settle(result, delivered, ex.request_id)
+            await settle(result, await _write_now(response, ex.request), ex.request_id)
         return response
 
     async def _run(
@@ -446,12 +440,7 @@ class Dispatcher:
                 await settle(result, False, ex.request_id)
             return web.Response(status=202, headers=ex.headers)
         response = json_response(b"[" + b",".join(parts) + b"]", ex.headers)
-        try:
-            await response.prepare(ex.request)
-            await response.write_eof()
-            delivered = True
-        except OSError:
-            delivered = False
+        delivered = await _write_now(response, ex.request)
         for body, result in answers:
             await settle(result, delivered and body is not None, ex.request_id)
         return response
@@ -497,3 +486,13 @@ class Dispatcher:
             return err.encode(msg.id), None
         self._telemetry.request(label, "cancelled" if outcome.message is None else "ok")
         return outcome.message, outcome.result
+
+
+async def _write_now(response: web.StreamResponse, request: web.Request) -> bool:
+    """Send ``response`` at once; True when it was handed to the transport, False when the client left."""
+    try:
+        await response.prepare(request)
+        await response.write_eof()
+    except OSError:
+        return False
+    return True

@@ -36,7 +36,9 @@ from gateway.gitlab.urls import (
     global_id,
     global_id_number,
     is_numeric_id,
+    project_address,
     project_full_path,
+    project_node,
 )
 from gateway.tools.arguments import (
     OptionalPositiveId,
@@ -288,9 +290,7 @@ def pipeline_variables(
     """
     by_id = is_numeric_id(project)
     return {
-        "byId": by_id,
-        "fullPath": "" if by_id else project_full_path(project),
-        "projectIds": [global_id("Project", int(project))] if by_id else [],
+        **project_address(None if by_id else project_full_path(project), int(project) if by_id else None),
         "pipelineId": global_id("Ci::Pipeline", pipeline_id),
         "includeJobs": facet == "jobs",
         "includeDownstreamPipelines": facet == "downstream_pipelines",
@@ -344,17 +344,13 @@ async def read_pipeline(
         after=after,
     )
     data = await gitlab.graphql("get_pipeline", variables)
-    if by_id:
-        nodes = (data.get("projects") or {}).get("nodes") or []
-        project_node = next((n for n in nodes if n), None)
-    else:
-        project_node = data.get("project")
-    if project_node is None:
+    node = project_node(data, by_id=by_id)
+    if node is None:
         raise not_found(
             f"Project '{project}' not found or inaccessible. Check the project ID or full path (for example "
             "`group/subgroup/project`) and that your GitLab token can read the project."
         )
-    pipeline = project_node.get("pipeline")
+    pipeline = node.get("pipeline")
     if pipeline is None:
         raise not_found(
             f"Pipeline {pipeline_id} not found or inaccessible in project '{project}'. Check that "

@@ -52,7 +52,13 @@ from gateway.gitlab.blob_urls import (
 )
 from gateway.gitlab.client import GitLabSession
 from gateway.gitlab.errors import GitLabBadRequest, GitLabNotFound
-from gateway.gitlab.urls import global_id, global_id_number, is_numeric_id, project_full_path
+from gateway.gitlab.urls import (
+    global_id_number,
+    is_numeric_id,
+    project_address,
+    project_full_path,
+    project_node,
+)
 from gateway.tools.arguments import OptionalProjectId, schema_extra
 from gateway.tools.context import ToolContext
 from gateway.tools.file_window import MAX_WINDOW_BYTES, CapReason, TextFile, Window, window
@@ -196,12 +202,7 @@ class ProjectRef:
         path), a path through ``project(fullPath:)``; the skipped one gets an inert value because
         both variables are declared non-null.
         """
-        by_id = self.number is not None
-        return {
-            "byId": by_id,
-            "fullPath": "" if by_id else self.full_path,
-            "projectIds": [global_id("Project", self.number)] if self.number is not None else [],
-        }
+        return project_address(self.full_path, self.number)
 
 
 @dataclass(frozen=True)
@@ -592,16 +593,7 @@ async def _project_node(
         # CE: the field is EE-only, so GitLab rejected the whole query. Remember it and ask again.
         extras[NO_EXCLUSIONS_FIELD] = True
         data = await session.graphql(operation + "_ce", variables)
-    return _node_of(data, by_id=variables["byId"])
-
-
-def _node_of(data: dict[str, Any], *, by_id: bool) -> dict[str, Any] | None:
-    """The project object of a ``get_repository_file*`` answer, under ``projects`` or ``project``."""
-    if by_id:
-        nodes = (data.get("projects") or {}).get("nodes") or []
-        return nodes[0] if nodes else None
-    project: dict[str, Any] | None = data.get("project")
-    return project
+    return project_node(data, by_id=variables["byId"])
 
 
 def _blob(node: dict[str, Any], target: FileTarget) -> FileBlob:
@@ -666,7 +658,7 @@ async def _exclusion_rules(ctx: ToolContext, session: GitLabSession, project: Pr
     async def load() -> tuple[str, ...]:
         address = project.address
         data = await session.graphql("get_repository_file_exclusions", address)
-        node = _node_of(data, by_id=address["byId"])
+        node = project_node(data, by_id=address["byId"])
         if node is None:
             raise not_found(f"Project '{project.shown}' not found or inaccessible", project=project.shown)
         return _rules_of(node)

@@ -38,7 +38,9 @@ from gateway.gitlab.urls import (
     global_id,
     global_id_number_or_none,
     is_numeric_id,
+    project_address,
     project_full_path,
+    project_node,
 )
 from gateway.tools.arguments import OptionalPositiveId, OptionalProjectId
 from gateway.tools.context import ToolContext
@@ -233,14 +235,7 @@ async def _lookup_project(
     Raises:
         ToolError: ``not_found`` when the project (or the pipeline in it) is missing or hidden.
     """
-    # One document either way: a numeric ID goes through projects(ids:) (`byId`), a path through
-    # project(fullPath:); the skipped one gets an inert value because both are declared non-null.
-    by_id = numeric is not None
-    variables: dict[str, Any] = {
-        "byId": by_id,
-        "fullPath": "" if by_id else full_path,
-        "projectIds": [global_id("Project", numeric)] if numeric is not None else [],
-    }
+    variables = project_address(full_path, numeric)
     if pipeline_id is not None:
         variables |= {"pipelineId": global_id("Ci::Pipeline", pipeline_id), "withPipeline": True}
     missing = f"Project '{named}' not found or inaccessible. Check the ID or full path (e.g. group/project)."
@@ -248,12 +243,8 @@ async def _lookup_project(
         data = await ctx.gitlab.graphql("save_pipeline_project", variables)
     except GitLabNotFound:
         raise not_found(missing) from None
-    if by_id:
-        nodes = ((data.get("projects") or {}).get("nodes")) or []
-        project = nodes[0] if nodes else None
-    else:
-        project = data.get("project")
-    if not isinstance(project, dict) or not project.get("fullPath"):
+    project = project_node(data, by_id=numeric is not None)
+    if project is None or not project.get("fullPath"):
         raise not_found(missing)
     resolved = _Project(project["fullPath"], project.get("webUrl"), project.get("pipeline"))
     if pipeline_id is not None and not resolved.pipeline:

@@ -257,3 +257,18 @@ def test_global_ids() -> None:
             global_id_number(bad)
         assert global_id_number_or_none(bad) is None
     assert global_id_number_or_none("gid://gitlab/Ai::DuoWorkflows::Workflow/7") == 7
+
+
+def test_project_address_and_node_by_path_and_by_id() -> None:
+    from gateway.gitlab.urls import project_address, project_node
+
+    assert project_address("grp/sub/proj", None) == {"byId": False, "fullPath": "grp/sub/proj", "projectIds": []}
+    assert project_address(None, 42) == {
+        "byId": True,
+        "fullPath": "",
+        "projectIds": ["gid://gitlab/Project/42"],
+    }
+    assert project_node({"project": {"fullPath": "g/p"}}, by_id=False) == {"fullPath": "g/p"}
+    assert project_node({"project": None}, by_id=False) is None
+    assert project_node({"projects": {"nodes": [{"fullPath": "g/p"}]}}, by_id=True) == {"fullPath": "g/p"}
+    assert project_node({"projects": {"nodes": []}}, by_id=True) is None
