@@ -262,7 +262,11 @@ def test_global_ids() -> None:
 def test_project_address_and_node_by_path_and_by_id() -> None:
     from gateway.gitlab.urls import project_address, project_node
 
-    assert project_address("grp/sub/proj", None) == {"byId": False, "fullPath": "grp/sub/proj", "projectIds": []}
+    assert project_address("grp/sub/proj", None) == {
+        "byId": False,
+        "fullPath": "grp/sub/proj",
+        "projectIds": [],
+    }
     assert project_address(None, 42) == {
         "byId": True,
         "fullPath": "",
