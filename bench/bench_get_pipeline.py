@@ -49,7 +49,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.mcp_caller import McpCaller  # noqa: E402
-from gateway.gitlab.client import load_operation, operation_name  # noqa: E402
+from gateway.gitlab.operation_loader import load_operation, operation_name  # noqa: E402
 from gateway.tools.pipelines import pipeline_variables  # noqa: E402
 from tests.e2e.harness import GatewayProcess, free_port  # noqa: E402
 from tests.standin import dataset as ds  # noqa: E402
@@ -86,7 +86,6 @@ async def run_block(call: Call, calls: int, concurrency: int) -> tuple[list[floa
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     return latencies, time.perf_counter() - started
-
 
 
 def direct_body(arguments: dict[str, Any]) -> bytes:

@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.mcp_caller import McpCaller  # noqa: E402
-from gateway.gitlab.client import load_operation, operation_name  # noqa: E402
+from gateway.gitlab.operation_loader import load_operation, operation_name  # noqa: E402
 from tests.e2e.harness import GatewayProcess  # noqa: E402
 from tests.standin import content  # noqa: E402
 from tests.standin import dataset as ds  # noqa: E402
@@ -53,8 +53,13 @@ from tests.standin.fixtures import StandinProcess  # noqa: E402
 PROTOCOL = "2025-11-25"
 OFFSET, LIMIT = 1_000_000, 500
 SHA = ds.COMMITS["main"]
-ARGS_SHA = {"project_id": ds.PROJECT_PATH, "file_path": ds.FILES["ten_mib"], "ref": SHA, "offset": OFFSET,
-            "limit": LIMIT}
+ARGS_SHA = {
+    "project_id": ds.PROJECT_PATH,
+    "file_path": ds.FILES["ten_mib"],
+    "ref": SHA,
+    "offset": OFFSET,
+    "limit": LIMIT,
+}
 ARGS_BRANCH = {**ARGS_SHA, "ref": "main"}
 EXPECTED = "".join(f"L{i:07d}\n" for i in range(OFFSET + 1, OFFSET + LIMIT + 1))
 
@@ -81,20 +86,33 @@ def mib(kib: float) -> str:
     return f"{kib / 1024:7.1f} MiB"
 
 
-
 def direct_body(ref: str) -> bytes:
     """The GraphQL request the gateway sends for the read (same document, name and variables)."""
-    variables = {"byId": False, "fullPath": ds.PROJECT_PATH, "projectIds": [], "ref": ref, "commitRef": ref,
-                 "paths": [ds.FILES["ten_mib"]]}
-    return json.dumps({"query": load_operation("get_repository_file"), "variables": variables,
-                       "operationName": operation_name("get_repository_file")}).encode()
+    variables = {
+        "byId": False,
+        "fullPath": ds.PROJECT_PATH,
+        "projectIds": [],
+        "ref": ref,
+        "commitRef": ref,
+        "paths": [ds.FILES["ten_mib"]],
+    }
+    return json.dumps(
+        {
+            "query": load_operation("get_repository_file"),
+            "variables": variables,
+            "operationName": operation_name("get_repository_file"),
+        }
+    ).encode()
 
 
 async def direct_read(http: httpx.AsyncClient, standin_url: str) -> float:
     """Seconds for the bare GraphQL request (10 MiB answer, decoded), straight to the stand-in."""
     started = time.perf_counter()
-    response = await http.post(f"{standin_url}/api/graphql", content=direct_body(SHA),
-                               headers={"PRIVATE-TOKEN": ds.ALICE_TOKEN, "Content-Type": "application/json"})
+    response = await http.post(
+        f"{standin_url}/api/graphql",
+        content=direct_body(SHA),
+        headers={"PRIVATE-TOKEN": ds.ALICE_TOKEN, "Content-Type": "application/json"},
+    )
     response.raise_for_status()
     assert response.json()["data"]["project"]["repository"]["blobs"]["nodes"]
     return time.perf_counter() - started
@@ -106,8 +124,9 @@ def row(label: str, seconds: float, requests: int, memory: str, ratio_to: float 
 
 
 async def bench_mcp(standin_url: str, control: StandinControl, workdir: Path) -> dict[str, Any]:
-    gateway = GatewayProcess(env={"GITLAB_URL": standin_url, "GITLAB_TOKEN": ds.ALICE_TOKEN},
-                             state_dir=workdir / "state").start()
+    gateway = GatewayProcess(
+        env={"GITLAB_URL": standin_url, "GITLAB_TOKEN": ds.ALICE_TOKEN}, state_dir=workdir / "state"
+    ).start()
     assert gateway.proc is not None
     pid = gateway.proc.pid
     figures: dict[str, Any] = {}
@@ -121,13 +140,17 @@ async def bench_mcp(standin_url: str, control: StandinControl, workdir: Path) ->
             await mcp.initialize()
             direct = await direct_read(http, standin_url)
             before = proc_status(pid)
-            print(f"mcp layer: gateway pid {pid}, RSS {mib(before['VmRSS'])}, "
-                  f"peak RSS so far {mib(before['VmHWM'])}")
+            print(
+                f"mcp layer: gateway pid {pid}, RSS {mib(before['VmRSS'])}, "
+                f"peak RSS so far {mib(before['VmHWM'])}"
+            )
             row("direct GraphQL request (GitLab's cost)", direct, 1, "", None)
-            for label, arguments in (("1st read at the commit SHA (cold)", ARGS_SHA),
-                                     ("2nd identical read (cache)", ARGS_SHA),
-                                     ("read by branch name ref=main", ARGS_BRANCH),
-                                     ("same read by branch name again", ARGS_BRANCH)):
+            for label, arguments in (
+                ("1st read at the commit SHA (cold)", ARGS_SHA),
+                ("2nd identical read (cache)", ARGS_SHA),
+                ("read by branch name ref=main", ARGS_BRANCH),
+                ("same read by branch name again", ARGS_BRANCH),
+            ):
                 control.clear_requests()
                 started = time.perf_counter()
                 structured = (await mcp.call_tool("get_repository_file", arguments))["structuredContent"]
@@ -135,8 +158,13 @@ async def bench_mcp(standin_url: str, control: StandinControl, workdir: Path) ->
                 check(structured)
                 status = proc_status(pid)
                 requests = control.request_count()
-                row(label, seconds, requests,
-                    f"RSS {mib(status['VmRSS'])}  peak RSS {mib(status['VmHWM'])}", direct)
+                row(
+                    label,
+                    seconds,
+                    requests,
+                    f"RSS {mib(status['VmRSS'])}  peak RSS {mib(status['VmHWM'])}",
+                    direct,
+                )
                 figures[label] = {"ms": seconds * 1e3, "gitlab_requests": requests, **status}
             figures["direct_ms"] = direct * 1e3
             figures["rss_before_kib"] = before
@@ -155,8 +183,9 @@ async def bench_tool(standin_url: str, control: StandinControl, rounds: int) -> 
     from gateway.tools.context import CallInfo, Principal, Services, ToolContext
     from gateway.tools.registry import Registry
 
-    settings = load_settings(gitlab={"url": standin_url, "token": ds.ALICE_TOKEN},
-                             state_dir=tempfile.mkdtemp())
+    settings = load_settings(
+        gitlab={"url": standin_url, "token": ds.ALICE_TOKEN}, state_dir=tempfile.mkdtemp()
+    )
     registry = Registry(all_tools())
     tool = registry.resolve("get_repository_file")
     assert tool is not None
@@ -167,15 +196,23 @@ async def bench_tool(standin_url: str, control: StandinControl, rounds: int) -> 
         for _ in range(rounds):
             direct_times.append(await direct_read(http, standin_url))
             metrics = Metrics()
-            caches = CacheRegistry(enabled=True, max_entries=settings.cache.max_entries,
-                                   max_bytes=settings.cache.max_bytes, metrics=metrics)
+            caches = CacheRegistry(
+                enabled=True,
+                max_entries=settings.cache.max_entries,
+                max_bytes=settings.cache.max_bytes,
+                metrics=metrics,
+            )
             gitlab = GitLabClient(settings.gitlab, metrics=metrics, http=http)
             services = Services(settings=settings, gitlab=gitlab, caches=caches, metrics=metrics)
             # Timed without tracemalloc (it slows allocation-heavy code many times over); then the
             # same two calls again on a fresh cache, traced, for their peak allocations.
             for traced in (False, True):
-                services.caches = CacheRegistry(enabled=True, max_entries=settings.cache.max_entries,
-                                                max_bytes=settings.cache.max_bytes, metrics=metrics)
+                services.caches = CacheRegistry(
+                    enabled=True,
+                    max_entries=settings.cache.max_entries,
+                    max_bytes=settings.cache.max_bytes,
+                    metrics=metrics,
+                )
                 for n, (times, peaks) in enumerate(((cold, cold_peak), (warm, warm_peak))):
                     control.clear_requests()
                     ctx = ToolContext(services, CallInfo(request_id="bench", principal=principal))
@@ -197,13 +234,29 @@ async def bench_tool(standin_url: str, control: StandinControl, rounds: int) -> 
     direct = statistics.median(direct_times)
     print(f"tool layer (in-process, median of {rounds} rounds, fresh cache each round):")
     row("direct GraphQL request (GitLab's cost)", direct, 1, "")
-    row("1st read at the commit SHA (cold)", statistics.median(cold), cold_requests,
-        f"peak Python allocations {max(cold_peak) / 2**20:6.1f} MiB", direct)
-    row("2nd identical read (cache)", statistics.median(warm), warm_requests,
-        f"peak Python allocations {max(warm_peak) / 2**10:6.1f} KiB", direct)
-    return {"direct_ms": direct * 1e3, "cold_ms": statistics.median(cold) * 1e3,
-            "warm_ms": statistics.median(warm) * 1e3, "cold_peak_bytes": max(cold_peak),
-            "warm_peak_bytes": max(warm_peak), "cold_requests": cold_requests, "warm_requests": warm_requests}
+    row(
+        "1st read at the commit SHA (cold)",
+        statistics.median(cold),
+        cold_requests,
+        f"peak Python allocations {max(cold_peak) / 2**20:6.1f} MiB",
+        direct,
+    )
+    row(
+        "2nd identical read (cache)",
+        statistics.median(warm),
+        warm_requests,
+        f"peak Python allocations {max(warm_peak) / 2**10:6.1f} KiB",
+        direct,
+    )
+    return {
+        "direct_ms": direct * 1e3,
+        "cold_ms": statistics.median(cold) * 1e3,
+        "warm_ms": statistics.median(warm) * 1e3,
+        "cold_peak_bytes": max(cold_peak),
+        "warm_peak_bytes": max(warm_peak),
+        "cold_requests": cold_requests,
+        "warm_requests": warm_requests,
+    }
 
 
 async def main() -> None:
@@ -215,8 +268,11 @@ async def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="bench-repository-file-"))
     standin = StandinProcess(workdir / "standin").start()
     control = StandinControl(standin.root)
-    print(f"stand-in at {standin.url}; file {ds.FILES['ten_mib']} ({content.TEN_MIB} bytes, "
-          f"{content.TEN_MIB_LINES} lines); window offset={OFFSET} limit={LIMIT}", flush=True)
+    print(
+        f"stand-in at {standin.url}; file {ds.FILES['ten_mib']} ({content.TEN_MIB} bytes, "
+        f"{content.TEN_MIB_LINES} lines); window offset={OFFSET} limit={LIMIT}",
+        flush=True,
+    )
     figures: dict[str, Any] = {}
     try:
         if args.layer in ("tool", "both"):

@@ -63,6 +63,7 @@ from gateway.mcp.protocol import (
 from gateway.mcp.security import OriginHostGuard
 from gateway.mcp.sessions import Session, SessionStore
 from gateway.mcp.telemetry import Telemetry
+from gateway.observability.access import RequestTrace
 from gateway.observability.logging import bind_request_id
 
 log = logging.getLogger("gateway.mcp")
@@ -205,9 +206,10 @@ class Transport:
         if not count:
             ex.method = request.method
         status = 500
+        trace = None
         try:
             # Every line logged while serving this request (tools, broker, GitLab) carries its id.
-            with bind_request_id(request_id):
+            with bind_request_id(request_id) as trace:
                 response: web.StreamResponse = await step(ex)
         except RpcError as err:
             if ex.outcome == "ok":
@@ -225,13 +227,15 @@ class Transport:
             response = json_response(error.encode(ex.rpc_id), ex.headers, 500)
         except BaseException:
             ex.outcome = "cancelled" if ex.outcome == "ok" else ex.outcome
-            self._record(ex, started, status, count)
+            self._record(ex, started, status, count, trace)
             raise
         status = response.status
-        self._record(ex, started, status, count)
+        self._record(ex, started, status, count, trace)
         return response
 
-    def _record(self, ex: Exchange, started: float, status: int, count: bool) -> None:
+    def _record(
+        self, ex: Exchange, started: float, status: int, count: bool, trace: RequestTrace | None
+    ) -> None:
         if count and not ex.counted:
             method = "response" if ex.method == "response" else method_label(ex.method)
             self._telemetry.request(method, _METRIC_OUTCOMES.get(ex.outcome, "ok"))
@@ -245,6 +249,7 @@ class Transport:
                 "session": ex.session.log_id if ex.session is not None else None,
                 "request_id": ex.request_id,
                 "status": status,
+                **(trace.fields() if trace is not None else {}),
             },
         )
 

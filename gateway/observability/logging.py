@@ -3,10 +3,12 @@ human line (``"plain"``), with every token and secret redacted.
 
 Lines the gateway writes (``docs/operations.md`` lists their fields):
 
-- ``gateway.mcp``: one line per MCP request (the transport; ``request_id``, ``method``,
-  ``outcome``, ``duration_ms``...).
-- ``gateway.gitlab``: one line per GitLab request (``request_id`` — also sent to GitLab as
-  ``X-Request-Id`` and returned in tool errors —, ``operation``, ``status``, ``duration_ms``).
+- ``gateway.mcp``: one INFO line per MCP request, the access line (the transport;
+  ``request_id`` — also sent to GitLab as ``X-Request-Id`` and returned in tool errors —,
+  ``method``, ``tool``, ``outcome``, ``duration_ms``, and ``gitlab_requests`` / ``gitlab``, the
+  GitLab requests it made as ``operation:status``; see :mod:`gateway.observability.access`).
+- ``gateway.gitlab``: one DEBUG line per GitLab request (``operation``, ``status``,
+  ``duration_ms``), and an INFO line per retry.
 - anything else the process logs (aiohttp's server errors, the broker), through the same handler.
 
 Fields are passed with ``extra={...}``. A line logged while :func:`bind_request_id` is active
@@ -51,6 +53,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
+
+from gateway.observability.access import TRACE, RequestTrace
 
 if TYPE_CHECKING:
     from gateway.config import LoggingSettings, Settings
@@ -351,12 +355,16 @@ REQUEST_ID: ContextVar[str | None] = ContextVar("gateway_request_id", default=No
 
 
 @contextmanager
-def bind_request_id(request_id: str | None) -> Iterator[None]:
-    """Within this block, every log line of this task (and tasks it starts) carries ``request_id``."""
+def bind_request_id(request_id: str | None) -> Iterator[RequestTrace]:
+    """Within this block, every log line of this task (and tasks it starts) carries ``request_id``,
+    and GitLab requests are noted on the returned trace (for the request's access line)."""
+    trace = RequestTrace()
     token = REQUEST_ID.set(request_id)
+    trace_token = TRACE.set(trace)
     try:
-        yield
+        yield trace
     finally:
+        TRACE.reset(trace_token)
         REQUEST_ID.reset(token)
 
 

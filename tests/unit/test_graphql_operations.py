@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from graphql import GraphQLSchema, OperationDefinitionNode, parse, validate
 
-from gateway.gitlab.client import OPERATIONS_DIR, load_operation, operation_name
+from gateway.gitlab.operation_loader import OPERATIONS_DIR, load_operation, operation_name
 from tests.conftest import REPO
 from tests.unit.gitlab.fake_gitlab import gitlab_schema
 

@@ -19,7 +19,7 @@ import respx
 from gitlab.utils import EncodedId
 
 from gateway.config import Settings
-from gateway.gitlab.client import GitLabClient, build_ssl_context, load_operation, operation_name
+from gateway.gitlab.client import GitLabClient
 from gateway.gitlab.credentials import ANONYMOUS, Credential, service_credential
 from gateway.gitlab.errors import (
     GitLabBadRequest,
@@ -31,6 +31,8 @@ from gateway.gitlab.errors import (
     GitLabUnauthorized,
     GitLabUpstreamError,
 )
+from gateway.gitlab.http import build_ssl_context
+from gateway.gitlab.operation_loader import load_operation, operation_name
 from gateway.gitlab.urls import encode_project
 from gateway.observability.metrics import Metrics
 
@@ -661,21 +663,3 @@ async def test_client_owns_and_closes_only_its_own_http_client(
     async with httpx.AsyncClient() as injected:
         await GitLabClient(make_settings().gitlab, http=injected).aclose()
         assert not injected.is_closed
-
-
-async def test_cookies_never_carry_over_between_callers(
-    make_settings: Callable[..., Settings], router: Any
-) -> None:
-    # One shared HTTP client serves every caller: a cookie GitLab (or a proxy) sets for one
-    # caller's request must not ride along with the next caller's.
-    route = router.post(GRAPHQL).respond(
-        200, json=DATA, headers={"Set-Cookie": "_gitlab_session=abc; path=/"}
-    )
-    client = GitLabClient(make_settings().gitlab)  # the production HTTP client
-    try:
-        await query(client, Credential(header="PRIVATE-TOKEN", token="glpat-alice", source="passthrough"))
-        await query(client, Credential(header="PRIVATE-TOKEN", token="glpat-bob", source="passthrough"))
-    finally:
-        await client.aclose()
-    assert "cookie" not in route.calls.last.request.headers
-    assert route.calls.last.request.headers["PRIVATE-TOKEN"] == "glpat-bob"

@@ -1,0 +1,54 @@
+"""One logical GitLab request (all its attempts share it), and the failure worth another try."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.gitlab.credentials import Credential
+from gateway.gitlab.errors import GitLabError, GitLabMaybeSent
+
+
+@dataclass(slots=True, kw_only=True)
+class GitLabCall:
+    """What to send, and how it may be retried.
+
+    Attributes:
+        operation: the GraphQL operation's file stem, or ``METHOD /route/{template}`` (the
+            metrics and log label; never a raw path).
+        idempotent: False for a mutation: never resent once it may have reached GitLab.
+        graphql: True for ``/api/graphql`` (a 404 then means a wrong ``GITLAB_URL``).
+    """
+
+    method: str
+    url: str
+    operation: str
+    idempotent: bool
+    credential: Credential
+    request_id: str | None
+    graphql: bool = False
+    params: Mapping[str, Any] | None = None
+    json: Any = None
+    content: bytes | None = None
+
+    def maybe_sent(self, what: str) -> GitLabMaybeSent:
+        """The error for a mutation that failed after it may have reached GitLab."""
+        return GitLabMaybeSent(
+            f"The request {self.operation} failed ({what}) after it may have reached GitLab, so it was not "
+            "sent again: the change may or may not have been made. Check the resource itself (for a "
+            "pipeline, the project's pipelines list) before trying again.",
+            request_id=self.request_id,
+        )
+
+
+class Transient(Exception):
+    """A failure worth another try, with what to raise when tries run out.
+
+    ``retry_after`` is GitLab's requested wait in seconds (None: use the backoff).
+    """
+
+    def __init__(self, final: GitLabError, *, retry_after: float | None = None) -> None:
+        super().__init__(final.message)
+        self.final = final
+        self.retry_after = retry_after

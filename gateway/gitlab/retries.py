@@ -1,0 +1,99 @@
+"""The request loop: attempts of one GitLab call, with retries (tenacity), inside one deadline.
+
+- Reads (GraphQL queries, GET/HEAD) are retried on connection errors, timeouts, 429, 502, 503,
+  504 and GraphQL answers that say GitLab failed, with jittered exponential backoff that honours
+  ``Retry-After``, sleeping with ``asyncio.sleep`` (never blocking the loop).
+- A mutation is retried only when the request provably never reached GitLab (connect error,
+  connect or pool timeout, a 429 from the rate limiter); see :mod:`gateway.gitlab.client`.
+- ``gitlab.retry_deadline_seconds`` bounds the whole call: each attempt gets what is left of it
+  (at most ``gitlab.timeout_seconds``), the response body included, and no wait is started that
+  would cross it, so a long ``Retry-After`` fails fast with ``rate_limited``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_before_delay,
+)
+from tenacity.wait import wait_exponential_jitter
+
+from gateway.config import GitLabSettings
+from gateway.gitlab.call import GitLabCall, Transient
+from gateway.observability.metrics import Metrics
+
+log = logging.getLogger("gateway.gitlab")
+
+T = TypeVar("T")
+SleepFn = Callable[[float], Awaitable[None]]
+#: One attempt, given the loop time (``loop.time()``) by which it must be over.
+Attempt = Callable[[float], Awaitable[T]]
+
+_BACKOFF = wait_exponential_jitter(multiplier=0.5, max=8, jitter=0.5)
+#: Extra wait on top of ``Retry-After`` (seconds, up to), so callers rate limited together do
+#: not all come back in the same instant.
+RETRY_AFTER_JITTER = 0.25
+
+
+async def with_retries(
+    call: GitLabCall,
+    attempt: Attempt[T],
+    settings: GitLabSettings,
+    *,
+    sleep: SleepFn = asyncio.sleep,
+    metrics: Metrics | None = None,
+) -> T:
+    """Run ``attempt`` until it returns, raises something other than :class:`Transient`, or the
+    tries or the deadline run out (then the transient's final error is raised)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + settings.retry_deadline_seconds
+
+    def wait(state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, Transient) and exc.retry_after is not None:
+            # Never earlier than GitLab asked; a little later so throttled callers spread out.
+            return exc.retry_after + random.uniform(0, RETRY_AFTER_JITTER)  # noqa: S311 - not security
+        return float(_BACKOFF(state))
+
+    async def before_sleep(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        if metrics is not None:
+            metrics.gitlab_retries.labels(call.operation).inc()
+            if isinstance(exc, Transient) and exc.retry_after is not None:
+                metrics.gitlab_rate_limit_wait.inc(exc.retry_after)
+        log.info(
+            "retrying GitLab request",
+            extra={
+                "operation": call.operation,
+                "attempt": state.attempt_number,
+                "request_id": call.request_id,
+                "reason": exc.final.message if isinstance(exc, Transient) else None,
+                "wait_seconds": round(state.upcoming_sleep, 3),
+            },
+        )
+
+    retrying = AsyncRetrying(
+        sleep=sleep,
+        # stop_before_delay gives up *before* a wait that would cross the deadline.
+        stop=stop_after_attempt(settings.retry_attempts) | stop_before_delay(settings.retry_deadline_seconds),
+        wait=wait,
+        retry=retry_if_exception_type(Transient),
+        before_sleep=before_sleep,
+        reraise=True,
+    )
+    try:
+        async for try_ in retrying:
+            with try_:
+                return await attempt(min(deadline, loop.time() + settings.timeout_seconds))
+    except Transient as exc:
+        raise exc.final from None
+    raise AssertionError("unreachable")  # pragma: no cover

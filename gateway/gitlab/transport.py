@@ -1,0 +1,147 @@
+"""An ``httpx`` transport on aiohttp's client connection pool.
+
+The gateway keeps ``httpx.AsyncClient`` as its client API (the unit tests mock GitLab with
+respx), but httpcore's pool costs more CPU per request than the rest of a call under
+concurrency (it scans every pooled connection on every request). aiohttp already serves
+``/mcp``; its ``TCPConnector`` pool carries the GitLab requests here.
+
+Why not the ``httpx-aiohttp`` package's transport: it maps every
+``aiohttp.ClientConnectionError`` to ``httpx.ConnectTimeout``, including a connection the
+server closed *after* it read the request, and the GitLab client resends a mutation on a
+connect timeout because that proves nothing was sent. This transport maps each aiohttp error
+to the httpx error that says what is known about the request:
+
+- nothing was sent: ``ClientConnectorError`` (refused, DNS, TLS verification, proxy
+  unreachable), a proxy refusing the tunnel, a connect timeout (which covers waiting for a free
+  pooled connection) → ``httpx.ConnectError`` / ``httpx.ConnectTimeout``;
+- the request may have been sent: a dropped or reset connection, a read timeout, a body cut
+  short, a malformed answer → ``httpx.RemoteProtocolError``, ``httpx.ReadError``,
+  ``httpx.ReadTimeout``.
+
+The whole exchange, the response body included, runs under one deadline: the request's
+``"deadline"`` extension (``loop.time()`` seconds). A body trickled a byte at a time therefore
+cannot hold a call past it, which per-read timeouts alone cannot promise.
+
+The body is read whole before the response is returned (the gateway never streams from GitLab),
+so a failure while reading it is classified here, and the pooled connection is released at once.
+Redirects are never followed and no cookie is kept; proxies are resolved once, at start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from typing import Any
+
+import aiohttp
+import httpx
+
+#: How long an idle pooled connection is kept. Below the usual keep-alive of GitLab's front
+#: (NGINX: 65 s) so that a mutation rarely meets a connection the server is closing.
+KEEPALIVE_SECONDS = 15.0
+
+
+class AiohttpTransport(httpx.AsyncBaseTransport):
+    """``httpx`` requests sent over one ``aiohttp.ClientSession`` (created on first use, inside
+    the running event loop).
+
+    Args:
+        ssl_context: the verifying TLS context for ``https`` GitLabs.
+        proxy: the proxy URL for every request (None: direct), see
+            :func:`gateway.gitlab.http.proxy_for`.
+        max_connections: the pool's bound; requests above it wait for a free connection (inside
+            their connect timeout).
+    """
+
+    def __init__(
+        self, *, ssl_context: ssl.SSLContext, proxy: str | None = None, max_connections: int = 100
+    ) -> None:
+        self._ssl = ssl_context
+        self._proxy = proxy
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(
+                    ssl=self._ssl, limit=self._max_connections, keepalive_timeout=KEEPALIVE_SECONDS
+                ),
+                # One pool serves every caller: a cookie set for one caller's token (a session, a
+                # load balancer's affinity) must never ride along with the next caller's request.
+                cookie_jar=aiohttp.DummyCookieJar(),
+                # httpx decodes Content-Encoding itself (it set Accept-Encoding).
+                auto_decompress=False,
+                # Proxies were resolved at start (trust_env would re-read the environment and
+                # ~/.netrc on every request).
+                trust_env=False,
+            )
+        return self._session
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
+        deadline: float | None = request.extensions.get("deadline")
+        total = None
+        if deadline is not None:
+            total = max(0.0, deadline - asyncio.get_running_loop().time())
+        timeout = aiohttp.ClientTimeout(
+            total=total,
+            connect=timeouts.get("pool"),
+            sock_connect=timeouts.get("connect"),
+            sock_read=timeouts.get("read"),
+        )
+        body = request.content or None
+        try:
+            async with self._client().request(
+                request.method,
+                str(request.url),
+                headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw],
+                data=body,
+                allow_redirects=False,
+                timeout=timeout,
+                proxy=self._proxy,
+            ) as response:
+                content = await response.read()
+        except Exception as exc:
+            mapped = _map_error(exc, request)
+            if mapped is None:
+                raise
+            raise mapped from exc
+        extensions: dict[str, Any] = {"http_version": b"HTTP/1.1"}
+        if response.reason:
+            extensions["reason_phrase"] = response.reason.encode("latin-1", "replace")
+        return httpx.Response(
+            status_code=response.status,
+            headers=response.raw_headers,
+            content=content,
+            request=request,
+            extensions=extensions,
+        )
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _map_error(exc: BaseException, request: httpx.Request) -> httpx.TransportError | None:
+    """The httpx error that says as much as is known about whether ``request`` was sent."""
+    message = f"{type(exc).__name__}: {exc}"
+    # Nothing was sent: the connection (or the proxy's tunnel) was never established.
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return httpx.ConnectTimeout(message, request=request)
+    if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ClientHttpProxyError):
+        return httpx.ConnectError(message, request=request)
+    if isinstance(exc, aiohttp.InvalidURL):
+        return httpx.UnsupportedProtocol(message, request=request)
+    # The request may have been sent, in part or whole.
+    if isinstance(exc, aiohttp.SocketTimeoutError | asyncio.TimeoutError):
+        # A read went quiet too long, or the deadline over the whole exchange passed.
+        return httpx.ReadTimeout(message, request=request)
+    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientResponseError):
+        return httpx.RemoteProtocolError(message, request=request)
+    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ClientConnectionError | OSError):
+        return httpx.ReadError(message, request=request)
+    if isinstance(exc, aiohttp.ClientError):
+        return httpx.TransportError(message, request=request)
+    return None
