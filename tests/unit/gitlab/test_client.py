@@ -663,3 +663,51 @@ async def test_client_owns_and_closes_only_its_own_http_client(
     async with httpx.AsyncClient() as injected:
         await GitLabClient(make_settings().gitlab, http=injected).aclose()
         assert not injected.is_closed
+
+
+# -- GraphQL errors that say GitLab failed -------------------------------------------------------------
+
+GITLAB_FAILED = [
+    {"errors": [{"message": "Internal server error"}]},
+    {
+        "errors": [{"message": "Internal server error: undefined method `id' for nil"}],
+        "data": {"project": None},
+    },
+    {
+        "errors": [
+            {"message": "Request timed out. Please try a less complex query or a smaller set of records."}
+        ]
+    },
+    {"errors": [{"message": "Timeout on Project.pipeline", "path": ["project", "pipeline"]}], "data": {}},
+]
+
+
+@pytest.mark.parametrize(
+    "payload", GITLAB_FAILED, ids=["internal", "internal-partial", "timed-out", "timeout-on"]
+)
+async def test_graphql_errors_saying_gitlab_failed_are_retried_upstream_errors_for_reads(
+    make_client: Callable[..., GitLabClient], router: Any, sleeps: Sleeps, payload: Any
+) -> None:
+    route = router.post(GRAPHQL).mock(
+        side_effect=[httpx.Response(200, json=payload), httpx.Response(200, json=DATA)]
+    )
+    assert await query(make_client()) == DATA["data"]
+    assert route.call_count == 2 and len(sleeps) == 1
+
+    route.mock(side_effect=None, return_value=httpx.Response(200, json=payload))
+    with pytest.raises(GitLabUpstreamError) as caught:
+        await query(make_client(retry_attempts=2))
+    assert caught.value.reason == "upstream_error"
+    assert "not the request's: try again later" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "payload", GITLAB_FAILED, ids=["internal", "internal-partial", "timed-out", "timeout-on"]
+)
+async def test_graphql_errors_saying_gitlab_failed_leave_a_mutation_outcome_unknown(
+    make_client: Callable[..., GitLabClient], router: Any, sleeps: Sleeps, payload: Any
+) -> None:
+    route = router.post(GRAPHQL).respond(200, json=payload)
+    with pytest.raises(GitLabMaybeSent):
+        await mutate(make_client())
+    assert route.call_count == 1 and sleeps == []

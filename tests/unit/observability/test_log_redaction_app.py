@@ -144,10 +144,42 @@ async def test_no_token_in_any_log_line_and_one_request_id_throughout(mcp: tuple
     assert {"gateway.mcp", "gateway.gitlab"} <= loggers, lines
     (mcp_line,) = [r for r in lines if r["logger"] == "gateway.mcp"]
     assert (mcp_line["method"], mcp_line["tool"]) == ("tools/call", "get_pipeline")
+    assert (mcp_line["gitlab_requests"], mcp_line["gitlab"]) == (1, "get_pipeline:401")
     (gitlab_line,) = [r for r in lines if r["logger"] == "gateway.gitlab"]
-    assert gitlab_line["message"] == "gitlab request"
+    assert (gitlab_line["message"], gitlab_line["level"]) == ("gitlab request", "DEBUG")
     assert (gitlab_line["operation"], gitlab_line["status"]) == ("get_pipeline", 401)
     # A line a tool logs without naming the request still carries its id (bound by the transport).
     (careless,) = [r for r in records if r["logger"] == "gateway.tools"]
     (crash_line,) = [r for r in records if r["message"] == "mcp request" and r.get("tool") == "careless"]
     assert careless["request_id"] == crash_line["request_id"]
+
+
+async def test_one_access_line_per_mcp_request_at_info(
+    aiohttp_client: Any, make_settings: Callable[..., Settings], capture_logs: Callable[..., LogCapture]
+) -> None:
+    settings = make_settings(gitlab={"url": GITLAB, "token": "glpat-service0123456789"})
+    capture = capture_logs(format="json", level="INFO", secrets=secrets_of(settings))
+    async with httpx.AsyncClient() as gitlab_http:
+        app = create_app(settings, gitlab_http=gitlab_http)
+        client = Mcp(await aiohttp_client(app), app)
+        await client.initialize()
+        with respx.mock(base_url=GITLAB) as gitlab:
+            gitlab.post("/api/graphql").mock(
+                side_effect=[httpx.Response(503), httpx.Response(200, json={"data": {"project": None}})]
+            )
+            before = len(capture.lines)
+            answer = await client.rpc(
+                "tools/call", {"name": "get_pipeline", "arguments": {"id": "grp/proj", "pipeline_id": 7}}
+            )
+    assert answer["result"]["isError"] is True  # the project is not visible: not_found
+    records = capture.records()[before:]
+    request_id = answer["result"]["structuredContent"]["error"]["request_id"]
+    mine = [
+        r for r in records if r.get("request_id") == request_id and r["message"] != "retrying GitLab request"
+    ]
+    (line,) = mine  # one line for the whole call, whatever it did upstream
+    assert line["level"] == "INFO" and line["logger"] == "gateway.mcp"
+    assert line["tool"] == "get_pipeline" and line["outcome"] == "not_found"
+    assert line["duration_ms"] > 0
+    assert (line["gitlab_requests"], line["gitlab"]) == (2, "get_pipeline:503 get_pipeline:200")
+    assert "glpat-service0123456789" not in capture.text

@@ -1,0 +1,271 @@
+"""The production HTTP client (aiohttp's pool under httpx) against GitLab stand-ins on real
+sockets: what is resent and what is not, the deadline over a whole request, timeouts, redirects
+and cookies."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from gateway.config import Settings
+from gateway.gitlab.client import GitLabClient
+from gateway.gitlab.credentials import Credential, service_credential
+from gateway.gitlab.errors import GitLabMaybeSent, GitLabUpstreamError
+from tests.unit.gitlab.socket_gitlab import Received, SocketGitLab, http_response
+
+CREATED = {
+    "data": {
+        "pipelineCreate": {
+            "pipeline": {
+                "id": "gid://gitlab/Ci::Pipeline/7",
+                "status": "CREATED",
+                "ref": "main",
+                "path": "/g/p/-/pipelines/7",
+                "project": {"fullPath": "g/p", "webUrl": "http://x/g/p"},
+            },
+            "errors": [],
+        }
+    }
+}
+QUERY_VARS = {
+    "byId": False,
+    "fullPath": "g/p",
+    "projectIds": [],
+    "pipelineId": "gid://gitlab/Ci::Pipeline/1",
+    "includeJobs": False,
+    "includeDownstreamPipelines": False,
+    "includeBridgeJobs": False,
+}
+PROJECT = {"data": {"project": None}}
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
+
+def _client(
+    make_settings: Callable[..., Settings], url: str, sleep: Any = None, **gitlab: Any
+) -> GitLabClient:
+    async def no_wait(seconds: float) -> None:
+        return None
+
+    settings = make_settings(gitlab={"url": url, **gitlab}).gitlab
+    return GitLabClient(settings, sleep=sleep or no_wait)
+
+
+async def _create(client: GitLabClient) -> dict[str, Any]:
+    return await client.graphql(
+        "pipeline_create",
+        {"input": {"projectPath": "g/p", "ref": "main"}},
+        credential=service_credential("glpat-x"),
+        request_id="req-1",
+        mutation=True,
+    )
+
+
+async def _query(client: GitLabClient, credential: Credential | None = None) -> dict[str, Any]:
+    return await client.graphql(
+        "get_pipeline", QUERY_VARS, credential=credential or service_credential("glpat-x"), request_id="r"
+    )
+
+
+class Pipelines:
+    """A GitLab that creates one pipeline per create request it reads."""
+
+    def __init__(self) -> None:
+        self.created = 0
+
+    async def answer(self, request: Received, writer: asyncio.StreamWriter) -> bool:
+        self.created += 1
+        writer.write(http_response(200, json.dumps(CREATED).encode()))
+        await writer.drain()
+        return True
+
+    async def drop(self, request: Received, writer: asyncio.StreamWriter) -> bool:
+        self.created += 1  # the mutation ran; the answer never left
+        return False
+
+
+async def test_refused_connection_is_retried_and_creates_one_pipeline(
+    make_settings: Callable[..., Settings],
+) -> None:
+    pipelines = Pipelines()
+    gitlab = SocketGitLab(pipelines.answer)  # not listening yet: the first connect is refused
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        if gitlab.server is None:
+            await gitlab.start()  # GitLab comes up during the backoff
+
+    client = _client(make_settings, gitlab.url, sleep)
+    try:
+        data = await _create(client)
+    finally:
+        await client.aclose()
+        await gitlab.stop()
+    assert data["pipelineCreate"]["pipeline"]["id"] == "gid://gitlab/Ci::Pipeline/7"
+    assert len(waits) == 1  # one retry: nothing had been sent the first time
+    assert pipelines.created == 1
+
+
+async def test_connection_dropped_after_the_request_was_read_is_not_retried(
+    make_settings: Callable[..., Settings],
+) -> None:
+    pipelines = Pipelines()
+    gitlab = SocketGitLab(pipelines.drop)
+    await gitlab.start()
+    client = _client(make_settings, gitlab.url)
+    try:
+        with pytest.raises(GitLabMaybeSent) as caught:
+            await _create(client)
+    finally:
+        await client.aclose()
+        await gitlab.stop()
+    assert len(gitlab.received) == 1
+    assert pipelines.created == 1
+    message = caught.value.message
+    assert "may or may not have been made" in message
+    assert "project's pipelines list" in message  # how to check before trying again
+
+
+async def test_a_dropped_read_is_retried(make_settings: Callable[..., Settings]) -> None:
+    answered = 0
+
+    async def drop_once(request: Received, writer: asyncio.StreamWriter) -> bool:
+        nonlocal answered
+        answered += 1
+        if answered == 1:
+            return False
+        writer.write(http_response(200, json.dumps(PROJECT).encode()))
+        await writer.drain()
+        return True
+
+    gitlab = SocketGitLab(drop_once)
+    await gitlab.start()
+    client = _client(make_settings, gitlab.url)
+    try:
+        assert await _query(client) == PROJECT["data"]
+    finally:
+        await client.aclose()
+        await gitlab.stop()
+    assert len(gitlab.received) == 2
+
+
+def _trickle(seconds_per_byte: float) -> Any:
+    async def behaviour(request: Received, writer: asyncio.StreamWriter) -> bool:
+        body = json.dumps(PROJECT).encode()
+        writer.write(http_response(200, body)[: -len(body)])
+        await writer.drain()
+        for byte in body:
+            await asyncio.sleep(seconds_per_byte)
+            writer.write(bytes([byte]))
+            await writer.drain()
+        return True
+
+    return behaviour
+
+
+async def test_a_trickled_body_cannot_hold_a_call_past_its_deadline(
+    make_settings: Callable[..., Settings],
+) -> None:
+    # Each byte comes well within the read timeout; the whole body would take ~7 s.
+    gitlab = SocketGitLab(_trickle(0.25))
+    await gitlab.start()
+    client = _client(make_settings, gitlab.url, timeout_seconds=1, retry_deadline_seconds=2)
+    started = time.monotonic()
+    try:
+        with pytest.raises(GitLabUpstreamError, match="did not answer get_pipeline in time"):
+            await _query(client)
+    finally:
+        await client.aclose()
+        await gitlab.stop()
+    assert time.monotonic() - started < 3.0
+
+
+async def test_a_trickled_mutation_answer_is_outcome_unknown(make_settings: Callable[..., Settings]) -> None:
+    gitlab = SocketGitLab(_trickle(0.25))
+    await gitlab.start()
+    client = _client(make_settings, gitlab.url, timeout_seconds=1)
+    started = time.monotonic()
+    try:
+        with pytest.raises(GitLabMaybeSent):
+            await _create(client)
+    finally:
+        await client.aclose()
+        await gitlab.stop()
+    assert time.monotonic() - started < 2.0
+    assert len(gitlab.received) == 1
+
+
+async def test_a_silent_gitlab_times_out_reads_after_retries_and_mutations_at_once(
+    make_settings: Callable[..., Settings],
+) -> None:
+    async def silent(request: Received, writer: asyncio.StreamWriter) -> bool:
+        await asyncio.sleep(30)
+        return False
+
+    gitlab = SocketGitLab(silent)
+    await gitlab.start()
+    client = _client(make_settings, gitlab.url, timeout_seconds=0.3, retry_attempts=2)
+    try:
+        with pytest.raises(GitLabUpstreamError, match="in time"):
+            await _query(client)
+        assert len(gitlab.received) == 2
+        with pytest.raises(GitLabMaybeSent):
+            await _create(client)
+        assert len(gitlab.received) == 3
+    finally:
+        await client.aclose()
+        await gitlab.stop()
+
+
+async def test_redirects_are_not_followed(make_settings: Callable[..., Settings]) -> None:
+    async def redirect(request: Received, writer: asyncio.StreamWriter) -> bool:
+        writer.write(http_response(302, headers={"Location": "http://127.0.0.1:1/users/sign_in?x=1"}))
+        await writer.drain()
+        return True
+
+    gitlab = SocketGitLab(redirect)
+    await gitlab.start()
+    client = _client(make_settings, gitlab.url)
+    try:
+        with pytest.raises(
+            GitLabUpstreamError, match=r"redirect \(302\) to http://127.0.0.1:1/users/sign_in"
+        ):
+            await _query(client)
+    finally:
+        await client.aclose()
+        await gitlab.stop()
+    assert len(gitlab.received) == 1
+
+
+async def test_cookies_never_carry_over_between_callers(make_settings: Callable[..., Settings]) -> None:
+    # One shared HTTP client serves every caller: a cookie GitLab (or a proxy) sets for one
+    # caller's request must not ride along with the next caller's.
+    async def set_cookie(request: Received, writer: asyncio.StreamWriter) -> bool:
+        body = json.dumps(PROJECT).encode()
+        writer.write(http_response(200, body, {"Set-Cookie": "_gitlab_session=abc; path=/"}))
+        await writer.drain()
+        return True
+
+    gitlab = SocketGitLab(set_cookie)
+    await gitlab.start()
+    client = _client(make_settings, gitlab.url)
+    try:
+        await _query(client, Credential(header="PRIVATE-TOKEN", token="glpat-alice", source="passthrough"))
+        await _query(client, Credential(header="PRIVATE-TOKEN", token="glpat-bob", source="passthrough"))
+    finally:
+        await client.aclose()
+        await gitlab.stop()
+    assert [r.headers.get("cookie") for r in gitlab.received] == [None, None]
+    assert gitlab.received[1].headers["private-token"] == "glpat-bob"
+    assert gitlab.connections == 1  # both went over one pooled keep-alive connection
