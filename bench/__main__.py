@@ -335,9 +335,8 @@ def targets(rows: list[Row]) -> list[str]:
         out.append(f"c=1 CPU per call, gateway - bare forwarder: {cpu_added:+.2f} ms")
     if g1:
         per_call = g1.upstream_per_call
-        out.append(
-            f"GitLab requests per get_pipeline call: {per_call:.2f} (target 1): {verdict(round(per_call, 2) == 1)}"
-        )
+        one = verdict(round(per_call, 2) == 1)
+        out.append(f"GitLab requests per get_pipeline call: {per_call:.2f} (target 1): {one}")
     if g128:
         rss = g128.peak_rss_mib
         out.append(f"gateway peak RSS after c=128: {rss:.0f} MiB (target <= 120): {verdict(rss <= 120)}")
