@@ -110,7 +110,9 @@ class GitLabSettings(_Section):
     credential_mode: Literal["service", "passthrough"] = "service"
     #: PEM bundle of extra CA certificates (a private CA); TLS verification is never off.
     ca_bundle: Path | None = None
+    #: One whole GitLab request, the answer's body included; also each socket read.
     timeout_seconds: float = Field(30.0, gt=0)
+    #: Connecting, or waiting for a free pooled connection (nothing sent yet).
     connect_timeout_seconds: float = Field(5.0, gt=0)
     #: Reads only: attempts in all (1 = no retry), and the deadline across all of them.
     retry_attempts: int = Field(4, ge=1, le=10)
