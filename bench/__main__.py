@@ -11,8 +11,7 @@ GitLab's exact answers, recorded once from the repository's GitLab stand-in). Ro
 - ``bare forwarder``: aiohttp's server and client forwarding that request (``bench/forwarder.py``),
   what any Python proxy costs at least;
 - ``gateway``: ``python -m gateway`` at its default (INFO) logging, called over MCP Streamable
-  HTTP: ``get_pipeline`` with 20 jobs, and ``get_repository_file``; ``gateway, asyncio loop`` is
-  the same on asyncio's own event loop instead of uvloop (``server.uvloop = false``);
+  HTTP: ``get_pipeline`` with 20 jobs, and ``get_repository_file``;
 - with ``--peer``: ``@zereight/mcp-gitlab`` (installed with npm into ``~/.cache`` on first use),
   with ``STREAMABLE_HTTP=true``, a fake token, its rate limiter at its highest and its logging
   off, on the tools both serve: ``list_pipeline_jobs`` and ``get_file_contents``.
@@ -181,36 +180,21 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
                 post_call(f"http://127.0.0.1:{fwd_port}/", b"{}", {"Content-Type": "application/json"}),
             )
         )
-        gateways = [("gateway", {})]
-        if args.asyncio_loop:
-            gateways.append(("gateway, asyncio loop", {"GATEWAY_SERVER__UVLOOP": "false"}))
-        for name, extra in gateways:
-            gateway = GatewayProcess(
-                env={"GITLAB_URL": stub_url, "GITLAB_TOKEN": token, **extra},
-                state_dir=workdir / f"state-{len(procs)}",
-            )
-            gateway.start()
-            assert gateway.proc is not None
-            procs.append(gateway.proc)
-            pin(gateway.proc.pid, SERVER_CPU)
-            session = await mcp_session(clients.sessions[0], gateway.mcp_url)
-            targets.append(
-                (
-                    name,
-                    "get_pipeline + 20 jobs",
-                    gateway.proc.pid,
-                    tool_call(gateway.mcp_url, session, "get_pipeline", PIPELINE_ARGS),
-                )
-            )
-            if name == "gateway":
-                targets.append(
-                    (
-                        name,
-                        "get_repository_file",
-                        gateway.proc.pid,
-                        tool_call(gateway.mcp_url, session, "get_repository_file", FILE_ARGS),
-                    )
-                )
+        # The gateway at its defaults (INFO logging), in its own process.
+        gateway = GatewayProcess(
+            env={"GITLAB_URL": stub_url, "GITLAB_TOKEN": token}, state_dir=workdir / "gateway-state"
+        )
+        gateway.start()
+        assert gateway.proc is not None
+        procs.append(gateway.proc)
+        pin(gateway.proc.pid, SERVER_CPU)
+        session = await mcp_session(clients.sessions[0], gateway.mcp_url)
+        for tool, tool_label, arguments in (
+            ("get_pipeline", "get_pipeline + 20 jobs", PIPELINE_ARGS),
+            ("get_repository_file", "get_repository_file", FILE_ARGS),
+        ):
+            call = tool_call(gateway.mcp_url, session, tool, arguments)
+            targets.append(("gateway", tool_label, gateway.proc.pid, call))
         if args.peer:
             entry = install_peer(args.peer_version)
             peer_port = free_port()
@@ -377,12 +361,6 @@ def main() -> int:
     ap.add_argument("--peer-version", default="2.1.64")
     ap.add_argument("--calls", type=int, default=1000, help="measured calls per row")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 32, 128])
-    ap.add_argument(
-        "--no-asyncio-loop",
-        dest="asyncio_loop",
-        action="store_false",
-        help="skip the asyncio-loop gateway rows",
-    )
     ap.add_argument("--plot", type=Path, metavar="FILE.png", help="draw calls/s and p99 against concurrency")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON")
     args = ap.parse_args()

@@ -15,7 +15,6 @@ folder is in use by another gateway...), with one line saying why.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import errno
 import json
 import logging
@@ -112,18 +111,6 @@ def _bind_error(err: OSError) -> bool:
     return err.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL)
 
 
-def new_event_loop(use_uvloop: bool) -> asyncio.AbstractEventLoop:
-    """uvloop's event loop when asked for and installed, else asyncio's."""
-    if use_uvloop:
-        try:
-            import uvloop
-        except ImportError:
-            pass
-        else:
-            return uvloop.new_event_loop()
-    return asyncio.new_event_loop()
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the gateway until SIGINT/SIGTERM; return the exit status (see the module docstring)."""
     from gateway.config import load_settings
@@ -192,7 +179,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         web.run_app(
             app,
-            loop=new_event_loop(server.uvloop),
             host=server.host,
             port=server.port,
             shutdown_timeout=server.shutdown_timeout_seconds,

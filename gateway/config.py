@@ -71,8 +71,6 @@ class ServerSettings(_Section):
     keepalive_seconds: float = Field(15.0, gt=0)
     #: Page size of ``tools/list`` (MCP server/utilities/pagination).
     tools_page_size: int = Field(50, ge=1)
-    #: Run on uvloop's event loop where it is installed (Linux, macOS); false: asyncio's own.
-    uvloop: bool = True
 
     @model_validator(mode="after")
     def _ports_differ(self) -> ServerSettings:
