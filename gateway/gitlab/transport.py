@@ -30,11 +30,13 @@ Redirects are never followed and no cookie is kept; proxies are resolved once, a
 from __future__ import annotations
 
 import asyncio
+import base64
 import ssl
 from typing import Any
 
 import aiohttp
 import httpx
+from yarl import URL
 
 #: How long an idle pooled connection is kept. Below the usual keep-alive of GitLab's front
 #: (NGINX: 65 s) so that a mutation rarely meets a connection the server is closing.
@@ -57,7 +59,15 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self, *, ssl_context: ssl.SSLContext, proxy: str | None = None, max_connections: int = 100
     ) -> None:
         self._ssl = ssl_context
-        self._proxy = proxy
+        self._proxy: URL | None = None
+        self._proxy_headers: dict[str, str] | None = None
+        if proxy is not None:
+            # aiohttp never sends the credentials of a proxy URL's userinfo by itself.
+            url = URL(proxy)
+            if url.user is not None:
+                pair = f"{url.user}:{url.password or ''}".encode()
+                self._proxy_headers = {"Proxy-Authorization": f"Basic {base64.b64encode(pair).decode()}"}
+            self._proxy = url.with_user(None)
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
 
@@ -95,11 +105,12 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             async with self._client().request(
                 request.method,
                 str(request.url),
-                headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw],
+                headers=self._headers(request),
                 data=body,
                 allow_redirects=False,
                 timeout=timeout,
                 proxy=self._proxy,
+                proxy_headers=self._proxy_headers,
             ) as response:
                 content = await response.read()
         except Exception as exc:
@@ -117,6 +128,13 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             request=request,
             extensions=extensions,
         )
+
+    def _headers(self, request: httpx.Request) -> list[tuple[str, str]]:
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
+        if self._proxy_headers and request.url.scheme == "http":
+            # A plain-HTTP request goes to the proxy whole (no CONNECT tunnel carries them).
+            headers.extend(self._proxy_headers.items())
+        return headers
 
     async def aclose(self) -> None:
         if self._session is not None:

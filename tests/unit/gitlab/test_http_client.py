@@ -137,11 +137,13 @@ class _Proxy:
 
     def __init__(self) -> None:
         self.lines: list[str] = []
+        self.heads: list[bytes] = []
         self.server: asyncio.Server | None = None
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
         self.lines.append(head.split(b"\r\n", 1)[0].decode())
+        self.heads.append(head)
         length = next(
             (
                 int(line.split(b":", 1)[1])
@@ -198,3 +200,25 @@ async def test_no_proxy_bypasses_the_proxy(
     with pytest.raises(GitLabUpstreamError, match="Could not connect"):
         await _query(client)
     assert proxy.lines == []
+
+
+async def test_proxy_credentials_in_the_url_are_sent_to_the_proxy(
+    make_settings: Callable[..., Settings], proxy: _Proxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HTTP_PROXY", proxy.url.replace("http://", "http://gw%40corp:s3cret@"))
+    client = GitLabClient(make_settings(gitlab={"url": "http://gitlab.invalid"}).gitlab)
+    assert await _query(client) == DATA["data"]
+    # Basic base64("gw@corp:s3cret")
+    assert b"Proxy-Authorization: Basic Z3dAY29ycDpzM2NyZXQ=" in proxy.heads[0]
+
+
+async def test_all_proxy_is_used_and_socks_is_refused_at_start(
+    make_settings: Callable[..., Settings], proxy: _Proxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALL_PROXY", proxy.url)
+    client = GitLabClient(make_settings(gitlab={"url": "http://gitlab.invalid"}).gitlab)
+    assert await _query(client) == DATA["data"]
+    assert proxy.lines == ["POST http://gitlab.invalid/api/graphql HTTP/1.1"]
+    monkeypatch.setenv("ALL_PROXY", "socks5://127.0.0.1:1080")
+    with pytest.raises(ValueError, match=r"socks5:// from the environment\) is not supported"):
+        GitLabClient(make_settings(gitlab={"url": "http://gitlab.invalid"}).gitlab)
