@@ -93,7 +93,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         deadline: float | None = request.extensions.get("deadline")
         total = None
         if deadline is not None:
-            total = max(0.0, deadline - asyncio.get_running_loop().time())
+            # aiohttp reads a total of 0 as "no limit": a deadline already passed gets a moment.
+            total = max(0.001, deadline - asyncio.get_running_loop().time())
         timeout = aiohttp.ClientTimeout(
             total=total,
             connect=timeouts.get("pool"),
