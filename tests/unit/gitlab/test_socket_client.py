@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 
 from gateway.config import Settings
 from gateway.gitlab.client import GitLabClient
 from gateway.gitlab.credentials import Credential, service_credential
 from gateway.gitlab.errors import GitLabMaybeSent, GitLabUpstreamError
+from gateway.gitlab.transport import AiohttpTransport
 from tests.unit.gitlab.socket_gitlab import Received, SocketGitLab, http_response
 
 CREATED = {
@@ -269,3 +272,21 @@ async def test_cookies_never_carry_over_between_callers(make_settings: Callable[
     assert [r.headers.get("cookie") for r in gitlab.received] == [None, None]
     assert gitlab.received[1].headers["private-token"] == "glpat-bob"
     assert gitlab.connections == 1  # both went over one pooled keep-alive connection
+
+
+async def test_a_deadline_already_passed_is_not_read_as_no_limit() -> None:
+    async def silent(request: Received, writer: asyncio.StreamWriter) -> bool:
+        await asyncio.sleep(30)
+        return False
+
+    gitlab = SocketGitLab(silent)
+    await gitlab.start()
+    http = httpx.AsyncClient(transport=AiohttpTransport(ssl_context=ssl.create_default_context()))
+    started = time.monotonic()
+    try:
+        with pytest.raises((httpx.ReadTimeout, httpx.ConnectTimeout)):
+            await http.get(gitlab.url, extensions={"deadline": asyncio.get_running_loop().time() - 1})
+    finally:
+        await http.aclose()
+        await gitlab.stop()
+    assert time.monotonic() - started < 2.0
