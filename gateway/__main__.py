@@ -1,9 +1,9 @@
 """Command line: ``gitlab-mcp-gateway`` / ``python -m gateway``.
 
 Flags: ``--host`` (default 127.0.0.1), ``--port`` (8080), ``--config FILE`` (TOML),
-``--read-only``, ``--print-config`` (the effective configuration as JSON, secrets masked, then
-exit), ``--version``. Precedence: defaults < TOML file < environment < flags
-(``gateway.config``).
+``--read-only``, ``--conformance-fixtures`` (test mode, loopback only), ``--print-config`` (the
+effective configuration as JSON, secrets masked, then exit), ``--version``. Precedence: defaults <
+TOML file < environment < flags (``gateway.config``).
 
 Exit status: 0 after a clean stop (SIGTERM or SIGINT: stop accepting, let in-flight calls finish
 within ``server.shutdown_timeout_seconds``, wake broker waiters, close the database); 2 for a
@@ -49,6 +49,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--read-only", action="store_true", default=None, help="serve only read-only tools")
     parser.add_argument(
+        "--conformance-fixtures",
+        action="store_true",
+        default=None,
+        help="test mode: add the MCP conformance suite's fixture tools (refused unless bound to loopback)",
+    )
+    parser.add_argument(
         "--print-config",
         action="store_true",
         help="print the effective configuration (JSON, secrets masked) and exit",
@@ -64,6 +70,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     if args.port is not None:
         server["port"] = args.port
     out: dict[str, Any] = {}
+    if args.conformance_fixtures:
+        server["conformance_fixtures"] = True
     if server:
         out["server"] = server
     if args.read_only:

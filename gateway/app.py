@@ -1,8 +1,10 @@
-"""The app factory: ``create_app(settings)`` builds every service and route; nothing is global.
+"""The app factory: ``create_app(settings)`` composes the layers; nothing is global, and nothing
+imports this module back.
 
-Routes: ``/mcp`` (MCP Streamable HTTP, ``gateway.mcp.transport``), ``/healthz`` (process alive),
-``/readyz`` (state store open; GitLab reachability reported, not required) and ``/metrics``
-(Prometheus text format). Tests build their own app with ``create_app(settings, gitlab_http=...)``.
+Routes: ``/mcp`` (MCP Streamable HTTP, both protocol eras: ``gateway.mcp.endpoint``), ``/healthz``
+(process alive), ``/readyz`` (state store open; GitLab reachability reported, not required) and
+``/metrics`` (Prometheus text format). Tests build their own app with
+``create_app(settings, gitlab_http=...)``.
 """
 
 from __future__ import annotations
@@ -17,17 +19,18 @@ from gateway.broker.service import open_broker
 from gateway.cache import CacheRegistry
 from gateway.config import Settings
 from gateway.gitlab.client import GitLabClient
-from gateway.mcp import transport
+from gateway.mcp.calls import ActiveCalls
+from gateway.mcp.dispatch import Dispatcher
+from gateway.mcp.endpoint import McpEndpoint
+from gateway.mcp.fixtures import Fixtures
+from gateway.mcp.middlewares import mcp_middlewares
+from gateway.mcp.sessions import SessionSealer, decode_key
+from gateway.mcp.telemetry import Telemetry
 from gateway.observability import health
-from gateway.observability.metrics import Metrics
+from gateway.observability.metrics import METRICS, Metrics
 from gateway.tools import all_tools
-from gateway.tools.context import Services
+from gateway.tools.context import SERVICES, Services
 from gateway.tools.registry import Registry, Tool
-
-SETTINGS = web.AppKey("settings", Settings)
-METRICS = web.AppKey("metrics", Metrics)
-REGISTRY = web.AppKey("registry", Registry)
-SERVICES = web.AppKey("services", Services)
 
 
 def create_app(
@@ -41,11 +44,14 @@ def create_app(
             otherwise.
         tools: the tools to serve instead of every declared one (tests).
     """
-    app = web.Application(client_max_size=settings.server.max_request_bytes)
+    server = settings.server
     metrics = Metrics()
-    app[SETTINGS] = settings
+    telemetry = Telemetry(metrics)
+    app = web.Application(
+        client_max_size=server.max_request_bytes, middlewares=mcp_middlewares(settings, telemetry)
+    )
     app[METRICS] = metrics
-    app[REGISTRY] = Registry(
+    registry = Registry(
         all_tools() if tools is None else tools, read_only=settings.read_only, toolsets=settings.toolsets
     )
 
@@ -68,14 +74,39 @@ def create_app(
 
     app.cleanup_ctx.append(services_ctx)
 
-    async def wake_broker_waits(app: web.Application) -> None:
-        # Before the server waits for in-flight calls: answer every wait_for_message now.
+    calls = ActiveCalls()
+
+    async def stop_calls(app: web.Application) -> None:
+        # Before the server waits for in-flight calls: answer every wait_for_message now, and end
+        # long-running calls so their streams close at once rather than at the shutdown timeout.
         services = app.get(SERVICES)
         if services is not None and services.broker is not None:
             await services.broker.shutdown("the gateway is shutting down")
+        calls.shutdown()
 
-    app.on_shutdown.append(wake_broker_waits)
-    transport.setup(app)
+    app.on_shutdown.append(stop_calls)
+
+    sealer = SessionSealer(
+        key=decode_key(server.session_key.get_secret_value()) if server.session_key else None,
+        previous_key=(
+            decode_key(server.session_previous_key.get_secret_value())
+            if server.session_previous_key
+            else None
+        ),
+        ttl_seconds=server.session_ttl_seconds,
+        max_ended=server.max_sessions,
+        metrics=metrics,
+    )
+    dispatcher = Dispatcher(
+        registry=registry,
+        telemetry=telemetry,
+        sealer=sealer,
+        calls=calls,
+        services=lambda: app[SERVICES],
+        page_size=server.tools_page_size,
+        fixtures=Fixtures() if server.conformance_fixtures else None,
+    )
+    McpEndpoint(settings, telemetry, sealer, calls, dispatcher).add_routes(app)
     health.setup(app)
     app.router.add_get("/metrics", make_aiohttp_handler(metrics.registry))
     return app

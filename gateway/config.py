@@ -17,6 +17,7 @@ Validation errors name the option (``gitlab.url``) and are printed without a sta
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import json
 import os
@@ -61,8 +62,19 @@ class ServerSettings(_Section):
     allowed_hosts: tuple[str, ...] = ()
     #: ``Origin`` values accepted besides loopback origins. A request without ``Origin`` is fine.
     allowed_origins: tuple[str, ...] = ()
+    #: Lifetime of a legacy-era MCP session (its sealed ``Mcp-Session-Id`` expires then).
     session_ttl_seconds: float = Field(3600.0, gt=0)
+    #: Cap of the list of sessions ended by DELETE and not yet expired.
     max_sessions: int = Field(1000, ge=1)
+    #: AES-256 key sealing ``Mcp-Session-Id`` values: 32 random bytes in base64
+    #: (``openssl rand -base64 32``), the same on every replica. Unset: generated at start, so
+    #: sessions do not survive a restart nor span replicas (a warning says so).
+    session_key: SecretStr | None = None
+    #: The key before the last rotation, still accepted until its sessions expire.
+    session_previous_key: SecretStr | None = None
+    #: Test mode for the MCP conformance suite: adds its fixture tools (``test_simple_text``...),
+    #: ``logging/setLevel`` and ``completion/complete``. Refused unless bound to loopback.
+    conformance_fixtures: bool = False
     #: Largest accepted JSON-RPC request body, bytes.
     max_request_bytes: int = Field(1_048_576, ge=1024)
     #: Seconds in-flight calls get to finish after SIGTERM.
@@ -71,6 +83,28 @@ class ServerSettings(_Section):
     keepalive_seconds: float = Field(15.0, gt=0)
     #: Page size of ``tools/list`` (MCP server/utilities/pagination).
     tools_page_size: int = Field(50, ge=1)
+
+    @field_validator("session_key", "session_previous_key")
+    @classmethod
+    def _aes_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            text = value.get_secret_value().strip().replace("-", "+").replace("_", "/")
+            try:
+                size = len(base64.b64decode(text + "=" * (-len(text) % 4), validate=True))
+            except ValueError:
+                size = -1
+            if size != 32:
+                raise ValueError("must be 32 random bytes in base64 (e.g. `openssl rand -base64 32`)")
+        return value
+
+    @model_validator(mode="after")
+    def _fixtures_on_loopback(self) -> ServerSettings:
+        if self.conformance_fixtures and not is_loopback(self.host):
+            raise ValueError(
+                f"conformance_fixtures is a test mode and is refused on {self.host}: bind to 127.0.0.1 "
+                "(or ::1) to run the conformance suite, and never enable it in production"
+            )
+        return self
 
     @model_validator(mode="after")
     def _ports_differ(self) -> ServerSettings:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from gateway.config import Settings, is_loopback
 from gateway.gitlab.credentials import Credential, passthrough_credential, service_credential
-from gateway.mcp.protocol import UNAUTHORIZED, RpcError
+from gateway.mcp.wire import UNAUTHORIZED, RpcError
 from gateway.observability.logging import register_secret
 from gateway.tools.context import Principal
 

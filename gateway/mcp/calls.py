@@ -2,8 +2,9 @@
 
 Rules (``mcp_protocol.md`` §1.4, §1.5, §4):
 
-- The handler runs in its own task, registered in the session under the JSON-RPC id, so
-  ``notifications/cancelled {requestId}`` cancels it; a cancelled call gets no response.
+- The handler runs in its own task, registered under its legacy session and JSON-RPC id, so
+  ``notifications/cancelled {requestId}`` (legacy era, same replica) cancels it; in the modern
+  era closing the response stream cancels it. A cancelled call gets no response.
 - Progress: ``notifications/progress`` go on the call's SSE stream only when the request carried
   ``_meta.progressToken``; values must increase strictly (others are dropped) and nothing is sent
   once the response was written.
@@ -25,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import REASONS
-from gateway.mcp.protocol import INTERNAL_ERROR, SHUTTING_DOWN, RpcError, dumps, encode_result
-from gateway.mcp.sse import SseStream
+from gateway.mcp.exchange import EventStream
+from gateway.mcp.wire import INTERNAL_ERROR, SHUTTING_DOWN, RpcError, notification
 from gateway.tools.registry import Tool, ToolResult
 
 log = logging.getLogger("gateway.mcp")
@@ -40,12 +41,15 @@ CancelReason = str
 class ToolCall:
     """One ``tools/call`` in flight, cancellable by the session, the stream or shutdown."""
 
-    __slots__ = ("cancel_reason", "rpc_id", "task", "tool")
+    __slots__ = ("cancel_reason", "rpc_id", "session", "task", "tool")
 
-    def __init__(self, tool: Tool, rpc_id: str | int, task: asyncio.Task[ToolResult]) -> None:
+    def __init__(
+        self, tool: Tool, rpc_id: str | int, task: asyncio.Task[ToolResult], session: str | None = None
+    ) -> None:
         self.tool = tool
         self.rpc_id = rpc_id
         self.task = task
+        self.session = session
         self.cancel_reason: CancelReason | None = None
 
     def cancel(self, reason: CancelReason) -> None:
@@ -61,7 +65,7 @@ class ProgressReporter:
 
     __slots__ = ("_active", "_last", "_stream", "_token")
 
-    def __init__(self, stream: SseStream, token: str | int) -> None:
+    def __init__(self, stream: EventStream, token: str | int) -> None:
         self._stream = stream
         self._token = token
         self._last: float | None = None
@@ -80,9 +84,7 @@ class ProgressReporter:
             params["total"] = total
         if message is not None:
             params["message"] = message
-        await self._stream.send(
-            dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
-        )
+        await self._stream.send(notification("notifications/progress", params))
 
     def stop(self) -> None:
         """No more progress: the call is over."""
@@ -94,8 +96,8 @@ class CallOutcome:
     """What a finished call has to say.
 
     Attributes:
-        message: the encoded JSON-RPC response (result or error), or None when the call must
-            not be answered (cancelled).
+        message: the encoded JSON-RPC error, or None: the result is to be answered (``result``
+            set) or the call must not be answered (cancelled).
         result: the tool's result, whose delivery callbacks the writer runs.
         outcome: for metrics and logs: ``ok``, an error reason, ``cancelled`` or ``internal_error``.
     """
@@ -136,15 +138,36 @@ class ActiveCalls:
 
     def __init__(self) -> None:
         self._calls: set[ToolCall] = set()
+        self._by_session: dict[tuple[str, str | int], ToolCall] = {}
         self.shutting_down = False
 
     def add(self, call: ToolCall) -> None:
         self._calls.add(call)
+        if call.session is not None:
+            self._by_session[(call.session, call.rpc_id)] = call
         if self.shutting_down and call.tool.long_running:
             call.cancel("shutdown")
 
     def discard(self, call: ToolCall) -> None:
         self._calls.discard(call)
+        if call.session is not None and self._by_session.get((call.session, call.rpc_id)) is call:
+            del self._by_session[(call.session, call.rpc_id)]
+
+    def in_session(self, session: str, rpc_id: str | int) -> bool:
+        """True when ``rpc_id`` is in flight in ``session`` on this replica."""
+        return (session, rpc_id) in self._by_session
+
+    def cancel_in_session(self, session: str, rpc_id: str | int, reason: CancelReason) -> None:
+        """Cancel the call ``rpc_id`` of ``session`` if it runs here."""
+        call = self._by_session.get((session, rpc_id))
+        if call is not None:
+            call.cancel(reason)
+
+    def end_session(self, session: str) -> None:
+        """Cancel every call of an ended session (DELETE) that runs here."""
+        for (owner, _), call in list(self._by_session.items()):
+            if owner == session:
+                call.cancel("session_closed")
 
     def shutdown(self) -> None:
         """Cancel every long-running call (their streams then end with a -32000 error)."""
@@ -214,4 +237,4 @@ async def await_call(call: ToolCall, request_id: str) -> CallOutcome:
     if call.cancel_reason is not None and call.cancel_reason != "shutdown":
         # Finished just as it was cancelled: the caller no longer wants the answer.
         return CallOutcome(None, result, "cancelled")
-    return CallOutcome(encode_result(call.rpc_id, result.to_mcp_json()), result, tool_outcome(result))
+    return CallOutcome(None, result, tool_outcome(result))

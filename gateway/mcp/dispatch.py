@@ -1,115 +1,76 @@
-"""JSON-RPC dispatch of the MCP methods: initialize, ping, tools/list, tools/call, notifications.
+"""JSON-RPC dispatch of the MCP methods, for both eras; it knows nothing of HTTP.
 
-Sources (``shared/spec/mcp_protocol.md``): lifecycle and negotiation §1.2, notifications §1.3,
-progress §1.4, cancellation §1.5, ping §1.6, pagination §1.8, tools and their errors §1.9,
-error codes §1.10, long calls §4.
+It takes a classified message (``mcp_types`` envelope) with its :class:`Exchange` and gives back a
+:class:`Reply`, or writes events (progress, then the response) to an :class:`EventStream` it
+asks for. Request params are validated against the schema of the request's revision
+(``mcp_types.methods``), and every result is shaped by that revision's result type, so a
+2026-07-28 result carries ``resultType`` and a 2025-11-25 one does not.
 
-- ``initialize`` echoes a supported ``protocolVersion`` (else answers ``2025-11-25``), opens a
-  session and returns its id in ``Mcp-Session-Id``.
-- ``tools/list`` pages are encoded once at start-up; a cursor is an opaque token naming a page,
-  and anything else is ``-32602``.
-- ``tools/call`` resolves the name (aliases too). An unknown tool is ``-32602``; a tool hidden by
-  the read-only switch or the toolset filter is an ``isError`` result saying why. The answer is
-  SSE when the tool is ``long_running`` or the caller sent ``_meta.progressToken``, else JSON.
-- Batches (a JSON array) are only served to sessions that negotiated 2025-03-26, whose revision
-  requires them; each ``tools/call`` inside one runs in JSON mode (no progress), and the answer
-  is one JSON array. Later revisions removed batching: HTTP 400 with ``-32600``.
+Legacy era (MCP 2025-11-25 basic/lifecycle, server/tools): ``initialize`` (echoes a supported
+``protocolVersion``, else answers the newest; issues a sealed session), ``ping``, ``tools/list``,
+``tools/call``; notifications are accepted. Batches only for 2025-03-26 sessions.
+
+Modern era (MCP 2026-07-28): ``server/discover``, ``tools/list`` (with ``ttlMs``,
+``cacheScope``, in declaration order), ``tools/call``. Progress goes on the request's own stream
+when it carries ``_meta.progressToken``; closing that stream cancels the call.
+
+``tools/call`` resolves the name (aliases too). An unknown tool is ``-32602``; a tool hidden by the
+read-only switch or the toolset filter is an ``isError`` result saying why. The answer is an event
+stream when the tool is ``long_running`` or the caller sent a ``progressToken``, else JSON.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from time import perf_counter
-from typing import Any
+from typing import Any, Final
 
-from aiohttp import web
+from mcp_types import (
+    SERVER_INFO_META_KEY,
+    Implementation,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    ServerCapabilities,
+    ToolsCapability,
+)
+from mcp_types import methods as wire_methods
+from pydantic import ValidationError
 
 from gateway import __version__
-from gateway.config import Settings
 from gateway.errors import ToolError
-from gateway.mcp.auth import Identity
-from gateway.mcp.calls import (
-    ActiveCalls,
-    CallOutcome,
-    ProgressReporter,
-    ToolCall,
-    await_call,
-    settle,
-    tool_outcome,
+from gateway.mcp.calls import ActiveCalls, ProgressReporter, ToolCall, await_call, settle, tool_outcome
+from gateway.mcp.eras import (
+    LATEST_LEGACY_VERSION,
+    LEGACY_VERSIONS,
+    MODERN_METHODS,
+    SUPPORTED_VERSIONS,
+    Era,
 )
-from gateway.mcp.protocol import (
+from gateway.mcp.exchange import EventStream, Exchange, Reply, StreamFactory
+from gateway.mcp.fixtures import Fixtures
+from gateway.mcp.sessions import SESSION_HEADER, SessionSealer
+from gateway.mcp.telemetry import Telemetry
+from gateway.mcp.wire import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
-    LATEST_VERSION,
     METHOD_NOT_FOUND,
     SERVER_NAME,
     SERVER_TITLE,
-    SESSION_HEADER,
-    SUPPORTED_VERSIONS,
     RpcError,
-    dumps,
-    encode_result,
+    classify,
     invalid_params,
-    invalid_request,
     is_request_id,
     method_label,
+    response,
 )
-from gateway.mcp.sessions import Session, SessionsFull, SessionStore
-from gateway.mcp.sse import SSE_HEADERS, SseStream
-from gateway.mcp.telemetry import Telemetry
 from gateway.tools.context import CallInfo, Services, ToolContext
 from gateway.tools.registry import Registry, Tool, ToolResult
 
-_EMPTY_RESULT = b"{}"
-
-
-@dataclass
-class Message:
-    """One JSON-RPC message, checked for shape.
-
-    Attributes:
-        kind: ``request``, ``notification`` or ``response`` (a client's answer to a server request).
-        method: the method name (None for a response).
-        id: the request id (None for a notification).
-        params: the ``params`` member as sent (None when absent).
-    """
-
-    kind: str
-    method: str | None
-    id: str | int | None
-    params: Any
-
-
-def parse_message(msg: Any) -> Message:
-    """Classify a decoded JSON value as one JSON-RPC message.
-
-    Raises:
-        RpcError: ``-32600`` (HTTP 400) when it is not a JSON-RPC 2.0 request, notification or
-            response; the message says what was wrong.
-    """
-    if not isinstance(msg, dict):
-        raise invalid_request("Invalid Request: a JSON-RPC message must be a JSON object.")
-    raw_id = msg.get("id")
-    rpc_id = raw_id if is_request_id(raw_id) else None
-    if msg.get("jsonrpc") != "2.0":
-        raise invalid_request('Invalid Request: "jsonrpc" must be "2.0".')
-    method = msg.get("method")
-    if method is not None:
-        if not isinstance(method, str):
-            raise invalid_request('Invalid Request: "method" must be a string.')
-        if "id" not in msg:
-            return Message("notification", method, None, msg.get("params"))
-        if rpc_id is None:
-            raise invalid_request('Invalid Request: "id" must be a string or an integer.')
-        return Message("request", method, rpc_id, msg.get("params"))
-    if ("result" in msg or "error" in msg) and "id" in msg:
-        return Message("response", None, rpc_id, None)
-    raise invalid_request(
-        'Invalid Request: a message needs "method" (request, notification) or "result"/"error".'
-    )
+#: How long a modern client may reuse ``tools/list`` and ``server/discover`` results: the tool
+#: set is fixed for the life of the process, and a redeploy is picked up within this time.
+LIST_TTL_MS: Final = 600_000
 
 
 def encode_cursor(offset: int) -> str:
@@ -117,45 +78,11 @@ def encode_cursor(offset: int) -> str:
     return base64.urlsafe_b64encode(f"tools:{offset}".encode()).decode().rstrip("=")
 
 
-@dataclass
-class Exchange:
-    """One HTTP request to ``/mcp`` as the transport sees it, with what its log line reports.
-
-    Attributes:
-        request: the aiohttp request.
-        request_id: the gateway's request id (``X-Request-Id``).
-        headers: headers every response to it carries (``X-Request-Id``, ``Mcp-Session-Id``).
-        session: the session, once known.
-        identity: the caller, once authenticated.
-        method: the JSON-RPC method (``batch`` for an array), for logs and metrics.
-        rpc_id: the JSON-RPC id, for error responses.
-        tool: the tool's declared name for ``tools/call``.
-        outcome: ``ok``, ``error``, ``rejected``, a tool error reason, ``cancelled``...
-        counted: the messages were already counted in ``mcp_requests`` (batches count each).
-    """
-
-    request: web.Request
-    request_id: str
-    headers: dict[str, str]
-    session: Session | None = None
-    identity: Identity | None = None
-    method: str | None = None
-    rpc_id: str | int | None = None
-    tool: str | None = None
-    outcome: str = "ok"
-    counted: bool = False
-
-
-def json_response(body: bytes, headers: Mapping[str, str], status: int = 200) -> web.Response:
-    """An ``application/json`` response."""
-    return web.Response(body=body, status=status, content_type="application/json", headers=headers)
-
-
-def no_response(headers: Mapping[str, str]) -> web.Response:
-    """The HTTP answer to a request that gets no JSON-RPC response (cancelled): an empty SSE
-    stream. A request is never answered with 202 (§1.2); an SSE stream that ends without a
-    response is how Streamable HTTP says "no answer"."""
-    return web.Response(status=200, body=b"", headers={**SSE_HEADERS, **headers})
+def shaped(method: str, version: str, result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` validated and dumped as ``method``'s result type of revision ``version``."""
+    if version not in LEGACY_VERSIONS:
+        result = {**result, "resultType": "complete"}
+    return wire_methods.serialize_server_result(method, version, result)
 
 
 class Dispatcher:
@@ -163,156 +90,170 @@ class Dispatcher:
 
     Args:
         registry: the served tools.
-        settings: the gateway's settings (``server.*`` limits).
         telemetry: the app's MCP metrics.
-        sessions: the session store.
-        calls: calls in flight (shutdown ends the long-running ones).
+        sealer: issues legacy sessions.
+        calls: calls in flight (shutdown and legacy ``notifications/cancelled`` reach them).
         services: returns the app's :class:`Services` (built at start-up).
+        page_size: ``tools/list`` page size.
+        fixtures: the conformance suite's fixture tools (test mode only), else None.
     """
 
     def __init__(
         self,
         *,
         registry: Registry,
-        settings: Settings,
         telemetry: Telemetry,
-        sessions: SessionStore,
+        sealer: SessionSealer,
         calls: ActiveCalls,
-        services: Any,
+        services: Callable[[], Services],
+        page_size: int,
+        fixtures: Fixtures | None = None,
     ) -> None:
         self._registry = registry
         self._telemetry = telemetry
-        self._sessions = sessions
+        self._sealer = sealer
         self._calls = calls
         self._services = services
-        self._keepalive = settings.server.keepalive_seconds
-        self._pages = self._encode_pages(registry, settings.server.tools_page_size)
-        self._server_info = {"name": SERVER_NAME, "title": SERVER_TITLE, "version": __version__}
+        self._fixtures = fixtures
+        tools = registry.list_page(0, 10**9)[0] + (fixtures.tools if fixtures else [])
+        self._pages = self._paginate(tools, page_size)
+        #: The methods a 2026-07-28 request may name.
+        self.modern_methods = MODERN_METHODS | ({"completion/complete"} if fixtures else set())
+        capabilities = ServerCapabilities(tools=ToolsCapability(list_changed=False))
+        if fixtures is not None:
+            capabilities = fixtures.capabilities(capabilities)
+        self._capabilities = capabilities.model_dump(by_alias=True, exclude_none=True, mode="json")
+        self._server_info = Implementation(
+            name=SERVER_NAME, title=SERVER_TITLE, version=__version__
+        ).model_dump(by_alias=True, exclude_none=True, mode="json")
 
     @staticmethod
-    def _encode_pages(registry: Registry, size: int) -> dict[str | None, bytes]:
-        """Every ``tools/list`` result, encoded once: cursor (None: first page) → JSON."""
-        pages: dict[str | None, bytes] = {}
+    def _paginate(tools: list[dict[str, Any]], size: int) -> dict[str | None, dict[str, Any]]:
+        """Every ``tools/list`` page: cursor (None: first page) → result."""
+        pages: dict[str | None, dict[str, Any]] = {}
         cursor: str | None = None
-        offset = 0
-        while True:
-            tools, nxt = registry.list_page(offset, size)
-            result: dict[str, Any] = {"tools": tools}
-            if nxt is not None:
-                result["nextCursor"] = encode_cursor(nxt)
-            pages[cursor] = dumps(result)
-            if nxt is None:
-                return pages
-            cursor, offset = result["nextCursor"], nxt
+        for offset in range(0, max(len(tools), 1), size):
+            page: dict[str, Any] = {"tools": tools[offset : offset + size]}
+            if offset + size < len(tools):
+                page["nextCursor"] = encode_cursor(offset + size)
+            pages[cursor] = page
+            cursor = page.get("nextCursor")
+        return pages
 
     # -- single messages ---------------------------------------------------------------------
 
-    async def request(self, ex: Exchange, msg: Message) -> web.StreamResponse:
-        """Answer one request; method-level errors are JSON-RPC errors with HTTP 200."""
-        assert msg.id is not None and msg.method is not None
+    async def request(
+        self, ex: Exchange, msg: JSONRPCRequest, open_stream: StreamFactory | None
+    ) -> Reply | None:
+        """Answer one request: a :class:`Reply`, or None when it was answered on a stream.
+
+        ``open_stream`` None: answer in JSON only (no progress), as inside a batch.
+
+        Method-level errors are JSON-RPC errors with HTTP 200 in the legacy era; the modern era
+        gives the statuses its transport names (e.g. 400 for invalid params).
+        """
         try:
-            params = self._params(msg)
             if msg.method == "tools/call":
-                return await self._tools_call(ex, msg.id, params)
-            body = self._simple(ex, msg.method, msg.id, params)
+                return await self._tools_call(ex, msg, open_stream)
+            return Reply(response(msg.id, self._simple(ex, msg)))
         except RpcError as err:
             ex.outcome = "error" if err.http_status < 400 else "rejected"
-            return json_response(err.encode(msg.id), {**ex.headers, **err.headers}, err.http_status)
-        return json_response(body, ex.headers)
+            if ex.era is Era.MODERN and err.http_status == 200 and err.code != INTERNAL_ERROR:
+                err.http_status = 400 if err.code != METHOD_NOT_FOUND else 404
+            return Reply(err.encode(msg.id), err.http_status)
 
-    def notification(self, session: Session, msg: Message) -> None:
-        """Apply a client notification (always accepted: the transport answers 202)."""
-        if msg.method == "notifications/initialized":
-            session.initialized = True
-        elif msg.method == "notifications/cancelled" and isinstance(msg.params, dict):
+    def notification(self, ex: Exchange, msg: JSONRPCNotification) -> None:
+        """Apply a client notification (always accepted with 202)."""
+        if msg.method == "notifications/cancelled" and ex.session is not None and msg.params:
             # Unknown or finished ids are ignored (MCP basic/utilities/cancellation).
             request_id = msg.params.get("requestId")
             if is_request_id(request_id):
-                call = session.inflight.get(request_id)
-                if call is not None:
-                    call.cancel("client")
+                self._calls.cancel_in_session(ex.session.number, request_id, "client")
 
-    @staticmethod
-    def _params(msg: Message) -> dict[str, Any]:
-        if msg.params is None:
-            return {}
-        if not isinstance(msg.params, dict):
-            raise invalid_params(f"Invalid params: {msg.method} takes params as a JSON object.")
-        return msg.params
+    def _parse(self, ex: Exchange, msg: JSONRPCRequest) -> Any:
+        """The typed request of ``msg`` in its revision.
 
-    def _simple(self, ex: Exchange, method: str, rpc_id: str | int, params: dict[str, Any]) -> bytes:
+        Raises:
+            RpcError: -32601 for a method the revision does not have, -32602 for bad params.
+        """
+        try:
+            return wire_methods.parse_client_request(msg.method, ex.version, msg.params)
+        except KeyError:
+            raise self._method_not_found(msg.method) from None
+        except ValidationError as err:
+            where = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'][1:]) or 'params'}: {e['msg']}" for e in err.errors()[:3]
+            )
+            raise invalid_params(f"Invalid params of {msg.method}: {where}.") from None
+
+    def _method_not_found(self, method: str) -> RpcError:
+        served = "initialize, ping, tools/list and tools/call"
+        if self._fixtures is not None:
+            served += ", logging/setLevel and completion/complete"
+        return RpcError(
+            METHOD_NOT_FOUND, f"Method not found: {method[:100]}. This server implements {served}."
+        )
+
+    def _simple(self, ex: Exchange, msg: JSONRPCRequest) -> dict[str, Any]:
+        method = msg.method
+        if method == "initialize":
+            return self._initialize(ex, msg)
+        request = self._parse(ex, msg)
         if method == "ping":
-            return encode_result(rpc_id, _EMPTY_RESULT)
+            return {}
+        if method == "server/discover":
+            return shaped(
+                method,
+                ex.version,
+                {
+                    "supportedVersions": list(SUPPORTED_VERSIONS),
+                    "capabilities": self._capabilities,
+                    "ttlMs": LIST_TTL_MS,
+                    "cacheScope": "public",
+                    "_meta": {SERVER_INFO_META_KEY: self._server_info},
+                },
+            )
         if method == "tools/list":
-            cursor = params.get("cursor")
-            page = self._pages.get(cursor) if cursor is None or isinstance(cursor, str) else None
+            cursor = request.params.cursor if request.params is not None else None
+            page = self._pages.get(cursor)
             if page is None:
                 raise invalid_params(
                     "Invalid params: unknown cursor. Pass the nextCursor of a previous tools/list result, "
                     "or no cursor for the first page."
                 )
-            return encode_result(rpc_id, page)
-        if method == "initialize":
-            return encode_result(rpc_id, self._initialize(ex, params))
-        raise RpcError(
-            METHOD_NOT_FOUND,
-            f"Method not found: {method[:100]}. This server implements initialize, ping, tools/list "
-            "and tools/call.",
-        )
+            if ex.era is Era.MODERN:
+                page = {**page, "ttlMs": LIST_TTL_MS, "cacheScope": "public"}
+            return shaped(method, ex.version, page)
+        if self._fixtures is not None and method in ("logging/setLevel", "completion/complete"):
+            return shaped(method, ex.version, self._fixtures.answer(method))
+        raise self._method_not_found(method)
 
-    def _initialize(self, ex: Exchange, params: dict[str, Any]) -> dict[str, Any]:
+    def _initialize(self, ex: Exchange, msg: JSONRPCRequest) -> dict[str, Any]:
+        params = msg.params or {}
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
             raise invalid_params(
                 "Invalid params: initialize needs params.protocolVersion, a string such as "
-                f"{LATEST_VERSION!r}."
+                f"{LATEST_LEGACY_VERSION!r}."
             )
-        version = requested if requested in SUPPORTED_VERSIONS else LATEST_VERSION
-        client_info = params.get("clientInfo")
+        version = requested if requested in LEGACY_VERSIONS else LATEST_LEGACY_VERSION
+        capabilities = params.get("capabilities")
         assert ex.identity is not None
-        try:
-            session = self._sessions.create(
-                version,
-                owner=ex.identity.owner,
-                client_info=client_info if isinstance(client_info, dict) else None,
-            )
-        except SessionsFull:
-            raise RpcError(
-                INTERNAL_ERROR,
-                f"The gateway already holds server.max_sessions ({self._sessions.max_sessions}) sessions, "
-                "each with a call in flight; try again in a minute.",
-                http_status=503,
-                headers={"Retry-After": "60"},
-            ) from None
+        session = self._sealer.issue(
+            version, capabilities if isinstance(capabilities, dict) else {}, ex.identity.owner
+        )
         ex.session = session
-        ex.headers[SESSION_HEADER] = session.id
-        return {
-            "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": False}},
-            "serverInfo": self._server_info,
-        }
+        ex.response_headers[SESSION_HEADER] = session.id
+        return shaped(
+            "initialize",
+            version,
+            {"protocolVersion": version, "capabilities": self._capabilities, "serverInfo": self._server_info},
+        )
 
     # -- tools/call --------------------------------------------------------------------------
 
-    def _parse_call(self, params: dict[str, Any]) -> tuple[str, dict[str, Any] | None, str | int | None]:
-        name = params.get("name")
-        if not isinstance(name, str) or not name:
-            raise invalid_params(
-                "Invalid params: tools/call needs params.name, the tool's name from tools/list."
-            )
-        arguments = params.get("arguments")
-        if arguments is not None and not isinstance(arguments, dict):
-            raise invalid_params(f"Invalid params: params.arguments of {name[:128]} must be a JSON object.")
-        meta = params.get("_meta")
-        token: str | int | None = None
-        if isinstance(meta, dict) and meta.get("progressToken") is not None:
-            token = meta["progressToken"]
-            if not is_request_id(token):
-                raise invalid_params("Invalid params: _meta.progressToken must be a string or an integer.")
-        return name, arguments, token
-
-    def _resolve(self, ex: Exchange, rpc_id: str | int, name: str) -> Tool | bytes:
-        """The tool, or the encoded ``isError`` result refusing a hidden one.
+    def _resolve(self, ex: Exchange, name: str) -> Tool | ToolResult | None:
+        """The tool, the ``isError`` result refusing a hidden one, or None (a fixture tool).
 
         Raises:
             RpcError: -32602 for a name no tool or alias has.
@@ -322,11 +263,14 @@ class Dispatcher:
         except ToolError as err:
             declared = self._registry.declared(name)
             result = ToolResult.from_error(err)
-            self._count_call(declared.name if declared else "unknown", tool_outcome(result), None)
+            self._telemetry.tool_call(declared.name if declared else "unknown", tool_outcome(result), None)
             ex.tool = declared.name if declared else None
             ex.outcome = err.reason
-            return encode_result(rpc_id, result.to_mcp_json())
+            return result
         if tool is None:
+            if self._fixtures is not None and self._fixtures.has(name):
+                ex.tool = name
+                return None
             raise invalid_params(
                 f"Unknown tool: {name[:128]}. Call tools/list for the tools this gateway serves."
             )
@@ -334,165 +278,124 @@ class Dispatcher:
         return tool
 
     async def _tools_call(
-        self, ex: Exchange, rpc_id: str | int, params: dict[str, Any]
-    ) -> web.StreamResponse:
-        name, arguments, token = self._parse_call(params)
-        resolved = self._resolve(ex, rpc_id, name)
-        if isinstance(resolved, bytes):
-            return json_response(resolved, ex.headers)
+        self, ex: Exchange, msg: JSONRPCRequest, open_stream: StreamFactory | None
+    ) -> Reply | None:
+        request = self._parse(ex, msg)
+        params = request.params
+        raw_meta = (msg.params or {}).get("_meta")
+        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+        token = meta.get("progressToken")
+        if token is not None and not is_request_id(token):
+            raise invalid_params("Invalid params: _meta.progressToken must be a string or an integer.")
+        resolved = self._resolve(ex, params.name)
+        if isinstance(resolved, ToolResult):
+            return Reply(response(msg.id, shaped("tools/call", ex.version, resolved.to_mcp())))
+        if resolved is None:
+            assert self._fixtures is not None
+            self._fixtures.check_capabilities(params.name, ex.era, ex.envelope)
+            if open_stream is None:
+                raise RpcError(INVALID_REQUEST, "Invalid Request: fixture tools cannot be batched.")
+            await self._fixtures.serve(params.name, msg.id, meta, ex.version, open_stream())
+            return None
         tool = resolved
-        session = ex.session
-        assert session is not None
-        if rpc_id in session.inflight:
-            raise invalid_request(
-                f"Invalid Request: request id {rpc_id!r} is already in flight in this session."
+        session_number = ex.session.number if ex.session is not None else None
+        if session_number is not None and self._calls.in_session(session_number, msg.id):
+            raise RpcError(
+                INVALID_REQUEST,
+                f"Invalid Request: request id {msg.id!r} is already in flight in this session.",
+                http_status=400,
             )
-
-        stream: SseStream | None = None
+        stream: EventStream | None = None
         reporter: ProgressReporter | None = None
-        if tool.long_running or token is not None:
-            stream = SseStream(
-                ex.request,
-                keepalive_seconds=self._keepalive,
-                headers=ex.headers,
-                gauge=self._telemetry.metrics.sse_streams_open,
-            )
+        if open_stream is not None and (tool.long_running or token is not None):
+            stream = open_stream()
             if not await stream.open():
                 ex.outcome = "client_gone"
                 await stream.close()
-                return stream.response
+                return None
             if token is not None:
                 reporter = ProgressReporter(stream, token)
         try:
-            outcome = await self._run(ex, session, tool, rpc_id, arguments, stream, reporter)
-            ex.outcome = outcome.outcome
-            if stream is not None:
-                delivered = outcome.message is not None and await stream.send(outcome.message, final=True)
-                await settle(outcome.result, delivered, ex.request_id)
-                return stream.response
+            return await self._run(ex, msg, tool, params.arguments, stream, reporter)
         finally:
             if stream is not None:
                 await stream.close()
-        if outcome.message is None:
-            await settle(outcome.result, False, ex.request_id)
-            return no_response(ex.headers)
-        response = json_response(outcome.message, ex.headers)
-        result = outcome.result
-        if result is not None and (result.on_delivered is not None or result.on_abandoned is not None):
-            # Write it now, so the callbacks know whether it left.
-            await settle(result, await _write_now(response, ex.request), ex.request_id)
-        return response
 
     async def _run(
         self,
         ex: Exchange,
-        session: Session,
+        msg: JSONRPCRequest,
         tool: Tool,
-        rpc_id: str | int,
         arguments: dict[str, Any] | None,
-        stream: SseStream | None,
+        stream: EventStream | None,
         reporter: ProgressReporter | None,
-    ) -> CallOutcome:
-        """Run the handler in a task registered for cancellation; count and time it."""
+    ) -> Reply | None:
+        """Run the handler in a task registered for cancellation; count, time and answer it."""
         assert ex.identity is not None
+        session_number = ex.session.number if ex.session is not None else None
         info = CallInfo(
             request_id=ex.request_id,
             principal=ex.identity.principal,
-            session_id=session.id,
+            session_id=session_number,
             has_progress_token=reporter is not None,
         )
         if reporter is not None:
             info.progress = reporter
-        services: Services = self._services()
         started = perf_counter()
-        task = asyncio.create_task(self._registry.call(tool, ToolContext(services, info), arguments))
-        call = ToolCall(tool, rpc_id, task)
+        task = asyncio.create_task(self._registry.call(tool, ToolContext(self._services(), info), arguments))
+        call = ToolCall(tool, msg.id, task, session_number)
         if stream is not None:
             stream.on_broken = lambda: call.cancel("client_gone")
-        session.inflight[rpc_id] = call
         self._calls.add(call)
         try:
             outcome = await await_call(call, ex.request_id)
         finally:
-            if session.inflight.get(rpc_id) is call:
-                del session.inflight[rpc_id]
             self._calls.discard(call)
-            self._sessions.touch(session)
             if reporter is not None:
                 reporter.stop()
-        self._count_call(tool.name, outcome.outcome, perf_counter() - started)
-        return outcome
-
-    def _count_call(self, tool: str, outcome: str, seconds: float | None) -> None:
-        self._telemetry.tool_call(tool, outcome, seconds)
+        self._telemetry.tool_call(tool.name, outcome.outcome, perf_counter() - started)
+        ex.outcome = outcome.outcome
+        message = outcome.message
+        if outcome.result is not None and message is None and outcome.outcome != "cancelled":
+            message = response(msg.id, shaped("tools/call", ex.version, outcome.result.to_mcp()))
+        if stream is not None:
+            delivered = message is not None and await stream.send(message, final=True)
+            await settle(outcome.result, delivered, ex.request_id)
+            return None
+        if message is None:
+            await settle(outcome.result, False, ex.request_id)
+            return None
+        return Reply(message, result=outcome.result)
 
     # -- batches (2025-03-26 only) -----------------------------------------------------------
 
-    async def batch(self, ex: Exchange, messages: list[Any]) -> web.StreamResponse:
-        """Answer a JSON-RPC batch of a 2025-03-26 session: one JSON array, or 202 when it held
-        no request. ``initialize`` may not be batched (2025-03-26 basic/lifecycle)."""
-        session = ex.session
-        assert session is not None
-        answers = await asyncio.gather(*(self._batch_item(ex, session, m) for m in messages))
-        parts = [body for body, _ in answers if body is not None]
-        if not parts:
-            for _, result in answers:
-                await settle(result, False, ex.request_id)
-            return web.Response(status=202, headers=ex.headers)
-        response = json_response(b"[" + b",".join(parts) + b"]", ex.headers)
-        delivered = await _write_now(response, ex.request)
-        for body, result in answers:
-            await settle(result, delivered and body is not None, ex.request_id)
-        return response
+    async def batch(self, ex: Exchange, items: list[Any]) -> tuple[list[bytes], list[ToolResult]]:
+        """Answer a JSON-RPC batch of a 2025-03-26 session: the responses (none when it held no
+        request) and the results whose delivery the writer settles. ``initialize`` may not be
+        batched (2025-03-26 basic/lifecycle); each ``tools/call`` runs without a stream."""
+        answers = await asyncio.gather(*(self._batch_item(ex, raw) for raw in items))
+        return [b for b, _ in answers if b is not None], [r for _, r in answers if r is not None]
 
-    async def _batch_item(
-        self, ex: Exchange, session: Session, raw: Any
-    ) -> tuple[bytes | None, ToolResult | None]:
+    async def _batch_item(self, ex: Exchange, raw: Any) -> tuple[bytes | None, ToolResult | None]:
         try:
-            msg = parse_message(raw)
+            msg = classify(raw)
         except RpcError as err:
             self._telemetry.request("other", "error")
             return err.encode(None), None
-        label = method_label(msg.method) if msg.kind != "response" else "response"
-        if msg.kind == "notification":
-            self.notification(session, msg)
-            self._telemetry.request(label, "ok")
+        if not isinstance(msg, JSONRPCRequest):
+            if isinstance(msg, JSONRPCNotification):
+                self.notification(ex, msg)
+            self._telemetry.request(method_label(getattr(msg, "method", "response")), "ok")
             return None, None
-        if msg.kind == "response":
-            self._telemetry.request(label, "ok")
-            return None, None
-        assert msg.id is not None and msg.method is not None
-        item = Exchange(ex.request, ex.request_id, ex.headers, session=session, identity=ex.identity)
-        try:
-            if msg.method == "initialize":
-                raise RpcError(INVALID_REQUEST, "Invalid Request: initialize cannot be part of a batch.")
-            params = self._params(msg)
-            if msg.method != "tools/call":
-                body = self._simple(item, msg.method, msg.id, params)
-                self._telemetry.request(label, "ok")
-                return body, None
-            name, arguments, _ = self._parse_call(params)
-            resolved = self._resolve(item, msg.id, name)
-            if isinstance(resolved, bytes):
-                self._telemetry.request(label, "ok")
-                return resolved, None
-            if msg.id in session.inflight:
-                raise RpcError(
-                    INVALID_REQUEST, f"Invalid Request: request id {msg.id!r} is already in flight."
-                )
-            outcome = await self._run(item, session, resolved, msg.id, arguments, None, None)
-        except RpcError as err:
+        label = method_label(msg.method)
+        item = Exchange(ex.request_id, ex.headers, ex.remote, {}, ex.era, None, ex.session, ex.identity)
+
+        if msg.method == "initialize":
+            error = RpcError(INVALID_REQUEST, "Invalid Request: initialize cannot be part of a batch.")
             self._telemetry.request(label, "error")
-            return err.encode(msg.id), None
-        self._telemetry.request(label, "cancelled" if outcome.message is None else "ok")
-        return outcome.message, outcome.result
-
-
-async def _write_now(response: web.StreamResponse, request: web.Request) -> bool:
-    """Send ``response`` at once; True when it was handed to the transport, False when the client left."""
-    try:
-        await response.prepare(request)
-        await response.write_eof()
-    except OSError:
-        return False
-    return True
+            return error.encode(msg.id), None
+        reply = await self.request(item, msg, None)
+        self._telemetry.request(label, "ok" if item.outcome not in ("error", "rejected") else "error")
+        if reply is None:
+            return None, None
+        return reply.body, reply.result

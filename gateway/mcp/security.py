@@ -22,7 +22,7 @@ import ipaddress
 from collections.abc import Iterable
 
 from gateway.config import ServerSettings, is_loopback
-from gateway.mcp.protocol import FORBIDDEN, RpcError
+from gateway.mcp.wire import FORBIDDEN, RpcError
 
 _WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})  # noqa: S104 - names, not a bind
 _CACHE_LIMIT = 256

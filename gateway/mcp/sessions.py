@@ -1,174 +1,222 @@
-"""MCP sessions (``Mcp-Session-Id``): creation at ``initialize``, an idle TTL and a cap.
+"""Legacy-era sessions (``Mcp-Session-Id``) that any replica can serve: sealed tokens.
 
-Rules (MCP 2025-11-25 basic/transports#session-management, ``mcp_protocol.md`` §1.2):
+Rules (MCP 2025-11-25 basic/transports#session-management; the sealed-id design of
+zereight/gitlab-mcp's stateless mode):
 
-- The id is random (``secrets``, 256 bits) and made of visible ASCII only (``[A-Za-z0-9_-]``).
-- A session expires after ``server.session_ttl_seconds`` without a request; a session with a
-  call in flight does not expire (a long ``wait_for_message`` is activity).
-- At ``server.max_sessions`` a new ``initialize`` first drops expired sessions, then evicts the
-  least recently used idle session (its client gets 404 and initializes again, as the spec asks
-  of clients); when every session has a call in flight, the new one is refused
-  (:class:`SessionsFull` → HTTP 503).
-- A session remembers its owner (the authenticated caller, see ``auth.Principal`` keys) so an
-  id presented by another caller is "not found" (MCP security best practices, session hijacking).
-
-Expiry is checked lazily on each lookup and creation (an ``OrderedDict`` kept in last-use order,
-so the sweep stops at the first live session): no background task.
+- The id is an AES-256-GCM token (``cryptography``) holding what a session needs: the negotiated
+  version, the client's capabilities, an expiry, a random session number and a SHA-256 hash of
+  the credential key it was issued to. Never the GitLab token. It is made of visible ASCII only
+  (``v1.`` + URL-safe base64).
+- The key comes from ``server.session_key`` (32 bytes, base64); without one a key is generated at
+  start with a warning (sessions then do not survive a restart nor span replicas).
+  ``server.session_previous_key`` is still accepted while keys rotate.
+- Expired, tampered or foreign-credential ids, and ids sealed with an unknown key, are "not
+  found" (HTTP 404): clients then initialize again.
+- A session expires ``server.session_ttl_seconds`` after ``initialize``.
+- DELETE ends a session: its number goes on a deny-list until the session would have expired.
+  The list holds at most ``server.max_sessions`` entries; when full, the entry closest to its
+  expiry goes first (counted in ``gateway_mcp_session_denylist_evictions_total``).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
+import heapq
+import json
+import logging
+import os
 import secrets
 import time
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
-if TYPE_CHECKING:
-    from prometheus_client import Gauge
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from gateway.observability.metrics import Metrics
+
+log = logging.getLogger("gateway.mcp")
+
+SESSION_HEADER = "Mcp-Session-Id"
+_PREFIX = "v1."
+_AAD = b"gitlab-mcp-gateway session v1"
+_NONCE_BYTES = 12
+#: Longest id worth decrypting (capabilities are small); anything longer is not ours.
+_MAX_ID_CHARS = 4096
 
 
-class Cancellable(Protocol):
-    """A call in flight that the session can stop (``tools/call`` runs, see ``calls``)."""
-
-    def cancel(self, reason: str) -> None:
-        """Stop the call; ``reason`` says why (``client``, ``session_closed``, ...)."""
+def owner_hash(owner: str | None) -> str | None:
+    """The hash a session keeps of the credential key it was issued to (None: unauthenticated)."""
+    return None if owner is None else hashlib.sha256(owner.encode()).hexdigest()[:32]
 
 
-class SessionsFull(Exception):
-    """Every session slot holds a session with a call in flight."""
-
-
-@dataclass(eq=False)
+@dataclass(frozen=True)
 class Session:
-    """One MCP session.
+    """What a sealed session id says.
 
     Attributes:
         id: the ``Mcp-Session-Id`` value.
+        number: random, unique per session (the deny-list and logs use it).
         protocol_version: the negotiated revision.
-        owner: key of the caller that created it (None when callers are not authenticated).
-        client_info: the client's ``clientInfo`` from ``initialize`` (name, version), for logs.
-        initialized: ``notifications/initialized`` arrived.
-        last_seen: monotonic seconds of the last request.
-        inflight: JSON-RPC id → running ``tools/call`` (for ``notifications/cancelled``).
+        capabilities: the client's ``capabilities`` from ``initialize``.
+        expires: Unix seconds.
+        owner: hash of the credential key it was issued to (None: unauthenticated callers).
     """
 
     id: str
+    number: str
     protocol_version: str
+    capabilities: dict[str, Any]
+    expires: float
     owner: str | None
-    client_info: dict[str, Any] | None
-    last_seen: float
-    initialized: bool = False
-    inflight: dict[str | int, Cancellable] = field(default_factory=dict)
 
     @property
     def log_id(self) -> str:
-        """A prefix of the id for logs: enough to correlate, too short to reuse the session."""
-        return self.id[:8]
+        """A short, harmless handle for logs (the id itself is a bearer credential)."""
+        return self.number[:8]
 
 
-class SessionStore:
-    """All open sessions of one app.
+def decode_key(value: str) -> bytes:
+    """A 32-byte AES key from base64 (standard or URL-safe).
+
+    Raises:
+        ValueError: not base64 of exactly 32 bytes.
+    """
+    try:
+        text = value.strip().replace("-", "+").replace("_", "/")
+        key = base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(
+            "a session key is 32 random bytes in base64 (e.g. `openssl rand -base64 32`)"
+        ) from None
+    if len(key) != 32:
+        raise ValueError(f"a session key is 32 bytes in base64; this one decodes to {len(key)} bytes")
+    return key
+
+
+class SessionSealer:
+    """Issues and opens sealed session ids; keeps the deny-list of ended sessions.
 
     Args:
-        ttl_seconds: idle time after which a session is gone (``server.session_ttl_seconds``).
-        max_sessions: cap on open sessions (``server.max_sessions``).
-        gauge: ``sessions_open`` metric, kept equal to the number of sessions.
-        clock: monotonic seconds (tests pass their own).
+        key: the current key (None: generate one, with a warning).
+        previous_key: an older key still accepted (rotation).
+        ttl_seconds: lifetime of a session.
+        max_ended: cap of the deny-list.
+        metrics: the app's metrics.
+        clock: Unix seconds (tests pass their own).
     """
 
     def __init__(
         self,
         *,
+        key: bytes | None,
+        previous_key: bytes | None = None,
         ttl_seconds: float,
-        max_sessions: int,
-        gauge: Gauge | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        max_ended: int,
+        metrics: Metrics | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        if key is None:
+            log.warning(
+                "no server.session_key configured: generated one for this process; MCP sessions will not "
+                "survive a restart nor be accepted by other replicas (set GATEWAY_SERVER__SESSION_KEY to "
+                "32 random bytes in base64 on every replica)"
+            )
+            key = os.urandom(32)
+        self._current = AESGCM(key)
+        self._keys = [self._current] + ([AESGCM(previous_key)] if previous_key else [])
         self.ttl = ttl_seconds
-        self.max_sessions = max_sessions
-        self.clock = clock
-        self._gauge = gauge
-        self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self.max_ended = max_ended
+        self._clock = clock
+        self._metrics = metrics
+        self._ended: dict[str, float] = {}
+        self._expiries: list[tuple[float, str]] = []
+        if metrics is not None:
+            metrics.session_ttl_seconds.set(ttl_seconds)
+            metrics.session_denylist_capacity.set(max_ended)
+
+    def issue(self, protocol_version: str, capabilities: dict[str, Any], owner: str | None) -> Session:
+        """A new session for ``owner`` (the caller's :attr:`Identity.owner`)."""
+        number = secrets.token_urlsafe(12)
+        expires = float(int(self._clock() + self.ttl))
+        hashed = owner_hash(owner)
+        claims = {"n": number, "v": protocol_version, "c": capabilities, "e": expires, "o": hashed}
+        nonce = os.urandom(_NONCE_BYTES)
+        sealed = self._current.encrypt(nonce, json.dumps(claims, separators=(",", ":")).encode(), _AAD)
+        token = _PREFIX + base64.urlsafe_b64encode(nonce + sealed).decode().rstrip("=")
+        if self._metrics is not None:
+            self._metrics.sessions_issued.inc()
+        return Session(token, number, protocol_version, capabilities, expires, hashed)
+
+    def open(self, session_id: str, owner: str | None) -> Session | None:
+        """The live session ``session_id`` of ``owner``, or None (and why is counted): not ours or
+        tampered (``invalid``), expired, ended by DELETE, or issued to another credential."""
+        session = self._unseal(session_id)
+        if session is None:
+            return self._refuse("invalid")
+        now = self._clock()
+        if session.expires <= now:
+            return self._refuse("expired")
+        self._sweep(now)
+        if session.number in self._ended:
+            return self._refuse("ended")
+        if session.owner is not None and session.owner != owner_hash(owner):
+            # Another caller's session: answered like an unknown one (MCP security best
+            # practices, session hijacking).
+            return self._refuse("foreign")
+        return session
+
+    def end(self, session: Session) -> None:
+        """Deny ``session`` from now until it would have expired (DELETE)."""
+        now = self._clock()
+        self._sweep(now)
+        if session.number in self._ended:
+            return
+        if len(self._ended) >= self.max_ended and self._expiries:
+            _, oldest = heapq.heappop(self._expiries)
+            self._ended.pop(oldest, None)
+            if self._metrics is not None:
+                self._metrics.session_denylist_evictions.inc()
+        self._ended[session.number] = session.expires
+        heapq.heappush(self._expiries, (session.expires, session.number))
+        self._update_gauge()
 
     def __len__(self) -> int:
-        return len(self._sessions)
+        """Sessions on the deny-list."""
+        return len(self._ended)
 
-    def create(
-        self, protocol_version: str, *, owner: str | None, client_info: dict[str, Any] | None
-    ) -> Session:
-        """Open a session.
-
-        Raises:
-            SessionsFull: the cap is reached and every session has a call in flight.
-        """
-        now = self.clock()
-        self._sweep(now)
-        if len(self._sessions) >= self.max_sessions:
-            victim = next((s for s in self._sessions.values() if not s.inflight), None)
-            if victim is None:
-                raise SessionsFull
-            self._drop(victim)
-        session = Session(
-            id=secrets.token_urlsafe(32),
-            protocol_version=protocol_version,
-            owner=owner,
-            client_info=client_info,
-            last_seen=now,
-        )
-        self._sessions[session.id] = session
-        self._update_gauge()
-        return session
-
-    def get(self, session_id: str) -> Session | None:
-        """The live session ``session_id`` (and mark it used), or None if unknown or expired."""
-        now = self.clock()
-        self._sweep(now)
-        session = self._sessions.get(session_id)
-        if session is None:
+    def _unseal(self, session_id: str) -> Session | None:
+        if not session_id.startswith(_PREFIX) or len(session_id) > _MAX_ID_CHARS:
             return None
-        session.last_seen = now
-        self._sessions.move_to_end(session_id)
-        return session
+        raw = session_id[len(_PREFIX) :]
+        try:
+            blob = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
+        except (binascii.Error, ValueError):
+            return None
+        nonce, sealed = blob[:_NONCE_BYTES], blob[_NONCE_BYTES:]
+        for key in self._keys:
+            try:
+                plain = key.decrypt(nonce, sealed, _AAD)
+            except (InvalidTag, ValueError):
+                continue
+            claims = json.loads(plain)
+            return Session(session_id, claims["n"], claims["v"], claims["c"], claims["e"], claims["o"])
+        return None
 
-    def touch(self, session: Session) -> None:
-        """Mark ``session`` used now (a call in it just ended)."""
-        if self._sessions.get(session.id) is session:
-            session.last_seen = self.clock()
-            self._sessions.move_to_end(session.id)
-
-    def close(self, session_id: str) -> Session | None:
-        """End a session (DELETE); its calls in flight are cancelled. Returns it, or None."""
-        session = self._sessions.get(session_id)
-        if session is not None:
-            self._drop(session)
-        return session
-
-    def close_all(self) -> None:
-        """End every session (app shutdown)."""
-        for session in list(self._sessions.values()):
-            self._drop(session)
+    def _refuse(self, reason: str) -> Session | None:
+        if self._metrics is not None:
+            self._metrics.session_rejections.labels(reason).inc()
+        return None
 
     def _sweep(self, now: float) -> None:
-        # Oldest first; stops at the first session used within the TTL.
-        while self._sessions:
-            session = next(iter(self._sessions.values()))
-            if now - session.last_seen <= self.ttl:
-                return
-            if session.inflight:
-                # A call still runs: that is activity, not idleness.
-                session.last_seen = now
-                self._sessions.move_to_end(session.id)
-                continue
-            self._drop(session)
-
-    def _drop(self, session: Session) -> None:
-        del self._sessions[session.id]
-        for call in list(session.inflight.values()):
-            call.cancel("session_closed")
+        while self._expiries and self._expiries[0][0] <= now:
+            _, number = heapq.heappop(self._expiries)
+            self._ended.pop(number, None)
         self._update_gauge()
 
     def _update_gauge(self) -> None:
-        if self._gauge is not None:
-            self._gauge.set(len(self._sessions))
+        if self._metrics is not None:
+            self._metrics.sessions_ended.set(len(self._ended))

@@ -12,6 +12,8 @@ import time
 import httpx
 from aiohttp import web
 
+from gateway.tools.context import SERVICES
+
 _GITLAB_CHECK_TTL = 30.0
 
 
@@ -26,8 +28,6 @@ async def readyz(request: web.Request) -> web.Response:
     Body: ``{"status": "ready"|"not_ready", "state_store": "open"|"closed",
     "gitlab": {"url", "reachable", "checked_at"}}``.
     """
-    from gateway.app import SERVICES
-
     services = request.app.get(SERVICES)
     if services is None:
         return web.json_response({"status": "not_ready", "state_store": "closed"}, status=503)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import platform
 
+from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, ProcessCollector
 
 from gateway import __version__
@@ -46,7 +47,35 @@ class Metrics:
             ["method", "outcome"],
             registry=r,
         )
-        self.sessions_open = Gauge("gateway_mcp_sessions_open", "MCP sessions open", registry=r)
+        # Legacy-era sessions are sealed ids (any replica opens them): counted as issued, refused
+        # by reason, and ended (the DELETE deny-list), with their TTL and the list's cap.
+        self.sessions_issued = Counter(
+            "gateway_mcp_sessions_issued_total", "MCP sessions opened by initialize", registry=r
+        )
+        self.session_rejections = Counter(
+            "gateway_mcp_session_rejections_total",
+            "Mcp-Session-Id values refused (404), by reason: invalid, expired, ended, foreign",
+            ["reason"],
+            registry=r,
+        )
+        self.sessions_ended = Gauge(
+            "gateway_mcp_sessions_ended",
+            "Sessions ended by DELETE and not yet expired (deny-list)",
+            registry=r,
+        )
+        self.session_denylist_capacity = Gauge(
+            "gateway_mcp_session_denylist_capacity", "Cap of the deny-list (server.max_sessions)", registry=r
+        )
+        self.session_denylist_evictions = Counter(
+            "gateway_mcp_session_denylist_evictions_total",
+            "Ended sessions dropped from a full deny-list before their expiry",
+            registry=r,
+        )
+        self.session_ttl_seconds = Gauge(
+            "gateway_mcp_session_ttl_seconds",
+            "Lifetime of an MCP session (server.session_ttl_seconds)",
+            registry=r,
+        )
         self.sse_streams_open = Gauge("gateway_mcp_sse_streams_open", "SSE response streams open", registry=r)
 
         # tools
@@ -124,3 +153,7 @@ class Metrics:
             ["from_state", "to_state"],
             registry=r,
         )
+
+
+#: The app's :class:`Metrics` (``/metrics`` and the metrics listener read it).
+METRICS = web.AppKey("metrics", Metrics)

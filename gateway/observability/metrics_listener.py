@@ -19,6 +19,8 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 
 from gateway.config import Settings
 from gateway.observability import health
+from gateway.observability.metrics import METRICS
+from gateway.tools.context import SERVICES
 
 
 def serve_metrics_port(app: web.Application, settings: Settings) -> None:
@@ -33,8 +35,6 @@ def serve_metrics_port(app: web.Application, settings: Settings) -> None:
     host = settings.server.metrics_host
 
     async def listener(app: web.Application) -> AsyncIterator[None]:
-        from gateway.app import METRICS, SERVICES
-
         ops = web.Application()
         health.setup(ops)
         services = app.get(SERVICES)

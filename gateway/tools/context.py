@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from aiohttp import web
+
 from gateway.errors import ToolError
 from gateway.gitlab.credentials import Credential
 
@@ -115,3 +117,7 @@ class ToolContext:
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Send ``notifications/progress`` on this call's stream (no-op without a token)."""
         await self.call.progress(progress, total, message)
+
+
+#: The app's :class:`Services`, set once they are built at start-up.
+SERVICES = web.AppKey("services", Services)

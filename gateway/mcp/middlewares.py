@@ -1,0 +1,252 @@
+"""The HTTP concerns of ``/mcp`` as aiohttp middlewares, outermost first.
+
+1. :func:`exchange_middleware`: the request id (``X-Request-Id``: the caller's when it matches
+   ``[A-Za-z0-9._-]{1,64}``, else a new uuid4 hex) on every response and log line, the
+   :class:`Exchange`, the access line (``gateway.observability.access``) and the metrics of each
+   request, and the JSON-RPC error
+   answer of anything refused (with the request's ``id`` once the body parsed, without one before).
+2. Origin/Host (DNS-rebinding protection, ``security``) → 403.
+3. Content-Type (POST: ``application/json``) → 415; Accept (POST: must allow
+   ``application/json`` and ``text/event-stream``; absent: anything) → 406.
+4. Body size (``server.max_request_bytes``, from ``Content-Length``) → 413; a body that turns out
+   longer while it is read is refused the same way by the endpoint.
+5. ``MCP-Protocol-Version`` on GET and DELETE: a 2026-07-28 request gets 405 (that era has no GET
+   stream and no session to end), an unknown version 400 + -32022. On POST the version is
+   checked once the body is parsed, so the error can echo the request's id.
+
+Other paths (``/healthz``, ``/metrics``...) pass through untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from time import perf_counter
+from typing import Final
+
+from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
+
+from gateway.config import Settings
+from gateway.mcp.eras import LEGACY_VERSIONS, MODERN_VERSIONS, VERSION_HEADER, unsupported_version
+from gateway.mcp.exchange import Exchange
+from gateway.mcp.security import OriginHostGuard
+from gateway.mcp.telemetry import Telemetry
+from gateway.mcp.wire import INTERNAL_ERROR, INVALID_REQUEST, RpcError, method_label
+from gateway.observability.access import RequestTrace
+from gateway.observability.logging import bind_request_id
+
+log = logging.getLogger("gateway.mcp")
+
+MCP_PATH: Final = "/mcp"
+REQUEST_ID_HEADER: Final = "X-Request-Id"
+EXCHANGE: Final = web.RequestKey("mcp_exchange", Exchange)
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+_METRIC_OUTCOMES = {
+    "rejected": "rejected",
+    "error": "error",
+    "internal_error": "error",
+    "cancelled": "cancelled",
+    "client_gone": "cancelled",
+}
+
+
+def error_response(ex: Exchange, err: RpcError) -> web.Response:
+    """The JSON-RPC error answer of a refused request (``id`` echoed when known)."""
+    return web.Response(
+        body=err.encode(ex.rpc_id),
+        status=err.http_status,
+        content_type="application/json",
+        headers={**ex.response_headers, **err.headers},
+    )
+
+
+def exchange_middleware(telemetry: Telemetry) -> Middleware:
+    """Request id, :class:`Exchange`, error answers, the log line and the metrics of ``/mcp``."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path != MCP_PATH:
+            return await handler(request)
+        started = perf_counter()
+        incoming = request.headers.get(REQUEST_ID_HEADER)
+        request_id = incoming if incoming and _REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
+        ex = Exchange(
+            request_id,
+            request.headers,
+            request.remote or "",
+            response_headers={REQUEST_ID_HEADER: request_id},
+        )
+        counted = request.method == "POST"
+        if not counted:
+            ex.method = request.method
+        request[EXCHANGE] = ex
+        status = 500
+        trace: RequestTrace | None = None
+        try:
+            # Every line logged while serving this request (tools, broker, GitLab) carries its id,
+            # and its GitLab requests are noted on the trace for the access line.
+            with bind_request_id(request_id) as trace:
+                response = await handler(request)
+        except RpcError as err:
+            if ex.outcome == "ok":
+                ex.outcome = "rejected" if err.http_status >= 400 else "error"
+            response = error_response(ex, err)
+        except web.HTTPException:
+            raise
+        except Exception:
+            # A bug of the gateway's own: log it, answer without internals.
+            log.exception("mcp request failed", extra={"request_id": request_id})
+            ex.outcome = "internal_error"
+            response = error_response(
+                ex,
+                RpcError(
+                    INTERNAL_ERROR,
+                    f"Internal error; the gateway logged it with request id {request_id}.",
+                    http_status=500,
+                ),
+            )
+        except BaseException:
+            ex.outcome = "cancelled" if ex.outcome == "ok" else ex.outcome
+            _record(telemetry, ex, started, status, counted, trace)
+            raise
+        _record(telemetry, ex, started, response.status, counted, trace)
+        return response
+
+    return middleware
+
+
+def _record(
+    telemetry: Telemetry,
+    ex: Exchange,
+    started: float,
+    status: int,
+    counted: bool,
+    trace: RequestTrace | None,
+) -> None:
+    """The access line (one INFO line per MCP request, with the GitLab requests it made) and the
+    request's metrics."""
+    if counted and not ex.counted:
+        method = "response" if ex.method == "response" else method_label(ex.method)
+        telemetry.request(method, _METRIC_OUTCOMES.get(ex.outcome, "ok"))
+    log.info(
+        "mcp request",
+        extra={
+            "method": ex.method,
+            "tool": ex.tool,
+            "outcome": ex.outcome,
+            "era": ex.era.value,
+            "duration_ms": round((perf_counter() - started) * 1000, 3),
+            "session": ex.session.log_id if ex.session is not None else None,
+            "request_id": ex.request_id,
+            "status": status,
+            **(trace.fields() if trace is not None else {}),
+        },
+    )
+
+
+def origin_host_middleware(settings: Settings) -> Middleware:
+    """403 for an ``Origin`` or ``Host`` this gateway does not answer to."""
+    guard = OriginHostGuard(settings.server)
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path == MCP_PATH:
+            error = guard.check(request.headers.get("Host"), request.headers.get("Origin"))
+            if error is not None:
+                raise error
+        return await handler(request)
+
+    return middleware
+
+
+def _acceptable(accept: str) -> bool:
+    """True when an ``Accept`` value allows both ``application/json`` and ``text/event-stream``."""
+    json_ok = sse_ok = False
+    for part in accept.split(","):
+        media = part.split(";", 1)[0].strip().lower()
+        if media == "*/*":
+            return True
+        if media in ("application/json", "application/*"):
+            json_ok = True
+        elif media in ("text/event-stream", "text/*"):
+            sse_ok = True
+    return json_ok and sse_ok
+
+
+@web.middleware
+async def media_type_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """415 for a POST that is not ``application/json``; 406 when ``Accept`` rules out either
+    answer the transport may give."""
+    if request.path == MCP_PATH and request.method == "POST":
+        if request.content_type != "application/json":
+            raise RpcError(
+                INVALID_REQUEST,
+                "Unsupported Media Type: POST the JSON-RPC message with Content-Type: application/json.",
+                http_status=415,
+            )
+        accept = request.headers.get("Accept")
+        if accept is not None and not _acceptable(accept):
+            raise RpcError(
+                INVALID_REQUEST,
+                "Not Acceptable: an MCP client must accept both application/json and text/event-stream; "
+                "send Accept: application/json, text/event-stream.",
+                http_status=406,
+            )
+    return await handler(request)
+
+
+def too_large(max_bytes: int) -> RpcError:
+    """413: the body exceeds ``server.max_request_bytes``."""
+    return RpcError(
+        INVALID_REQUEST,
+        f"Request Entity Too Large: the body exceeds server.max_request_bytes ({max_bytes} bytes).",
+        http_status=413,
+    )
+
+
+def body_size_middleware(max_bytes: int) -> Middleware:
+    """413 for a declared ``Content-Length`` above ``max_bytes``."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if (
+            request.path == MCP_PATH
+            and request.content_length is not None
+            and request.content_length > max_bytes
+        ):
+            raise too_large(max_bytes)
+        return await handler(request)
+
+    return middleware
+
+
+@web.middleware
+async def protocol_version_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """GET and DELETE: 405 in the 2026-07-28 era, 400 + -32022 for an unknown version."""
+    if request.path == MCP_PATH and request.method in ("GET", "DELETE"):
+        version = request.headers.get(VERSION_HEADER)
+        if version in MODERN_VERSIONS:
+            raise RpcError(
+                INVALID_REQUEST,
+                f"Method Not Allowed: protocol {version} is stateless; it has no GET stream and no session "
+                "to DELETE. POST each request to /mcp.",
+                http_status=405,
+                headers={"Allow": "POST"},
+            )
+        if version is not None and version not in LEGACY_VERSIONS:
+            raise unsupported_version(version)
+    return await handler(request)
+
+
+def mcp_middlewares(settings: Settings, telemetry: Telemetry) -> list[Middleware]:
+    """The middlewares of ``/mcp``, outermost first."""
+    return [
+        exchange_middleware(telemetry),
+        origin_host_middleware(settings),
+        media_type_middleware,
+        body_size_middleware(settings.server.max_request_bytes),
+        protocol_version_middleware,
+    ]

@@ -1,0 +1,197 @@
+"""Streamable HTTP framing of answers to a POST (JSON or Server-Sent Events) and delivery
+acknowledgement. Nothing else: which answer to give is the dispatcher's business.
+
+Framing (MCP basic/transports#sending-messages-to-the-server, 2025-11-25 and 2026-07-28):
+
+- JSON: one ``application/json`` body.
+- SSE: ``Content-Type: text/event-stream``, ``Cache-Control: no-cache``, ``X-Accel-Buffering: no``
+  (proxies such as nginx must not buffer the stream). Each JSON-RPC message is one
+  ``event: message`` with one ``data:`` line (compact JSON never holds a raw newline). A legacy
+  stream starts with a priming event (an ``id`` and empty ``data``) and gives every event an id
+  (``<stream>.<n>``); a 2026-07-28 stream has no ids, as it cannot be resumed.
+- An SSE comment ``: keepalive`` every ``server.keepalive_seconds`` keeps proxies and clients'
+  read timeouts from closing a quiet stream; clients ignore comments.
+
+Delivery acknowledgement — the interface a message broker relies on (``wait_for_message`` acks a
+message only once an agent has it):
+
+- :meth:`SseStream.send` and :func:`write_json` return True only when the whole response was
+  handed to an open connection (``StreamResponse.write``/``write_eof`` returned), False when the
+  client was gone or the write failed.
+- The caller then awaits the tool result's ``on_delivered`` (True) or ``on_abandoned`` (False),
+  through :func:`gateway.mcp.calls.settle`; exactly one of them runs per result.
+- When the client closes a stream the call is cancelled (``on_broken``); a watcher notices a
+  closed connection within :data:`WATCH_SECONDS` even between keep-alives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import secrets
+from collections.abc import Callable, Mapping
+
+from aiohttp import web
+from prometheus_client import Gauge
+
+log = logging.getLogger("gateway.mcp")
+
+SSE_HEADERS: Mapping[str, str] = {
+    "Content-Type": "text/event-stream",
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",
+}
+KEEPALIVE = b": keepalive\n\n"
+#: How often an open stream checks that its client is still connected.
+WATCH_SECONDS = 0.5
+# Event ids: a per-process random prefix and a counter (unique, cheap, not guessable as a set).
+_PREFIX = secrets.token_hex(4)
+_counter = itertools.count(1)
+
+
+def json_response(body: bytes | None, headers: Mapping[str, str], status: int = 200) -> web.Response:
+    """An ``application/json`` response (``body`` None: an empty one, e.g. 202)."""
+    if body is None:
+        return web.Response(status=status, headers=headers)
+    return web.Response(body=body, status=status, content_type="application/json", headers=headers)
+
+
+async def write_json(request: web.Request, response: web.StreamResponse) -> bool:
+    """Send ``response`` now; True when it was handed in full to the open connection."""
+    try:
+        await response.prepare(request)
+        await response.write_eof()
+    except (OSError, ConnectionError):
+        return False
+    return True
+
+
+def _connected(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is not None and not transport.is_closing()
+
+
+class SseStream:
+    """One ``text/event-stream`` response (implements ``exchange.EventStream``).
+
+    Args:
+        request: the POST being answered.
+        keepalive_seconds: interval of ``: keepalive`` comments.
+        headers: extra response headers (``X-Request-Id``).
+        resumable: legacy streams carry event ids and a priming event; modern ones do not.
+        gauge: ``sse_streams_open``, incremented while the stream is open.
+        on_broken: called once when the client goes away.
+    """
+
+    def __init__(
+        self,
+        request: web.Request,
+        *,
+        keepalive_seconds: float,
+        headers: Mapping[str, str],
+        resumable: bool = True,
+        gauge: Gauge | None = None,
+        on_broken: Callable[[], None] | None = None,
+    ) -> None:
+        self._request = request
+        self._keepalive_seconds = keepalive_seconds
+        self.response = web.StreamResponse(status=200, headers={**SSE_HEADERS, **headers})
+        self._resumable = resumable
+        self._gauge = gauge
+        self.on_broken = on_broken
+        self._lock = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stream_id = f"{_PREFIX}{next(_counter):x}"
+        self._seq = 0
+        self._open = False
+        self._finished = False
+        self.broken = False
+
+    async def open(self) -> bool:
+        """Send the headers (and a legacy stream's priming event), start keep-alives and the
+        connection watcher. False if the client is gone."""
+        if self._open:
+            return not self.broken
+        try:
+            await self.response.prepare(self._request)
+        except (OSError, ConnectionError):
+            self._mark_broken()
+            return False
+        self._open = True
+        if self._gauge is not None:
+            self._gauge.inc()
+        ok = True
+        if self._resumable:
+            ok = await self._write(f"id: {self._next_id()}\ndata: \n\n".encode())
+        if ok:
+            self._tasks = [asyncio.create_task(self._keepalive_loop()), asyncio.create_task(self._watch())]
+        return ok
+
+    async def send(self, message: bytes, *, final: bool = False) -> bool:
+        """Write one JSON-RPC message; True when it was written in full (see the module docs).
+
+        ``final`` marks the response: nothing but keep-alives is written after it, so a progress
+        notification racing with the response is dropped rather than sent after it.
+        """
+        if not self._open and not await self.open():
+            return False
+        head = b"id: " + self._next_id().encode() + b"\n" if self._resumable else b""
+        return await self._write(head + b"event: message\ndata: " + message + b"\n\n", final=final)
+
+    async def close(self) -> None:
+        """Stop keep-alives and the watcher, and end the response (idempotent)."""
+        for task in self._tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        if not self._open:
+            return
+        self._open = False
+        if self._gauge is not None:
+            self._gauge.dec()
+        if not self.broken:
+            with contextlib.suppress(OSError, ConnectionError):
+                await self.response.write_eof()
+
+    def _next_id(self) -> str:
+        self._seq += 1
+        return f"{self._stream_id}.{self._seq}"
+
+    async def _write(self, data: bytes, *, final: bool = False, comment: bool = False) -> bool:
+        if self.broken:
+            return False
+        async with self._lock:
+            if self._finished and not comment:
+                return False
+            try:
+                await self.response.write(data)
+            except (OSError, ConnectionError):
+                self._mark_broken()
+                return False
+            if final:
+                self._finished = True
+        return True
+
+    def _mark_broken(self) -> None:
+        if not self.broken:
+            self.broken = True
+            log.debug("SSE client went away")
+            if self.on_broken is not None:
+                self.on_broken()
+
+    async def _keepalive_loop(self) -> None:
+        while not self.broken:
+            await asyncio.sleep(self._keepalive_seconds)
+            if not await self._write(KEEPALIVE, comment=True):
+                return
+
+    async def _watch(self) -> None:
+        # A client that closed its stream is noticed here, not only at the next write: for the
+        # modern era closing the stream is how a call is cancelled.
+        while not self.broken:
+            await asyncio.sleep(WATCH_SECONDS)
+            if not _connected(self._request):
+                self._mark_broken()

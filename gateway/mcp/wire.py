@@ -1,0 +1,231 @@
+"""JSON-RPC and MCP wire format, from the SDK's wire types (``mcp-types``).
+
+Everything the gateway puts on the wire goes through :func:`encode`: a ``mcp_types`` JSON-RPC
+envelope dumped by pydantic (compact, UTF-8, never a raw newline, so one message is one SSE
+``data:`` line). Incoming bodies are classified by ``mcp_types.jsonrpc_message_adapter`` and
+request params are checked against the schema of the request's protocol version
+(``mcp_types.methods``). What is ours: :class:`RpcError`, the exception that carries a JSON-RPC
+error together with the HTTP status it travels with.
+
+Error ids (MCP basic, JSON-RPC 2.0 §5): an error echoes the request's ``id`` whenever the body
+parsed far enough to read one, and omits ``id`` otherwise (``"id": null`` is valid in neither
+era's schema).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Final, TypeGuard
+
+from mcp_types import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCNotification,
+    JSONRPCResponse,
+    jsonrpc_message_adapter,
+)
+from pydantic import BaseModel
+
+__all__ = [
+    "HEADER_MISMATCH",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "MISSING_REQUIRED_CLIENT_CAPABILITY",
+    "PARSE_ERROR",
+    "UNSUPPORTED_PROTOCOL_VERSION",
+    "RpcError",
+    "classify",
+    "decode_body",
+    "encode",
+    "notification",
+    "response",
+]
+
+# Implementation-defined codes (-32000..-32019 are left to servers).
+#: The gateway is stopping; the caller should repeat the call once it is back.
+SHUTTING_DOWN: Final = -32000
+#: The caller did not prove who it is (HTTP 401).
+UNAUTHORIZED: Final = -32001
+#: ``Origin`` or ``Host`` refused (DNS-rebinding protection, HTTP 403).
+FORBIDDEN: Final = -32003
+
+SERVER_NAME: Final = "gitlab-mcp-gateway"
+SERVER_TITLE: Final = "GitLab MCP gateway"
+
+#: A request id: a string or an integer (not a bool, not null).
+RequestId = str | int
+
+
+#: Method labels of ``gateway_mcp_requests_total``: the methods either era defines that a client
+#: sends; anything else is ``other`` (bounded cardinality).
+_LABELS: Final = frozenset(
+    {
+        "initialize",
+        "ping",
+        "server/discover",
+        "tools/list",
+        "tools/call",
+        "logging/setLevel",
+        "completion/complete",
+        "notifications/initialized",
+        "notifications/cancelled",
+        "notifications/progress",
+        "notifications/roots/list_changed",
+    }
+)
+
+
+def method_label(method: object) -> str:
+    """The metric label of ``method``: itself when known, else ``other``."""
+    return method if isinstance(method, str) and method in _LABELS else "other"
+
+
+def is_request_id(value: object) -> TypeGuard[str | int]:
+    """True for a valid JSON-RPC id in MCP: a string or an integer (not a bool, not null)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+class RpcError(Exception):
+    """A JSON-RPC error to answer with, and the HTTP status it travels with.
+
+    Args:
+        code: JSON-RPC error code (``mcp_types`` or the constants above).
+        message: what was wrong and what to send instead.
+        http_status: 200 for method-level errors of a well-formed exchange, 4xx/5xx when the
+            transport refuses the request.
+        data: optional ``error.data``.
+        headers: extra HTTP headers (``WWW-Authenticate``, ``Allow``, ``Retry-After``).
+    """
+
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        *,
+        http_status: int = 200,
+        data: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.http_status = http_status
+        self.data = data
+        self.headers = headers or {}
+
+    def message_for(self, request_id: RequestId | None) -> JSONRPCError:
+        """The JSON-RPC error response; ``request_id`` None when the body did not parse."""
+        return JSONRPCError(
+            jsonrpc="2.0",
+            id=request_id,
+            error=ErrorData(code=self.code, message=self.message, data=self.data),
+        )
+
+    def encode(self, request_id: RequestId | None) -> bytes:
+        """The encoded error response (without ``id`` when ``request_id`` is None)."""
+        return encode(self.message_for(request_id))
+
+
+def invalid_params(message: str, *, http_status: int = 200) -> RpcError:
+    """``-32602`` for a request whose params are wrong."""
+    return RpcError(INVALID_PARAMS, message, http_status=http_status)
+
+
+def invalid_request(message: str, *, http_status: int = 400) -> RpcError:
+    """``-32600`` for a message the transport refuses (HTTP 400 unless told)."""
+    return RpcError(INVALID_REQUEST, message, http_status=http_status)
+
+
+def encode(message: BaseModel) -> bytes:
+    """A wire message as compact UTF-8 JSON; ``None`` fields of the envelope are left out
+    (so an error without a known id has no ``id``), values inside ``result`` are kept."""
+    return message.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+
+def response(request_id: RequestId, result: dict[str, Any]) -> bytes:
+    """An encoded JSON-RPC result response."""
+    return encode(JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result))
+
+
+def notification(method: str, params: dict[str, Any]) -> bytes:
+    """An encoded JSON-RPC notification (``notifications/progress``, ``notifications/message``)."""
+    return encode(JSONRPCNotification(jsonrpc="2.0", method=method, params=params))
+
+
+class _NotJson(ValueError):
+    """A body Python's ``json`` would accept but JSON (RFC 8259 §6) does not."""
+
+
+def _refuse_constant(name: str) -> Any:
+    # NaN/Infinity are Python extensions; accepted, they would fail later when sent on as JSON.
+    raise _NotJson(f"NaN/Infinity are not JSON ({name} found); send a number or a string instead.")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):  # 1e400 would become infinity
+        raise _NotJson(f"the number {text[:32]} is too large for JSON; send a smaller number or a string.")
+    return value
+
+
+def decode_body(body: bytes) -> Any:
+    """The JSON value of a POST body.
+
+    Raises:
+        RpcError: ``-32700`` (HTTP 400, no id) when it is not JSON (RFC 8259).
+    """
+    try:
+        return json.loads(body, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except _NotJson as exc:
+        raise RpcError(PARSE_ERROR, f"Parse error: {exc}", http_status=400) from None
+    except (ValueError, RecursionError):
+        raise RpcError(PARSE_ERROR, "Parse error: the body is not valid JSON.", http_status=400) from None
+
+
+def readable_id(decoded: Any) -> RequestId | None:
+    """The request id of a decoded body, when it has a valid one (errors echo it)."""
+    if isinstance(decoded, dict):
+        value = decoded.get("id")
+        if is_request_id(value):
+            return value
+    return None
+
+
+def classify(decoded: Any) -> JSONRPCMessage:
+    """The JSON-RPC message a decoded body is (request, notification, response or error).
+
+    JSON-RPC 2.0 §4.1: a member ``id`` makes a request; its absence a notification.
+
+    Raises:
+        RpcError: ``-32600`` (HTTP 400) when it is none of them; the message says what was wrong.
+    """
+    if not isinstance(decoded, dict):
+        raise invalid_request("Invalid Request: a JSON-RPC message must be a JSON object.")
+    if decoded.get("jsonrpc") != "2.0":
+        raise invalid_request('Invalid Request: "jsonrpc" must be "2.0".')
+    if "method" in decoded:
+        if not isinstance(decoded["method"], str):
+            raise invalid_request('Invalid Request: "method" must be a string.')
+        if "id" in decoded and not is_request_id(decoded["id"]):
+            raise invalid_request('Invalid Request: "id" must be a string or an integer.')
+        if "params" in decoded and not isinstance(decoded["params"], dict):
+            raise invalid_request('Invalid Request: "params" must be a JSON object.')
+    try:
+        return jsonrpc_message_adapter.validate_python(decoded, by_name=False)
+    except ValueError:
+        raise invalid_request(
+            'Invalid Request: a message needs "method" (request, notification) or "result"/"error" '
+            'with an "id".'
+        ) from None
