@@ -63,7 +63,7 @@ class ServerSettings(_Section):
     #: ``Origin`` values accepted besides loopback origins. A request without ``Origin`` is fine.
     allowed_origins: tuple[str, ...] = ()
     #: Lifetime of a legacy-era MCP session (its sealed ``Mcp-Session-Id`` expires then).
-    session_ttl_seconds: float = Field(3600.0, gt=0)
+    session_ttl_seconds: float = Field(86400.0, gt=0)
     #: Cap of the list of sessions ended by DELETE and not yet expired.
     max_sessions: int = Field(1000, ge=1)
     #: AES-256 key sealing ``Mcp-Session-Id`` values: 32 random bytes in base64

@@ -47,13 +47,13 @@ from gateway.mcp.eras import (
     MODERN_METHODS,
     SUPPORTED_VERSIONS,
     Era,
+    modern_status,
 )
 from gateway.mcp.exchange import EventStream, Exchange, Reply, StreamFactory
 from gateway.mcp.fixtures import Fixtures
 from gateway.mcp.sessions import SESSION_HEADER, SessionSealer
 from gateway.mcp.telemetry import Telemetry
 from gateway.mcp.wire import (
-    INTERNAL_ERROR,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     SERVER_NAME,
@@ -71,6 +71,12 @@ from gateway.tools.registry import Registry, Tool, ToolResult
 #: How long a modern client may reuse ``tools/list`` and ``server/discover`` results: the tool
 #: set is fixed for the life of the process, and a redeploy is picked up within this time.
 LIST_TTL_MS: Final = 600_000
+
+
+_PARAMS_HINTS: Final = {
+    "tools/list": " Pass the nextCursor of a previous tools/list result, or no cursor for the first page.",
+    "tools/call": " Send params.name (a tool's name from tools/list) and params.arguments (a JSON object).",
+}
 
 
 def encode_cursor(offset: int) -> str:
@@ -158,8 +164,8 @@ class Dispatcher:
             return Reply(response(msg.id, self._simple(ex, msg)))
         except RpcError as err:
             ex.outcome = "error" if err.http_status < 400 else "rejected"
-            if ex.era is Era.MODERN and err.http_status == 200 and err.code != INTERNAL_ERROR:
-                err.http_status = 400 if err.code != METHOD_NOT_FOUND else 404
+            if ex.era is Era.MODERN:
+                err.http_status = modern_status(err)
             return Reply(err.encode(msg.id), err.http_status)
 
     def notification(self, ex: Exchange, msg: JSONRPCNotification) -> None:
@@ -184,7 +190,8 @@ class Dispatcher:
             where = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc'][1:]) or 'params'}: {e['msg']}" for e in err.errors()[:3]
             )
-            raise invalid_params(f"Invalid params of {msg.method}: {where}.") from None
+            hint = _PARAMS_HINTS.get(msg.method, "")
+            raise invalid_params(f"Invalid params of {msg.method}: {where}.{hint}") from None
 
     def _method_not_found(self, method: str) -> RpcError:
         served = "initialize, ping, tools/list and tools/call"
@@ -282,6 +289,10 @@ class Dispatcher:
     ) -> Reply | None:
         request = self._parse(ex, msg)
         params = request.params
+        if not params.name:
+            raise invalid_params(
+                "Invalid params: tools/call needs params.name, the tool's name from tools/list."
+            )
         raw_meta = (msg.params or {}).get("_meta")
         meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
         token = meta.get("progressToken")

@@ -44,6 +44,9 @@ from gateway.mcp.streamable_http import SseStream, json_response, write_json
 from gateway.mcp.telemetry import Telemetry
 from gateway.mcp.wire import RpcError, classify, decode_body, invalid_request, readable_id
 
+#: The app's session sealer (tests move its clock; operators see it through /metrics).
+SESSIONS = web.AppKey("mcp_sessions", SessionSealer)
+
 
 class McpEndpoint:
     """The aiohttp handlers of ``/mcp``. One per app."""
@@ -65,6 +68,7 @@ class McpEndpoint:
         self._keepalive = settings.server.keepalive_seconds
 
     def add_routes(self, app: web.Application) -> None:
+        app[SESSIONS] = self._sealer
         app.router.add_route("POST", MCP_PATH, self.post)
         app.router.add_route("GET", MCP_PATH, self.get)
         app.router.add_route("DELETE", MCP_PATH, self.delete)
@@ -211,8 +215,11 @@ class McpEndpoint:
                 "Bad Request: missing Mcp-Session-Id header. Send initialize first, then send the "
                 "Mcp-Session-Id it returned with every request."
             )
-        identity = self._authenticate(ex, request, require_gitlab=require_gitlab)
-        session = self._sealer.open(session_id, identity.owner)
+        session = self._sealer.unseal(session_id)
+        if session is not None:
+            identity = self._authenticate(ex, request, require_gitlab=require_gitlab)
+            if not self._sealer.owned_by(session, identity.owner):
+                session = None
         if session is None:
             raise RpcError(
                 -32600,

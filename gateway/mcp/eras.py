@@ -29,6 +29,7 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 
 from gateway.mcp.wire import (
     HEADER_MISMATCH,
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
     UNSUPPORTED_PROTOCOL_VERSION,
@@ -76,6 +77,15 @@ def unsupported_version(requested: str) -> RpcError:
         http_status=400,
         data={"supported": list(SUPPORTED_VERSIONS), "requested": requested[:64]},
     )
+
+
+def modern_status(err: RpcError) -> int:
+    """The HTTP status of an error in the 2026-07-28 era, where request errors are HTTP errors
+    too: 404 for -32601, 400 for the other protocol errors; -32603 and errors that already name a
+    status (401, 403, 5xx) keep theirs."""
+    if err.http_status != 200 or err.code == INTERNAL_ERROR or err.code > -32000:
+        return err.http_status
+    return 404 if err.code == METHOD_NOT_FOUND else 400
 
 
 def choose_era(header_version: str | None, decoded: Any) -> Era:

@@ -29,7 +29,14 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from gateway.config import Settings
-from gateway.mcp.eras import LEGACY_VERSIONS, MODERN_VERSIONS, VERSION_HEADER, unsupported_version
+from gateway.mcp.eras import (
+    LEGACY_VERSIONS,
+    MODERN_VERSIONS,
+    VERSION_HEADER,
+    Era,
+    modern_status,
+    unsupported_version,
+)
 from gateway.mcp.exchange import Exchange
 from gateway.mcp.security import OriginHostGuard
 from gateway.mcp.telemetry import Telemetry
@@ -91,6 +98,8 @@ def exchange_middleware(telemetry: Telemetry) -> Middleware:
             with bind_request_id(request_id) as trace:
                 response = await handler(request)
         except RpcError as err:
+            if ex.era is Era.MODERN:
+                err.http_status = modern_status(err)
             if ex.outcome == "ok":
                 ex.outcome = "rejected" if err.http_status >= 400 else "error"
             response = error_response(ex, err)

@@ -24,6 +24,7 @@ import base64
 import binascii
 import hashlib
 import heapq
+import itertools
 import json
 import logging
 import os
@@ -133,7 +134,9 @@ class SessionSealer:
         self._clock = clock
         self._metrics = metrics
         self._ended: dict[str, float] = {}
-        self._expiries: list[tuple[float, str]] = []
+        # (expiry, order of ending, number): ties go in the order sessions were ended.
+        self._expiries: list[tuple[float, int, str]] = []
+        self._ends = itertools.count()
         if metrics is not None:
             metrics.session_ttl_seconds.set(ttl_seconds)
             metrics.session_denylist_capacity.set(max_ended)
@@ -154,6 +157,22 @@ class SessionSealer:
     def open(self, session_id: str, owner: str | None) -> Session | None:
         """The live session ``session_id`` of ``owner``, or None (and why is counted): not ours or
         tampered (``invalid``), expired, ended by DELETE, or issued to another credential."""
+        session = self.unseal(session_id)
+        return session if session is not None and self.owned_by(session, owner) else None
+
+    def owned_by(self, session: Session, owner: str | None) -> bool:
+        """True when ``session`` was issued to ``owner`` (or to unauthenticated callers)."""
+        if session.owner is not None and session.owner != owner_hash(owner):
+            # Another caller's session: answered like an unknown one (MCP security best
+            # practices, session hijacking).
+            self._refuse("foreign")
+            return False
+        return True
+
+    def unseal(self, session_id: str) -> Session | None:
+        """The live session ``session_id`` whoever holds it, or None (counted): not ours or
+        tampered (``invalid``), expired, or ended by DELETE. Cheap: checked before any
+        authentication work."""
         session = self._unseal(session_id)
         if session is None:
             return self._refuse("invalid")
@@ -163,10 +182,6 @@ class SessionSealer:
         self._sweep(now)
         if session.number in self._ended:
             return self._refuse("ended")
-        if session.owner is not None and session.owner != owner_hash(owner):
-            # Another caller's session: answered like an unknown one (MCP security best
-            # practices, session hijacking).
-            return self._refuse("foreign")
         return session
 
     def end(self, session: Session) -> None:
@@ -176,12 +191,12 @@ class SessionSealer:
         if session.number in self._ended:
             return
         if len(self._ended) >= self.max_ended and self._expiries:
-            _, oldest = heapq.heappop(self._expiries)
+            _, _, oldest = heapq.heappop(self._expiries)
             self._ended.pop(oldest, None)
             if self._metrics is not None:
                 self._metrics.session_denylist_evictions.inc()
         self._ended[session.number] = session.expires
-        heapq.heappush(self._expiries, (session.expires, session.number))
+        heapq.heappush(self._expiries, (session.expires, next(self._ends), session.number))
         self._update_gauge()
 
     def __len__(self) -> int:
@@ -196,6 +211,8 @@ class SessionSealer:
             blob = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
         except (binascii.Error, ValueError):
             return None
+        if base64.urlsafe_b64encode(blob).decode().rstrip("=") != raw:
+            return None  # not how we wrote it: a changed character that decodes the same is refused too
         nonce, sealed = blob[:_NONCE_BYTES], blob[_NONCE_BYTES:]
         for key in self._keys:
             try:
@@ -213,7 +230,7 @@ class SessionSealer:
 
     def _sweep(self, now: float) -> None:
         while self._expiries and self._expiries[0][0] <= now:
-            _, number = heapq.heappop(self._expiries)
+            _, _, number = heapq.heappop(self._expiries)
             self._ended.pop(number, None)
         self._update_gauge()
 

@@ -176,7 +176,10 @@ def _refuse_constant(name: str) -> Any:
 def _finite_float(text: str) -> float:
     value = float(text)
     if math.isinf(value):  # 1e400 would become infinity
-        raise _NotJson(f"the number {text[:32]} is too large for JSON; send a smaller number or a string.")
+        raise _NotJson(
+            f"NaN/Infinity are not JSON (the number {text[:32]} is too large); send a smaller number "
+            "or a string instead."
+        )
     return value
 
 
@@ -220,6 +223,10 @@ def classify(decoded: Any) -> JSONRPCMessage:
             raise invalid_request('Invalid Request: "method" must be a string.')
         if "id" in decoded and not is_request_id(decoded["id"]):
             raise invalid_request('Invalid Request: "id" must be a string or an integer.')
+        if "params" in decoded and not isinstance(decoded["params"], dict) and "id" in decoded:
+            raise invalid_params(
+                f'Invalid params: {decoded["method"][:100]} takes "params" as a JSON object.'
+            )
         if "params" in decoded and not isinstance(decoded["params"], dict):
             raise invalid_request('Invalid Request: "params" must be a JSON object.')
     try:

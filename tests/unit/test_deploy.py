@@ -237,7 +237,7 @@ def test_grafana_dashboard_only_queries_existing_metrics() -> None:
         "gateway_cache_hits_total",
         "gateway_cache_misses_total",
         "gateway_cache_evictions_total",
-        "gateway_mcp_sessions_open",
+        "gateway_mcp_sessions_issued_total",
         "gateway_mcp_sse_streams_open",
         "gateway_broker_state",
         "gateway_broker_queue_depth",

@@ -8,14 +8,19 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from gateway.errors import ToolError
-from gateway.mcp.protocol import dumps
 from gateway.observability.logging import _RULE_TRIGGER, _may_hold_secret
 from gateway.tools.registry import ToolResult
+
+
+def dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
 
 _JOBS: dict[str, Any] = {
     "id": 1001,

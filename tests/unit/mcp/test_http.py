@@ -18,35 +18,18 @@ PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 # -- protocol version header ---------------------------------------------------------------
 
 
-async def test_unsupported_protocol_version_header_is_400_not_32022(mcp: Mcp) -> None:
+async def test_unsupported_protocol_version_header_is_32022_listing_both_eras(mcp: Mcp) -> None:
     resp = await mcp.post(PING, headers={"MCP-Protocol-Version": "2099-01-01"})
     assert resp.status == 400
     body = await resp.json()
-    assert body["error"]["code"] == -32600
+    assert body["id"] == 1
+    assert body["error"]["code"] == -32022
+    # A handshake version in `supported` keeps dual-era clients falling back to initialize.
     assert body["error"]["data"] == {
-        "supported": ["2025-11-25", "2025-06-18", "2025-03-26"],
+        "supported": ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"],
         "requested": "2099-01-01",
     }
     assert "2099-01-01" in body["error"]["message"]
-
-
-async def test_server_discover_probe_gets_400_without_32022(mcp_factory: MakeMcp) -> None:
-    """The 2026-07-28 probe of mcp 2.3.0 in mode="auto" (§1.12): it must fall back to initialize."""
-    client = await mcp_factory()
-    probe = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "server/discover",
-        "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}},
-    }
-    resp = await client.post(
-        probe, headers={"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}, session=False
-    )
-    assert resp.status == 400
-    body = await resp.json()
-    assert body["id"] is None
-    assert body["error"]["code"] not in (-32022,)
-    assert body["error"]["code"] == -32600
 
 
 async def test_absent_version_header_is_accepted(mcp: Mcp) -> None:
@@ -71,7 +54,7 @@ async def test_batch_is_refused_for_2025_11_25(mcp: Mcp) -> None:
     assert resp.status == 400
     body = await resp.json()
     assert body["error"]["code"] == -32600
-    assert body["id"] is None
+    assert "id" not in body  # a batch has no single id to echo
     assert "one message per POST" in body["error"]["message"]
 
 
@@ -131,15 +114,12 @@ async def test_empty_batch_is_invalid(mcp_factory: MakeMcp) -> None:
 # -- JSON-RPC shape ------------------------------------------------------------------------
 
 
-async def test_invalid_json_is_parse_error_with_null_id(mcp: Mcp) -> None:
+async def test_invalid_json_is_parse_error_without_id(mcp: Mcp) -> None:
     resp = await mcp.post(b'{"jsonrpc": "2.0", "id": 1, "method": ')
     assert resp.status == 400
     body = await resp.json()
-    assert body == {
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {"code": -32700, "message": body["error"]["message"]},
-    }
+    # "id": null is valid in neither era's schema: an error whose request id is unknown has none.
+    assert body == {"jsonrpc": "2.0", "error": {"code": -32700, "message": body["error"]["message"]}}
     assert "not valid JSON" in body["error"]["message"]
 
 
@@ -177,7 +157,7 @@ async def test_a_bug_in_the_transport_is_a_json_rpc_500_without_internals(
     def broken(*args: object, **kwargs: object) -> None:
         raise KeyError("internal detail")
 
-    monkeypatch.setattr("gateway.mcp.transport.parse_message", broken)
+    monkeypatch.setattr("gateway.mcp.endpoint.classify", broken)
     resp = await mcp.post(PING, headers={"X-Request-Id": "bug-1"})
     assert resp.status == 500
     body = await resp.json()
@@ -212,7 +192,8 @@ async def test_wrong_shape_is_invalid_request(mcp: Mcp, message: object, expecte
     assert resp.status == 400
     body = await resp.json()
     assert body["error"]["code"] == -32600
-    assert body["id"] == expected_id
+    assert body.get("id") == expected_id
+    assert ("id" in body) is (expected_id is not None)  # never "id": null
 
 
 async def test_unknown_method_is_32601(mcp: Mcp) -> None:
@@ -289,7 +270,7 @@ async def test_bad_origin_is_403(mcp: Mcp) -> None:
     resp = await mcp.post(PING, headers={"Origin": "http://evil.example.com"})
     assert resp.status == 403
     body = await resp.json()
-    assert body["id"] is None
+    assert "id" not in body  # refused before the body was read
     assert "allowed_origins" in body["error"]["message"]
 
 
@@ -407,7 +388,8 @@ async def test_one_log_line_per_request_without_secrets(mcp: Mcp, caplog: pytest
         "req-42",
         200,
     )
-    assert rec.session == (mcp.session_id or "")[:8]  # type: ignore[attr-defined]
+    assert rec.era == "legacy"  # type: ignore[attr-defined]
+    assert rec.session and rec.session not in (mcp.session_id or "")  # type: ignore[attr-defined]
     assert isinstance(rec.duration_ms, float)  # type: ignore[attr-defined]
     assert "glpat-secret-value" not in repr(rec.__dict__)
     assert (mcp.session_id or "") not in repr(rec.__dict__)

@@ -1,13 +1,15 @@
-"""The transport's parts on their own: Host/Origin rules, the session store, Accept parsing."""
+"""The transport's parts on their own: Host/Origin rules, sealed sessions, Accept parsing."""
 
 from __future__ import annotations
+
+import base64
 
 import pytest
 
 from gateway.config import ServerSettings
+from gateway.mcp.middlewares import _acceptable
 from gateway.mcp.security import OriginHostGuard, split_host
-from gateway.mcp.sessions import SessionsFull, SessionStore
-from gateway.mcp.transport import _acceptable
+from gateway.mcp.sessions import SessionSealer, decode_key
 
 
 @pytest.mark.parametrize(
@@ -61,52 +63,75 @@ def test_guard_cache_stays_bounded() -> None:
     assert len(guard._host_ok) <= 256
 
 
-def test_session_store_ttl_and_cap() -> None:
+def _sealer(now: list[float], **kw: object) -> SessionSealer:
+    return SessionSealer(
+        key=bytes(range(32)),
+        ttl_seconds=10,
+        max_ended=2,
+        clock=lambda: now[0],
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_sealed_session_round_trip_and_refusals() -> None:
+    now = [1000.0]
+    sealer = _sealer(now)
+    session = sealer.issue("2025-06-18", {"roots": {}}, owner="agent:pm|gitlab:abc")
+    opened = sealer.open(session.id, "agent:pm|gitlab:abc")
+    assert opened is not None
+    assert (opened.protocol_version, opened.capabilities) == ("2025-06-18", {"roots": {}})
+    # Another caller's credential: not found.
+    assert sealer.open(session.id, "agent:dev|gitlab:abc") is None
+    # One byte changed anywhere in the sealed part: not found.
+    for i in range(3, len(session.id)):
+        flipped = "A" if session.id[i] != "A" else "B"
+        assert sealer.open(session.id[:i] + flipped + session.id[i + 1 :], "agent:pm|gitlab:abc") is None
+    # Sealed with another key: not found.
+    other = SessionSealer(key=bytes(32), ttl_seconds=10, max_ended=2)
+    assert other.open(session.id, "agent:pm|gitlab:abc") is None
+    # Past its expiry: not found.
+    now[0] += 10
+    assert sealer.open(session.id, "agent:pm|gitlab:abc") is None
+
+
+def test_unauthenticated_sessions_open_for_anyone_until_ended() -> None:
     now = [0.0]
-    store = SessionStore(ttl_seconds=10, max_sessions=2, clock=lambda: now[0])
-    a = store.create("2025-11-25", owner=None, client_info=None)
-    now[0] = 5
-    b = store.create("2025-11-25", owner=None, client_info=None)
-    assert store.get(a.id) is a  # a is now the most recently used
-    c = store.create("2025-11-25", owner=None, client_info=None)  # evicts b
-    assert store.get(b.id) is None
-    assert len(store) == 2
-    now[0] = 16  # a and c last used at 5
-    assert store.get(c.id) is None
-    assert store.get(a.id) is None
-    assert len(store) == 0
+    sealer = _sealer(now)
+    session = sealer.issue("2025-11-25", {}, owner=None)
+    assert sealer.open(session.id, "agent:pm") is not None
+    sealer.end(session)
+    assert sealer.open(session.id, None) is None
+    assert len(sealer) == 1
+    now[0] += 11  # expired: the deny-list forgets it
+    assert sealer.open(session.id, None) is None
+    sealer.end(sealer.issue("2025-11-25", {}, owner=None))
+    assert len(sealer) == 1
 
 
-class _Busy:
-    def __init__(self) -> None:
-        self.reasons: list[str] = []
-
-    def cancel(self, reason: str) -> None:
-        self.reasons.append(reason)
+@pytest.mark.parametrize("value", ["", "v1.", "v1.!!!", "nope", "v1." + "A" * 5000])
+def test_garbage_session_ids_are_not_found(value: str) -> None:
+    assert _sealer([0.0]).open(value, None) is None
 
 
-def test_session_store_full_of_busy_sessions_refuses() -> None:
-    store = SessionStore(ttl_seconds=10, max_sessions=1)
-    session = store.create("2025-11-25", owner=None, client_info=None)
-    busy = _Busy()
-    session.inflight[1] = busy
-    with pytest.raises(SessionsFull):
-        store.create("2025-11-25", owner=None, client_info=None)
-    assert store.close(session.id) is session
-    assert busy.reasons == ["session_closed"]
-    assert store.close(session.id) is None
+def test_session_key_must_be_32_bytes() -> None:
+    assert decode_key(base64.b64encode(bytes(32)).decode()) == bytes(32)
+    assert decode_key(base64.urlsafe_b64encode(b"\xff" * 32).decode().rstrip("=")) == b"\xff" * 32
+    with pytest.raises(ValueError, match="32"):
+        decode_key(base64.b64encode(bytes(16)).decode())
+    with pytest.raises(ValueError, match="base64"):
+        decode_key("not base64 at all!")
 
 
 @pytest.mark.parametrize(
     ("accept", "expected"),
     [
-        ("application/json, text/event-stream", (True, True)),
-        ("text/event-stream;q=1, application/json;q=0.5", (True, True)),
-        ("application/json", (True, False)),
-        ("text/event-stream", (False, True)),
-        ("*/*", (True, True)),
-        ("text/html", (False, False)),
+        ("application/json, text/event-stream", True),
+        ("text/event-stream;q=1, application/json;q=0.5", True),
+        ("application/json", False),
+        ("text/event-stream", False),
+        ("*/*", True),
+        ("text/html", False),
     ],
 )
-def test_acceptable(accept: str, expected: tuple[bool, bool]) -> None:
+def test_acceptable(accept: str, expected: bool) -> None:
     assert _acceptable(accept) == expected

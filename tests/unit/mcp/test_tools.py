@@ -9,7 +9,7 @@ import re
 import jsonschema
 import pytest
 
-from gateway.app import SERVICES
+from gateway.tools.context import SERVICES
 from tests.unit.mcp.conftest import MakeMcp
 from tests.unit.mcp.helpers import Mcp, Probe
 
@@ -249,7 +249,8 @@ async def test_tool_context_carries_request_and_session(mcp: Mcp, probe: Probe) 
     )
     ctx = probe.contexts[-1]
     assert ctx.call.request_id == "abc-1"
-    assert ctx.call.session_id == mcp.session_id
+    # The session's number, never its id (a bearer credential).
+    assert ctx.call.session_id and ctx.call.session_id not in (mcp.session_id or "")
     assert ctx.call.has_progress_token is False
     assert ctx.services is mcp.app[SERVICES]
     assert ctx.call.principal.remote == "127.0.0.1"

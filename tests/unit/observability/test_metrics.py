@@ -11,15 +11,14 @@ import respx
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.app import METRICS
 from gateway.config import GitLabSettings
 from gateway.errors import REASONS
 from gateway.gitlab.client import GitLabClient
 from gateway.gitlab.credentials import Credential
 from gateway.gitlab.errors import GitLabNotFound
 from gateway.gitlab.urls import encode_project
-from gateway.mcp.protocol import _LABELS
-from gateway.observability.metrics import Metrics
+from gateway.mcp.wire import _LABELS
+from gateway.observability.metrics import METRICS, Metrics
 from tests.unit.mcp.conftest import MakeMcp
 
 #: What issue 6 asks for, by name (the attribute teammates use → the exposed family).
@@ -36,7 +35,11 @@ REQUIRED = {
     "cache_evictions": ("gateway_cache_evictions", "counter", ["cache"]),
     "cache_entries": ("gateway_cache_entries", "gauge", ["cache"]),
     "cache_bytes": ("gateway_cache_size_bytes", "gauge", ["cache"]),
-    "sessions_open": ("gateway_mcp_sessions_open", "gauge", []),
+    "sessions_issued": ("gateway_mcp_sessions_issued", "counter", []),
+    "session_rejections": ("gateway_mcp_session_rejections", "counter", ["reason"]),
+    "sessions_ended": ("gateway_mcp_sessions_ended", "gauge", []),
+    "session_ttl_seconds": ("gateway_mcp_session_ttl_seconds", "gauge", []),
+    "session_denylist_capacity": ("gateway_mcp_session_denylist_capacity", "gauge", []),
     "sse_streams_open": ("gateway_mcp_sse_streams_open", "gauge", []),
     "broker_state": ("gateway_broker_state", "gauge", ["state"]),
     "broker_queue_depth": ("gateway_broker_queue_depth", "gauge", ["agent"]),
