@@ -101,8 +101,8 @@ class ServerSettings(_Section):
     def _fixtures_on_loopback(self) -> ServerSettings:
         if self.conformance_fixtures and not is_loopback(self.host):
             raise ValueError(
-                f"conformance_fixtures is a test mode and is refused on {self.host}: bind to 127.0.0.1 "
-                "(or ::1) to run the conformance suite, and never enable it in production"
+                f"conformance_fixtures is a test mode and is refused off loopback ({self.host}): bind to "
+                "127.0.0.1 (or ::1) to run the conformance suite, and never enable it in production"
             )
         return self
 

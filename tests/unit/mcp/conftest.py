@@ -33,7 +33,13 @@ def mcp_factory(aiohttp_client: Any, make_settings: Callable[..., Settings], pro
     ) -> Mcp:
         settings = make_settings(**overrides)
         # No GitLab behind these apps: a mock transport also spares building a TLS context per app.
-        gitlab_http = httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(503)))
+        gitlab_requests: list[httpx.Request] = []
+
+        def gitlab(request: httpx.Request) -> httpx.Response:
+            gitlab_requests.append(request)
+            return httpx.Response(503)
+
+        gitlab_http = httpx.AsyncClient(transport=httpx.MockTransport(gitlab))
         app = create_app(
             settings, gitlab_http=gitlab_http, tools=make_tools(probe) if tools is None else tools
         )
@@ -46,7 +52,9 @@ def mcp_factory(aiohttp_client: Any, make_settings: Callable[..., Settings], pro
         # aiohttp's TestServer cancels handlers when a client disconnects; web.run_app (production)
         # does not. Serve like production.
         client.server.runner.server.handler_cancellation = handler_cancellation
-        return Mcp(client, app)
+        mcp = Mcp(client, app)
+        mcp.gitlab_requests = gitlab_requests
+        return mcp
 
     return make
 

@@ -257,6 +257,7 @@ class Mcp:
         self.session_id: str | None = None
         self.headers: dict[str, str] = {}
         self.version = "2025-11-25"
+        self.gitlab_requests: list[Any] = []
         self._next = 0
 
     def next_id(self) -> int:
@@ -323,6 +324,27 @@ class Mcp:
             params["arguments"] = arguments
         params.update(kw)
         return await self.rpc("tools/call", params)
+
+
+MODERN = "2026-07-28"
+
+
+def modern_meta(version: str = MODERN, **extra: Any) -> dict[str, Any]:
+    """The per-request ``_meta`` of a 2026-07-28 request."""
+    return {
+        "io.modelcontextprotocol/protocolVersion": version,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        **extra,
+    }
+
+
+def modern_headers(method: str, name: str | None = None, version: str = MODERN) -> dict[str, str]:
+    """The headers of a 2026-07-28 request (``Mcp-Name`` when ``name`` is given)."""
+    headers = {"MCP-Protocol-Version": version, "Mcp-Method": method}
+    if name is not None:
+        headers["Mcp-Name"] = name
+    return headers
 
 
 async def response_message(resp: Any) -> dict[str, Any]:
