@@ -125,9 +125,7 @@ async def test_closing_the_stream_cancels_the_call(mcp_factory: MakeMcp, probe: 
     assert probe.events == ["wait cancelled"]
 
 
-async def test_a_call_whose_stream_closed_delivers_nothing(
-    mcp_factory: MakeMcp, probe: Probe
-) -> None:
+async def test_a_call_whose_stream_closed_delivers_nothing(mcp_factory: MakeMcp, probe: Probe) -> None:
     client = await mcp_factory()
     body = call_body("deliver", {"wait": True})
     resp_task = asyncio.create_task(post_modern(client, body, modern_headers("tools/call", "deliver")))
