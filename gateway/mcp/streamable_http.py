@@ -45,7 +45,7 @@ SSE_HEADERS: Mapping[str, str] = {
 }
 KEEPALIVE = b": keepalive\n\n"
 #: How often an open stream checks that its client is still connected.
-WATCH_SECONDS = 0.5
+WATCH_SECONDS = 0.1
 # Event ids: a per-process random prefix and a counter (unique, cheap, not guessable as a set).
 _PREFIX = secrets.token_hex(4)
 _counter = itertools.count(1)

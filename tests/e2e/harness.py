@@ -109,14 +109,15 @@ async def mcp_client(
     url: str,
     *,
     headers: dict[str, str] | None = None,
-    mode: str = "legacy",
+    mode: str = "auto",
     read_timeout: float | None = 60.0,
 ) -> AsyncIterator[Client]:
     """An initialized official SDK ``Client`` on ``url`` (Streamable HTTP).
 
     Args:
         headers: sent on every request (``X-Agent-Id``, ``PRIVATE-TOKEN``...).
-        mode: ``legacy`` (handshake only) or ``auto`` (probes ``server/discover`` first).
+        mode: ``auto`` (the SDK's default: ``server/discover`` first, so 2026-07-28 with this
+            gateway) or ``legacy`` (a 2025-11-25 handshake only).
         read_timeout: per-request timeout in seconds (None: none).
     """
     http = httpx2.AsyncClient(headers=headers or {}, timeout=httpx2.Timeout(30.0, read=None))

