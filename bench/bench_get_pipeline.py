@@ -8,7 +8,8 @@ GitLab (the stand-in), in one run, at several concurrencies.
 Layers:
 
 - ``mcp`` (default): the gateway as a process (``python -m gateway``), called with JSON-RPC
-  ``tools/call`` over Streamable HTTP on ``/mcp`` in one MCP session; versus the identical
+  ``tools/call`` over Streamable HTTP on ``/mcp``, in both protocol eras (``gateway``: one
+  2025-11-25 session; ``modern``: stateless 2026-07-28 requests); versus the identical
   ``POST /api/graphql`` (same document, operation name, variables and token) straight to the
   stand-in. Both use the same ``httpx.AsyncClient`` settings, so client costs cancel out.
 - ``tool``: the gateway's tool path in this process (registry validation, the handler, the GitLab
@@ -160,6 +161,19 @@ def report(label: str, concurrency: int, paths: list[Path_]) -> dict[str, Any]:
         if "process_cpu_ms_per_call" in f:
             line += f" | its CPU {f['process_cpu_ms_per_call']:.3f} ms/call"
         print(line, flush=True)
+    if "modern" in figures:
+        legacy, modern = figures["gateway"], figures["modern"]
+        print(
+            "  modern (2026-07-28) vs legacy (2025-11-25) era: "
+            f"p50 x{modern['p50_ms'] / legacy['p50_ms']:.3f}"
+            f"  p99 x{modern['p99_ms'] / legacy['p99_ms']:.3f}"
+            + (
+                f"  CPU/call x{modern['process_cpu_ms_per_call'] / legacy['process_cpu_ms_per_call']:.3f}"
+                if "process_cpu_ms_per_call" in legacy
+                else ""
+            ),
+            flush=True,
+        )
     if "floor" in figures:
         beyond = figures["gateway"]["p50_ms"] - figures["floor"]["p50_ms"]
         print(f"  gateway beyond the bare forwarder at p50: {beyond:+.3f} ms", flush=True)
@@ -219,6 +233,10 @@ async def bench_mcp(
         **dict(kv.split("=", 1) for kv in args.gateway_env),
     }
     gateway = GatewayProcess(env=env, state_dir=workdir / "state").start()
+    assert gateway.proc is not None
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
+        # The server on one core of its own, as the comparisons between paths assume.
+        os.sched_setaffinity(gateway.proc.pid, {(os.cpu_count() or 1) - 1})
     body = direct_body(arguments)
     (workdir / "body.json").write_bytes(body)
     forwarder: subprocess.Popen[bytes] | None = None
@@ -236,6 +254,12 @@ async def bench_mcp(
             async def via_gateway() -> None:
                 await mcp.call_tool("get_pipeline", arguments)
 
+            modern = McpCaller(http, gateway.mcp_url, "bench_get_pipeline", era="modern")
+            await modern.call_tool("get_pipeline", arguments)
+
+            async def via_modern() -> None:
+                await modern.call_tool("get_pipeline", arguments)
+
             async def direct() -> None:
                 response = await http.post(
                     f"{standin_url}/api/graphql", content=body, headers=_headers(token)
@@ -244,7 +268,11 @@ async def bench_mcp(
                 response.json()
 
             assert gateway.proc is not None
-            paths = [Path_("gateway", via_gateway, gateway.proc.pid), Path_("direct", direct)]
+            paths = [
+                Path_("gateway", via_gateway, gateway.proc.pid),
+                Path_("modern", via_modern, gateway.proc.pid),
+                Path_("direct", direct),
+            ]
             if args.floor:
                 port = free_port()
                 forwarder = subprocess.Popen(
