@@ -118,30 +118,16 @@ def test_inspector_runs_every_tool_in_each_era(
     listed = inspector(gateway.mcp_url, era, "--method", "tools/list")
     assert listed.returncode == 0, listed.stdout + listed.stderr
     assert set(HAPPY) <= {t["name"] for t in json.loads(listed.stdout)["result"]["tools"]}
+
+    def call(name: str, arguments: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        args = ("--method", "tools/call", "--tool-name", name, "--tool-args-json", json.dumps(arguments))
+        return inspector(gateway.mcp_url, era, *args)
+
     for name, arguments in HAPPY.items():
-        run = inspector(
-            gateway.mcp_url,
-            era,
-            "--method",
-            "tools/call",
-            "--tool-name",
-            name,
-            "--tool-args-json",
-            json.dumps(arguments),
-        )
+        run = call(name, arguments)
         assert run.returncode == 0, (name, run.stdout, run.stderr)
         assert json.loads(run.stdout)["result"]["structuredContent"]
-    name, arguments = ERROR
-    bad = inspector(
-        gateway.mcp_url,
-        era,
-        "--method",
-        "tools/call",
-        "--tool-name",
-        name,
-        "--tool-args-json",
-        json.dumps(arguments),
-    )
+    bad = call(*ERROR)
     assert bad.returncode == 5, bad.stdout + bad.stderr  # a tool error (isError: true)
     assert json.loads(bad.stdout)["result"]["isError"] is True
     log = gateway.log()[before:]
