@@ -303,7 +303,12 @@ class Dispatcher:
             return Reply(response(msg.id, shaped("tools/call", ex.version, resolved.to_mcp())))
         if resolved is None:
             assert self._fixtures is not None
-            self._fixtures.check_capabilities(params.name, ex.era, ex.envelope)
+            declared = (
+                ex.envelope.client_capabilities
+                if ex.envelope is not None
+                else (ex.session.capabilities if ex.session is not None else {})
+            )
+            self._fixtures.check_capabilities(params.name, ex.era, declared)
             if open_stream is None:
                 raise RpcError(INVALID_REQUEST, "Invalid Request: fixture tools cannot be batched.")
             await self._fixtures.serve(params.name, msg.id, meta, ex.version, open_stream())

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from mcp_types import LOG_LEVEL_META_KEY, CompletionsCapability, LoggingCapability, ServerCapabilities
 
-from gateway.mcp.eras import LEGACY_VERSIONS, Envelope, Era
+from gateway.mcp.eras import LEGACY_VERSIONS, Era
 from gateway.mcp.exchange import EventStream
 from gateway.mcp.wire import MISSING_REQUIRED_CLIENT_CAPABILITY, RpcError, notification, response
 
@@ -128,10 +128,10 @@ class Fixtures:
         return {}
 
     @staticmethod
-    def check_capabilities(name: str, era: Era, envelope: Envelope | None) -> None:
-        """-32021 (HTTP 400 in the modern era) when the tool needs an undeclared capability."""
+    def check_capabilities(name: str, era: Era, declared: dict[str, Any]) -> None:
+        """-32021 (HTTP 400 in the modern era) when the tool needs a capability the client did
+        not declare (in the request's ``_meta``, or at ``initialize`` for a session)."""
         required = _REQUIRES.get(name)
-        declared = envelope.client_capabilities if envelope is not None else {}
         if required and not all(key in declared for key in required):
             raise RpcError(
                 MISSING_REQUIRED_CLIENT_CAPABILITY,

@@ -4,8 +4,9 @@ Rules (MCP 2025-11-25 basic/transports#session-management; the sealed-id design 
 zereight/gitlab-mcp's stateless mode):
 
 - The id is an AES-256-GCM token (``cryptography``) holding what a session needs: the negotiated
-  version, the client's capabilities, an expiry, a random session number and a SHA-256 hash of
-  the credential key it was issued to. Never the GitLab token. It is made of visible ASCII only
+  version, the client's capabilities (only their names when they are large, as the id travels in
+  a header), an expiry, a random session number and a SHA-256 hash of the credential key it was
+  issued to. Never the GitLab token. It is made of visible ASCII only
   (``v1.`` + URL-safe base64).
 - The key comes from ``server.session_key`` (32 bytes, base64); without one a key is generated at
   start with a warning (sessions then do not survive a restart nor span replicas).
@@ -45,8 +46,10 @@ SESSION_HEADER = "Mcp-Session-Id"
 _PREFIX = "v1."
 _AAD = b"gitlab-mcp-gateway session v1"
 _NONCE_BYTES = 12
-#: Longest id worth decrypting (capabilities are small); anything longer is not ours.
-_MAX_ID_CHARS = 4096
+#: Longest id worth decrypting; anything longer is not ours.
+_MAX_ID_CHARS = 8192
+#: Client capabilities kept whole up to this size (JSON); beyond it only their names.
+_MAX_CAPABILITIES_CHARS = 1024
 
 
 def owner_hash(owner: str | None) -> str | None:
@@ -143,6 +146,9 @@ class SessionSealer:
 
     def issue(self, protocol_version: str, capabilities: dict[str, Any], owner: str | None) -> Session:
         """A new session for ``owner`` (the caller's :attr:`Identity.owner`)."""
+        if len(json.dumps(capabilities)) > _MAX_CAPABILITIES_CHARS:
+            # The id travels in a header on every request: keep which capabilities were declared.
+            capabilities = {str(key)[:64]: {} for key in list(capabilities)[:32]}
         number = secrets.token_urlsafe(12)
         expires = float(int(self._clock() + self.ttl))
         hashed = owner_hash(owner)
