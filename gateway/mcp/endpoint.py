@@ -38,11 +38,11 @@ from gateway.mcp.eras import (
     choose_era,
 )
 from gateway.mcp.exchange import EventStream, Exchange, Reply
-from gateway.mcp.middlewares import EXCHANGE, MCP_PATH, too_large
+from gateway.mcp.middlewares import EXCHANGE, MCP_PATH, decode_content, too_large
 from gateway.mcp.sessions import SESSION_HEADER, Session, SessionSealer
 from gateway.mcp.streamable_http import SseStream, json_response, write_json
 from gateway.mcp.telemetry import Telemetry
-from gateway.mcp.wire import RpcError, classify, decode_body, invalid_request, readable_id
+from gateway.mcp.wire import RpcError, check_text, classify, decode_body, invalid_request, readable_id
 
 #: The app's session sealer (tests move its clock; operators see it through /metrics).
 SESSIONS = web.AppKey("mcp_sessions", SessionSealer)
@@ -80,6 +80,7 @@ class McpEndpoint:
         ex = request[EXCHANGE]
         decoded = decode_body(await self._read_body(request))
         ex.rpc_id = readable_id(decoded)  # echoed by errors even when the rest is malformed
+        check_text(decoded)
         ex.era = choose_era(request.headers.get(VERSION_HEADER), decoded)
         if isinstance(decoded, list):
             return await self._batch(request, ex, decoded)
@@ -200,7 +201,7 @@ class McpEndpoint:
             raise too_large(self._max_body) from None
         if len(body) > self._max_body:
             raise too_large(self._max_body)
-        return body
+        return decode_content(request, body, self._max_body)
 
     def _session(self, ex: Exchange, request: web.Request, *, require_gitlab: bool = True) -> Session:
         """The caller and their legacy session.

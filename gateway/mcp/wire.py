@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, Final, TypeGuard
 
 from mcp_types import (
@@ -197,11 +198,51 @@ def decode_body(body: bytes) -> Any:
         raise RpcError(PARSE_ERROR, "Parse error: the body is not valid JSON.", http_status=400) from None
 
 
+#: Text no string of a request may hold: lone UTF-16 surrogates (``"\\ud800"`` is valid JSON
+#: syntax but no Unicode text: it cannot be logged, sent to GitLab or echoed back in UTF-8) and
+#: C0 control characters other than tab, line feed and carriage return, and DEL (written raw
+#: into plain-text logs and into GitLab paths).
+_BAD_TEXT = re.compile("[\ud800-\udfff\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def check_text(decoded: Any) -> None:
+    """Refuse a decoded body whose strings (keys or values) hold :data:`_BAD_TEXT`.
+
+    Raises:
+        RpcError: ``-32600`` (HTTP 400) naming where and what was found; it echoes the request's
+            id unless the id itself is the bad string.
+    """
+    stack: list[tuple[str, Any]] = [("", decoded)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            found = _BAD_TEXT.search(value)
+            if found is not None:
+                raise _bad_text(path, found.group())
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                found = _BAD_TEXT.search(key)
+                if found is not None:
+                    raise _bad_text(f"{path}.{key}".lstrip("."), found.group())
+                stack.append((f"{path}.{key}".lstrip("."), item))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", item) for i, item in enumerate(value))
+
+
+def _bad_text(path: str, char: str) -> RpcError:
+    what = "a lone UTF-16 surrogate" if "\ud800" <= char <= "\udfff" else "a control character"
+    where = _BAD_TEXT.sub("?", path[:200]) or "the body"
+    return invalid_request(
+        f"Invalid Request: {where} holds {what} (U+{ord(char):04X}); send valid Unicode text without "
+        "control characters other than tab and line breaks."
+    )
+
+
 def readable_id(decoded: Any) -> RequestId | None:
     """The request id of a decoded body, when it has a valid one (errors echo it)."""
     if isinstance(decoded, dict):
         value = decoded.get("id")
-        if is_request_id(value):
+        if is_request_id(value) and not (isinstance(value, str) and _BAD_TEXT.search(value)):
             return value
     return None
 
