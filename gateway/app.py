@@ -48,7 +48,11 @@ def create_app(
     metrics = Metrics()
     telemetry = Telemetry(metrics)
     app = web.Application(
-        client_max_size=server.max_request_bytes, middlewares=mcp_middlewares(settings, telemetry)
+        client_max_size=server.max_request_bytes,
+        middlewares=mcp_middlewares(settings, telemetry),
+        # Request bodies are decoded by the /mcp middlewares, which answer a bad encoding with a
+        # JSON-RPC error and keep the connection; aiohttp's parser would answer 500 or drop it.
+        handler_args={"auto_decompress": False},
     )
     app[METRICS] = metrics
     registry = Registry(

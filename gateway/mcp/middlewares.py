@@ -6,8 +6,11 @@
    request, and the JSON-RPC error
    answer of anything refused (with the request's ``id`` once the body parsed, without one before).
 2. Origin/Host (DNS-rebinding protection, ``security``) → 403.
-3. Content-Type (POST: ``application/json``) → 415; Accept (POST: must allow
-   ``application/json`` and ``text/event-stream``; absent: anything) → 406.
+3. Content-Type (POST: ``application/json``) → 415; ``Content-Encoding`` other than ``gzip``,
+   ``deflate`` or ``identity`` → 415; Accept (POST: must allow ``application/json`` and
+   ``text/event-stream``; absent: anything) → 406. Compressed bodies are decoded by
+   :func:`decode_content` (not by aiohttp's parser, whose failures would answer 500 and break the
+   connection), within the body size limit.
 4. Body size (``server.max_request_bytes``, from ``Content-Length``) → 413; a body that turns out
    longer while it is read is refused the same way by the endpoint.
 5. ``MCP-Protocol-Version`` on GET and DELETE: a 2026-07-28 request gets 405 (that era has no GET
@@ -22,6 +25,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+import zlib
 from time import perf_counter
 from typing import Final
 
@@ -40,7 +44,7 @@ from gateway.mcp.eras import (
 from gateway.mcp.exchange import Exchange
 from gateway.mcp.security import OriginHostGuard
 from gateway.mcp.telemetry import Telemetry
-from gateway.mcp.wire import INTERNAL_ERROR, INVALID_REQUEST, RpcError, method_label
+from gateway.mcp.wire import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, RpcError, method_label
 from gateway.observability.access import RequestTrace
 from gateway.observability.logging import bind_request_id
 
@@ -185,16 +189,33 @@ def _acceptable(accept: str) -> bool:
     return json_ok and sse_ok
 
 
+#: ``Content-Encoding`` values of request bodies that are decoded (RFC 9110 §8.4.1).
+CONTENT_ENCODINGS: Final = frozenset({"identity", "gzip", "x-gzip", "deflate"})
+
+
+def _content_encoding(request: web.Request) -> str:
+    return request.headers.get("Content-Encoding", "identity").strip().lower() or "identity"
+
+
 @web.middleware
 async def media_type_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """415 for a POST that is not ``application/json``; 406 when ``Accept`` rules out either
-    answer the transport may give."""
+    """415 for a POST that is not ``application/json`` or whose ``Content-Encoding`` is not
+    decoded here; 406 when ``Accept`` rules out either answer the transport may give."""
     if request.path == MCP_PATH and request.method == "POST":
         if request.content_type != "application/json":
             raise RpcError(
                 INVALID_REQUEST,
                 "Unsupported Media Type: POST the JSON-RPC message with Content-Type: application/json.",
                 http_status=415,
+            )
+        encoding = _content_encoding(request)
+        if encoding not in CONTENT_ENCODINGS:
+            raise RpcError(
+                INVALID_REQUEST,
+                f"Unsupported Media Type: Content-Encoding {encoding[:40]!r} is not accepted; send the body "
+                "uncompressed, or with Content-Encoding: gzip or deflate.",
+                http_status=415,
+                headers={"Accept-Encoding": "gzip, deflate, identity"},
             )
         accept = request.headers.get("Accept")
         if accept is not None and not _acceptable(accept):
@@ -213,6 +234,40 @@ def too_large(max_bytes: int) -> RpcError:
         INVALID_REQUEST,
         f"Request Entity Too Large: the body exceeds server.max_request_bytes ({max_bytes} bytes).",
         http_status=413,
+    )
+
+
+def decode_content(request: web.Request, body: bytes, max_bytes: int) -> bytes:
+    """The body as sent before its ``Content-Encoding`` (gzip or deflate), at most ``max_bytes``.
+
+    Raises:
+        RpcError: 413 when the decoded body is larger than ``max_bytes`` (a small gzip body can
+            hold a huge one); 400 + -32700 when the body is not what its ``Content-Encoding``
+            says.
+    """
+    encoding = _content_encoding(request)
+    if encoding == "identity":
+        return body
+    # wbits: 16 + MAX_WBITS reads a gzip member; 32 + MAX_WBITS reads zlib or gzip (deflate as
+    # sent by most clients is zlib-wrapped; raw deflate is tried after).
+    attempts = (
+        (16 + zlib.MAX_WBITS,) if encoding in ("gzip", "x-gzip") else (32 + zlib.MAX_WBITS, -zlib.MAX_WBITS)
+    )
+    for wbits in attempts:
+        decoder = zlib.decompressobj(wbits)
+        try:
+            out = decoder.decompress(body, max_bytes + 1)
+        except zlib.error:
+            continue
+        if len(out) > max_bytes:
+            raise too_large(max_bytes)
+        if decoder.eof and not decoder.unused_data:
+            return out
+    raise RpcError(
+        PARSE_ERROR,
+        f"Parse error: the body is not valid {encoding} data, as its Content-Encoding says; send it "
+        "uncompressed, or compressed whole with that encoding.",
+        http_status=400,
     )
 
 
