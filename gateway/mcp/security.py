@@ -25,7 +25,6 @@ from gateway.config import ServerSettings, is_loopback
 from gateway.mcp.wire import FORBIDDEN, RpcError
 
 _WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})  # noqa: S104 - names, not a bind
-_CACHE_LIMIT = 256
 
 
 def split_host(value: str) -> tuple[str, str | None]:
@@ -77,8 +76,7 @@ def _normalise_origin(origin: str) -> str:
 class OriginHostGuard:
     """Decides whether a request's ``Host`` and ``Origin`` headers are acceptable.
 
-    Built once per app from ``server`` settings; :meth:`check` costs a dict lookup for a header
-    value seen before.
+    Built once per app from ``server`` settings.
     """
 
     def __init__(self, server: ServerSettings) -> None:
@@ -91,8 +89,6 @@ class OriginHostGuard:
             self._names.add(self._bind)
         self._add_hosts(server.allowed_hosts)
         self._origins = {_normalise_origin(o) for o in server.allowed_origins}
-        self._host_ok: dict[str, bool] = {}
-        self._origin_ok: dict[str, bool] = {}
 
     def _add_hosts(self, hosts: Iterable[str]) -> None:
         for entry in hosts:
@@ -104,31 +100,17 @@ class OriginHostGuard:
 
     def host_allowed(self, host: str) -> bool:
         """True when ``host`` (a ``Host`` header value) may reach this gateway."""
-        ok = self._host_ok.get(host)
-        if ok is None:
-            name, port = split_host(host)
-            ok = is_loopback_name(name) or name in self._names or (name, port or "") in self._host_ports
-            self._remember(self._host_ok, host, ok)
-        return ok
+        name, port = split_host(host)
+        return is_loopback_name(name) or name in self._names or (name, port or "") in self._host_ports
 
     def origin_allowed(self, origin: str) -> bool:
         """True when ``origin`` (an ``Origin`` header value) may call this gateway."""
-        ok = self._origin_ok.get(origin)
-        if ok is None:
-            parts = _origin_parts(origin)
-            ok = parts is not None and (
-                is_loopback_name(parts[1])
-                or (self._bind is not None and parts[1] == self._bind)
-                or _normalise_origin(origin) in self._origins
-            )
-            self._remember(self._origin_ok, origin, ok)
-        return ok
-
-    @staticmethod
-    def _remember(cache: dict[str, bool], key: str, ok: bool) -> None:
-        if len(cache) >= _CACHE_LIMIT:  # attacker-chosen values must not grow memory
-            cache.clear()
-        cache[key] = ok
+        parts = _origin_parts(origin)
+        return parts is not None and (
+            is_loopback_name(parts[1])
+            or (self._bind is not None and parts[1] == self._bind)
+            or _normalise_origin(origin) in self._origins
+        )
 
     def check(self, host: str | None, origin: str | None) -> RpcError | None:
         """None when both headers pass, else the 403 error to answer with."""

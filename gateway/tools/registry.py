@@ -120,26 +120,6 @@ class ToolResult:
             out["isError"] = True
         return out
 
-    def to_mcp_json(self) -> bytes:
-        """:meth:`to_mcp` as compact UTF-8 JSON, byte for byte what encoding that object gives.
-
-        ``structured`` is serialised once: the same JSON is the last text block (as a JSON
-        string) and ``structuredContent`` (as is). Encoding the :meth:`to_mcp` object instead
-        would serialise the structure twice and then escape its text again: for a page of 20
-        jobs (~7 KB) about 73 µs instead of 44 µs, on every ``tools/call``.
-
-        Raises:
-            TypeError, ValueError: ``structured`` is not JSON-serialisable (as ``json.dumps``).
-        """
-        dumped = _compact_json(self.structured)
-        blocks = [_text_block(dumped)]
-        if self.text is not None:
-            blocks.insert(0, _text_block(self.text))
-        error = b',"isError":true' if self.is_error else b""
-        return (
-            b'{"content":[' + b",".join(blocks) + b'],"structuredContent":' + dumped.encode() + error + b"}"
-        )
-
     @classmethod
     def from_error(cls, error: ToolError) -> ToolResult:
         """The ``isError: true`` result for ``error``; its message is the first text block."""
@@ -149,11 +129,6 @@ class ToolResult:
 def _compact_json(value: Any) -> str:
     """JSON without spaces, non-ASCII kept as is (the encoding of every MCP message we send)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def _text_block(text: str) -> bytes:
-    """An MCP ``TextContent`` block, encoded as :func:`_compact_json` would encode it."""
-    return b'{"type":"text","text":' + _compact_json(text).encode() + b"}"
 
 
 Handler = Callable[["ToolContext", Any], Awaitable[ToolResult | dict[str, Any] | BaseModel]]
