@@ -11,7 +11,9 @@ GitLab's exact answers, recorded once from the repository's GitLab stand-in). Ro
 - ``bare forwarder``: aiohttp's server and client forwarding that request (``bench/forwarder.py``),
   what any Python proxy costs at least;
 - ``gateway``: ``python -m gateway`` at its default (INFO) logging, called over MCP Streamable
-  HTTP: ``get_pipeline`` with 20 jobs, and ``get_repository_file``;
+  HTTP in a 2025-06-18 session: ``get_pipeline`` with 20 jobs, and ``get_repository_file``;
+- ``gateway 2026-07-28``: the same ``get_pipeline`` in the stateless era (per-request ``_meta``
+  and headers, no session);
 - with ``--peer``: ``@zereight/mcp-gitlab`` (installed with npm into ``~/.cache`` on first use),
   with ``STREAMABLE_HTTP=true``, a fake token, its rate limiter at its highest and its logging
   off, on the tools both serve: ``list_pipeline_jobs`` and ``get_file_contents``.
@@ -40,7 +42,17 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-from bench.load import Clients, Row, mcp_session, measure, pin, post_call, tool_call  # noqa: E402
+from bench.load import (  # noqa: E402
+    Clients,
+    Row,
+    mcp_session,
+    measure,
+    modern_headers,
+    modern_meta,
+    pin,
+    post_call,
+    tool_call,
+)
 from gateway.gitlab.operation_loader import graphql_body  # noqa: E402
 from gateway.tools.pipelines import pipeline_variables  # noqa: E402
 from tests.e2e.harness import GatewayProcess, free_port  # noqa: E402
@@ -195,6 +207,11 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
         ):
             call = tool_call(gateway.mcp_url, session, tool, arguments)
             targets.append(("gateway", tool_label, gateway.proc.pid, call))
+        # The same call in the stateless 2026-07-28 era (no session; _meta and headers per request).
+        modern = tool_call(
+            gateway.mcp_url, modern_headers("get_pipeline"), "get_pipeline", PIPELINE_ARGS, modern_meta()
+        )
+        targets.append(("gateway 2026-07-28", "get_pipeline + 20 jobs", gateway.proc.pid, modern))
         if args.peer:
             entry = install_peer(args.peer_version)
             peer_port = free_port()
@@ -307,6 +324,15 @@ def targets(rows: list[Row]) -> list[str]:
         out.append(
             f"CPU per call vs c=1: c=32 {r32:.2f}x, c=128 {r128:.2f}x (target <= 1.25x): {verdict(ok)}"
         )
+    for c in (1, 32):
+        legacy, modern = get("gateway", pipe, c), get("gateway 2026-07-28", pipe, c)
+        if legacy and modern and legacy.cpu_ms_per_call and legacy.p50_ms:
+            cpu = modern.cpu_ms_per_call / legacy.cpu_ms_per_call
+            p50 = modern.p50_ms / legacy.p50_ms
+            out.append(
+                f"c={c} 2026-07-28 era / legacy session: CPU per call {cpu:.2f}x, p50 {p50:.2f}x "
+                f"(target: no slower): {verdict(cpu <= 1.05)}"
+            )
     if g32:
         tail = g32.p99_ms / g32.p50_ms
         out.append(f"c=32 p99 / p50: {tail:.2f} (target <= 3): {verdict(tail <= 3)}")

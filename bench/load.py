@@ -91,9 +91,39 @@ async def mcp_session(
     return headers
 
 
-def tool_call(url: str, headers: dict[str, str], tool: str, arguments: dict[str, Any]) -> Call:
-    """``tools/call`` of ``tool``; a JSON-RPC error or an ``isError`` result raises."""
-    params = json.dumps({"name": tool, "arguments": arguments})
+MODERN = "2026-07-28"
+
+
+def modern_headers(tool: str) -> dict[str, str]:
+    """The headers of a stateless 2026-07-28 ``tools/call`` (no session to open)."""
+    return {
+        "Content-Type": "application/json",
+        "Accept": ACCEPT,
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": tool,
+    }
+
+
+def modern_meta() -> dict[str, Any]:
+    """The per-request ``_meta`` of a 2026-07-28 request."""
+    return {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+    }
+
+
+def tool_call(
+    url: str,
+    headers: dict[str, str],
+    tool: str,
+    arguments: dict[str, Any],
+    meta: dict[str, Any] | None = None,
+) -> Call:
+    """``tools/call`` of ``tool`` (with ``meta`` as ``params._meta``: a 2026-07-28 request); a
+    JSON-RPC error or an ``isError`` result raises."""
+    params = json.dumps({"name": tool, "arguments": arguments, **({"_meta": meta} if meta else {})})
     ids = itertools.count(1)
 
     async def call(http: aiohttp.ClientSession) -> None:
