@@ -207,11 +207,11 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
         ):
             call = tool_call(gateway.mcp_url, session, tool, arguments)
             targets.append(("gateway", tool_label, gateway.proc.pid, call))
-        # The same call in the stateless 2026-07-28 era (no session; _meta and headers per request).
-        modern = tool_call(
-            gateway.mcp_url, modern_headers("get_pipeline"), "get_pipeline", PIPELINE_ARGS, modern_meta()
-        )
-        targets.append(("gateway 2026-07-28", "get_pipeline + 20 jobs", gateway.proc.pid, modern))
+            if tool == "get_pipeline":
+                # The same call in the stateless 2026-07-28 era (no session; _meta and headers
+                # per request), measured right after its legacy row.
+                modern = tool_call(gateway.mcp_url, modern_headers(tool), tool, arguments, modern_meta())
+                targets.append(("gateway 2026-07-28", tool_label, gateway.proc.pid, modern))
         if args.peer:
             entry = install_peer(args.peer_version)
             peer_port = free_port()
