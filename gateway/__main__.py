@@ -8,7 +8,8 @@ TOML file < environment < flags (``gateway.config``).
 Exit status: 0 after a clean stop (SIGTERM or SIGINT: stop accepting, let in-flight calls finish
 within ``server.shutdown_timeout_seconds``, wake broker waiters, close the database); 2 for a
 configuration error, printed as one line per bad option naming it (``server.port: ...``) with no
-stack trace; 1 when the gateway cannot start (the listening address cannot be bound, the state
+stack trace (a ``broker.database_url`` whose database refuses the credentials, does not exist, has
+a newer schema or stays unreachable for ``broker.connect_timeout_seconds`` included); 1 when the gateway cannot start (the listening address cannot be bound, the state
 folder is in use by another gateway...), with one line saying why.
 """
 
@@ -112,6 +113,10 @@ def masked_config(settings: Settings) -> dict[str, Any]:
 
     redactor = Redactor(secrets_of(settings))
     data: dict[str, Any] = redactor.redact_strings(settings.model_dump(mode="json"))
+    if settings.broker.database_url is not None:
+        from gateway.broker.database import shown_url
+
+        data["broker"]["database_url"] = shown_url(settings.broker.database_url.get_secret_value())
     return data
 
 
@@ -146,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(settings.logging, secrets=secrets_of(settings))
 
     from gateway.app import create_app
-    from gateway.broker.store import StoreError
+    from gateway.broker.store import DatabaseUnusable, StoreError
     from gateway.observability.metrics_listener import serve_metrics_port
 
     app = create_app(settings)
@@ -200,6 +205,11 @@ def main(argv: list[str] | None = None) -> int:
         # asyncio's message names the address (the MCP port or server.metrics_port).
         print(f"{PROG}: cannot listen: {err.strerror or err}", file=sys.stderr)
         return 1
+    except DatabaseUnusable as err:
+        # broker.database_url names a database this gateway cannot use: a configuration error.
+        log.debug("start-up failed", exc_info=True)
+        print(f"{PROG}: configuration error: {err}", file=sys.stderr)
+        return 2
     except (StoreError, ValueError) as err:
         # Start-up refusals with a message written for the operator (state folder in use, an
         # unreadable CA bundle...); run_app only lets start-up and clean-up failures out.

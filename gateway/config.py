@@ -209,6 +209,41 @@ class BrokerSettings(_Section):
     session_reset_seconds: float = Field(30.0, ge=0)
     #: ``notifications/progress`` interval of a waiting ``wait_for_message``, seconds.
     progress_interval_seconds: float = Field(15.0, gt=0)
+    #: Where the broker keeps its state. Unset: the SQLite file ``<state_dir>/broker.db`` (one
+    #: gateway process). ``postgresql://user:password@host:5432/dbname`` (libpq query parameters
+    #: such as ``?sslmode=require`` pass through): a PostgreSQL database any number of gateway
+    #: replicas share. The password never reaches a log line, ``--print-config`` or ``/metrics``.
+    database_url: SecretStr | None = None
+    #: A message handed to a wait is leased this long: when the transport never reports its answer
+    #: as written (the replica died), it is delivered again afterwards (same messageId).
+    lease_seconds: float = Field(30.0, gt=0)
+    #: Open waits look at their queue this often even without a wake-up (a safety net for a
+    #: missed notification, and how an expired lease is noticed), seconds.
+    recheck_seconds: float = Field(5.0, gt=0)
+    #: How often each replica looks for a due auto-advance step and saves ``lastSeen``, seconds.
+    timer_poll_seconds: float = Field(1.0, gt=0)
+    #: At start, how long to keep retrying a PostgreSQL that does not answer yet, seconds.
+    connect_timeout_seconds: float = Field(60.0, ge=0)
+    #: Connections per replica in the PostgreSQL pool (plus one for LISTEN).
+    pool_size: int = Field(10, ge=1)
+    #: Lines kept per activity log in the database (older ones are pruned).
+    log_keep_lines: int = Field(10_000, ge=100)
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value().strip():
+            return None
+        url = value.get_secret_value().strip()
+        scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+        if scheme not in ("postgresql", "postgres", "postgresql+psycopg"):
+            shown = scheme or url.split(":", 1)[0][:20]
+            raise ValueError(
+                f"scheme {shown!r} is not supported: use postgresql://user:password@host:5432/dbname for a "
+                "PostgreSQL database shared by replicas, or leave it unset for the SQLite file in "
+                "GATEWAY_STATE_DIR"
+            )
+        return SecretStr(url)
 
     @field_validator("agents")
     @classmethod

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from gateway.config import Settings, load_settings
+from tests import pg_server
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -39,3 +40,45 @@ def make_settings(tmp_path: Path) -> Callable[..., Settings]:
         return load_settings(gitlab=gitlab, **overrides)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[pg_server.PostgresServer]:
+    """One PostgreSQL 15 server for the whole run (started on first use, stopped at the end).
+
+    Skipped without Debian's ``postgresql-15`` outside CI; under CI (``CI`` set) a missing server
+    fails the run, since ``scripts/install-test-tools`` installs it.
+    """
+    if not pg_server.available():
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL 15 is not installed: run scripts/install-test-tools")
+        pytest.skip("PostgreSQL 15 (Debian's postgresql-15) is not installed: run scripts/install-test-tools")
+    server = pg_server.PostgresServer.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres: pg_server.PostgresServer) -> Iterator[str]:
+    """A fresh empty database on the session's server, dropped after the test."""
+    name = postgres.create_database()
+    try:
+        yield postgres.url(name)
+    finally:
+        postgres.drop_database(name)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def broker_backend(request: pytest.FixtureRequest) -> str:
+    """Each broker test runs on both backends."""
+    return str(request.param)
+
+
+@pytest.fixture
+def broker_database(broker_backend: str, request: pytest.FixtureRequest) -> str | None:
+    """``broker.database_url`` for the test's backend: None (SQLite file) or a fresh PostgreSQL database."""
+    if broker_backend == "sqlite":
+        return None
+    return str(request.getfixturevalue("postgres_url"))

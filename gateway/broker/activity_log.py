@@ -1,4 +1,6 @@
-"""Activity logs: ``<state_dir>/logs/{agent}.log`` per agent and ``pipeline.log`` for the broker.
+"""Activity logs: one per agent and ``pipeline`` for the broker, kept in the database so that any
+replica shows lines written through any other (``gateway.broker.queries``: ``activity_log``), and,
+with the SQLite backend, also written to ``<state_dir>/logs/{agent}.log`` as files people tail.
 
 Source: broker.md ("log_activity", "get_activity_log", the last point of "Points the seed leaves
 open") and issue 5 point 5. A log name is only ever one of the configured agent ids or
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections import deque
 from collections.abc import Iterable
 from logging.handlers import RotatingFileHandler
@@ -32,6 +35,27 @@ def one_line(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\r", "\\r").replace("\n", "\\n")
 
 
+def format_line(at: str, who: str, text: str) -> str:
+    """One activity as a line: ``2026-04-11T01:10:00Z [dev] text``."""
+    return f"{at} [{one_line(who)}] {one_line(text)}"
+
+
+_ESCAPES = {"\\\\": "\\", "\\n": "\n", "\\r": "\r"}
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\\[\\nr]", lambda m: _ESCAPES[m.group(0)], text)
+
+
+def parse_line(line: str) -> tuple[str, str, str] | None:
+    """``(at, who, text)`` of a line :func:`format_line` wrote, or None for anything else."""
+    at, sep, rest = line.partition(" [")
+    who, sep2, text = rest.partition("] ")
+    if not sep or not sep2:
+        return None
+    return at, _unescape(who), _unescape(text)
+
+
 class ActivityLogs:
     """The rotating log files of one broker.
 
@@ -42,13 +66,27 @@ class ActivityLogs:
         backups: rotated files kept (``dev.log.1`` … ``dev.log.N``).
     """
 
-    def __init__(self, folder: Path, agents: Iterable[str], *, max_bytes: int, backups: int) -> None:
+    def __init__(
+        self, folder: Path, agents: Iterable[str], *, max_bytes: int, backups: int, files: bool = True
+    ) -> None:
         self.folder = folder
+        self.files = files
         self.names = (*agents, PIPELINE_LOG)
         self._max_bytes = max_bytes
         self._backups = backups
         self._handlers: dict[str, RotatingFileHandler] = {}
-        folder.mkdir(parents=True, exist_ok=True)
+        if files:
+            folder.mkdir(parents=True, exist_ok=True)
+
+    def check(self, name: str) -> None:
+        """Raises UnknownLog when ``name`` is not an agent id or ``pipeline``."""
+        self.path(name)
+
+    def write_files(self, lines: Iterable[tuple[str, str, str, str]]) -> None:
+        """Append committed ``(log, at, who, text)`` lines to the files (SQLite backend only)."""
+        if self.files:
+            for name, at, who, text in lines:
+                self.append(name, at, who, text)
 
     def path(self, name: str) -> Path:
         """The current file of log ``name``.
@@ -82,9 +120,7 @@ class ActivityLogs:
         Raises:
             UnknownLog: ``name`` is not an agent id or ``pipeline``.
         """
-        record = logging.makeLogRecord(
-            {"msg": f"{at} [{one_line(who)}] {one_line(text)}", "levelno": logging.INFO}
-        )
+        record = logging.makeLogRecord({"msg": format_line(at, who, text), "levelno": logging.INFO})
         self._handler(name).handle(record)
 
     async def tail(self, name: str, lines: int) -> list[str]:

@@ -18,8 +18,9 @@ advance resumes where it was.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from gateway.broker.changes import Changes
@@ -41,68 +42,115 @@ RETRY_MAX_SECONDS = 60.0
 
 
 class AutoAdvance:
-    """The one timer of a broker.
+    """The auto-advance timer of one replica.
+
+    Every replica runs one loop that sleeps until the stage's deadline (known from its own
+    commits and from ``*timer`` signals) or ``broker.timer_poll_seconds``, whichever comes
+    first, then looks at the stored stage. A due step is claimed with the pipeline row
+    (``Changes.run_due``: ``FOR UPDATE SKIP LOCKED``) and applied in that transaction: its commit
+    is the "done" record, so across replicas and restarts each step happens exactly once; a
+    crash rolls it back and the next look (here or on another replica) takes it again.
 
     Args:
         changes: runs each step as a change.
         clock: Unix time source (deadlines are Unix times).
         closing: the shutdown reason, or None while the broker runs; no timer starts once set.
+        poll_seconds: the longest sleep between looks.
+        on_tick: called after every look (the service saves lastSeen and refreshes gauges there).
     """
 
     def __init__(
-        self, changes: Changes, clock: Callable[[], float], closing: Callable[[], str | None]
+        self,
+        changes: Changes,
+        clock: Callable[[], float],
+        closing: Callable[[], str | None],
+        *,
+        poll_seconds: float = 1.0,
+        on_tick: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._changes = changes
         self._clock = clock
         self._closing = closing
+        self._poll = poll_seconds
+        self._on_tick = on_tick
+        self._deadline: float | None = None
+        self._kick = asyncio.Event()
         self._timer: asyncio.Task[None] | None = None
+        self._retry_in: float | None = None
 
-    def reschedule(self, stage: str | None, deadline: float | None, *, retry_in: float | None = None) -> None:
-        """Replace the timer: sleep until ``deadline`` (Unix time), then take ``stage``'s step.
+    def start(self) -> None:
+        """Start the loop (once the broker is open)."""
+        if self._timer is None and self._closing() is None:
+            self._timer = asyncio.get_running_loop().create_task(self._loop())
 
-        ``(None, None)`` only stops the timer. ``retry_in``: sleep that many seconds instead (a
-        failed step tried again), the step still checking the stored stage against ``deadline``.
+    def reschedule(self, stage: str | None, deadline: float | None) -> None:
+        """A stage was stored (or dropped: ``(None, None)``); look again at ``deadline``."""
+        self._deadline = deadline if stage is not None else None
+        self._kick.set()
 
-        The old timer task is cancelled, unless it is the caller (a retry). A step's change runs
-        in its own shielded task (``Changes.shielded``), whose commit reschedules: the timer task
-        awaiting it is then cancelled, and the step itself still finishes.
-        """
-        if self._timer is not None and self._timer is not asyncio.current_task():
-            self._timer.cancel()
-        self._timer = None
-        if stage is not None and deadline is not None and self._closing() is None:
-            self._timer = asyncio.get_running_loop().create_task(self._run(stage, deadline, retry_in))
+    def kick(self) -> None:
+        """Look at the stored stage now (another replica changed it)."""
+        self._kick.set()
 
     async def close(self) -> None:
-        """Stop the timer and wait until it has stopped; never raises what the timer task raised."""
+        """Stop the loop and wait until it has stopped; never raises what the loop raised."""
         if self._timer is not None:
             self._timer.cancel()
             await asyncio.gather(self._timer, return_exceptions=True)
 
-    async def _run(self, stage: str, deadline: float, retry_in: float | None) -> None:
-        wake_at = deadline if retry_in is None else self._clock() + retry_in
-        await asyncio.sleep(max(0.0, wake_at - self._clock()))
+    async def _loop(self) -> None:
+        while self._closing() is None:
+            now = self._clock()
+            wake_at = now + self._poll
+            if self._retry_in is not None:
+                wake_at = now + self._retry_in
+            elif self._deadline is not None:
+                wake_at = min(wake_at, self._deadline)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.0, wake_at - now)):
+                    await self._kick.wait()
+            self._kick.clear()
+            if self._closing() is not None:
+                return
+            await self.tick()
+
+    async def tick(self) -> None:
+        """One look: take the due step, if any; then the periodic chores."""
         try:
-            await self._advance(stage, deadline)
+            await self._step()
+            self._retry_in = None
         except (StoreError, ToolError) as err:
             # The database is closed (shutdown), or the table refuses the step: nothing to retry.
-            log.warning("auto-advance step %s not taken: %s", stage, err)
+            log.warning("auto-advance step not taken: %s", err)
         except Exception:
-            # Anything else (sqlite3.OperationalError "database or disk is full", ...) rolled the
-            # step back: try again rather than leave the stage stuck past its deadline.
-            again = RETRY_SECONDS if retry_in is None else min(retry_in * 2, RETRY_MAX_SECONDS)
-            log.exception("auto-advance step %s failed; trying again in %s s", stage, again)
-            if self._timer is asyncio.current_task():  # not replaced meanwhile
-                self.reschedule(stage, deadline, retry_in=again)
+            # Anything else (a full disk, a lost connection) rolled the step back: try again
+            # after a bounded backoff rather than leave the stage stuck past its deadline.
+            again = RETRY_SECONDS if self._retry_in is None else min(self._retry_in * 2, RETRY_MAX_SECONDS)
+            self._retry_in = again
+            log.exception("auto-advance step %s failed; trying again in %s s", self._stage, again)
+        if self._on_tick is not None:
+            try:
+                await self._on_tick()
+            except Exception as err:  # chores are best-effort; the next tick tries again
+                log.warning("broker housekeeping failed: %s", err)
 
-    async def _advance(self, stage: str, deadline: float) -> None:
-        """One auto-advance step, if the stored stage is still the one this timer was set for."""
+    _stage: str | None = None
+
+    async def _step(self) -> None:
+        now = self._clock()
+        async with self._changes.store.read() as q:
+            p = await q.pipeline()
+        self._stage = p.aa_stage
+        self._deadline = p.aa_deadline if p.aa_stage is not None else None
+        if p.aa_stage is None or p.aa_deadline is None or p.aa_deadline > now:
+            return
+        await self._advance(now)
+
+    async def _advance(self, now: float) -> None:
+        """The due step of the stored stage, claimed with the pipeline row."""
 
         async def body(q: Queries, p: PipelineRow, after: After) -> None:
-            if p.aa_stage != stage or p.aa_deadline != deadline:
-                return  # cancelled or superseded since
-            now = self._clock()
-            if stage == "cooldown":
+            if p.aa_stage == "cooldown":
                 await self._changes.apply(q, p, Event.AUTO_ADVANCE_RESET, Facts(agent=None, now=now), after)
                 return
             plan = await q.plan()
@@ -118,7 +166,7 @@ class AutoAdvance:
             await self._changes.apply(q, p, Event.AUTO_ADVANCE_START, f, after)
             after.pipeline_log.append((BROKER, f"auto-advance started phase {entry['phase']}"))
 
-        await self._changes.run(None, body)
+        await self._changes.run_due(now, body)
 
 
 def cooldown_seconds(config: BrokerSettings, plan: PlanRow | None) -> float:

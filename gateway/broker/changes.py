@@ -1,11 +1,13 @@
 """The change unit: every change of the broker's state is one shielded write transaction.
 
-How a change is made: :meth:`Changes.run` opens one ``BEGIN IMMEDIATE`` transaction, reads the
-pipeline row and hands it to the operation's body, which asks the pure table
+How a change is made: :meth:`Changes.run` opens one write transaction, reads the pipeline row
+holding it (``FOR UPDATE`` on PostgreSQL, so two replicas reporting at once advance the state
+once; ``BEGIN IMMEDIATE`` on SQLite) and hands it to the operation's body, which asks the pure table
 (``gateway.broker.machine``) for the transition (:meth:`Changes.apply`: refused with a
 ``conflict`` that says where the pipeline is), applies its effects (``gateway.broker.effects``)
-and commits; only then are in-process consequences applied (wake-ups, queue depths, metrics, the
-pipeline log, the timer, the stop file). The unit runs shielded from cancellation: a caller that
+writes the pipeline log lines and the wake-up signals (``pg_notify``) in the same transaction, and
+commits; only then are in-process consequences applied (local wake-ups, metrics, the log files,
+the timer, the stop file). The unit runs shielded from cancellation: a caller that
 goes away mid-change cannot leave a committed change without its wake-ups.
 """
 
@@ -20,10 +22,11 @@ from gateway.broker.activity_log import PIPELINE_LOG, ActivityLogs
 from gateway.broker.effects import After, Effects, Facts
 from gateway.broker.formats import BROKER, iso
 from gateway.broker.machine import Event, Refused, State, Transition, decide, tool_of
-from gateway.broker.queues import Queues
+from gateway.broker.queries import RowLock
 from gateway.broker.roster import Roster
 from gateway.broker.state_dir import DB_FILE, STOP_FILE, write_stop_file
 from gateway.broker.store import PipelineRow, Queries, Store
+from gateway.broker.wakeups import STOP, TIMER, Wakeups
 from gateway.errors import ToolError
 
 if TYPE_CHECKING:
@@ -43,7 +46,7 @@ class Changes:
 
     Args:
         store: the opened database.
-        queues: the agents' in-process queues (depths, wake-ups).
+        wakeups: this process's open waits.
         logs: the activity logs (``pipeline.log``).
         metrics: the app's metrics.
         roster: the agents (``lastSeen`` is saved with each change of a caller).
@@ -60,7 +63,7 @@ class Changes:
     def __init__(
         self,
         store: Store,
-        queues: Queues,
+        wakeups: Wakeups,
         logs: ActivityLogs,
         metrics: Metrics,
         roster: Roster,
@@ -71,7 +74,7 @@ class Changes:
         self.store = store
         self.state = State.IDLE
         self.reschedule: Callable[[str | None, float | None], None] = _no_timer
-        self._queues = queues
+        self._wakeups = wakeups
         self._logs = logs
         self._metrics = metrics
         self._roster = roster
@@ -80,8 +83,18 @@ class Changes:
         self._clock = clock
         self._pending: set[asyncio.Task[Any]] = set()
 
-    async def run(self, agent: str | None, body: Callable[[Queries, PipelineRow, After], Awaitable[T]]) -> T:
+    async def run(
+        self,
+        agent: str | None,
+        body: Callable[[Queries, PipelineRow, After], Awaitable[T]],
+        *,
+        lock: RowLock = "update",
+    ) -> T:
         """Run ``body(q, pipeline_row, after)`` in one write transaction, shielded; then apply ``after``.
+
+        Args:
+            lock: how the pipeline row is held: ``update`` for a change that may move the state,
+                ``share`` for one that only must not race a stop (a message sent).
 
         ``agent``'s ``lastSeen`` is saved in the same transaction. Whatever ``body`` raises rolls
         the transaction back and reaches the caller.
@@ -90,14 +103,54 @@ class Changes:
         async def unit() -> T:
             after = After()
             async with self.store.write() as q:
-                p = await q.pipeline()
+                p = await q.pipeline(lock)
                 result = await body(q, p, after)
-                if agent is not None and (seen := self._roster.last_seen(agent)) is not None:
-                    await q.save_last_seen({agent: seen})
+                await self._finish(q, agent, after)
             self.after_commit(after)
             return result
 
         return await self.shielded(unit())
+
+    async def run_due(
+        self, now: float, body: Callable[[Queries, PipelineRow, After], Awaitable[None]]
+    ) -> bool:
+        """A timer's step: claim the pipeline row when an auto-advance stage is due at ``now``
+        (``FOR UPDATE SKIP LOCKED``: a replica in the middle of a change is not waited for; its
+        commit moves the stage on or leaves it due for the next look), then run ``body`` in the
+        same transaction. False when nothing was due or the row was busy.
+        """
+
+        async def unit() -> bool:
+            after = After()
+            async with self.store.write() as q:
+                p = await q.due_pipeline(now)
+                if p is None:
+                    return False
+                await body(q, p, after)
+                await self._finish(q, None, after)
+            self.after_commit(after)
+            return True
+
+        return await self.shielded(unit())
+
+    async def _finish(self, q: Queries, agent: str | None, after: After) -> None:
+        """The change's own bookkeeping, in its transaction: lastSeen, log lines, signals."""
+        if agent is not None and (seen := self._roster.last_seen(agent)) is not None:
+            await q.save_last_seen({agent: seen})
+        now_iso = iso(self._clock())
+        lines = [
+            (PIPELINE_LOG, now_iso, by or BROKER, f"{old} -> {new} ({event})")
+            for old, new, event, by in after.transitions
+        ]
+        lines += [(PIPELINE_LOG, now_iso, who, text) for who, text in after.pipeline_log]
+        await q.append_log(lines)
+        after.log_lines = lines
+        for recipient in sorted(after.wake):
+            await q.notify(recipient)
+        if after.stop:
+            await q.notify(STOP)
+        if after.timer is not None:
+            await q.notify(TIMER)
 
     async def shielded(
         self, coro: Coroutine[Any, Any, T], *, if_cancelled: Callable[[T], None] | None = None
@@ -124,6 +177,12 @@ class Changes:
 
             task.add_done_callback(finished)
             raise
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Run ``coro`` in the background; :meth:`drain` waits for it at close."""
+        task = asyncio.ensure_future(coro)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
 
     async def drain(self) -> None:
         """Wait for every shielded task still running (at close)."""
@@ -187,24 +246,19 @@ class Changes:
 
     def after_commit(self, after: After) -> None:
         """Apply a committed change's in-process consequences (see :class:`~gateway.broker.effects.After`)."""
-        now_iso = iso(self._clock())
         for recipient in after.sent:
-            self._queues[recipient].depth += 1
             self._metrics.broker_messages_sent.labels(recipient).inc()
-            self._metrics.broker_queue_depth.labels(recipient).set(self._queues[recipient].depth)
         for agent in after.wake:
-            self._queues[agent].wake()
-        for old, new, event, by in after.transitions:
+            self._wakeups.wake(agent)
+        for old, new, _event, _by in after.transitions:
             self._metrics.broker_transitions.labels(old.value, new.value).inc()
-            self._logs.append(PIPELINE_LOG, now_iso, by or BROKER, f"{old} -> {new} ({event})")
-        for who, text in after.pipeline_log:
-            self._logs.append(PIPELINE_LOG, now_iso, who, text)
+        self._logs.write_files(after.log_lines)
         if after.state is not None:
             self.state = after.state
             self.set_state_metrics()
         if after.stop:
             self.write_stop_file(after.results.get("stopped_by"), after.results.get("stopped_at"))
-            self._queues.wake_all()
+            self._wakeups.wake_all()
         if after.timer is not None:
             self.reschedule(*after.timer)
 

@@ -66,6 +66,8 @@ class After:
     timer: tuple[str | None, float | None] | None = None
     stop: bool = False
     results: dict[str, Any] = field(default_factory=dict)
+    #: ``(log, at, who, text)`` lines written to the database, for the log files after commit.
+    log_lines: list[tuple[str, str, str, str]] = field(default_factory=list)
 
 
 class Effects:
@@ -151,7 +153,7 @@ class Effects:
                 "phase": p.phase,
                 "origin": origin.value if origin else None,
             }
-            await notify(q, after, self._connected(), "human_needed", body, now_iso)
+            await notify(q, after, await self._connected(q), "human_needed", body, now_iso)
         elif effect is Effect.NOTIFY_RESUMED:
             await q.update_pipeline(
                 now_iso, human_origin=None, human_reason=None, human_by=None, human_at=None
@@ -159,7 +161,7 @@ class Effects:
             await notify(
                 q,
                 after,
-                self._connected(),
+                await self._connected(q),
                 "resumed",
                 {"resumedBy": f.agent, "phase": p.phase},
                 now_iso,
@@ -197,9 +199,11 @@ class Effects:
             after.results["stopped_by"] = f.agent or BROKER
             after.results["stopped_at"] = now_iso
 
-    def _connected(self) -> list[str]:
+    async def _connected(self, q: Queries) -> list[str]:
         # broker.md, request_human: "every connected agent is told"; the caller too (it is
-        # connected), so every agent's queue carries the same notices.
+        # connected), so every agent's queue carries the same notices. Agents connected through
+        # other replicas are known from their saved lastSeen.
+        self._roster.merge(await q.last_seen())
         return [a for a in self._roster.agents if self._roster.connected(a)]
 
 

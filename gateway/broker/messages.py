@@ -5,11 +5,14 @@ Contract: broker.md ("send_message", "reply_message", "wait_for_message", "get_m
 STOPPED, committed before the recipient's waits are woken.
 
 Delivery (broker.md "Delivery", ``mcp_protocol.md`` §4.5): :meth:`Messages.wait_for_message`
-leases the first queued message of the caller (priority, then time) and returns callbacks; the
-message leaves its queue only when the transport reports the answer as written
-(``on_delivered``). A cancelled wait or a client that went away (``on_abandoned``) gives it
-back. A crash between the write and the database update redelivers the message after restart
-with the same ``messageId`` and a higher ``deliveryAttempt``: delivery is at-least-once.
+claims the first free message of the caller (priority, then age) with a lease in the database
+(``broker.lease_seconds``; ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so waits on several replicas
+never take the same message) and returns two callbacks, the one interface this module has with
+the transport: the message leaves its queue only when the transport reports the answer as
+written (``on_delivered``, an acknowledgement fenced by the lease's token); a cancelled wait or a
+client that went away (``on_abandoned``) gives the lease back. A replica that dies in between
+leaves the lease to run out, and the message goes out again, through any replica, with the same
+``messageId`` and a higher ``deliveryAttempt``: delivery is at-least-once.
 """
 
 from __future__ import annotations
@@ -21,13 +24,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from gateway.broker.changes import Changes
 from gateway.broker.effects import After, queue_message
 from gateway.broker.formats import PRIORITIES, PRIORITY_NAMES, iso
 from gateway.broker.machine import Event, Refused, State, decide
-from gateway.broker.queues import Queues
 from gateway.broker.roster import Roster
 from gateway.broker.store import MessageRow, PipelineRow, Queries, Store, StoreError
+from gateway.broker.wakeups import Wakeups
 from gateway.errors import ToolError
 
 if TYPE_CHECKING:
@@ -91,7 +96,7 @@ class Messages:
     Args:
         changes: runs sends as changes; shields leases; the committed state.
         roster: the agents (recipients, ``lastSeen`` at the end of a wait).
-        queues: the agents' in-process queues (wake-ups, leases, depths).
+        wakeups: this process's open waits.
         store: the opened database.
         metrics: the app's metrics.
         clock: Unix time source.
@@ -104,17 +109,23 @@ class Messages:
         self,
         changes: Changes,
         roster: Roster,
-        queues: Queues,
+        wakeups: Wakeups,
         store: Store,
         metrics: Metrics,
         clock: Callable[[], float],
         *,
         progress_interval_seconds: float,
+        lease_seconds: float,
+        recheck_seconds: float,
         closing: Callable[[], str | None],
     ) -> None:
         self._changes = changes
         self._roster = roster
-        self._queues = queues
+        self._wakeups = wakeups
+        self._lease_seconds = lease_seconds
+        self._recheck = recheck_seconds
+        #: lease token → message id, for leases this process holds and has not ended.
+        self._held: dict[str, str] = {}
         self._store = store
         self._metrics = metrics
         self._clock = clock
@@ -189,7 +200,7 @@ class Messages:
                 out["threadId"] = thread
             return out
 
-        return await self._changes.run(agent, run)
+        return await self._changes.run(agent, run, lock="share")
 
     async def wait_for_message(
         self,
@@ -212,95 +223,116 @@ class Messages:
         """
         loop = asyncio.get_running_loop()
         start = loop.time()
-        queue = self._queues[agent]
         if (closing := self._closing()) is not None:
             return WaitOutcome(shutdown=True, reason=closing)
-        if self._changes.state is State.STOPPED:
-            try:
-                decide(State.STOPPED, Event.WAIT_FOR_MESSAGE)
-            except Refused as err:
-                async with self._store.read() as q:
-                    p = await q.pipeline()
-                raise self._changes.refusal(p, err) from None
         interval = progress_interval or self._progress_interval
         deadline = start + seconds
         next_progress = start + interval
-        wake = asyncio.Event()
-        queue.waiters.add(wake)
-        self._metrics.broker_waits_open.inc()
-        try:
-            while True:
-                if (closing := self._closing()) is not None:
-                    return WaitOutcome(shutdown=True, reason=closing, waited_seconds=loop.time() - start)
-                if self._changes.state is State.STOPPED:
-                    return WaitOutcome(
-                        stopped=True, reason="stop_pipeline was called", waited_seconds=loop.time() - start
-                    )
-                wake.clear()  # before looking, so a send from now on is not missed
-                row = await self._lease(agent)
-                if row is not None:
-                    delivered, abandoned = self._lease_callbacks(agent, row.id)
-                    return WaitOutcome(
-                        message=message_json(row),
-                        waited_seconds=loop.time() - start,
-                        on_delivered=delivered,
-                        on_abandoned=abandoned,
-                    )
-                now = loop.time()
-                if now >= deadline:
-                    return WaitOutcome(timed_out=True, waited_seconds=now - start)
-                until = min(deadline, next_progress) if progress is not None else deadline
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout_at(until):
-                        await wake.wait()
-                now = loop.time()
-                if progress is not None and now >= next_progress:
-                    next_progress = now + interval
-                    elapsed = now - start
-                    try:
-                        await progress(elapsed, seconds, f"waiting for a message, {int(elapsed)} s elapsed")
-                    except Exception as err:  # a gone client shows up as a cancel; progress is best-effort
-                        log.debug("progress notification failed: %s", err)
-        finally:
-            queue.waiters.discard(wake)
-            self._metrics.broker_waits_open.dec()
-            self._roster.seen(agent)
+        first = True
+        # Subscribe before looking: a message committed after the look still wakes this wait.
+        with self._wakeups.subscribe(agent) as wake:
+            self._metrics.broker_waits_open.inc()
+            try:
+                while True:
+                    if (closing := self._closing()) is not None:
+                        return WaitOutcome(shutdown=True, reason=closing, waited_seconds=loop.time() - start)
+                    wake.clear()
+                    state, row = await self._lease(agent)
+                    if state is State.STOPPED:
+                        if first:
+                            try:
+                                decide(State.STOPPED, Event.WAIT_FOR_MESSAGE)
+                            except Refused as err:
+                                async with self._store.read() as q:
+                                    p = await q.pipeline()
+                                raise self._changes.refusal(p, err) from None
+                        return WaitOutcome(
+                            stopped=True,
+                            reason="stop_pipeline was called",
+                            waited_seconds=loop.time() - start,
+                        )
+                    first = False
+                    if row is not None:
+                        delivered, abandoned = self._lease_callbacks(agent, row)
+                        return WaitOutcome(
+                            message=message_json(row),
+                            waited_seconds=loop.time() - start,
+                            on_delivered=delivered,
+                            on_abandoned=abandoned,
+                        )
+                    now = loop.time()
+                    if now >= deadline:
+                        return WaitOutcome(timed_out=True, waited_seconds=now - start)
+                    until = min(deadline, now + self._recheck)
+                    if progress is not None:
+                        until = min(until, next_progress)
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout_at(until):
+                            await wake.wait()
+                    now = loop.time()
+                    if progress is not None and now >= next_progress:
+                        next_progress = now + interval
+                        elapsed = now - start
+                        try:
+                            await progress(
+                                elapsed, seconds, f"waiting for a message, {int(elapsed)} s elapsed"
+                            )
+                        except Exception as err:  # a gone client shows up as a cancel; best-effort
+                            log.debug("progress notification failed: %s", err)
+            finally:
+                self._metrics.broker_waits_open.dec()
+                self._roster.seen(agent)
 
-    async def _lease(self, agent: str) -> MessageRow | None:
+    async def _lease(self, agent: str) -> tuple[State, MessageRow | None]:
         """Lease ``agent``'s next message, shielded: a cancelled caller gives back what was leased."""
 
-        def give_back(row: MessageRow | None) -> None:
-            if row is not None:
-                self._queues[agent].leased.discard(row.id)
-                self._queues[agent].wake()
+        def give_back(out: tuple[State, MessageRow | None]) -> None:
+            row = out[1]
+            if row is not None and row.lease_token is not None:
+                self._changes.spawn(self._release(agent, row.id, row.lease_token))
 
         return await self._changes.shielded(self._lease_now(agent), if_cancelled=give_back)
 
-    async def _lease_now(self, agent: str) -> MessageRow | None:
-        queue = self._queues[agent]
-        if queue.depth <= len(queue.leased):
-            # Depths are kept in step with every commit of this (single-writer) process, so an
-            # empty queue needs no database round trip.
-            return None
-        async with queue.lock:
+    async def _lease_now(self, agent: str) -> tuple[State, MessageRow | None]:
+        async with self._store.write() as q:
+            state = await q.state()
+            if state is State.STOPPED:
+                return state, None
+            row = await q.claim(agent, self._clock(), self._lease_seconds)
+        if row is not None and row.lease_token is not None:
+            self._held[row.lease_token] = row.id
+        return state, row
+
+    async def _release(self, agent: str, message_id: str, token: str) -> None:
+        """Give a lease back (the answer never went out): the next wait of ``agent`` takes it."""
+        self._held.pop(token, None)
+        try:
             async with self._store.write() as q:
-                # lastSeen rides on this transaction, so a kill -9 does not lose the calls of an
-                # agent that only waits (they change no state; a clean close saves the rest).
-                self._roster.seen(agent)
-                await q.save_last_seen({agent: iso(self._roster.last_call[agent])})
-                row = await q.next_queued(agent, queue.leased)
-                if row is None:
-                    return None
-                await q.count_attempt(row.id)
-            # No await between the commit and here: no other wait can pick this message.
-            queue.leased.add(row.id)
-        row.delivery_attempts += 1
-        return row
+                released = await q.release(message_id, token)
+                if released:
+                    await q.notify(agent)
+        except (StoreError, SQLAlchemyError) as err:
+            # The lease runs out by itself; the message then goes out again.
+            log.warning(
+                "lease of message %s not given back (%s); it is redelivered when it runs out", message_id, err
+            )
+            return
+        if released:
+            self._wakeups.wake(agent)
+
+    async def release_all(self) -> None:
+        """At a clean close: give back every lease whose answer the transport did not report."""
+        for token, message_id in list(self._held.items()):
+            async with self._store.write() as q:
+                await q.release(message_id, token)
+            self._held.pop(token, None)
 
     def _lease_callbacks(
-        self, agent: str, message_id: str
+        self, agent: str, row: MessageRow
     ) -> tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]:
-        queue = self._queues[agent]
+        token = row.lease_token
+        assert token is not None
+        message_id = row.id
         ended = False
 
         async def delivered() -> None:
@@ -308,33 +340,28 @@ class Messages:
             if ended:
                 return
             ended = True
+            self._held.pop(token, None)
 
             async def mark() -> bool:
                 async with self._store.write() as q:
-                    return await q.mark_delivered(message_id, iso(self._clock()))
+                    return await q.acknowledge(message_id, token, iso(self._clock()))
 
             try:
                 removed = await self._changes.shielded(mark())
-            except StoreError as err:
-                # The answer went out but the queue could not be updated: the lease is dropped
-                # below, so the message stays queued and the next wait that looks at the queue
-                # gets it again (same messageId, higher deliveryAttempt).
+            except (StoreError, SQLAlchemyError) as err:
+                # The answer went out but the queue could not be updated: the lease runs out and
+                # the message goes out again (same messageId, higher deliveryAttempt).
                 log.warning("message %s delivered but not removed from its queue: %s", message_id, err)
                 removed = False
-            finally:
-                queue.leased.discard(message_id)
             if removed:
-                queue.depth -= 1
                 self._metrics.broker_messages_delivered.labels(agent).inc()
-                self._metrics.broker_queue_depth.labels(agent).set(queue.depth)
 
         async def abandoned() -> None:
             nonlocal ended
             if ended:
                 return
             ended = True
-            queue.leased.discard(message_id)
-            queue.wake()  # another wait of this agent may take it now
+            await self._changes.shielded(self._release(agent, message_id, token))
 
         return delivered, abandoned
 

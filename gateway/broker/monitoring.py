@@ -1,7 +1,8 @@
 """Monitoring: the pipeline status snapshot and the activity logs (broker.md "Monitoring").
 
-``get_pipeline_status`` reads the store and the in-process view (connected agents, queue depths,
-uptime); ``log_activity`` and ``get_activity_log`` write and read ``gateway.broker.activity_log``.
+``get_pipeline_status`` reads the store (state, issues, queue depths, every replica's saved
+``lastSeen``) and this process's view (open waits, uptime); ``log_activity`` and
+``get_activity_log`` write and read the activity logs in the database (and the files on SQLite).
 None of these is a change: they work in every state, STOPPED included.
 """
 
@@ -11,10 +12,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gateway.broker.activity_log import ActivityLogs, UnknownLog
+from gateway.broker.activity_log import ActivityLogs, UnknownLog, format_line
 from gateway.broker.formats import human_duration, iso
 from gateway.broker.machine import State
-from gateway.broker.queues import Queues
 from gateway.broker.roster import Roster
 from gateway.broker.store import Store
 from gateway.errors import ToolError
@@ -29,7 +29,6 @@ class Monitoring:
     Args:
         store: the opened database.
         roster: the agents (``connected``, ``lastSeen``).
-        queues: the agents' in-process queues (depths).
         logs: the activity logs.
         config: the ``broker`` settings (limits).
         clock: Unix time source.
@@ -41,14 +40,12 @@ class Monitoring:
         self,
         store: Store,
         roster: Roster,
-        queues: Queues,
         logs: ActivityLogs,
         config: BrokerSettings,
         clock: Callable[[], float],
     ) -> None:
         self._store = store
         self._roster = roster
-        self._queues = queues
         self._logs = logs
         self._config = config
         self._clock = clock
@@ -60,6 +57,8 @@ class Monitoring:
             p = await q.pipeline()
             issues = await q.issues()
             plan = await q.plan()
+            depths = await q.queue_depths()
+            self._roster.merge(await q.last_seen())
         now = self._clock()
         aa: dict[str, Any] = {"active": p.aa_stage is not None}
         if p.aa_stage is not None and p.aa_deadline is not None:
@@ -78,7 +77,7 @@ class Monitoring:
                 a: {"connected": self._roster.connected(a), "lastSeen": self._roster.last_seen(a)}
                 for a in self._roster.agents
             },
-            "queues": {a: q.depth for a, q in self._queues.items()},
+            "queues": {a: depths.get(a, 0) for a in self._roster.agents},
             "phasePlan": {"planId": plan.plan_id if plan else None, "autoAdvance": p.auto_advance},
             "autoAdvance": aa,
             "fixCount": p.fix_count,
@@ -97,9 +96,12 @@ class Monitoring:
             out["stopped"] = {"by": p.stopped_by, "at": p.stopped_at}
         return out
 
-    def log_activity(self, agent: str, message: str) -> dict[str, Any]:
-        """``log_activity``: one line in ``logs/{agent}.log``; ``{success}``."""
-        self._logs.append(agent, iso(self._clock()), agent, message)
+    async def log_activity(self, agent: str, message: str) -> dict[str, Any]:
+        """``log_activity``: one line in ``agent``'s log; ``{success}``."""
+        line = (agent, iso(self._clock()), agent, message)
+        async with self._store.write() as q:
+            await q.append_log([line])
+        self._logs.write_files([line])
         return {"success": True}
 
     async def activity_log(self, name: str, tail_lines: int) -> dict[str, Any]:
@@ -109,7 +111,7 @@ class Monitoring:
             ToolError: ``bad_request`` when ``name`` is not an agent id or ``pipeline``.
         """
         try:
-            lines = await self._logs.tail(name, tail_lines)
+            self._logs.check(name)
         except UnknownLog:
             shown = name if len(name) <= 64 else name[:64] + "…"
             raise ToolError(
@@ -117,4 +119,6 @@ class Monitoring:
                 f"`agent`: {shown!r} is not a log of this broker; use one of: {', '.join(self._logs.names)}.",
                 logs=list(self._logs.names),
             ) from None
-        return {"agent": name, "lines": lines}
+        async with self._store.read() as q:
+            rows = await q.tail_log(name, tail_lines)
+        return {"agent": name, "lines": [format_line(*r) for r in rows]}

@@ -6,7 +6,10 @@ loopback gateway without client tokens the ``X-Agent-Id`` header (``shared/spec/
 it also hands over what was claimed, and a refusal can say what was received.
 
 ``connected`` and ``lastSeen`` are broker.md's ("Monitoring"): an agent is connected with a wait
-open or a call within ``broker.connected_window_seconds``.
+open or a call within ``broker.connected_window_seconds``. Agents reach the broker through any
+replica, so each replica saves the calls it saw (``agents.last_seen``, every
+``broker.timer_poll_seconds`` and with every change) and merges what the others saved; an
+agent with a wait open here counts as seen now, so its wait keeps it connected everywhere.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 
 from gateway.broker.formats import iso
-from gateway.broker.queues import Queues
+from gateway.broker.wakeups import Wakeups
 from gateway.errors import ToolError
 
 
@@ -25,7 +28,7 @@ class Roster:
 
     Args:
         agents: the configured agent ids (``broker.agents``), in configuration order.
-        queues: the agents' queues (an open wait counts as connected).
+        wakeups: this process's open waits (an open wait counts as connected).
         connected_window_seconds: a call this recent counts as connected.
         clock: Unix time source.
 
@@ -37,14 +40,15 @@ class Roster:
     def __init__(
         self,
         agents: Iterable[str],
-        queues: Queues,
+        wakeups: Wakeups,
         *,
         connected_window_seconds: float,
         clock: Callable[[], float],
     ) -> None:
         self.agents: tuple[str, ...] = tuple(agents)
         self.last_call: dict[str, float] = {}
-        self._queues = queues
+        self._dirty: set[str] = set()
+        self._wakeups = wakeups
         self._window = connected_window_seconds
         self._clock = clock
 
@@ -93,10 +97,29 @@ class Roster:
     def seen(self, agent: str) -> None:
         """Record a call of ``agent`` now."""
         self.last_call[agent] = self._clock()
+        self._dirty.add(agent)
+
+    def unsaved(self) -> dict[str, str]:
+        """lastSeen values not yet saved, agents waiting here counted as seen now; marks them saved."""
+        for agent in self.agents:
+            if self._wakeups.waiting(agent):
+                self.seen(agent)
+        out = {a: iso(self.last_call[a]) for a in self._dirty if a in self.last_call}
+        self._dirty.clear()
+        return out
+
+    def merge(self, saved: Mapping[str, str]) -> None:
+        """Take in lastSeen values saved by any replica (the later of theirs and ours wins)."""
+        for agent, seen in saved.items():
+            if agent in self.agents:
+                with contextlib.suppress(ValueError):
+                    at = datetime.strptime(seen, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+                    if at > self.last_call.get(agent, 0.0):
+                        self.last_call[agent] = at
 
     def connected(self, agent: str) -> bool:
         """A wait open, or a call within ``broker.connected_window_seconds`` (broker.md)."""
-        if self._queues[agent].waiters:
+        if self._wakeups.waiting(agent):
             return True
         last = self.last_call.get(agent)
         return last is not None and self._clock() - last <= self._window
@@ -112,9 +135,4 @@ class Roster:
 
     def restore(self, saved: Mapping[str, str]) -> None:
         """Load the ``lastSeen`` times saved by an earlier run; unknown agents and bad times are skipped."""
-        for agent, seen in saved.items():
-            if agent in self.agents:
-                with contextlib.suppress(ValueError):
-                    self.last_call[agent] = (
-                        datetime.strptime(seen, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-                    )
+        self.merge(saved)

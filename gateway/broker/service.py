@@ -10,8 +10,14 @@ parts :class:`BrokerService` is made of, each in its own module of ``gateway.bro
 - ``messages``: send, reply, wait (leases and delivery callbacks), history;
 - ``auto_advance``: the cooldown / ``session_reset`` timer and its resumption after a restart;
 - ``monitoring``: the status snapshot and the activity logs;
-- ``store``, ``queues``, ``activity_log``, ``state_dir``: the database, in-process queue
-  bookkeeping, log files and the state folder's other files.
+- ``store`` (``queries``, ``schema``, ``migrations``, ``database``): the database, SQLite or
+  PostgreSQL; ``wakeups``: this process's open waits and, on PostgreSQL, the LISTEN connection
+  that wakes them when another replica commits; ``activity_log``, ``state_dir``: log files and
+  the state folder's other files.
+
+Replicas: with PostgreSQL any number of gateway processes share one broker. Nothing a replica
+keeps in memory is needed by another: queues, leases, state, timers and activity logs are rows;
+wake-ups are ``pg_notify`` signals; each replica saves the ``lastSeen`` of the calls it served.
 """
 
 from __future__ import annotations
@@ -19,14 +25,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gateway.broker.activity_log import PIPELINE_LOG, ActivityLogs
+from sqlalchemy.exc import SQLAlchemyError
+
+from gateway.broker.activity_log import PIPELINE_LOG, ActivityLogs, parse_line
 from gateway.broker.auto_advance import AutoAdvance, cooldown_seconds, next_plan_phase
 from gateway.broker.changes import Changes
 from gateway.broker.effects import After, Effects, Facts
@@ -34,10 +41,11 @@ from gateway.broker.formats import BROKER, iso
 from gateway.broker.machine import Event, State, completion_event, resume_event, review_event
 from gateway.broker.messages import Messages
 from gateway.broker.monitoring import Monitoring
-from gateway.broker.queues import Queues
+from gateway.broker.queries import CHANNEL
 from gateway.broker.roster import Roster
-from gateway.broker.state_dir import DB_FILE, STOP_FILE, lock_state_dir
+from gateway.broker.state_dir import STOP_FILE, lock_state_dir
 from gateway.broker.store import PipelineRow, PlanRow, Queries, Store, StoreError
+from gateway.broker.wakeups import Listener, Wakeups
 from gateway.errors import ToolError
 
 if TYPE_CHECKING:
@@ -86,94 +94,186 @@ class BrokerService:
         self.logs = logs
         self.clock = clock
         self.state_dir = Path(settings.state_dir)
-        self.queues = Queues(self.config.agents)
+        self.wakeups = Wakeups(self.config.agents)
         self.roster = Roster(
             self.config.agents,
-            self.queues,
+            self.wakeups,
             connected_window_seconds=self.config.connected_window_seconds,
             clock=clock,
         )
         effects = Effects(self.roster, session_reset_seconds=self.config.session_reset_seconds)
-        self.changes = Changes(store, self.queues, logs, metrics, self.roster, effects, self.state_dir, clock)
-        self.auto_advance = AutoAdvance(self.changes, clock, self._closing_reason)
+        self.changes = Changes(
+            store, self.wakeups, logs, metrics, self.roster, effects, self.state_dir, clock
+        )
+        self.auto_advance = AutoAdvance(
+            self.changes,
+            clock,
+            self._closing_reason,
+            poll_seconds=self.config.timer_poll_seconds,
+            on_tick=self._housekeeping,
+        )
         self.changes.reschedule = self.auto_advance.reschedule
         self.messages = Messages(
             self.changes,
             self.roster,
-            self.queues,
+            self.wakeups,
             store,
             metrics,
             clock,
             progress_interval_seconds=self.config.progress_interval_seconds,
+            lease_seconds=self.config.lease_seconds,
+            recheck_seconds=self.config.recheck_seconds,
             closing=self._closing_reason,
         )
-        self.monitoring = Monitoring(store, self.roster, self.queues, logs, self.config, clock)
+        self.monitoring = Monitoring(store, self.roster, logs, self.config, clock)
         self._closing: str | None = None
         self._lock_fd: int | None = None
+        self._listener: Listener | None = None
+        self._ticks = 0
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
     @classmethod
     async def open(cls, settings: Settings, metrics: Metrics) -> BrokerService:
-        """Lock the state folder, open the database and resume where the last run stopped.
+        """Open the database (SQLite: lock the state folder first), resume where the last run stopped.
 
         Raises:
-            StoreError: another gateway holds the state folder, or the database is unusable.
+            DatabaseUnusable: ``broker.database_url`` cannot be used (the gateway exits with 2).
+            StoreError: another gateway holds the SQLite state folder, or the file is unusable.
         """
         state_dir = Path(settings.state_dir)
-        lock_fd = lock_state_dir(state_dir)
+        sqlite = settings.broker.database_url is None
+        # One process per SQLite file: its waits are woken in-process only.
+        lock_fd = lock_state_dir(state_dir) if sqlite else None
         try:
-            store = await Store.open(state_dir / DB_FILE)
+            store = await Store.open(settings.broker, state_dir)
         except BaseException:
-            os.close(lock_fd)
+            if lock_fd is not None:
+                os.close(lock_fd)
             raise
         logs = ActivityLogs(
             state_dir / "logs",
             settings.broker.agents,
             max_bytes=settings.broker.log_max_bytes,
             backups=settings.broker.log_backups,
+            files=sqlite,
         )
         service = cls(settings, metrics, store, logs)
         service._lock_fd = lock_fd
         try:
+            if store.postgres:
+                await service._listen()
             await service._resume_after_start()
         except BaseException:
             await service.close()
             raise
         return service
 
+    async def _listen(self) -> None:
+        assert self.settings.broker.database_url is not None
+        from sqlalchemy.engine import make_url
+
+        url = make_url(self.settings.broker.database_url.get_secret_value()).set(drivername="postgresql")
+        self._listener = Listener(
+            url.render_as_string(hide_password=False),
+            CHANNEL,
+            lambda payload: self.wakeups.dispatch(payload, self._stopped_elsewhere, self.auto_advance.kick),
+            self._listener_back,
+            self.store.where,
+        )
+        await self._listener.start()
+
+    def _listener_back(self) -> None:
+        # Signals sent while the connection was down are lost: every wait and the timer look again.
+        self.wakeups.wake_all()
+        self.auto_advance.kick()
+        self.changes.spawn(self._sync_stop_file())
+
+    def _stopped_elsewhere(self) -> None:
+        self.changes.spawn(self._sync_stop_file())
+
+    async def _sync_stop_file(self) -> None:
+        """Another replica stopped the pipeline: write this state folder's ``.stop-pipeline`` too."""
+        try:
+            async with self.store.read() as q:
+                p = await q.pipeline()
+        except (StoreError, SQLAlchemyError):
+            return
+        if p.state is State.STOPPED:
+            self.changes.state = State.STOPPED
+            self.changes.set_state_metrics()
+            if not (self.state_dir / STOP_FILE).exists():
+                self.changes.write_stop_file(p.stopped_by, p.stopped_at)
+
     async def _resume_after_start(self) -> None:
         stop_file = self.state_dir / STOP_FILE
         after = After()
         async with self.store.write() as q:
-            p = await q.pipeline()
+            p = await q.pipeline("update")
             if stop_file.exists() and p.state is not State.STOPPED:
                 # Issue 5 point 6: a .stop-pipeline present at start means STOPPED.
                 facts = Facts(agent=None, now=self.clock(), reason=f"{STOP_FILE} was present at start")
                 await self.changes.apply(q, p, Event.STOP, facts, after)
                 after.stop = False  # the file is already there and nobody waits yet
+            if self.logs.files and await q.log_is_empty():
+                await q.append_log(self._log_files_lines())
+            line = f"broker started in {after.state or p.state}" + (
+                f", auto-advance {p.aa_stage} resumed" if p.aa_stage else ""
+            )
+            after.pipeline_log.append((BROKER, line))
+            await self.changes._finish(q, None, after)
             last_seen = await q.last_seen()
-            depths = await q.queue_depths()
             p = await q.pipeline()
         self.changes.state = p.state
         if p.state is State.STOPPED and not stop_file.exists():
             # The database says STOPPED for good; keep the file in step for operators and scripts.
             self.changes.write_stop_file(p.stopped_by, p.stopped_at)
-        for agent, queue in self.queues.items():
-            queue.depth = depths.get(agent, 0)
         self.roster.restore(last_seen)
         self.changes.after_commit(after)
         self.changes.set_state_metrics()
-        for agent, queue in self.queues.items():
-            self.metrics.broker_queue_depth.labels(agent).set(queue.depth)
         self.metrics.broker_waits_open.set(0)
+        await self._refresh_depths()
         self.auto_advance.reschedule(p.aa_stage, p.aa_deadline)
-        self.logs.append(
-            PIPELINE_LOG,
-            iso(self.clock()),
-            BROKER,
-            f"broker started in {p.state}" + (f", auto-advance {p.aa_stage} resumed" if p.aa_stage else ""),
-        )
+        self.auto_advance.start()
+
+    def _log_files_lines(self) -> list[tuple[str, str, str, str]]:
+        """The lines of the activity-log files (a database from before logs were kept in it)."""
+        out: list[tuple[str, str, str, str]] = []
+        for name in self.logs.names:
+            path = self.logs.path(name)
+            files = [path.with_name(f"{path.name}.{i}") for i in range(self.config.log_backups, 0, -1)]
+            for file in [*files, path]:  # oldest first
+                try:
+                    text = file.read_text(encoding="utf-8", errors="replace")
+                except FileNotFoundError:
+                    continue
+                for line in text.splitlines():
+                    parsed = parse_line(line)
+                    if parsed is not None:
+                        out.append((name, *parsed))
+        return out
+
+    async def _housekeeping(self) -> None:
+        """Each timer look: save lastSeen; now and then refresh queue gauges and prune logs."""
+        if not self.store.is_open:
+            return
+        unsaved = self.roster.unsaved()
+        if unsaved:
+            async with self.store.write() as q:
+                await q.save_last_seen(unsaved)
+        self._ticks += 1
+        if self._ticks % 5 == 0:
+            await self._refresh_depths()
+        if self._ticks % 600 == 1:
+            async with self.store.write() as q:
+                for name in self.logs.names:
+                    await q.prune_log(name, self.config.log_keep_lines)
+
+    async def _refresh_depths(self) -> None:
+        async with self.store.read() as q:
+            depths = await q.queue_depths()
+        for agent in self.config.agents:
+            self.metrics.broker_queue_depth.labels(agent).set(depths.get(agent, 0))
 
     def _closing_reason(self) -> str | None:
         return self._closing
@@ -190,13 +290,12 @@ class BrokerService:
         """
         if self._closing is None:
             self._closing = reason
-            self.queues.wake_all()
-            if self.store.is_open:
-                self.logs.append(PIPELINE_LOG, iso(self.clock()), BROKER, f"shutting down: {reason}")
+            self.wakeups.wake_all()
+            self.logs.write_files([(PIPELINE_LOG, iso(self.clock()), BROKER, f"shutting down: {reason}")])
         # Let the woken waits return their answer before the transport's own shutdown hook
         # cancels long-running calls (which would answer them with a bare JSON-RPC error).
         for _ in range(SHUTDOWN_GRACE_STEPS):
-            if self.queues.waits_open() == 0:
+            if self.wakeups.waits_open() == 0:
                 break
             await asyncio.sleep(0.01)
         await asyncio.sleep(0)
@@ -211,14 +310,17 @@ class BrokerService:
             closing.callback(self._release_lock)
             closing.callback(self.logs.close)
             closing.push_async_callback(self.store.close)
+            if self._listener is not None:
+                closing.push_async_callback(self._listener.close)
             await self.shutdown("the broker is closing")
             await self.auto_advance.close()
             await self.changes.drain()
             if self.store.is_open:
                 try:
+                    await self.messages.release_all()
                     async with self.store.write() as q:
                         await q.save_last_seen(self.roster.last_seen_all())
-                except (StoreError, sqlite3.Error) as err:
+                except (StoreError, SQLAlchemyError) as err:
                     log.warning("lastSeen not saved at close: %s", err)
 
     def _release_lock(self) -> None:

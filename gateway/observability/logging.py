@@ -38,6 +38,7 @@ operator can still tell which kind of token was involved.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -479,6 +480,14 @@ def secrets_of(settings: Settings) -> list[str]:
     if settings.gitlab.token is not None:
         out.append(settings.gitlab.token.get_secret_value())
     out.extend(client.token.get_secret_value() for client in settings.client_tokens)
+    if settings.broker.database_url is not None:
+        from urllib.parse import unquote, urlsplit
+
+        # The broker database's password, also percent-decoded (psycopg may echo either form).
+        with contextlib.suppress(ValueError):
+            password = urlsplit(settings.broker.database_url.get_secret_value()).password
+            if password:
+                out.extend({password, unquote(password)})
     return out
 
 

@@ -436,7 +436,7 @@ async def get_pipeline_status(ctx: ToolContext, args: NoArguments) -> dict[str, 
 
 async def log_activity(ctx: ToolContext, args: LogActivityInput) -> dict[str, Any]:
     broker, agent = _caller(ctx)
-    return broker.monitoring.log_activity(agent, args.message)
+    return await broker.monitoring.log_activity(agent, args.message)
 
 
 async def get_activity_log(ctx: ToolContext, args: GetActivityLogInput) -> dict[str, Any]:

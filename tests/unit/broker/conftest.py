@@ -101,7 +101,9 @@ EnvFactory = Callable[..., Awaitable[Env]]
 
 
 @pytest.fixture
-async def make_env(make_settings: Callable[..., Settings]) -> AsyncIterator[EnvFactory]:
+async def make_env(
+    make_settings: Callable[..., Settings], broker_database: str | None
+) -> AsyncIterator[EnvFactory]:
     """``await make_env(broker={...})`` → an :class:`Env`; every broker opened is closed at teardown.
 
     Calling it again with the same settings reopens the same state folder (a restart).
@@ -110,7 +112,9 @@ async def make_env(make_settings: Callable[..., Settings]) -> AsyncIterator[EnvF
 
     async def make(settings: Settings | None = None, **overrides: Any) -> Env:
         if settings is None:
-            overrides.setdefault("broker", {})
+            broker = overrides.setdefault("broker", {})
+            if broker_database is not None:
+                broker.setdefault("database_url", broker_database)
             settings = make_settings(**overrides)
         metrics = Metrics()
         cm = open_broker(settings, metrics)

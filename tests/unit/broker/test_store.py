@@ -1,49 +1,118 @@
-"""The SQLite store: pragmas, migrations with a version number, refusal of a newer schema."""
+"""The store: migrations on both backends, an existing SQLite database kept, newer schemas refused."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
-from gateway.broker.store import SCHEMA_VERSION, Store, StoreError
+from gateway.broker.store import DatabaseUnusable, Store, StoreError, head_revision
+from gateway.config import BrokerSettings
+
+#: The schema the SQLite store had before migrations moved to Alembic (``PRAGMA user_version`` 1).
+LEGACY_SCHEMA = """
+CREATE TABLE pipeline (
+    id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL, phase INTEGER,
+    fix_count INTEGER NOT NULL DEFAULT 0, auto_advance INTEGER NOT NULL DEFAULT 0,
+    aa_stage TEXT CHECK (aa_stage IN ('cooldown', 'session_reset')), aa_deadline REAL, aa_next_phase INTEGER,
+    human_origin TEXT, human_reason TEXT, human_by TEXT, human_at TEXT, stopped_by TEXT, stopped_at TEXT,
+    updated_at TEXT NOT NULL);
+INSERT INTO pipeline (id, state, phase, updated_at) VALUES (1, 'PHASE_DEVELOPING', 3, '2026-01-01T00:00:00Z');
+CREATE TABLE issues (id TEXT PRIMARY KEY, position INTEGER NOT NULL UNIQUE,
+    status TEXT NOT NULL CHECK (status IN ('todo', 'in_progress', 'done')), fail_count INTEGER NOT NULL DEFAULT 0);
+INSERT INTO issues VALUES ('JOP-1', 0, 'in_progress', 2);
+CREATE TABLE plan (id INTEGER PRIMARY KEY CHECK (id = 1), plan_id TEXT NOT NULL, phases TEXT NOT NULL,
+    cooldown_minutes REAL NOT NULL, completed_phases TEXT NOT NULL DEFAULT '[]', updated_at TEXT NOT NULL);
+CREATE TABLE messages (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, sender TEXT NOT NULL,
+    recipient TEXT NOT NULL, subject TEXT NOT NULL, body TEXT NOT NULL, priority INTEGER NOT NULL,
+    reply_to TEXT, thread_id TEXT NOT NULL, created_at TEXT NOT NULL, delivered_at TEXT,
+    delivery_attempts INTEGER NOT NULL DEFAULT 0);
+INSERT INTO messages (id, sender, recipient, subject, body, priority, thread_id, created_at)
+    VALUES ('msg-old', 'pm', 'dev', 'hello', '{"issue": 7}', 1, 'msg-old', '2026-01-01T00:00:00Z');
+CREATE INDEX messages_queue ON messages (recipient, priority, seq) WHERE delivered_at IS NULL;
+CREATE TABLE agents (id TEXT PRIMARY KEY, last_seen TEXT);
+CREATE TABLE transitions (seq INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, from_state TEXT NOT NULL,
+    to_state TEXT NOT NULL, event TEXT NOT NULL, agent TEXT);
+PRAGMA user_version = 1;
+"""
 
 
-async def test_pragmas_and_version(tmp_path: Path) -> None:
-    store = await Store.open(tmp_path / "broker.db")
+def config(url: str | None) -> BrokerSettings:
+    return BrokerSettings(database_url=SecretStr(url) if url else None, connect_timeout_seconds=1)
+
+
+async def test_fresh_database_is_at_head_and_reopens(tmp_path: Path, broker_database: str | None) -> None:
+    store = await Store.open(config(broker_database), tmp_path)
     try:
-        assert await store.schema_version() == SCHEMA_VERSION
+        assert await store.schema_revision() == head_revision()
         async with store.read() as q:
-            assert (await q._one("PRAGMA journal_mode"))[0] == "wal"
-            assert (await q._one("PRAGMA synchronous"))[0] == 1  # NORMAL
-            assert (await q._one("PRAGMA busy_timeout"))[0] == 5000
             assert (await q.pipeline()).state.value == "IDLE"
+        if not store.postgres:
+            async with store.connection() as conn:
+                assert (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar() == "wal"
+                assert (await conn.exec_driver_sql("PRAGMA synchronous")).scalar() == 1  # NORMAL
     finally:
         await store.close()
-    # reopening migrates nothing twice and keeps the data
-    store = await Store.open(tmp_path / "broker.db")
-    assert await store.schema_version() == SCHEMA_VERSION
+    store = await Store.open(config(broker_database), tmp_path)  # nothing migrated twice
+    assert await store.schema_revision() == head_revision()
     await store.close()
 
 
-async def test_newer_schema_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "broker.db"
-    with sqlite3.connect(path) as db:
-        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
-    with pytest.raises(StoreError, match="newer than this gateway's"):
-        await Store.open(path)
+async def test_replicas_starting_together_migrate_once(tmp_path: Path, postgres_url: str) -> None:
+    stores = await asyncio.gather(*(Store.open(config(postgres_url), tmp_path) for _ in range(3)))
+    try:
+        assert {await s.schema_revision() for s in stores} == {head_revision()}
+    finally:
+        for s in stores:
+            await s.close()
+
+
+async def test_existing_sqlite_database_is_migrated_with_nothing_lost(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "broker.db") as db:
+        db.executescript(LEGACY_SCHEMA)
+    store = await Store.open(config(None), tmp_path)
+    try:
+        assert await store.schema_revision() == head_revision()
+        async with store.read() as q:
+            p = await q.pipeline()
+            assert (p.state.value, p.phase) == ("PHASE_DEVELOPING", 3)
+            assert [(i.id, i.status, i.fail_count) for i in await q.issues()] == [("JOP-1", "in_progress", 2)]
+            # the history filter on body.issue works for messages written before the migration
+            assert [m.id for m in await q.history("7", 10)] == ["msg-old"]
+        async with store.write() as q:
+            claimed = await q.claim("dev", 0.0, 30)
+            assert claimed is not None and claimed.id == "msg-old" and claimed.delivery_attempts == 1
+    finally:
+        await store.close()
+
+
+async def test_newer_schema_is_refused(tmp_path: Path, broker_database: str | None) -> None:
+    store = await Store.open(config(broker_database), tmp_path)
+    async with store.write() as q:
+        await q.conn.exec_driver_sql("UPDATE alembic_version SET version_num = '9999'")
+    await store.close()
+    with pytest.raises(DatabaseUnusable, match="schema revision 9999, newer than this gateway's"):
+        await Store.open(config(broker_database), tmp_path)
+
+
+async def test_newer_pre_alembic_sqlite_schema_is_refused(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "broker.db") as db:
+        db.executescript(LEGACY_SCHEMA.replace("PRAGMA user_version = 1", "PRAGMA user_version = 5"))
+    with pytest.raises(DatabaseUnusable, match="schema version 5, newer than this gateway's"):
+        await Store.open(config(None), tmp_path)
 
 
 async def test_not_a_database(tmp_path: Path) -> None:
-    path = tmp_path / "broker.db"
-    path.write_bytes(b"this is not sqlite" * 100)
+    (tmp_path / "broker.db").write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(StoreError, match="cannot be used as the broker database"):
-        await Store.open(path)
+        await Store.open(config(None), tmp_path)
 
 
-async def test_failed_change_rolls_back(tmp_path: Path) -> None:
-    store = await Store.open(tmp_path / "broker.db")
+async def test_failed_change_rolls_back(tmp_path: Path, broker_database: str | None) -> None:
+    store = await Store.open(config(broker_database), tmp_path)
     try:
         with pytest.raises(RuntimeError):
             async with store.write() as q:
@@ -53,3 +122,32 @@ async def test_failed_change_rolls_back(tmp_path: Path) -> None:
             assert await q.issues() == []
     finally:
         await store.close()
+
+
+async def test_wrong_password_names_the_option_and_hides_the_password(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    wrong = postgres_url.replace("test-password-1f3a", "not-the-password-42")
+    with pytest.raises(DatabaseUnusable) as caught:
+        await Store.open(config(wrong), tmp_path)
+    text = str(caught.value)
+    assert "broker.database_url" in text and "refused the credentials" in text
+    assert "not-the-password-42" not in text
+
+
+async def test_missing_database_names_the_option(tmp_path: Path, postgres_url: str) -> None:
+    missing = postgres_url.rsplit("/", 1)[0] + "/no_such_db"
+    with pytest.raises(DatabaseUnusable, match=r"broker.database_url .*no_such_db.*Create the database"):
+        await Store.open(config(missing), tmp_path)
+
+
+async def test_unreachable_server_is_retried_then_refused(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.e2e.harness import free_port
+
+    url = f"postgresql://u:secret-pw-123@127.0.0.1:{free_port()}/db"
+    with pytest.raises(DatabaseUnusable, match=r"cannot reach PostgreSQL u@127.0.0.1:\d+/db after 1 s"):
+        await Store.open(config(url), tmp_path)
+    retries = [r.getMessage() for r in caplog.records if "not reachable yet" in r.getMessage()]
+    assert retries and all("secret-pw-123" not in r for r in retries)

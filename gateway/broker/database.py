@@ -1,0 +1,141 @@
+"""Reaching the broker's database: which engine a ``broker.database_url`` means, and what to tell
+the operator when it cannot be used.
+
+Unset, the broker is the SQLite file ``<state_dir>/broker.db`` (aiosqlite). A ``postgresql://``
+URL is PostgreSQL through psycopg 3. Start-up failures become :class:`DatabaseUnusable` with a
+message that names the option and says what to do; the URL's password never appears in it. A
+server that does not answer yet (connection refused, no route, DNS not ready: a database pod
+still starting) is retried with a logged backoff for ``broker.connect_timeout_seconds``; wrong
+credentials or a missing database are not, since waiting does not fix them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+from sqlalchemy.engine import URL, make_url
+
+if TYPE_CHECKING:
+    from gateway.config import BrokerSettings
+
+log = logging.getLogger(__name__)
+
+OPTION = "broker.database_url (GATEWAY_BROKER__DATABASE_URL)"
+#: First and longest pause between connection attempts at start, seconds.
+RETRY_FIRST_SECONDS = 0.5
+RETRY_MAX_SECONDS = 10.0
+
+
+class StoreError(Exception):
+    """The database cannot be used (newer schema, unreadable file, closed). The message says why."""
+
+
+class DatabaseUnusable(StoreError):
+    """A configuration problem found at start: the gateway exits with status 2."""
+
+
+def engine_url(database_url: str | None, state_dir: Path) -> URL:
+    """The SQLAlchemy URL: ``sqlite+aiosqlite`` on ``<state_dir>/broker.db``, or ``postgresql+psycopg``."""
+    if database_url is None:
+        return URL.create("sqlite+aiosqlite", database=str(state_dir / "broker.db"))
+    url = make_url(database_url)
+    return url.set(drivername="postgresql+psycopg")
+
+
+def shown_url(database_url: str) -> str:
+    """The URL with its password masked (``--print-config``)."""
+    try:
+        return make_url(database_url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return "[REDACTED]"
+
+
+def describe(url: URL) -> str:
+    """``postgresql://user@host:port/db`` (never the password), for messages and logs."""
+    if url.get_backend_name() == "sqlite":
+        return f"SQLite file {url.database}"
+    where = f"{url.host or 'localhost'}:{url.port or 5432}"
+    return f"PostgreSQL {url.username + '@' if url.username else ''}{where}/{url.database or ''}"
+
+
+def _sqlstate(err: BaseException) -> str | None:
+    orig = getattr(err, "orig", None) or err
+    state = getattr(orig, "sqlstate", None)
+    return state if isinstance(state, str) else None
+
+
+def _reason(err: BaseException, url: URL) -> str:
+    orig = getattr(err, "orig", None) or err
+    text = " ".join(str(orig).split())
+    password = url.password
+    if password:
+        text = text.replace(str(password), "[REDACTED]")
+    return text[:300]
+
+
+def classify(err: BaseException, url: URL) -> DatabaseUnusable | None:
+    """A :class:`DatabaseUnusable` for a failure waiting cannot fix; None: worth retrying."""
+    state = _sqlstate(err)
+    reason = _reason(err, url)
+    lowered = reason.lower()
+    where = describe(url)
+    if (
+        state in ("28P01", "28000")
+        or "password authentication failed" in lowered
+        or ("role" in lowered and "does not exist" in lowered)
+        or "no password supplied" in lowered
+    ):
+        return DatabaseUnusable(
+            f"{OPTION}: {where} refused the credentials ({reason}). Fix the user name and password in "
+            "the URL (the Secret holding the DSN, in Kubernetes)."
+        )
+    if state == "3D000" or ("database" in lowered and "does not exist" in lowered):
+        return DatabaseUnusable(
+            f"{OPTION}: {where}: {reason}. Create the database (CREATE DATABASE ...) or name an existing one."
+        )
+    if state is not None and state[:2] in ("42", "0A", "22"):
+        return DatabaseUnusable(f"{OPTION}: {where} cannot be used: {reason}")
+    return None
+
+
+async def connect_with_retry(
+    engine_connect: Callable[[], Awaitable[None]], url: URL, config: BrokerSettings
+) -> None:
+    """Try ``engine_connect()`` until it works, backing off while the server is not up yet.
+
+    Raises:
+        DatabaseUnusable: credentials or database wrong, or still unreachable after
+            ``broker.connect_timeout_seconds``.
+    """
+    deadline = time.monotonic() + config.connect_timeout_seconds
+    pause = RETRY_FIRST_SECONDS
+    while True:
+        try:
+            await engine_connect()
+            return
+        except (sa.exc.DBAPIError, OSError) as err:
+            fatal = classify(err, url)
+            if fatal is not None:
+                raise fatal from None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise DatabaseUnusable(
+                    f"{OPTION}: cannot reach {describe(url)} after {config.connect_timeout_seconds:g} s "
+                    f"({_reason(err, url)}). Check the host and port, that PostgreSQL is running and "
+                    "accepts connections from this gateway, or raise broker.connect_timeout_seconds."
+                ) from None
+            wait = min(pause, left)
+            log.warning(
+                "broker database %s is not reachable yet (%s); trying again in %.1f s",
+                describe(url),
+                _reason(err, url),
+                wait,
+            )
+            await asyncio.sleep(wait)
+            pause = min(pause * 2, RETRY_MAX_SECONDS)

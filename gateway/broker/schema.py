@@ -1,0 +1,107 @@
+"""The broker's tables as SQLAlchemy Core objects: the schema at the newest migration.
+
+The migrations (``gateway.broker.migrations``) create these; the queries
+(``gateway.broker.queries``) use them, so one set of statements serves SQLite and PostgreSQL.
+Times written for people are ISO 8601 text (``2026-04-11T01:10:00Z``); times compared by the
+code (deadlines, leases) are Unix seconds.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+pipeline = sa.Table(
+    "pipeline",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Column("phase", sa.Integer),
+    sa.Column("fix_count", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("auto_advance", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("aa_stage", sa.Text),
+    sa.Column("aa_deadline", sa.Float),
+    sa.Column("aa_next_phase", sa.Integer),
+    sa.Column("human_origin", sa.Text),
+    sa.Column("human_reason", sa.Text),
+    sa.Column("human_by", sa.Text),
+    sa.Column("human_at", sa.Text),
+    sa.Column("stopped_by", sa.Text),
+    sa.Column("stopped_at", sa.Text),
+    sa.Column("updated_at", sa.Text, nullable=False),
+)
+
+issues = sa.Table(
+    "issues",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("position", sa.Integer, nullable=False, unique=True),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("fail_count", sa.Integer, nullable=False, server_default="0"),
+)
+
+plan = sa.Table(
+    "plan",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("plan_id", sa.Text, nullable=False),
+    sa.Column("phases", sa.Text, nullable=False),
+    sa.Column("cooldown_minutes", sa.Float, nullable=False),
+    sa.Column("completed_phases", sa.Text, nullable=False, server_default="[]"),
+    sa.Column("updated_at", sa.Text, nullable=False),
+)
+
+messages = sa.Table(
+    "messages",
+    metadata,
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("id", sa.Text, nullable=False, unique=True),
+    sa.Column("sender", sa.Text, nullable=False),
+    sa.Column("recipient", sa.Text, nullable=False),
+    sa.Column("subject", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("priority", sa.Integer, nullable=False),
+    sa.Column("reply_to", sa.Text),
+    sa.Column("thread_id", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Text, nullable=False),
+    sa.Column("delivered_at", sa.Text),
+    sa.Column("delivery_attempts", sa.Integer, nullable=False, server_default="0"),
+    # Added by migration 0002: the lease of a wait that holds the message (Unix seconds; NULL or
+    # past: free), the token that fences its acknowledgement, and body.issue for the history filter.
+    sa.Column("lease_until", sa.Float),
+    sa.Column("lease_token", sa.Text),
+    sa.Column("issue", sa.Text),
+    sqlite_autoincrement=True,
+)
+
+agents = sa.Table(
+    "agents",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("last_seen", sa.Text),
+)
+
+transitions = sa.Table(
+    "transitions",
+    metadata,
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("at", sa.Text, nullable=False),
+    sa.Column("from_state", sa.Text, nullable=False),
+    sa.Column("to_state", sa.Text, nullable=False),
+    sa.Column("event", sa.Text, nullable=False),
+    sa.Column("agent", sa.Text),
+    sqlite_autoincrement=True,
+)
+
+activity_log = sa.Table(
+    "activity_log",
+    metadata,
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("at", sa.Text, nullable=False),
+    sa.Column("who", sa.Text, nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Index("activity_log_by_name", "name", "seq"),
+    sqlite_autoincrement=True,
+)

@@ -1,0 +1,145 @@
+"""Wake-ups of waiting ``wait_for_message`` calls, in this process and across replicas.
+
+A wait subscribes to its agent before it looks at its queue, so a message committed between the
+look and the sleep still wakes it. A committed change wakes this process's waits at once
+(:meth:`Wakeups.wake`); on PostgreSQL the same transaction also sent ``pg_notify`` (delivered at
+commit, dropped on rollback), and one LISTEN connection per replica (:class:`Listener`) fans the
+signal out to that replica's waits. A notification is only a signal: the woken wait re-reads the
+table, and a slow re-check (``broker.recheck_seconds``) covers a signal missed while the listener
+was reconnecting (after which every wait is woken anyway).
+
+Payloads: an agent id (a message for it, or a lease given back), ``*stop`` (the pipeline
+stopped), ``*timer`` (an auto-advance stage was scheduled or changed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Iterator
+
+log = logging.getLogger(__name__)
+
+STOP = "*stop"
+TIMER = "*timer"
+RECONNECT_MAX_SECONDS = 10.0
+
+
+class Wakeups:
+    """The open waits of this process, per agent."""
+
+    def __init__(self, agents: Iterable[str]) -> None:
+        self._waiters: dict[str, set[asyncio.Event]] = {agent: set() for agent in agents}
+
+    @contextlib.contextmanager
+    def subscribe(self, agent: str) -> Iterator[asyncio.Event]:
+        """An event set by every later :meth:`wake` of ``agent``, for the block's duration."""
+        event = asyncio.Event()
+        self._waiters[agent].add(event)
+        try:
+            yield event
+        finally:
+            self._waiters[agent].discard(event)
+
+    def wake(self, agent: str) -> None:
+        """Wake every open wait of ``agent``; each re-reads its queue."""
+        for event in self._waiters.get(agent, ()):
+            event.set()
+
+    def wake_all(self) -> None:
+        """Wake every open wait (stop, shutdown, a listener that reconnected)."""
+        for events in self._waiters.values():
+            for event in events:
+                event.set()
+
+    def waiting(self, agent: str) -> bool:
+        """``agent`` has a wait open in this process."""
+        return bool(self._waiters.get(agent))
+
+    def waits_open(self) -> int:
+        """Open waits in this process, all agents."""
+        return sum(len(e) for e in self._waiters.values())
+
+    def dispatch(self, payload: str, on_stop: Callable[[], None], on_timer: Callable[[], None]) -> None:
+        """Act on one notification payload."""
+        if payload == STOP:
+            self.wake_all()
+            on_stop()
+        elif payload == TIMER:
+            on_timer()
+        else:
+            self.wake(payload)
+
+
+class Listener:
+    """The replica's one LISTEN connection (psycopg, autocommit), reconnecting with backoff.
+
+    Args:
+        conninfo: the libpq URL (``postgresql://…``); never logged.
+        channel: the channel to listen on.
+        on_payload: called with each notification's payload.
+        on_reconnect: called after the connection came back (signals may have been missed).
+        where: how to name the database in log lines (no password).
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        channel: str,
+        on_payload: Callable[[str], None],
+        on_reconnect: Callable[[], None],
+        where: str,
+    ) -> None:
+        self._conninfo = conninfo
+        self._channel = channel
+        self._on_payload = on_payload
+        self._on_reconnect = on_reconnect
+        self._where = where
+        self._task: asyncio.Task[None] | None = None
+        self.ready = asyncio.Event()
+
+    async def start(self) -> None:
+        """Start listening; returns once LISTEN is in place (or after its first failure)."""
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(10):
+                await self.ready.wait()
+
+    async def _run(self) -> None:
+        import psycopg  # only the PostgreSQL backend needs it
+
+        pause = 0.2
+        first = True
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True) as conn:
+                    await conn.execute(f'LISTEN "{self._channel}"')
+                    self.ready.set()
+                    if not first:
+                        log.info("broker LISTEN connection to %s is back", self._where)
+                        self._on_reconnect()
+                    first, pause = False, 0.2
+                    async for note in conn.notifies():
+                        self._on_payload(note.payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:
+                self.ready.set()  # start() must not hang on a database that went away
+                first = False
+                log.warning(
+                    "broker LISTEN connection to %s lost (%s); reconnecting in %.1f s; waits re-check "
+                    "their queues meanwhile",
+                    self._where,
+                    type(err).__name__,
+                    pause,
+                )
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, RECONNECT_MAX_SECONDS)
+
+    async def close(self) -> None:
+        """Stop listening."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None

@@ -1,0 +1,134 @@
+"""A throwaway PostgreSQL 15 server from Debian's packages, for the tests and benchmarks.
+
+PostgreSQL refuses to run as root (``pg_ctl: cannot be run as root``) and CI runs as root, so
+``initdb`` and ``pg_ctl`` run as the ``postgres`` user (``runuser``) when this process is root.
+The cluster lives in a temporary folder that user owns, listens on 127.0.0.1 on a free port with
+fsync off (nothing here needs to survive a power cut), and takes passwords over TCP
+(scram-sha-256), so a wrong password is refused as in production.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BIN = Path(os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin"))
+SUPERUSER = "postgres"
+PASSWORD = "test-password-1f3a"  # noqa: S105 - a throwaway local server
+
+
+def available() -> bool:
+    """Debian's PostgreSQL 15 binaries are installed."""
+    return (BIN / "initdb").exists() and (BIN / "pg_ctl").exists()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _as_postgres(args: list[str]) -> list[str]:
+    if os.geteuid() == 0:
+        return ["runuser", "-u", "postgres", "--", *args]
+    return args
+
+
+@dataclass
+class PostgresServer:
+    """One running cluster; :meth:`create_database` gives each test its own database."""
+
+    folder: Path
+    port: int
+    databases: list[str] = field(default_factory=list)
+
+    @classmethod
+    def start(cls) -> PostgresServer:
+        """initdb + pg_ctl start (fsync off), waiting until it accepts connections."""
+        folder = Path(tempfile.mkdtemp(prefix="gateway-pg-"))
+        data, sock = folder / "data", folder / "sock"
+        sock.mkdir()
+        pwfile = folder / "pw"
+        pwfile.write_text(PASSWORD + "\n")
+        if os.geteuid() == 0:
+            shutil.chown(folder, "postgres", "postgres")
+            for p in (sock, pwfile):
+                shutil.chown(p, "postgres", "postgres")
+        subprocess.run(
+            _as_postgres(
+                [
+                    str(BIN / "initdb"),
+                    "-D",
+                    str(data),
+                    "-U",
+                    SUPERUSER,
+                    f"--pwfile={pwfile}",
+                    "--auth-local=trust",
+                    "--auth-host=scram-sha-256",
+                    "-E",
+                    "UTF8",
+                    "--no-sync",
+                ]
+            ),
+            check=True,
+            capture_output=True,
+        )
+        port = _free_port()
+        opts = (
+            f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
+            "-c full_page_writes=off -c max_connections=300 -c shared_buffers=32MB"
+        )
+        subprocess.run(
+            _as_postgres(
+                [str(BIN / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(folder / "log"), "-w", "-t", "60", "start"]
+            ),
+            check=True,
+            capture_output=True,
+        )
+        return cls(folder=folder, port=port)
+
+    def url(self, database: str = "postgres", *, password: str = PASSWORD, user: str = SUPERUSER) -> str:
+        """``postgresql://postgres:…@127.0.0.1:PORT/database``."""
+        return f"postgresql://{user}:{password}@127.0.0.1:{self.port}/{database}"
+
+    def psql(self, sql: str, database: str = "postgres") -> str:
+        """Run ``sql`` with psql over the socket (trust), returning its output."""
+        out = subprocess.run(
+            _as_postgres(
+                [str(BIN / "psql"), "-h", str(self.folder / "sock"), "-p", str(self.port), "-U", SUPERUSER, "-d",
+                 database, "-v", "ON_ERROR_STOP=1", "-qAtc", sql]
+            ),
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        return out.stdout
+
+    def create_database(self) -> str:
+        """A fresh empty database; its name."""
+        name = f"t_{uuid.uuid4().hex[:12]}"
+        self.psql(f"CREATE DATABASE {name}")
+        self.databases.append(name)
+        return name
+
+    def drop_database(self, name: str) -> None:
+        """Drop ``name``, ending its connections (best effort)."""
+        try:
+            self.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        except subprocess.CalledProcessError:
+            pass
+
+    def stop(self) -> None:
+        """pg_ctl stop (fast) and remove the folder."""
+        subprocess.run(
+            _as_postgres([str(BIN / "pg_ctl"), "-D", str(self.folder / "data"), "-m", "fast", "-w", "stop"]),
+            check=False,
+            capture_output=True,
+        )
+        shutil.rmtree(self.folder, ignore_errors=True)
