@@ -20,7 +20,7 @@ from pathlib import Path
 
 BIN = Path(os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin"))
 SUPERUSER = "postgres"
-PASSWORD = "test-password-1f3a"  # noqa: S105 - a throwaway local server
+PASSWORD = "test-password-1f3a"
 
 
 def available() -> bool:
@@ -86,7 +86,19 @@ class PostgresServer:
         )
         subprocess.run(
             _as_postgres(
-                [str(BIN / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(folder / "log"), "-w", "-t", "60", "start"]
+                [
+                    str(BIN / "pg_ctl"),
+                    "-D",
+                    str(data),
+                    "-o",
+                    opts,
+                    "-l",
+                    str(folder / "log"),
+                    "-w",
+                    "-t",
+                    "60",
+                    "start",
+                ]
             ),
             check=True,
             capture_output=True,
@@ -101,8 +113,21 @@ class PostgresServer:
         """Run ``sql`` with psql over the socket (trust), returning its output."""
         out = subprocess.run(
             _as_postgres(
-                [str(BIN / "psql"), "-h", str(self.folder / "sock"), "-p", str(self.port), "-U", SUPERUSER, "-d",
-                 database, "-v", "ON_ERROR_STOP=1", "-qAtc", sql]
+                [
+                    str(BIN / "psql"),
+                    "-h",
+                    str(self.folder / "sock"),
+                    "-p",
+                    str(self.port),
+                    "-U",
+                    SUPERUSER,
+                    "-d",
+                    database,
+                    "-v",
+                    "ON_ERROR_STOP=1",
+                    "-qAtc",
+                    sql,
+                ]
             ),
             check=True,
             capture_output=True,

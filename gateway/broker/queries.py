@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gateway.broker.machine import State
@@ -417,16 +418,16 @@ class Queries:
 
     async def save_last_seen(self, seen: Mapping[str, str]) -> None:
         """Store ``lastSeen`` values; a later time already stored (another replica's) is kept."""
+        insert = postgresql.insert if self.postgres else sqlite.insert
         for agent, at in sorted(seen.items()):  # one order everywhere: no deadlock between replicas
-            done = await self.conn.execute(
-                sa.update(agents)
-                .where(agents.c.id == agent, sa.or_(agents.c.last_seen.is_(None), agents.c.last_seen < at))
-                .values(last_seen=at)
+            ins = insert(agents).values(id=agent, last_seen=at)
+            await self.conn.execute(
+                ins.on_conflict_do_update(
+                    index_elements=[agents.c.id],
+                    set_={"last_seen": ins.excluded.last_seen},
+                    where=sa.or_(agents.c.last_seen.is_(None), agents.c.last_seen < ins.excluded.last_seen),
+                )
             )
-            if done.rowcount == 0:
-                exists = (await self.conn.execute(sa.select(agents.c.id).where(agents.c.id == agent))).first()
-                if exists is None:
-                    await self.conn.execute(sa.insert(agents).values(id=agent, last_seen=at))
 
     # activity logs ----------------------------------------------------------------------------
 

@@ -270,8 +270,13 @@ class BrokerService:
                     await q.prune_log(name, self.config.log_keep_lines)
 
     async def _refresh_depths(self) -> None:
+        """The state and queue-depth gauges, as the database has them (any replica's changes)."""
         async with self.store.read() as q:
             depths = await q.queue_depths()
+            state = await q.state()
+        if state is not self.changes.state:
+            self.changes.state = state
+            self.changes.set_state_metrics()
         for agent in self.config.agents:
             self.metrics.broker_queue_depth.labels(agent).set(depths.get(agent, 0))
 

@@ -56,6 +56,7 @@ def write_stop_file(state_dir: Path, by: str | None, at: str) -> None:
     """
     path = state_dir / STOP_FILE
     try:
+        state_dir.mkdir(parents=True, exist_ok=True)
         path.write_text(f"stopped by {by or 'unknown'} at {at}\n", encoding="utf-8")
     except OSError as err:
         log.error("could not write %s: %s", path, err)

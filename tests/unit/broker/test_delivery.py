@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-import sqlite3
 import time
-from contextlib import closing
 
 from gateway.broker.formats import iso
 from tests.unit.broker.conftest import Env, EnvFactory, close
@@ -204,7 +202,8 @@ async def test_shutdown_wakes_every_waiter(env: Env) -> None:
         assert r.text is not None and "reconnect" in r.text
     # later waits answer at once, and nothing was taken from any queue
     assert (await env.call("pm", "wait_for_message", {"timeout_sec": 30})).structured["shutdown"] is True
-    assert env.broker.queues["pm"].depth == 1
+    async with env.broker.store.read() as q:
+        assert (await q.queue_depths())["pm"] == 1
 
 
 async def test_delivered_but_not_acknowledged_is_redelivered_after_restart(make_env: EnvFactory) -> None:
@@ -218,13 +217,16 @@ async def test_delivered_but_not_acknowledged_is_redelivered_after_restart(make_
     assert again["messageId"] == message_id and again["deliveryAttempt"] == 2
 
 
-async def test_last_seen_is_saved_with_a_lease(env: Env) -> None:
-    """An agent that only waits changes no state; its lastSeen must still survive a kill -9."""
+async def test_last_seen_of_an_agent_that_only_waits_is_saved(make_env: EnvFactory) -> None:
+    """An agent that only waits changes no state; its lastSeen is still saved within a timer look,
+    so it survives a kill -9 and other replicas see it."""
+    env = await make_env(broker={"timer_poll_seconds": 0.05})
     await send(env, "dev", 1)
     before = iso(time.time())
     await env.wait("dev")
+    await asyncio.sleep(0.3)
     after = iso(time.time())
-    # read what is committed, as a restart after kill -9 would (no clean close saves it)
-    with closing(sqlite3.connect(env.state_dir / "broker.db")) as db:
-        rows = db.execute("SELECT last_seen FROM agents WHERE id = 'dev'").fetchall()
-    assert len(rows) == 1 and before <= rows[0][0] <= after
+    # read what is committed, as a restart after kill -9 (or another replica) would
+    async with env.broker.store.read() as q:
+        saved = (await q.last_seen())["dev"]
+    assert before <= saved <= after

@@ -353,7 +353,7 @@ async def test_activity_logs(env: Env) -> None:
     await env.ok("dev", "log_activity", {"message": "line one\nforged line"})
     lines = (await env.ok("dev", "get_activity_log"))["lines"]
     assert len(lines) == 1 and lines[0].endswith("[dev] line one\\nforged line")
-    assert (env.state_dir / "logs" / "dev.log").exists()
+    assert (env.state_dir / "logs" / "dev.log").exists() is env.broker.logs.files  # files on SQLite
     await env.ok("pm", "start_phase", {"phase": 1, "issues": ["A"]})
     pipeline = (await env.ok("dev", "get_activity_log", {"agent": "pipeline", "tail_lines": 1}))["lines"]
     assert pipeline[0].endswith("[pm] phase 1 prepared: A")
@@ -371,9 +371,11 @@ async def test_metrics(env: Env) -> None:
         )
         == 1
     )
+    await env.broker._refresh_depths()  # what each timer look does now and then
     assert reg.get_sample_value("gateway_broker_queue_depth", {"agent": "dev"}) == 1
     assert reg.get_sample_value("gateway_broker_messages_sent_total", {"agent": "dev"}) == 1
     await env.wait("dev")
+    await env.broker._refresh_depths()
     assert reg.get_sample_value("gateway_broker_queue_depth", {"agent": "dev"}) == 0
     assert reg.get_sample_value("gateway_broker_messages_delivered_total", {"agent": "dev"}) == 1
     assert reg.get_sample_value("gateway_broker_waits_open") == 0
@@ -398,6 +400,8 @@ def test_connected_window(env: Env) -> None:
 async def test_second_gateway_on_same_folder_is_refused(env: Env, make_env: EnvFactory) -> None:
     from gateway.broker.store import StoreError
 
+    if env.broker.store.postgres:
+        pytest.skip("replicas share a PostgreSQL broker; only a SQLite folder is one gateway's")
     with pytest.raises(StoreError, match="another gateway is using the broker state folder"):
         await make_env(env.settings)
     assert State.IDLE.value == (await env.status())["state"]

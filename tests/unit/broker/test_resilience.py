@@ -21,17 +21,17 @@ async def test_a_failed_auto_advance_step_is_tried_again(
     monkeypatch.setattr(auto_advance, "RETRY_SECONDS", 0.05)
     env = await make_env(broker={"cooldown_seconds_override": 0.1, "session_reset_seconds": 0.1})
     changes = env.broker.changes
-    real_run = changes.run
+    real_run = changes.run_due
     failures = 0
 
-    async def run_failing_twice(agent: str | None, body: Any) -> Any:
+    async def run_failing_twice(now: float, body: Any) -> Any:
         nonlocal failures
-        if agent is None and failures < 2:  # the timer's step (only it runs as no agent)
+        if failures < 2:
             failures += 1
             raise sqlite3.OperationalError("database or disk is full")
-        return await real_run(agent, body)
+        return await real_run(now, body)
 
-    monkeypatch.setattr(changes, "run", run_failing_twice)
+    monkeypatch.setattr(changes, "run_due", run_failing_twice)
     await env.ok("pm", "set_phase_plan", {**PLAN, "autoAdvance": True})
     await develop(env, 1, ["JOP-237"])
     await env.ok("reviewer", "report_review", {"result": "approved"})
@@ -71,7 +71,8 @@ async def test_close_releases_everything_when_a_step_of_it_fails(
     env = await make_env()
     await env.ok("pm", "start_phase", {"phase": 1, "issues": ["A"]})  # pipeline.log is open
     handlers = list(env.broker.logs._handlers.values())
-    assert handlers and all(h.stream is not None for h in handlers)
+    assert all(h.stream is not None for h in handlers)
+    assert bool(handlers) is env.broker.logs.files  # log files on SQLite only
 
     async def broken_close() -> None:
         raise RuntimeError("the timer would not stop")

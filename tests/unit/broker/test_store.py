@@ -22,7 +22,8 @@ CREATE TABLE pipeline (
     updated_at TEXT NOT NULL);
 INSERT INTO pipeline (id, state, phase, updated_at) VALUES (1, 'PHASE_DEVELOPING', 3, '2026-01-01T00:00:00Z');
 CREATE TABLE issues (id TEXT PRIMARY KEY, position INTEGER NOT NULL UNIQUE,
-    status TEXT NOT NULL CHECK (status IN ('todo', 'in_progress', 'done')), fail_count INTEGER NOT NULL DEFAULT 0);
+    status TEXT NOT NULL CHECK (status IN ('todo', 'in_progress', 'done')),
+    fail_count INTEGER NOT NULL DEFAULT 0);
 INSERT INTO issues VALUES ('JOP-1', 0, 'in_progress', 2);
 CREATE TABLE plan (id INTEGER PRIMARY KEY CHECK (id = 1), plan_id TEXT NOT NULL, phases TEXT NOT NULL,
     cooldown_minutes REAL NOT NULL, completed_phases TEXT NOT NULL DEFAULT '[]', updated_at TEXT NOT NULL);
