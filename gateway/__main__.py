@@ -8,9 +8,10 @@ TOML file < environment < flags (``gateway.config``).
 Exit status: 0 after a clean stop (SIGTERM or SIGINT: stop accepting, let in-flight calls finish
 within ``server.shutdown_timeout_seconds``, wake broker waiters, close the database); 2 for a
 configuration error, printed as one line per bad option naming it (``server.port: ...``) with no
-stack trace (a ``broker.database_url`` whose database refuses the credentials, does not exist, has
-a newer schema or stays unreachable for ``broker.connect_timeout_seconds`` included); 1 when the gateway cannot start (the listening address cannot be bound, the state
-folder is in use by another gateway...), with one line saying why.
+stack trace (a ``broker.database_url`` whose database refuses the credentials, does not exist,
+has a newer schema or stays unreachable for ``broker.connect_timeout_seconds`` included); 1
+when the gateway cannot start (the listening address cannot be bound, the state folder is in use
+by another gateway...), with one line saying why.
 """
 
 from __future__ import annotations

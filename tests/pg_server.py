@@ -9,6 +9,7 @@ fsync off (nothing here needs to survive a power cut), and takes passwords over 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -144,10 +145,8 @@ class PostgresServer:
 
     def drop_database(self, name: str) -> None:
         """Drop ``name``, ending its connections (best effort)."""
-        try:
+        with contextlib.suppress(subprocess.CalledProcessError):
             self.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        except subprocess.CalledProcessError:
-            pass
 
     def stop(self) -> None:
         """pg_ctl stop (fast) and remove the folder."""

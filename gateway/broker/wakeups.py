@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -112,16 +113,17 @@ class Listener:
         pause = 0.2
         first = True
         while True:
+            conn: psycopg.AsyncConnection[Any] | None = None
             try:
-                async with await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True) as conn:
-                    await conn.execute(f'LISTEN "{self._channel}"')
-                    self.ready.set()
-                    if not first:
-                        log.info("broker LISTEN connection to %s is back", self._where)
-                        self._on_reconnect()
-                    first, pause = False, 0.2
-                    async for note in conn.notifies():
-                        self._on_payload(note.payload)
+                conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+                await conn.execute(f'LISTEN "{self._channel}"')
+                self.ready.set()
+                if not first:
+                    log.info("broker LISTEN connection to %s is back", self._where)
+                    self._on_reconnect()
+                first, pause = False, 0.2
+                async for note in conn.notifies():
+                    self._on_payload(note.payload)
             except asyncio.CancelledError:
                 raise
             except Exception as err:
@@ -136,6 +138,9 @@ class Listener:
                 )
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, RECONNECT_MAX_SECONDS)
+            finally:
+                if conn is not None:
+                    await asyncio.shield(conn.close())
 
     async def close(self) -> None:
         """Stop listening."""
