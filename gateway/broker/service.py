@@ -158,6 +158,11 @@ class BrokerService:
             backups=settings.broker.log_backups,
             files=sqlite,
         )
+        log.info(
+            "broker database: %s%s",
+            store.where,
+            " (shared by every replica on it)" if store.postgres else " (this gateway process only)",
+        )
         service = cls(settings, metrics, store, logs)
         service._lock_fd = lock_fd
         try:

@@ -471,7 +471,7 @@ _active: Redactor | None = None
 _CHATTY = ("httpx", "httpcore", "aiohttp.access")
 #: Loggers quiet even at DEBUG: a line per SQL statement (with its parameters: message bodies)
 #: or per HTTP/2 header frame helps no operator.
-_NOISY = ("aiosqlite", "hpack")
+_NOISY = ("aiosqlite", "hpack", "alembic")
 
 
 def secrets_of(settings: Settings) -> list[str]:

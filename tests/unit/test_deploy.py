@@ -313,3 +313,56 @@ def test_dockerfile_promises() -> None:
     assert not re.search(r"apt-get|gcc|build-essential|pip install", final)  # nothing built there
     ignore = (REPO / ".dockerignore").read_text().splitlines()
     assert ignore[ignore.index("*") :][:4] == ["*", "!pyproject.toml", "!README.md", "!gateway/"]
+
+
+# -- replicas on PostgreSQL ---------------------------------------------------------------------
+
+REPLICAS = K8S / "replicas"
+
+
+@pytest.mark.parametrize("path", sorted(REPLICAS.glob("*.yaml")), ids=lambda p: p.name)
+def test_replicas_manifests_match_the_schema(path: Path) -> None:
+    for document in _documents(path):
+        if document["kind"] != "Kustomization":
+            kubernetes_validate.validate(document, K8S_VERSION, strict=True)
+
+
+def test_replicas_variant_runs_each_agent_with_its_sidecar_on_one_database() -> None:
+    kustomization = _documents(REPLICAS / "kustomization.yaml")[0]
+    assert sorted(kustomization["resources"]) == sorted(
+        p.name for p in REPLICAS.glob("*.yaml") if p.name not in ("kustomization.yaml", "secret.example.yaml")
+    )
+    deployments = [d for d in _documents(REPLICAS / "agents.yaml") if d["kind"] == "Deployment"]
+    agents = []
+    for deployment in deployments:
+        spec = deployment["spec"]["template"]["spec"]
+        (sidecar,) = spec["initContainers"]
+        env = {e["name"]: e for e in sidecar["env"]}
+        # The DSN (with its password) only ever comes from a Secret.
+        assert env["GATEWAY_BROKER__DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {
+            "name": "gitlab-mcp-gateway-broker",
+            "key": "DATABASE_URL",
+        }
+        assert sidecar["args"] == ["--host", "127.0.0.1", "--port", "8080"]  # /mcp stays in the pod
+        assert not any("persistentVolumeClaim" in v for v in spec["volumes"])
+        (agent,) = spec["containers"]
+        agents.append({e["name"]: e.get("value") for e in agent["env"]}["MCP_AGENT_ID"])
+    assert agents == ["pm", "dev", "reviewer"]
+    (statefulset,) = [d for d in _documents(REPLICAS / "postgres.yaml") if d["kind"] == "StatefulSet"]
+    secret = _documents(REPLICAS / "secret.example.yaml")[0]
+    assert secret["stringData"]["DATABASE_URL"].startswith("postgresql://")
+    pg_env = {e["name"]: e for e in statefulset["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert "valueFrom" in pg_env["POSTGRES_PASSWORD"]
+
+
+def test_compose_postgres_profile_points_a_gateway_at_the_database() -> None:
+    compose = yaml.safe_load((DEPLOY / "compose" / "compose.yaml").read_text())
+    services = compose["services"]
+    assert services["postgres"]["profiles"] == ["postgres"]
+    gateway = services["gateway-postgres"]
+    assert gateway["profiles"] == ["postgres"]
+    url = gateway["environment"]["GATEWAY_BROKER__DATABASE_URL"]
+    settings = load_settings(broker={"database_url": url})
+    assert settings.broker.database_url is not None
+    assert gateway["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert all(port.startswith("127.0.0.1:") for port in gateway["ports"])
