@@ -36,3 +36,9 @@ def start_gateway(tmp_path: Path) -> Iterator[Callable[..., GatewayProcess]]:
     yield start
     for proc in started:
         proc.stop()
+
+
+@pytest.fixture
+def broker_env(broker_database: str | None) -> dict[str, str]:
+    """The gateway environment that puts its broker on the test's backend (SQLite or PostgreSQL)."""
+    return {} if broker_database is None else {"GATEWAY_BROKER__DATABASE_URL": broker_database}

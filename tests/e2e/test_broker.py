@@ -72,8 +72,10 @@ async def agents(stack: AsyncExitStack, gateway: GatewayProcess) -> tuple[Agent,
     return out[0], out[1], out[2]
 
 
-async def test_three_agents_run_a_plan_of_three_phases(start_gateway: Callable[..., GatewayProcess]) -> None:
-    gateway = start_gateway(env=BROKER_ENV)
+async def test_three_agents_run_a_plan_of_three_phases(
+    start_gateway: Callable[..., GatewayProcess], broker_env: dict[str, str]
+) -> None:
+    gateway = start_gateway(env={**BROKER_ENV, **broker_env})
     async with AsyncExitStack() as stack:
         pm, dev, reviewer = await agents(stack, gateway)
 
@@ -299,8 +301,10 @@ async def test_three_agents_run_a_plan_of_three_phases(start_gateway: Callable[.
     assert 'gateway_broker_transitions_total{from_state="IDLE",to_state="PAUSED"} 1.0' in text
 
 
-async def test_unknown_agent_and_missing_agent_over_mcp(start_gateway: Callable[..., GatewayProcess]) -> None:
-    gateway = start_gateway(env=BROKER_ENV)
+async def test_unknown_agent_and_missing_agent_over_mcp(
+    start_gateway: Callable[..., GatewayProcess], broker_env: dict[str, str]
+) -> None:
+    gateway = start_gateway(env={**BROKER_ENV, **broker_env})
     async with mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "../../etc/passwd"}) as client:
         result = await client.call_tool("log_activity", {"message": "x"})
     assert result.is_error

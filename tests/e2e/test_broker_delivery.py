@@ -38,9 +38,9 @@ async def drain(client: Client, into: list[dict[str, Any]], *, timeout: float = 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_cancelled_wait_leaves_the_message_queued(
-    start_gateway: Callable[..., GatewayProcess], mode: str
+    start_gateway: Callable[..., GatewayProcess], mode: str, broker_env: dict[str, str]
 ) -> None:
-    gateway = start_gateway(env=ENV)
+    gateway = start_gateway(env={**ENV, **broker_env})
     async with (
         mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}, mode=mode) as dev,
         mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "pm"}, mode=mode) as pm,
@@ -80,8 +80,9 @@ async def test_cancelled_wait_leaves_the_message_queued(
 
 async def test_thousand_messages_exactly_once_in_priority_then_time_order(
     start_gateway: Callable[..., GatewayProcess],
+    broker_env: dict[str, str],
 ) -> None:
-    gateway = start_gateway(env=ENV)
+    gateway = start_gateway(env={**ENV, **broker_env})
     rng = random.Random(7)
     senders = ("pm", "reviewer", "pm", "reviewer")
     async with AsyncExitStack() as stack:
@@ -122,8 +123,11 @@ async def test_thousand_messages_exactly_once_in_priority_then_time_order(
 
 async def test_sigkill_mid_run_loses_no_acknowledged_message(
     start_gateway: Callable[..., GatewayProcess],
+    broker_env: dict[str, str],
 ) -> None:
-    gateway = start_gateway(env=ENV)
+    # A lease the killed process held runs out after 1 s; then the message goes out again.
+    env = {**ENV, **broker_env, "GATEWAY_BROKER__LEASE_SECONDS": "1"}
+    gateway = start_gateway(env=env)
     state_dir = gateway.state_dir
     acknowledged: set[str] = set()
     received: list[dict[str, Any]] = []
@@ -176,9 +180,9 @@ async def test_sigkill_mid_run_loses_no_acknowledged_message(
     assert killed.is_set()
     before_restart = len(received)
 
-    gateway = start_gateway(env=ENV, state_dir=state_dir)
+    gateway = start_gateway(env=env, state_dir=state_dir)
     async with mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}) as dev:
-        await drain(dev, received)
+        await drain(dev, received, timeout=2)
 
     ids = [m["messageId"] for m in received]
     assert acknowledged <= set(ids), f"{len(acknowledged - set(ids))} acknowledged messages were lost"
@@ -196,8 +200,10 @@ async def test_sigkill_mid_run_loses_no_acknowledged_message(
             assert m["deliveryAttempt"] >= 2
 
 
-async def test_sigterm_answers_open_waits_with_shutdown(start_gateway: Callable[..., GatewayProcess]) -> None:
-    gateway = start_gateway(env=ENV)
+async def test_sigterm_answers_open_waits_with_shutdown(
+    start_gateway: Callable[..., GatewayProcess], broker_env: dict[str, str]
+) -> None:
+    gateway = start_gateway(env={**ENV, **broker_env})
     answers: list[Any] = []
 
     async def wait_until_shutdown() -> None:
