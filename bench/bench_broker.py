@@ -1,7 +1,9 @@
-"""The phase broker through the MCP endpoint: send → answer latency, throughput, cost of open waits.
+"""The phase broker through the MCP endpoint: send → answer latency, throughput, cost of open waits,
+on SQLite and on PostgreSQL, in one gateway and across two replicas.
 
-    .venv/bin/python bench/bench_broker.py                       # 1, 10, 100 waiting agents
-    .venv/bin/python bench/bench_broker.py --agents 1 10 --pings 300 --messages 3000 --open-waits 500
+    .venv/bin/python bench/bench_broker.py                       # 1, 10, 100 waiting agents, both backends
+    .venv/bin/python bench/bench_broker.py --backend sqlite --agents 1 10 --pings 300 --messages 3000
+    .venv/bin/python bench/bench_broker.py --backend postgresql --agents 10 100 --profile /tmp/prof
 
 The gateway runs as a process (``python -m gateway``, no GitLab); every call is JSON-RPC
 ``tools/call`` over Streamable HTTP on ``/mcp`` with ``httpx`` (one MCP session per agent,
@@ -22,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -35,6 +39,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tests import pg_server  # noqa: E402
 from tests.e2e.harness import GatewayProcess  # noqa: E402
 
 PROTOCOL = "2025-11-25"
@@ -112,10 +117,27 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
-async def run_agents(gw: GatewayProcess, http: httpx.AsyncClient, n: int, pings: int, messages: int) -> None:
+def pin(gw: GatewayProcess, cpu: int) -> None:
+    """Pin every thread of the gateway to one core (figures compared within one run)."""
+    assert gw.proc is not None
+    for task in Path(f"/proc/{gw.proc.pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that just ended
+            os.sched_setaffinity(int(task.name), {cpu % (os.cpu_count() or 1)})
+
+
+async def run_agents(
+    gw: GatewayProcess,
+    http: httpx.AsyncClient,
+    n: int,
+    pings: int,
+    messages: int,
+    label: str,
+    send_gw: GatewayProcess | None = None,
+) -> None:
+    """``n`` agents wait on ``gw``; senders call ``send_gw`` (another replica) or ``gw``."""
     names = [f"w{i:03d}" for i in range(n)]
     waiters = [await Session(http, gw.mcp_url, name).open() for name in names]
-    senders = [await Session(http, gw.mcp_url, "pm").open() for _ in range(4)]
+    senders = [await Session(http, (send_gw or gw).mcp_url, "pm").open() for _ in range(4)]
     arrived: dict[str, asyncio.Future[float]] = {}
     received = 0
     all_done = asyncio.Event()
@@ -163,8 +185,10 @@ async def run_agents(gw: GatewayProcess, http: httpx.AsyncClient, n: int, pings:
     await asyncio.gather(*loops, return_exceptions=True)
     ms = [x * 1000 for x in latencies]
     print(
-        f"{n:>4} waiting agents: latency p50 {statistics.median(ms):6.2f} ms  p99 {pct(ms, 99):6.2f} ms  "
-        f"| throughput {messages / elapsed:7.0f} msg/s ({messages} messages, 4 senders, {elapsed:.2f} s)"
+        f"{label:<22} {n:>4} waiting agents: latency p50 {statistics.median(ms):6.2f} ms  "
+        f"p99 {pct(ms, 99):6.2f} ms  | throughput {messages / elapsed:7.0f} msg/s "
+        f"({messages} messages, 4 senders, {elapsed:.2f} s)",
+        flush=True,
     )
 
 
@@ -198,44 +222,87 @@ async def open_waits(gw: GatewayProcess, http: httpx.AsyncClient, count: int) ->
     print(f"    on SIGTERM {woken}/{count} waits answered with shutdown: true")
 
 
+def gateway(env: dict[str, str], state_dir: Path, profile: Path | None, name: str) -> GatewayProcess:
+    python_args = ["-m", "cProfile", "-o", str(profile / f"{name}.prof")] if profile else None
+    return GatewayProcess(env=env, state_dir=state_dir, python_args=python_args)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", type=int, nargs="+", default=[1, 10, 100])
+    parser.add_argument(
+        "--backend", nargs="+", choices=["sqlite", "postgresql"], default=["sqlite", "postgresql"]
+    )
     parser.add_argument("--pings", type=int, default=200, help="latency samples per run")
     parser.add_argument("--messages", type=int, default=2000, help="messages of the throughput run")
-    parser.add_argument("--open-waits", type=int, default=1000)
+    parser.add_argument("--open-waits", type=int, default=1000, help="0: skip the open-waits run")
+    parser.add_argument("--profile", type=Path, help="write each gateway's cProfile stats to this folder")
     args = parser.parse_args()
     names = ["pm", "dev", "reviewer", *(f"w{i:03d}" for i in range(max(args.agents)))]
-    with tempfile.TemporaryDirectory() as tmp:
-        limits = httpx.Limits(
-            max_connections=args.open_waits + 200, max_keepalive_connections=args.open_waits + 200
-        )
-        async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None), limits=limits) as http:
-            for n in args.agents:
-                gw = GatewayProcess(
-                    env={
-                        "GITLAB_URL": "http://127.0.0.1:9",
-                        "GATEWAY_BROKER__AGENTS": json.dumps(names),
-                        "GATEWAY_LOGGING__LEVEL": "WARNING",
-                    },
-                    state_dir=Path(tmp) / f"state-{n}",
-                ).start()
-                try:
-                    await run_agents(gw, http, n, args.pings, args.messages)
-                finally:
-                    gw.stop()
-            gw = GatewayProcess(
-                env={
-                    "GITLAB_URL": "http://127.0.0.1:9",
-                    "GATEWAY_LOGGING__LEVEL": "WARNING",
-                    "GATEWAY_SERVER__MAX_SESSIONS": "100000",
-                },
-                state_dir=Path(tmp) / "state-waits",
-            ).start()
-            try:
-                await open_waits(gw, http, args.open_waits)
-            finally:
-                gw.stop()
+    server = pg_server.PostgresServer.start() if "postgresql" in args.backend else None
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            limits = httpx.Limits(
+                max_connections=args.open_waits + 400, max_keepalive_connections=args.open_waits + 400
+            )
+            async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None), limits=limits) as http:
+                for backend in args.backend:
+                    for n in args.agents:
+                        env = {
+                            "GITLAB_URL": "http://127.0.0.1:9",
+                            "GATEWAY_BROKER__AGENTS": json.dumps(names),
+                            "GATEWAY_LOGGING__LEVEL": "WARNING",
+                        }
+                        if backend == "postgresql":
+                            assert server is not None
+                            env["GATEWAY_BROKER__DATABASE_URL"] = server.url(server.create_database())
+                        gw = gateway(
+                            env, Path(tmp) / f"{backend}-{n}", args.profile, f"{backend}-{n}"
+                        ).start()
+                        pin(gw, 0)
+                        try:
+                            await run_agents(gw, http, n, args.pings, args.messages, f"{backend} one gateway")
+                        finally:
+                            gw.stop()
+                        if backend != "postgresql":
+                            continue
+                        # Cross-replica: the agents wait on one gateway, the senders use another.
+                        env["GATEWAY_BROKER__DATABASE_URL"] = server.url(server.create_database())  # type: ignore[union-attr]
+                        a = gateway(env, Path(tmp) / f"x{n}-a", args.profile, f"cross-{n}-waits").start()
+                        b = gateway(env, Path(tmp) / f"x{n}-b", args.profile, f"cross-{n}-sends").start()
+                        pin(a, 0)
+                        pin(b, 1)
+                        try:
+                            await run_agents(
+                                a, http, n, args.pings, args.messages, "postgresql 2 replicas", send_gw=b
+                            )
+                        finally:
+                            a.stop()
+                            b.stop()
+                if args.open_waits:
+                    gw = GatewayProcess(
+                        env={
+                            "GITLAB_URL": "http://127.0.0.1:9",
+                            "GATEWAY_LOGGING__LEVEL": "WARNING",
+                            "GATEWAY_SERVER__MAX_SESSIONS": "100000",
+                        },
+                        state_dir=Path(tmp) / "state-waits",
+                    ).start()
+                    try:
+                        await open_waits(gw, http, args.open_waits)
+                    finally:
+                        gw.stop()
+    finally:
+        if server is not None:
+            server.stop()
+    if args.profile:
+        import pstats
+
+        for prof in sorted(args.profile.glob("*.prof")):
+            print(f"\n== {prof.name}: top 12 by cumulative time of the gateway's own code ==")
+            pstats.Stats(str(prof)).sort_stats("tottime").print_stats(12)
 
 
 if __name__ == "__main__":

@@ -38,8 +38,15 @@ class GatewayProcess:
     """
 
     def __init__(
-        self, *, env: dict[str, str], state_dir: Path, args: list[str] | None = None, port: int | None = None
+        self,
+        *,
+        env: dict[str, str],
+        state_dir: Path,
+        args: list[str] | None = None,
+        port: int | None = None,
+        python_args: list[str] | None = None,
     ) -> None:
+        self.python_args = python_args or []  # e.g. ["-m", "cProfile", "-o", "out.prof"] (benchmarks)
         self.port = port or free_port()
         self.state_dir = state_dir
         self.args = args or []
@@ -65,7 +72,7 @@ class GatewayProcess:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:  # the child keeps its own copy of the descriptor
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "gateway", "--port", str(self.port), *self.args],
+                [sys.executable, *self.python_args, "-m", "gateway", "--port", str(self.port), *self.args],
                 cwd=REPO,
                 env=self.env,
                 stdout=log,

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
+import httpx
 import pytest
 from mcp import Client
 
@@ -212,7 +213,11 @@ async def test_sigterm_answers_open_waits_with_shutdown(
             answers.append(await dev.call_tool("wait_for_message", {"timeout_sec": 60}))
 
     task = asyncio.create_task(wait_until_shutdown())
-    await asyncio.sleep(0.5)
+    async with httpx.AsyncClient() as http:  # the wait is open (a loaded machine may take a while)
+        for _ in range(200):
+            if "gateway_broker_waits_open 1.0" in (await http.get(f"{gateway.url}/metrics")).text:
+                break
+            await asyncio.sleep(0.05)
     await asyncio.to_thread(gateway.stop)
     # closing the session fails once the gateway is gone; only the answer matters here
     await asyncio.gather(task, return_exceptions=True)
