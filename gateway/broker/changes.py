@@ -89,12 +89,14 @@ class Changes:
         body: Callable[[Queries, PipelineRow, After], Awaitable[T]],
         *,
         lock: RowLock = "update",
+        save_seen: bool = True,
     ) -> T:
         """Run ``body(q, pipeline_row, after)`` in one write transaction, shielded; then apply ``after``.
 
         Args:
             lock: how the pipeline row is held: ``update`` for a change that may move the state,
                 ``share`` for one that only must not race a stop (a message sent).
+            save_seen: save ``agent``'s lastSeen in the transaction (else the next timer look does).
 
         ``agent``'s ``lastSeen`` is saved in the same transaction. Whatever ``body`` raises rolls
         the transaction back and reaches the caller.
@@ -105,7 +107,7 @@ class Changes:
             async with self.store.write() as q:
                 p = await q.pipeline(lock)
                 result = await body(q, p, after)
-                await self._finish(q, agent, after)
+                await self._finish(q, agent if save_seen else None, after)
             self.after_commit(after)
             return result
 

@@ -200,7 +200,7 @@ class Messages:
                 out["threadId"] = thread
             return out
 
-        return await self._changes.run(agent, run, lock="share")
+        return await self._changes.run(agent, run, lock="share", save_seen=False)
 
     async def wait_for_message(
         self,
@@ -228,7 +228,7 @@ class Messages:
         interval = progress_interval or self._progress_interval
         deadline = start + seconds
         next_progress = start + interval
-        first = True
+        first, force = True, False
         # Subscribe before looking: a message committed after the look still wakes this wait.
         with self._wakeups.subscribe(agent) as wake:
             self._metrics.broker_waits_open.inc()
@@ -237,7 +237,7 @@ class Messages:
                     if (closing := self._closing()) is not None:
                         return WaitOutcome(shutdown=True, reason=closing, waited_seconds=loop.time() - start)
                     wake.clear()
-                    state, row = await self._lease(agent)
+                    state, row = await self._lease(agent, force)
                     if state is State.STOPPED:
                         if first:
                             try:
@@ -263,13 +263,15 @@ class Messages:
                     now = loop.time()
                     if now >= deadline:
                         return WaitOutcome(timed_out=True, waited_seconds=now - start)
-                    until = min(deadline, now + self._recheck)
+                    recheck = now + self._recheck
+                    until = min(deadline, recheck)
                     if progress is not None:
                         until = min(until, next_progress)
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout_at(until):
                             await wake.wait()
                     now = loop.time()
+                    force = now >= recheck  # the safety net always asks the database
                     if progress is not None and now >= next_progress:
                         next_progress = now + interval
                         elapsed = now - start
@@ -283,7 +285,7 @@ class Messages:
                 self._metrics.broker_waits_open.dec()
                 self._roster.seen(agent)
 
-    async def _lease(self, agent: str) -> tuple[State, MessageRow | None]:
+    async def _lease(self, agent: str, force: bool = True) -> tuple[State, MessageRow | None]:
         """Lease ``agent``'s next message, shielded: a cancelled caller gives back what was leased."""
 
         def give_back(out: tuple[State, MessageRow | None]) -> None:
@@ -291,17 +293,24 @@ class Messages:
             if row is not None and row.lease_token is not None:
                 self._changes.spawn(self._release(agent, row.id, row.lease_token))
 
-        return await self._changes.shielded(self._lease_now(agent), if_cancelled=give_back)
+        return await self._changes.shielded(self._lease_now(agent, force), if_cancelled=give_back)
 
-    async def _lease_now(self, agent: str) -> tuple[State, MessageRow | None]:
-        async with self._store.write() as q:
-            state = await q.state()
-            if state is State.STOPPED:
-                return state, None
+    async def _lease_now(self, agent: str, force: bool) -> tuple[State, MessageRow | None]:
+        if not force and not self._wakeups.maybe_queued(agent):
+            # Nothing was sent to this agent or given back since its last empty look: no need to
+            # ask the database (the periodic re-check still does, for leases that ran out).
+            return self._changes.state, None
+        mark = self._wakeups.mark(agent)
+        async with self._store.write_one() as q:
             row = await q.claim(agent, self._clock(), self._lease_seconds)
-        if row is not None and row.lease_token is not None:
+        if row is not None:
+            assert row.lease_token is not None
             self._held[row.lease_token] = row.id
-        return state, row
+            return self._changes.state, row
+        self._wakeups.looked_empty(agent, mark)
+        # The claim hands nothing out in STOPPED; the state as this process knows it says why
+        # (a stop on another replica arrives as a signal before the woken wait looks again).
+        return self._changes.state, None
 
     async def _release(self, agent: str, message_id: str, token: str) -> None:
         """Give a lease back (the answer never went out): the next wait of ``agent`` takes it."""
@@ -318,6 +327,7 @@ class Messages:
             )
             return
         if released:
+            self._wakeups.queued(agent)
             self._wakeups.wake(agent)
 
     async def release_all(self) -> None:
@@ -343,7 +353,7 @@ class Messages:
             self._held.pop(token, None)
 
             async def mark() -> bool:
-                async with self._store.write() as q:
+                async with self._store.write_one() as q:
                     return await q.acknowledge(message_id, token, iso(self._clock()))
 
             try:
@@ -351,6 +361,7 @@ class Messages:
             except (StoreError, SQLAlchemyError) as err:
                 # The answer went out but the queue could not be updated: the lease runs out and
                 # the message goes out again (same messageId, higher deliveryAttempt).
+                self._wakeups.queued(agent)
                 log.warning("message %s delivered but not removed from its queue: %s", message_id, err)
                 removed = False
             if removed:

@@ -332,12 +332,14 @@ class Queries:
         return _message(r) if r else None
 
     async def claim(self, recipient: str, now: float, lease_seconds: float) -> MessageRow | None:
-        """Lease ``recipient``'s first free message (priority, then age) for ``lease_seconds``.
+        """Lease ``recipient``'s first free message (priority, then age) for ``lease_seconds``;
+        nothing while the pipeline is STOPPED.
 
         Free: not delivered and not leased, or its lease ran out (a wait whose answer never
         reached the agent: it goes out again with the same id and one more attempt). Rows other
-        transactions are claiming are skipped (``FOR UPDATE SKIP LOCKED``).
+        transactions are claiming are skipped (``FOR UPDATE SKIP LOCKED``). One statement.
         """
+        running = sa.select(pipeline.c.id).where(pipeline.c.id == 1, pipeline.c.state != State.STOPPED.value)
         first = (
             sa.select(messages.c.seq)
             .where(
@@ -352,7 +354,7 @@ class Queries:
         )
         stmt = (
             sa.update(messages)
-            .where(messages.c.seq == first)
+            .where(messages.c.seq == first, running.exists())
             .values(
                 lease_until=now + lease_seconds,
                 lease_token=secrets.token_hex(8),

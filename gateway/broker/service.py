@@ -195,6 +195,8 @@ class BrokerService:
         self.changes.spawn(self._sync_stop_file())
 
     def _stopped_elsewhere(self) -> None:
+        self.changes.state = State.STOPPED  # for good: no later change can undo it
+        self.changes.set_state_metrics()
         self.changes.spawn(self._sync_stop_file())
 
     async def _sync_stop_file(self) -> None:

@@ -110,7 +110,8 @@ class Store:
             ) from None
         if url.get_backend_name() == "sqlite":
             state_dir.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once, at start
-            engine = create_async_engine(url, pool_size=5, max_overflow=5)
+            # Every use ends its own transaction, so no ROLLBACK round trip when a connection returns.
+            engine = create_async_engine(url, pool_size=5, max_overflow=5, pool_reset_on_return=None)
             _sqlite_pragmas(engine)
         else:
             engine = create_async_engine(
@@ -204,6 +205,24 @@ class Store:
                 yield Queries(conn, postgres=False)
 
     @asynccontextmanager
+    async def write_one(self) -> AsyncIterator[Queries]:
+        """For a single statement (atomic by itself): no BEGIN/COMMIT round trips on SQLite."""
+        self._check_open()
+        if self.postgres:
+            async with self.engine.connect() as conn:
+                conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                yield Queries(conn, postgres=True)
+            return
+        async with self._write_lock:
+            self._check_open()
+            # The driver runs without implicit transactions: the statement commits by itself.
+            # Not committing here (nor rolling back: pool_reset_on_return=None) saves the round
+            # trips of an empty BEGIN/COMMIT pair.
+            async with self.engine.connect() as conn:
+                conn = await conn.execution_options(broker_single=True)
+                yield Queries(conn, postgres=False)
+
+    @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection]:
         """A raw connection (tests and benchmarks)."""
         async with self.engine.connect() as conn:
@@ -244,5 +263,7 @@ def _sqlite_pragmas(engine: AsyncEngine) -> None:
 
     @sa.event.listens_for(engine.sync_engine, "begin")
     def _begin(conn: sa.Connection) -> None:
-        read = conn.get_execution_options().get("broker_read", False)
-        conn.exec_driver_sql("BEGIN" if read else "BEGIN IMMEDIATE")
+        options = conn.get_execution_options()
+        if options.get("broker_single", False):
+            return  # one statement, atomic by itself (Store.write_one)
+        conn.exec_driver_sql("BEGIN" if options.get("broker_read", False) else "BEGIN IMMEDIATE")

@@ -32,6 +32,28 @@ class Wakeups:
 
     def __init__(self, agents: Iterable[str]) -> None:
         self._waiters: dict[str, set[asyncio.Event]] = {agent: set() for agent in agents}
+        # Per agent: a count of the signals that something may be claimable (a send, a lease
+        # given back), and the count at its last look that found nothing. Equal: the queue is
+        # known empty and a woken wait needs no database round trip.
+        self._signals: dict[str, int] = dict.fromkeys(self._waiters, 1)
+        self._empty_at: dict[str, int] = dict.fromkeys(self._waiters, 0)
+
+    def queued(self, agent: str) -> None:
+        """Something may have become claimable for ``agent``."""
+        if agent in self._signals:
+            self._signals[agent] += 1
+
+    def maybe_queued(self, agent: str) -> bool:
+        """Whether a look at ``agent``'s queue may find something."""
+        return self._signals[agent] != self._empty_at[agent]
+
+    def mark(self, agent: str) -> int:
+        """The signal count before a look (see :meth:`looked_empty`)."""
+        return self._signals[agent]
+
+    def looked_empty(self, agent: str, mark: int) -> None:
+        """A look that started at ``mark`` found nothing; signals since then still count."""
+        self._empty_at[agent] = mark
 
     @contextlib.contextmanager
     def subscribe(self, agent: str) -> Iterator[asyncio.Event]:
@@ -45,11 +67,14 @@ class Wakeups:
 
     def wake(self, agent: str) -> None:
         """Wake every open wait of ``agent``; each re-reads its queue."""
+        self.queued(agent)
         for event in self._waiters.get(agent, ()):
             event.set()
 
     def wake_all(self) -> None:
         """Wake every open wait (stop, shutdown, a listener that reconnected)."""
+        for agent in self._signals:
+            self.queued(agent)
         for events in self._waiters.values():
             for event in events:
                 event.set()
@@ -65,8 +90,8 @@ class Wakeups:
     def dispatch(self, payload: str, on_stop: Callable[[], None], on_timer: Callable[[], None]) -> None:
         """Act on one notification payload."""
         if payload == STOP:
+            on_stop()  # first: the woken waits must find the pipeline stopped
             self.wake_all()
-            on_stop()
         elif payload == TIMER:
             on_timer()
         else:
