@@ -7,12 +7,13 @@ gets a ``session_reset`` notice (effect ``SESSION_RESET``, ``broker.session_rese
 that deadline the next phase starts (``AUTO_ADVANCE_START``).
 
 The stage and its deadline live in the database (``aa_stage``, ``aa_deadline``), written by the
-change that schedules them; :class:`AutoAdvance` only keeps one asyncio task sleeping until the
-deadline, whose step is a change of its own and is skipped when the stored stage moved on
-(cancelled, turned off, superseded). A step that fails for any other reason (a full disk, a
-locked database) is logged and tried again after a bounded backoff (:data:`RETRY_SECONDS`), so
-the stage is never left stuck. After a restart the service reschedules the stored stage, so an
-advance resumes where it was.
+change that schedules them. Every replica runs :class:`AutoAdvance`, one asyncio task that looks
+at the stored stage at its deadline (and every ``broker.timer_poll_seconds``); a due step is
+claimed with the pipeline row (``FOR UPDATE SKIP LOCKED``) and applied in the same transaction,
+so it fires exactly once across replicas and restarts, and is skipped once the stored stage
+moved on (cancelled, turned off, superseded). A step that fails for any other reason (a full
+disk, a lost connection) is logged and tried again after a bounded backoff
+(:data:`RETRY_SECONDS`), so the stage is never left stuck.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 #: :data:`RETRY_MAX_SECONDS`; the stored deadline stays the one the step was set for.
 RETRY_SECONDS = 5.0
 RETRY_MAX_SECONDS = 60.0
+#: How long ``close`` lets a look in progress finish before cancelling it.
+STOP_GRACE_SECONDS = 5.0
 
 
 class AutoAdvance:
@@ -77,6 +80,7 @@ class AutoAdvance:
         self._kick = asyncio.Event()
         self._timer: asyncio.Task[None] | None = None
         self._retry_in: float | None = None
+        self._stopping = False
 
     def start(self) -> None:
         """Start the loop (once the broker is open)."""
@@ -93,13 +97,27 @@ class AutoAdvance:
         self._kick.set()
 
     async def close(self) -> None:
-        """Stop the loop and wait until it has stopped; never raises what the loop raised."""
-        if self._timer is not None:
+        """Stop the loop and wait until it has stopped; never raises what the loop raised.
+
+        The loop is asked to stop between looks rather than cancelled in the middle of one, so a
+        database connection it holds is returned, not dropped.
+        """
+        if self._timer is None:
+            return
+        self._stopping = True
+        self._kick.set()
+        done, _ = await asyncio.wait({self._timer}, timeout=STOP_GRACE_SECONDS)
+        if not done:
             self._timer.cancel()
-            await asyncio.gather(self._timer, return_exceptions=True)
+        await asyncio.gather(self._timer, return_exceptions=True)
+
+    async def abort(self) -> None:
+        """Stop the loop if it still runs (the last resort of a close that failed part way)."""
+        if self._timer is not None and not self._timer.done():
+            await AutoAdvance.close(self)
 
     async def _loop(self) -> None:
-        while self._closing() is None:
+        while self._closing() is None and not self._stopping:
             now = self._clock()
             wake_at = now + self._poll
             if self._retry_in is not None:
@@ -110,7 +128,7 @@ class AutoAdvance:
                 async with asyncio.timeout(max(0.0, wake_at - now)):
                     await self._kick.wait()
             self._kick.clear()
-            if self._closing() is not None:
+            if self._closing() is not None or self._stopping:
                 return
             await self.tick()
 

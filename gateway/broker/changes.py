@@ -201,8 +201,8 @@ class Changes:
                 "conflict",
                 f"The pipeline is STOPPED (stop_pipeline{by}{at}) for good: {tool} and every other "
                 f"state-changing call are refused. Monitoring tools still work ({MONITORING}). To run a "
-                f"new pipeline an operator stops the gateway and moves {DB_FILE} and {STOP_FILE} out of "
-                "the state folder.",
+                f"new pipeline an operator stops the gateway and moves {DB_FILE} (or, with PostgreSQL, "
+                f"the broker's database) and {STOP_FILE} out of the way.",
                 state=err.state.value,
                 allowed_states=[s.value for s in err.allowed],
             )

@@ -322,6 +322,8 @@ class BrokerService:
             closing.callback(self._release_lock)
             closing.callback(self.logs.close)
             closing.push_async_callback(self.store.close)
+            closing.push_async_callback(self.changes.drain)
+            closing.push_async_callback(self.auto_advance.abort)  # before the store closes
             if self._listener is not None:
                 closing.push_async_callback(self._listener.close)
             await self.shutdown("the broker is closing")

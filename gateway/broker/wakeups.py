@@ -123,6 +123,7 @@ class Listener:
         self._on_reconnect = on_reconnect
         self._where = where
         self._task: asyncio.Task[None] | None = None
+        self._conn: Any = None
         self.ready = asyncio.Event()
 
     async def start(self) -> None:
@@ -140,7 +141,7 @@ class Listener:
         while True:
             conn: psycopg.AsyncConnection[Any] | None = None
             try:
-                conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+                conn = self._conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
                 await conn.execute(f'LISTEN "{self._channel}"')
                 self.ready.set()
                 if not first:
@@ -164,11 +165,15 @@ class Listener:
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, RECONNECT_MAX_SECONDS)
             finally:
-                if conn is not None:
+                self._conn = None
+                if conn is not None and not conn.closed:
                     await asyncio.shield(conn.close())
 
     async def close(self) -> None:
-        """Stop listening."""
+        """Stop listening: the connection is closed here, not left to a cancelled task."""
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                await self._conn.close()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
