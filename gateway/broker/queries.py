@@ -419,17 +419,20 @@ class Queries:
         return {r[0]: r[1] for r in rows}
 
     async def save_last_seen(self, seen: Mapping[str, str]) -> None:
-        """Store ``lastSeen`` values; a later time already stored (another replica's) is kept."""
+        """Store ``lastSeen`` values; a later time already stored (another replica's) is kept.
+
+        One statement for all agents (rows in one order everywhere: no deadlock between replicas).
+        """
+        if not seen:
+            return
         insert = postgresql.insert if self.postgres else sqlite.insert
-        for agent, at in sorted(seen.items()):  # one order everywhere: no deadlock between replicas
-            ins = insert(agents).values(id=agent, last_seen=at)
-            await self.conn.execute(
-                ins.on_conflict_do_update(
-                    index_elements=[agents.c.id],
-                    set_={"last_seen": ins.excluded.last_seen},
-                    where=sa.or_(agents.c.last_seen.is_(None), agents.c.last_seen < ins.excluded.last_seen),
-                )
-            )
+        ins = insert(agents)
+        stmt = ins.on_conflict_do_update(
+            index_elements=[agents.c.id],
+            set_={"last_seen": ins.excluded.last_seen},
+            where=sa.or_(agents.c.last_seen.is_(None), agents.c.last_seen < ins.excluded.last_seen),
+        )
+        await self.conn.execute(stmt, [{"id": a, "last_seen": at} for a, at in sorted(seen.items())])
 
     # activity logs ----------------------------------------------------------------------------
 
