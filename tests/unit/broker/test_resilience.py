@@ -54,6 +54,8 @@ async def test_a_failed_auto_advance_step_is_tried_again(
 async def test_close_after_a_failed_timer_task_still_closes_the_store(make_env: EnvFactory) -> None:
     env = await make_env()
     timer: AutoAdvance = env.broker.auto_advance
+    await timer.close()  # the running loop is replaced by one that died, not left behind
+    timer._stopping = False
 
     async def dead() -> None:
         raise sqlite3.OperationalError("database or disk is full")
