@@ -1,7 +1,7 @@
 """GitLab's GraphQL API over the stand-in's data: validated and executed with graphql-core.
 
 Every document is parsed and validated against GitLab's complete published schema
-(``shared/gitlab/gitlab_schema.graphql``, built once per process by :func:`load_schema`), then
+(``tests/gitlab/gitlab_schema.graphql``, built once per process by :func:`load_schema`), then
 executed against that same schema. Resolvers are views over :mod:`tests.standin.models` whose
 attribute names are the GraphQL field names, so graphql-core's own serialisation gives GitLab's
 exact shapes: global IDs (``gid://gitlab/Ci::Pipeline/1001``), UPPERCASE enum values, BigInt as
