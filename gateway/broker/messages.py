@@ -1,12 +1,13 @@
 """Messages between agents: send and reply, wait with leases and delivery callbacks, history.
 
 Contract: broker.md ("send_message", "reply_message", "wait_for_message", "get_message_history",
-"Delivery") and issue 5 ("Queues"). A send is a change (``gateway.broker.changes``): refused in
+"Delivery"). A send is a change (``gateway.broker.changes``): refused in
 STOPPED, committed before the recipient's waits are woken.
 
-Delivery (broker.md "Delivery", ``mcp_protocol.md`` §4.5): :meth:`Messages.wait_for_message`
-leases the first queued message of the caller (priority, then time) and returns callbacks; the
-message leaves its queue only when the transport reports the answer as written
+Delivery (broker.md "Delivery"; MCP basic/utilities/cancellation):
+:meth:`Messages.wait_for_message` leases the first queued message of the caller (priority, then
+time) and returns callbacks; the message leaves its queue only when the transport reports the
+answer as written
 (``on_delivered``). A cancelled wait or a client that went away (``on_abandoned``) gives it
 back. A crash between the write and the database update redelivers the message after restart
 with the same ``messageId`` and a higher ``deliveryAttempt``: delivery is at-least-once.

@@ -4,11 +4,11 @@ The messages themselves live in SQLite (``gateway.broker.store``); this module h
 makes sense inside one running process:
 
 - wake-ups: a waiting ``wait_for_message`` parks on an :class:`asyncio.Event` that a send to its
-  agent sets, so nobody polls the database (issue 5, "Queues");
+  agent sets, so nobody polls the database;
 - leases: the ids of messages handed to a wait whose answer the transport has not yet reported
   as delivered or abandoned. A leased message is skipped by other waits of the same agent, so a
   message is never in two answers at once; a restart drops every lease, which is right because
-  every wait died with the process (at-least-once: ``shared/spec/mcp_protocol.md`` §4.5);
+  every wait died with the process (at-least-once delivery);
 - depths: undelivered messages per agent (leased ones included), loaded from the database at
   start and kept in step with each commit, for the status snapshot and the metrics.
 """

@@ -5,7 +5,7 @@ through :meth:`Store.write`; reads go through :meth:`Store.read`. Both are seria
 asyncio lock because a single connection cannot hold two transactions at once and a read on it
 would otherwise see another coroutine's uncommitted writes.
 
-Pragmas (``shared/spec/stack_notes.md`` §7): ``journal_mode=WAL`` (persistent in the file),
+Pragmas (https://www.sqlite.org/pragma.html): ``journal_mode=WAL`` (persistent in the file),
 ``busy_timeout``, ``synchronous=NORMAL`` (durable across a process crash, ``kill -9`` included;
 the last commits may be lost on power loss), ``foreign_keys=ON``.
 

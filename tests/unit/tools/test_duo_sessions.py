@@ -1,4 +1,4 @@
-"""``get_duo_session`` (seed 002; ``shared/spec/gitlab_facts.md`` §2.3), every branch, and ``wait_seconds``.
+"""``get_duo_session`` (GitLab's ``Query.duoWorkflowWorkflows``), every branch, and ``wait_seconds``.
 
 GitLab is mocked with respx; every request is validated against GitLab's complete schema (see
 ``test_save_pipeline.GraphQL``). Results are checked as a caller sees them: the human text block,
