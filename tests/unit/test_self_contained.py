@@ -15,6 +15,7 @@ from tests.conftest import GITLAB_SCHEMA, REPO
 
 FORBIDDEN = re.compile(
     r"\.\./shared"  # a folder beside the checkout
+    r"""|["']shared["']\s*[/,)]"""  # ... or the same joined as a path
     r"|\bshared/(?:spec|gitlab|seeds|hooks)\b"  # the notes the project was written from
     r"|\bseed[ -]?0\d\d\b|\bseeds? 0\d\d\b|\b\d{3}_[0-9a-f]{16}\.txt\b"  # their documents, by number or file
     r"|\bthe seed(?:'s)?\b(?! data)"  # ... or by what they were called (the stand-in's "seed data" is data)
@@ -53,6 +54,7 @@ def test_no_file_names_the_authors_notes() -> None:
 def test_the_check_would_catch_each_kind() -> None:
     for line in (
         "read ../shared/gitlab/x",
+        'REPO.parent / "shared" / "gitlab"',
         "see shared/spec/design.md",
         "(seed 000)",
         "the seed-004 URL",
