@@ -165,8 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     app = create_app(settings)
     serve_metrics_port(app, settings)
     if settings.gitlab.startup_check:
-        from gateway.app import SERVICES
         from gateway.gitlab import startup_check
+        from gateway.tools.context import SERVICES
 
         startup_check.setup(app, lambda app: app[SERVICES].gitlab, settings)
     server = settings.server
