@@ -6,19 +6,25 @@
 #   docker run --rm -p 127.0.0.1:8080:8080 -e GITLAB_TOKEN -e GATEWAY_CLIENT_TOKENS \
 #       -v gateway-state:/var/lib/gitlab-mcp-gateway gitlab-mcp-gateway:0.1.0 --host 0.0.0.0
 #
-# Not built in this repository's CI: the machines that run it have no container engine. The file
-# is linted with hadolint (tests/unit/test_deploy.py); docs/operations.md says how to build it.
+# PYTHON_IMAGE is any image with Python 3.11+ as `python3` (and its venv module): the tests
+# (tests/container/test_image.py) build this file with podman on a base made from Debian's
+# packages, `--build-arg PYTHON_IMAGE=localhost/...`, run it and stop it. The file is linted with
+# hadolint (tests/unit/test_deploy.py); docs/operations.md says how to build it.
 #
 # Stage 1 installs the gateway and its dependencies into a virtual environment. Every dependency
 # ships a manylinux wheel, so no compiler is needed even here.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
+# Behind a TLS-inspecting proxy, pip needs that proxy's CA: mount the bundle read-only for the
+# build and name it, e.g. `podman build -v /etc/ssl/certs/ca-certificates.crt:/run/host-ca.crt:ro
+# --build-arg PIP_CERT=/run/host-ca.crt .` (unset, pip uses its own CA list).
+ARG PIP_CERT
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
-RUN python -m venv /opt/venv
+RUN python3 -m venv /opt/venv
 COPY pyproject.toml README.md ./
 COPY gateway ./gateway
 RUN /opt/venv/bin/pip install --no-cache-dir . \
@@ -28,8 +34,11 @@ RUN /opt/venv/bin/pip install --no-cache-dir . \
 # Stage 2: the same slim Python, the virtual environment and nothing else (no pip, no sources,
 # no build tools), run as an unprivileged user.
 FROM ${PYTHON_IMAGE}
-# The base image ships pip and setuptools for its own Python; the gateway needs neither at run time.
-RUN python -m pip uninstall --yes --root-user-action=ignore pip setuptools wheel
+# The official Python image ships pip and setuptools for its own Python; the gateway needs neither
+# at run time (Debian's python3 has no pip: nothing to remove there).
+RUN if python3 -m pip --version >/dev/null 2>&1; then \
+      python3 -m pip uninstall --yes --root-user-action=ignore pip setuptools wheel; \
+    fi
 LABEL org.opencontainers.image.title="gitlab-mcp-gateway" \
       org.opencontainers.image.description="MCP gateway to GitLab (Streamable HTTP on /mcp) with a phase broker for agents" \
       org.opencontainers.image.version="0.1.0" \

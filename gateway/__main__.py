@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from gateway import __version__
 
 if TYPE_CHECKING:
-    from gateway.config import Settings
+    from gateway.config import ServerSettings, Settings
 
 PROG = "gitlab-mcp-gateway"
 log = logging.getLogger("gateway")
@@ -125,6 +125,19 @@ def _bind_error(err: OSError) -> bool:
     return err.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL)
 
 
+def _bind_hint(err: OSError, server: ServerSettings) -> str:
+    """For a port in use: which option moves the gateway to another port."""
+    if err.errno != errno.EADDRINUSE:
+        return ""
+    metrics = server.metrics_port is not None and f", {server.metrics_port})" in str(err.strerror)
+    option = (
+        "server.metrics_port (GATEWAY_SERVER__METRICS_PORT=N)"
+        if metrics
+        else "--port N (or GATEWAY_SERVER__PORT=N, or port under [server] in the --config file)"
+    )
+    return f". Another process listens there: stop it, or choose another port with {option}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the gateway until SIGINT/SIGTERM; return the exit status (see the module docstring)."""
     from gateway.config import load_settings
@@ -157,6 +170,11 @@ def main(argv: list[str] | None = None) -> int:
 
     app = create_app(settings)
     serve_metrics_port(app, settings)
+    if settings.gitlab.startup_check:
+        from gateway.gitlab import startup_check
+        from gateway.tools.context import SERVICES
+
+        startup_check.setup(app, lambda app: app[SERVICES].gitlab, settings)
     server = settings.server
 
     async def on_shutdown(app: web.Application) -> None:
@@ -204,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         if not _bind_error(err):
             raise
         # asyncio's message names the address (the MCP port or server.metrics_port).
-        print(f"{PROG}: cannot listen: {err.strerror or err}", file=sys.stderr)
+        print(f"{PROG}: cannot listen: {err.strerror or err}{_bind_hint(err, server)}", file=sys.stderr)
         return 1
     except DatabaseUnusable as err:
         # broker.database_url names a database this gateway cannot use: a configuration error.

@@ -1,6 +1,6 @@
 """Async caches of GitLab data: cachetools ``TTLCache`` as storage, single-flight on top.
 
-Rules (``shared/spec/design.md``, standing rules; ``shared/spec/stack_notes.md`` §4 cachetools):
+Rules (cachetools, https://cachetools.readthedocs.io/):
 
 - Keys start with the credential's keyed hash (:func:`credential_key`, built on
   :attr:`Credential.cache_key`), so two callers never see each other's data.

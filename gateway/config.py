@@ -5,7 +5,7 @@ TOML file (``--config FILE``) > defaults. ``config/gateway.example.toml`` lists 
 
 Environment names:
 
-- The outside contract's names (``shared/spec/design.md``): ``GITLAB_URL``, ``GITLAB_TOKEN``,
+- The outside contract's names (README): ``GITLAB_URL``, ``GITLAB_TOKEN``,
   ``GATEWAY_STATE_DIR``.
 - Every other option as ``GATEWAY_<SECTION>__<OPTION>``, for example
   ``GATEWAY_GITLAB__CREDENTIAL_MODE=passthrough`` or ``GATEWAY_BROKER__FAIL_LIMIT=5``; top-level
@@ -151,6 +151,8 @@ class GitLabSettings(_Section):
     retry_deadline_seconds: float = Field(30.0, gt=0)
     #: Longest ``Retry-After`` the gateway waits for on the caller's behalf; longer → rate_limited.
     max_retry_after_seconds: float = Field(10.0, ge=0)
+    #: At start, one request to GitLab and one log line: reachable? token accepted? Never fatal.
+    startup_check: bool = True
 
     @field_validator("url")
     @classmethod
@@ -191,12 +193,12 @@ class CacheSettings(_Section):
 
 
 class BrokerSettings(_Section):
-    """The phase broker (``shared/spec/broker.md``)."""
+    """The phase broker (``docs/broker.md``)."""
 
     agents: tuple[AgentId, ...] = ("pm", "dev", "reviewer")
     fail_limit: int = Field(3, ge=1)
     fix_limit: int = Field(2, ge=1)
-    #: Longest single ``wait_for_message``, seconds (the seed's default is 3600).
+    #: Longest single ``wait_for_message``, seconds (the broker's documented default is 3600).
     max_wait_seconds: float = Field(3600.0, gt=0)
     #: An agent is ``connected`` with a wait open or a call within this many seconds.
     connected_window_seconds: float = Field(60.0, gt=0)
@@ -266,7 +268,7 @@ class BrokerSettings(_Section):
             )
         if "pm" not in value:
             raise ValueError(
-                f"{list(value)} has no 'pm': only 'pm' may call resume (broker.md), so without it "
+                f"{list(value)} has no 'pm': only 'pm' may call resume (docs/broker.md), so without it "
                 "HUMAN_NEEDED and PAUSED could never be left; add 'pm' to broker.agents"
             )
         return value

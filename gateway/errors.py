@@ -5,7 +5,7 @@ Every failure a caller can act on is a :class:`ToolError`. The registry turns it
 is :attr:`ToolError.message` and whose ``structuredContent`` is
 ``{"error": {"reason": <reason>, "message": <message>, **details}}``.
 
-The reasons are the design's outside contract (``shared/spec/design.md``, "tool results"):
+The reasons are part of the gateway's outside contract (README, "One real call"):
 
 - ``bad_request``: the arguments are wrong or GitLab refused them (4xx other than below).
 - ``unauthorized``: no credential, or GitLab answered 401/403.

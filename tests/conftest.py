@@ -13,8 +13,37 @@ from gateway.config import Settings, load_settings
 from tests import pg_server
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
-GITLAB_SCHEMA = SHARED / "gitlab" / "gitlab_schema.graphql"
+#: GitLab's published GraphQL schema (SDL), kept in the repository: see tests/gitlab/README.md.
+GITLAB_SCHEMA = REPO / "tests" / "gitlab" / "gitlab_schema.graphql"
+#: Names a second schema file (your own GitLab's, from scripts/refresh-gitlab-schema) that the
+#: GraphQL documents are checked against too.
+EXTRA_SCHEMA_ENV = "GITLAB_SCHEMA_FILE"
+#: A test marked slow gets this timeout instead of pyproject's default (60 s).
+SLOW_TEST_TIMEOUT_SECONDS = 600
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Stop at once, with one message, when a file the tests cannot do without is missing."""
+    missing = [path for path in (GITLAB_SCHEMA,) if not path.is_file()]
+    extra = os.environ.get(EXTRA_SCHEMA_ENV)
+    if extra and not Path(extra).is_file():
+        missing.append(Path(extra))
+    if missing:
+        pytest.exit(
+            "missing: "
+            + ", ".join(str(p) for p in missing)
+            + f". GitLab's schema is part of the repository (tests/gitlab/): restore it with "
+            f"`git checkout -- tests/gitlab`; {EXTRA_SCHEMA_ENV} must name an existing SDL file "
+            "(scripts/refresh-gitlab-schema writes one).",
+            returncode=4,
+        )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A slow test without a timeout of its own gets the longer one."""
+    for item in items:
+        if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT_SECONDS))
 
 
 @pytest.fixture(autouse=True)

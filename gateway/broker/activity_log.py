@@ -2,10 +2,10 @@
 replica shows lines written through any other (``gateway.broker.queries``: ``activity_log``), and,
 with the SQLite backend, also written to ``<state_dir>/logs/{agent}.log`` as files people tail.
 
-Source: broker.md ("log_activity", "get_activity_log", the last point of "Points the seed leaves
-open") and issue 5 point 5. A log name is only ever one of the configured agent ids or
-``pipeline``, checked against that closed set before any path is built, and the final path is
-checked to sit inside the logs folder, so nothing a caller sends can reach another file.
+Source: ``docs/broker.md`` ("log_activity", "get_activity_log"). A log name is only ever one of
+the configured agent ids or ``pipeline``, checked against that closed set before any path is
+built, and the final path is checked to sit inside the logs folder, so nothing a caller sends can
+reach another file.
 
 One activity is one line: ``2026-04-11T01:10:00Z [dev] text``; line breaks inside the text are
 written as ``\\n`` so a caller cannot forge lines. Files rotate by size with the standard

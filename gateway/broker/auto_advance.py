@@ -1,6 +1,6 @@
 """The auto-advance timer: cooldown, then ``session_reset``, then the next phase starts by itself.
 
-Rules: broker.md "Auto-advance" and issue 5. An approved review with a next phase in the plan
+Rules: ``docs/broker.md`` "Auto-advance". An approved review with a next phase in the plan
 and ``autoAdvance`` on schedules the ``cooldown`` stage (effect ``SCHEDULE_AUTO_ADVANCE``: the
 plan's ``cooldownMinutes``, or ``broker.cooldown_seconds_override``); at its deadline every agent
 gets a ``session_reset`` notice (effect ``SESSION_RESET``, ``broker.session_reset_seconds``); at

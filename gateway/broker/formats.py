@@ -1,6 +1,6 @@
 """How the broker writes what it shows: times, durations, message ids, priorities, its own name.
 
-The forms are the seed's (``shared/spec/broker.md``, restating ``003_36619a0b57b5c62f.txt``):
+The forms are the broker's documented ones (``docs/broker.md``):
 times in ISO 8601 UTC with seconds (``2026-04-11T01:10:00Z``), ``uptime`` as ``"2h 15m"``,
 priorities ``high``, ``normal`` and ``low``.
 """
@@ -18,12 +18,12 @@ PRIORITY_NAMES = {v: k for k, v in PRIORITIES.items()}
 
 
 def iso(ts: float) -> str:
-    """Unix time → ISO 8601 UTC with seconds, as the seed writes it (``2026-04-11T01:10:00Z``)."""
+    """Unix time → ISO 8601 UTC with seconds, as the broker writes it (``2026-04-11T01:10:00Z``)."""
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def human_duration(seconds: float) -> str:
-    """``8100`` → ``"2h 15m"`` (the seed's ``uptime`` form); ``95`` → ``"1m 35s"``."""
+    """``8100`` → ``"2h 15m"`` (the broker's ``uptime`` form); ``95`` → ``"1m 35s"``."""
     s = int(seconds)
     d, s = divmod(s, 86400)
     h, s = divmod(s, 3600)

@@ -1,8 +1,7 @@
 """The broker's state machine as a pure table: ``(state, event) → (state, effects)``. No I/O.
 
-Source: ``shared/spec/broker.md`` ("States", "The 18 tools", "Points the seed leaves open") and
-the seed ``003_36619a0b57b5c62f.txt``. The service (``gateway.broker.service``) turns a tool call
-into an :class:`Event` with the pure classifiers below (which look at counters and the phase
+Source: ``docs/broker.md`` ("States", "The 18 tools"). The service (``gateway.broker.service``)
+turns a tool call into an :class:`Event` with the pure classifiers below (which look at counters and the phase
 plan), asks :func:`decide` for the :class:`Transition`, and applies its effects inside one SQLite
 transaction. A pair missing from :data:`TABLE` is refused: the call changes nothing and the error
 names the states where the tool is allowed (:func:`allowed_states`).

@@ -1,10 +1,10 @@
 """Messages between agents: send and reply, wait with leases and delivery callbacks, history.
 
 Contract: broker.md ("send_message", "reply_message", "wait_for_message", "get_message_history",
-"Delivery") and issue 5 ("Queues"). A send is a change (``gateway.broker.changes``): refused in
+"Delivery"). A send is a change (``gateway.broker.changes``): refused in
 STOPPED, committed before the recipient's waits are woken.
 
-Delivery (broker.md "Delivery", ``mcp_protocol.md`` §4.5): :meth:`Messages.wait_for_message`
+Delivery (broker.md "Delivery"; MCP basic/utilities/cancellation): :meth:`Messages.wait_for_message`
 claims the first free message of the caller (priority, then age) with a lease in the database
 (``broker.lease_seconds``; ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so waits on several replicas
 never take the same message) and returns two callbacks, the one interface this module has with

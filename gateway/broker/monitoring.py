@@ -52,7 +52,7 @@ class Monitoring:
         self._started = time.monotonic()
 
     async def status(self) -> dict[str, Any]:
-        """``get_pipeline_status``: the whole snapshot (broker.md "Monitoring", the seed's example)."""
+        """``get_pipeline_status``: the whole snapshot (broker.md "Monitoring")."""
         async with self._store.read() as q:
             p = await q.pipeline()
             issues = await q.issues()

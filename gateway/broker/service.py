@@ -1,6 +1,6 @@
 """The phase broker service: the phase operations, and opening, shutting down and closing the broker.
 
-Contract: ``shared/spec/broker.md`` (restating the seed ``003_36619a0b57b5c62f.txt``) and issue 5.
+Contract: ``docs/broker.md``.
 The tools (``gateway.tools.broker``) check arguments, then call one method here or on one of the
 parts :class:`BrokerService` is made of, each in its own module of ``gateway.broker``:
 
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: The agent allowed to ``resume`` (broker.md: "The seed gives it to the PM, on a person's word").
+#: The agent allowed to ``resume`` (broker.md: the PM resumes, on a person's word).
 PM = "pm"
 #: Up to this many 10 ms steps for woken waits to return at shutdown.
 SHUTDOWN_GRACE_STEPS = 100
@@ -218,7 +218,7 @@ class BrokerService:
         async with self.store.write() as q:
             p = await q.pipeline("update")
             if stop_file.exists() and p.state is not State.STOPPED:
-                # Issue 5 point 6: a .stop-pipeline present at start means STOPPED.
+                # A .stop-pipeline present at start means STOPPED.
                 facts = Facts(agent=None, now=self.clock(), reason=f"{STOP_FILE} was present at start")
                 await self.changes.apply(q, p, Event.STOP, facts, after)
                 after.stop = False  # the file is already there and nobody waits yet

@@ -3,7 +3,7 @@
 - ``broker.db``: the SQLite store (``gateway.broker.store``);
 - ``broker.lock``: locked for the process's life, so one gateway at a time uses the folder;
 - ``.stop-pipeline``: written when the pipeline stops for good; found at start, it means STOPPED
-  (issue 5 point 6).
+  (it means STOPPED).
 
 The activity logs live in ``logs/`` (``gateway.broker.activity_log``).
 """

@@ -6,8 +6,9 @@ keeps this process's writers in line (the file has one writer at a time; waiting
 cheaper than SQLite's busy loop), while reads run beside it on other connections (WAL). On
 PostgreSQL transactions run concurrently and lock what they change (``gateway.broker.queries``).
 
-Pragmas on SQLite (``shared/spec/stack_notes.md`` §7): ``journal_mode=WAL``, ``busy_timeout``,
-``synchronous=NORMAL`` (durable across a process crash, ``kill -9`` included), ``foreign_keys``.
+Pragmas (https://www.sqlite.org/pragma.html): ``journal_mode=WAL`` (persistent in the file),
+``busy_timeout``, ``synchronous=NORMAL`` (durable across a process crash, ``kill -9`` included;
+the last commits may be lost on power loss), ``foreign_keys=ON``.
 
 Schema: Alembic migrations (``gateway.broker.migrations``) applied at start under a lock (the
 state folder's lock file and ``BEGIN IMMEDIATE`` on SQLite, a transaction-scoped advisory lock

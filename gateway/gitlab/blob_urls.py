@@ -1,12 +1,12 @@
 """GitLab file URLs: ``<base>/<project>/-/(blob|raw|blame)/<ref>/<path>`` → project, ref and path.
 
-Rules (``shared/spec/gitlab_facts.md`` §1.2 "URL parsing"; gitlabhq
+Rules (GitLab's own URL parsing, gitlabhq
 ``app/services/mcp/tools/concerns/url_parser.rb`` and ``lib/extracts_ref/ref_extractor.rb``):
 
 - Only ``http``/``https`` URLs on the configured GitLab are accepted: host, port and sub-path
   (``relative_url_root``) must match :class:`~gateway.gitlab.urls.GitLabBase`. Anything else is a
   ``bad_request`` raised before any request, so a caller can never make the gateway send its
-  token elsewhere (``shared/spec/design.md``, standing rules).
+  token elsewhere.
 - ``BLOB_URL_PATTERN = <project_path>/-/(blob|raw|blame)/<id>``: the project path runs to the
   first ``/-/``; ``id`` (ref and path) is percent-decoded once. ``?ref_type=heads|tags`` is read
   from the query string. A ``#L10`` / ``#L10-20`` fragment (GitLab's line anchors) is kept so the

@@ -1,6 +1,6 @@
 """GitLab credentials: which token a call sends, and a cache key that never reveals it.
 
-Modes (``shared/spec/design.md``, "GitLab credentials"):
+Modes (README, "Point it at your GitLab"; ``docs/operations.md``):
 
 - ``service``: the gateway's own ``GITLAB_TOKEN`` (or none: anonymous reads of public projects).
 - ``passthrough``: the caller's ``PRIVATE-TOKEN: <t>`` or ``Authorization: Bearer <t>`` header is

@@ -1,8 +1,8 @@
 """Typed errors raised at the GitLab client edge, and their one mapping to tool errors.
 
 GitLab's own MCP server maps HTTP status to reasons as 401/403 → unauthorized, 404 → not_found,
-429 → rate limited, other 4xx → bad_request (``shared/spec/gitlab_facts.md`` §1.2); the gateway
-adds ``conflict`` for 409 and ``upstream_error`` for 5xx, 408, timeouts, connection failures,
+429 → rate limited, other 4xx → bad_request (https://docs.gitlab.com/api/rest/troubleshooting/);
+the gateway adds ``conflict`` for 409 and ``upstream_error`` for 5xx, 408, timeouts, connection failures,
 redirects and answers that are not GitLab's JSON (HTML login pages).
 """
 
@@ -72,7 +72,7 @@ class GitLabRateLimited(GitLabError):
     """429 past the retry budget.
 
     Mirrors GitLab's own ``Response.rate_limited_error``: ``structuredContent.error`` carries
-    ``retry_after_seconds`` and ``limit`` (``shared/spec/gitlab_facts.md`` §1.2).
+    ``retry_after_seconds`` and ``limit`` (https://docs.gitlab.com/security/rate_limits/).
 
     Attributes:
         retry_after_seconds: whole seconds to wait, from ``Retry-After`` or ``RateLimit-Reset``

@@ -3,7 +3,7 @@ pipeline web URLs, and GraphQL global IDs.
 
 - GitLab may live under a sub-path (``https://host/gitlab``, its ``relative_url_root``); users
   paste the base with a trailing ``/``, ``/api/v4`` or ``/api/graphql``
-  (``shared/spec/design.md``, "environment").
+  (README, "Point it at your GitLab").
 - REST takes a project as a numeric id or the URL-encoded full path (``group%2Fproject``, GitLab
   REST docs "Namespaced path encoding"), and a file path fully encoded (``/`` → ``%2F``, repository
   files API). GraphQL takes the *decoded* full path (``Query.project(fullPath: ID!)``). Callers
@@ -11,9 +11,9 @@ pipeline web URLs, and GraphQL global IDs.
   encodes exactly once (``gitlab.utils.EncodedId``), so ``grp/sub/proj`` and ``grp%2Fsub%2Fproj``
   reach GitLab identically.
 - A ``url`` argument is followed only when its host and sub-path are the configured GitLab's
-  (``shared/spec/design.md``, standing rules); anything else is ``bad_request`` before any request.
+  (a token is never sent elsewhere); anything else is ``bad_request`` before any request.
 - GraphQL ids are global IDs, ``gid://gitlab/<Model>/<id>``; tools show their integer tail
-  (``shared/spec/gitlab_facts.md`` §2.1, "ids unwrapped").
+  (https://docs.gitlab.com/api/graphql/reference/#globalid).
 """
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ def parse_pipeline_url(base: GitLabBase, url: str) -> PipelineRef:
     """Read ``<GitLab>/<project path>/-/pipelines/<id>`` (what GitLab shows in the browser).
 
     Only URLs of the configured GitLab (host, port and sub-path) are accepted
-    (``shared/spec/design.md``, standing rules).
+    (a token is never sent elsewhere).
 
     Raises:
         ToolError: ``bad_request`` when the URL is on another host, is not a pipeline URL, or

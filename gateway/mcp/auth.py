@@ -1,6 +1,6 @@
 """Who is calling: the broker agent id and the GitLab credential of one ``/mcp`` request.
 
-Rules (``shared/spec/design.md``, rows "callers and agents" and "GitLab credentials"):
+Rules (README, "Connecting a client"):
 
 - With ``client_tokens`` configured, ``Authorization: Bearer <secret>`` must be one of them
   (compared in constant time, on SHA-256 digests so the length does not leak either); its

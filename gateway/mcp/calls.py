@@ -1,6 +1,6 @@
 """Running one ``tools/call``: the handler task, cancellation, progress and delivery callbacks.
 
-Rules (``mcp_protocol.md`` §1.4, §1.5, §4):
+Rules (MCP 2025-11-25 basic/utilities/progress, basic/utilities/cancellation):
 
 - The handler runs in its own task, registered under its legacy session and JSON-RPC id, so
   ``notifications/cancelled {requestId}`` (legacy era, same replica) cancels it; in the modern
@@ -8,7 +8,7 @@ Rules (``mcp_protocol.md`` §1.4, §1.5, §4):
 - Progress: ``notifications/progress`` go on the call's SSE stream only when the request carried
   ``_meta.progressToken``; values must increase strictly (others are dropped) and nothing is sent
   once the response was written.
-- Delivery (§4.5): after the response frame was written successfully the transport awaits the
+- Delivery: after the response frame was written successfully the transport awaits the
   result's ``on_delivered``; when the call was cancelled, the session ended or the write failed
   (client gone), it awaits ``on_abandoned`` instead. A message broker acks or re-queues on these.
 - On app shutdown, calls of ``long_running`` tools are cancelled at once and answered with a

@@ -1,7 +1,6 @@
 """DNS-rebinding protection: the ``Host`` and ``Origin`` checks of every ``/mcp`` request.
 
-Rules (MCP 2025-11-25 basic/transports#security-warning; conformance ``dns-rebinding-protection``,
-``mcp_protocol.md`` §1.2):
+Rules (MCP 2025-11-25 basic/transports#security-warning; conformance ``dns-rebinding-protection``):
 
 - ``Origin``, when present, must be a loopback origin (``localhost``, ``127.0.0.0/8``, ``[::1]``;
   any scheme and port), the origin of the bind address, or listed in ``server.allowed_origins``.

@@ -2,7 +2,7 @@
 
 - :data:`ProjectId` / :data:`OptionalProjectId`: a numeric project ID (JSON number or digits) or a
   full path (``group/subgroup/project``, or URL-encoded once); normalised to a string, checked
-  before any request (``shared/spec/design.md``: identifiers are validated before they reach a
+  before any request (identifiers are validated before they reach a
   GitLab path).
 - :data:`PositiveId` / :data:`OptionalPositiveId`: a positive integer below 2**63 (GitLab's ids
   are bigint); digits in a string are accepted, booleans are not (pydantic's lax mode would read

@@ -1,4 +1,4 @@
-"""The phase broker's 18 tools (seed ``003_36619a0b57b5c62f.txt``, contract ``shared/spec/broker.md``).
+"""The phase broker's 18 tools (contract: ``docs/broker.md``).
 
 Each tool checks its arguments (pydantic models with broker.md's exact argument names, camelCase
 included), identifies the caller (``ctx.agent_id``, set by the transport from ``X-Agent-Id`` on
@@ -9,7 +9,7 @@ Results use broker.md's (camelCase) field names.
 
 ``wait_for_message`` is ``long_running``: the transport answers it over SSE with keep-alive
 comments, and the tool sends ``notifications/progress`` when the caller sent a progress token
-(``shared/spec/mcp_protocol.md`` §4). Its message leaves the queue only when the transport has
+(MCP basic/utilities/progress). Its message leaves the queue only when the transport has
 written the answer (``ToolResult.on_delivered``).
 """
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from gateway.tools.context import ToolContext
 
 TOOLSET = "broker"
-#: The seed's default wait (3600 s), cut to ``broker.max_wait_seconds`` when that is lower.
+#: The broker's documented default wait (3600 s), cut to ``broker.max_wait_seconds`` when that is lower.
 DEFAULT_WAIT_SECONDS = 3600.0
 
 _MONITOR = Annotations(read_only=True, destructive=False, idempotent=True, open_world=False)

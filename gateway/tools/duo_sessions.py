@@ -1,18 +1,18 @@
-"""``get_duo_session`` (alias ``get_duo_workflow_status``): poll a Duo Agent Platform session (seed 002).
+"""``get_duo_session`` (alias ``get_duo_workflow_status``): poll a Duo Agent Platform session.
 
 One GraphQL request, ``Query.duoWorkflowWorkflows(workflowId:)`` with
-``gid://gitlab/Ai::DuoWorkflows::Workflow/<id>`` (``shared/spec/gitlab_facts.md`` §2.3), answered
-as the seed's table: a human text block (the agent's answer, progress or guidance) and a metadata
-object (``structuredContent``):
+``gid://gitlab/Ai::DuoWorkflows::Workflow/<id>`` (https://docs.gitlab.com/api/graphql/reference/#queryduoworkflowworkflows),
+answered as GitLab's MCP server answers ``get_duo_session``: a human text block (the agent's
+answer, progress or guidance) and a metadata object (``structuredContent``):
 
 =============================  ======================================================================
 GitLab ``statusName``          result
 =============================  ======================================================================
 ``running``, ``created``,      ``Status: <s>. Latest agent update: <≤500 chars>. Poll again in 30
 anything else active           seconds.`` + ``poll_after_seconds: 30``
-``finished``                   the last agent answer, or the seed's fallback sentence
+``finished``                   the last agent answer, or GitLab's fallback sentence
 ``input_required``             the last agent answer (or fallback) + ``turn_complete: true``; status
-                               ``"input required"`` as the seed spells it
+                               ``"input required"`` as GitLab's tool spells it
 ``tool_call_approval_``        ``Session is paused: <status>. Polling will NOT move it forward. ...
 ``required``,                  call approve_duo_agent_action with workflow_id=<id> ...`` (after the
 ``plan_approval_required``     latest agent message) + ``awaiting_approval: true``
@@ -22,9 +22,9 @@ anything else active           seconds.`` + ``poll_after_seconds: 30``
 
 The agent's answer is the last message the agent wrote (``role: assistant`` in chat sessions,
 ``messageType: agent`` in flows): ``latestCheckpoint.lastDuoMessage`` when it is one, else
-``duoMessages`` newest first; never a user or tool message (seed 002, Implementation Plan 6).
+``duoMessages`` newest first; never a user or tool message.
 
-Beyond the seed, ``wait_seconds`` (0 to 300) makes the gateway poll for the caller every
+Beyond GitLab's tool, ``wait_seconds`` (0 to 300) makes the gateway poll for the caller every
 :data:`POLL_INTERVAL_SECONDS`, with progress notifications, and return as soon as the session
 leaves the running state or the time is up; cancelling the call stops the polling at once.
 """
@@ -46,19 +46,19 @@ from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput, ToolR
 #: GraphQL model name of a Duo workflow (``AiDuoWorkflowsWorkflowID``).
 WORKFLOW_MODEL = "Ai::DuoWorkflows::Workflow"
 
-#: The seed's polling hint while a session runs (seed 002, "Running").
+#: GitLab's polling hint while a session runs.
 POLL_AFTER_SECONDS = 30
 #: How often the gateway itself polls GitLab during ``wait_seconds``. Tests shrink it.
 POLL_INTERVAL_SECONDS = 5.0
 #: Longest ``wait_seconds``: under the 300 s idle limits of common clients and proxies even if
-#: progress were lost (``shared/spec/mcp_protocol.md`` §4).
+#: progress were lost (MCP basic/utilities/progress).
 MAX_WAIT_SECONDS = 300
-#: Progress text is cut to this many characters (seed 002, "Running").
+#: Progress text is cut to this many characters, as GitLab's tool cuts it.
 PROGRESS_CHARS = 500
 
 NO_FINAL_ANSWER = "Session finished, but no final answer was produced."
 NO_TURN_ANSWER = "The last turn completed, but no agent answer was found."
-#: Appended to the seed's approval guidance, which stays verbatim (issue 4): the tool it names is
+#: Appended to GitLab's approval guidance, which stays verbatim: the tool it names is
 #: served by GitLab's own MCP server, and an agent connected only to this gateway must not hunt for it.
 APPROVAL_TOOL_NOTE = (
     "(approve_duo_agent_action is a tool of GitLab's built-in MCP server; this gateway does not serve it.)"
@@ -90,7 +90,7 @@ def _no_bool(value: Any) -> Any:
 
 
 class GetDuoSessionInput(ToolInput):
-    """Arguments of ``get_duo_session`` (seed 002, "Input schema", plus ``wait_seconds``)."""
+    """The GitLab Duo Agent Platform session to read, and how long to wait for it to stop running."""
 
     workflow_id: Annotated[int, Field(ge=1, le=MAX_ID), BeforeValidator(_no_bool)] = Field(
         description="The session's workflow ID, e.g. 42: the number ending its GitLab URL "
@@ -106,7 +106,7 @@ class GetDuoSessionInput(ToolInput):
 
 
 class DuoSessionOutput(ToolOutput):
-    """``structuredContent`` of ``get_duo_session`` (seed 002, "Output schema")."""
+    """The session's status and what to do next: poll again, answer it, or approve its pending action."""
 
     workflow_id: int = Field(description="The workflow (session) ID.")
     status: str = Field(
@@ -173,7 +173,7 @@ def agent_answer(workflow: dict[str, Any]) -> str | None:
     """The newest agent-written message content, or None.
 
     ``lastDuoMessage`` when the agent wrote it, else ``duoMessages`` newest first; user and tool
-    messages are skipped (seed 002, Implementation Plan 6; ``gitlab_facts.md`` §2.3).
+    messages are skipped (https://docs.gitlab.com/api/graphql/reference/#duoworkflowevent).
     """
     checkpoint = workflow.get("latestCheckpoint") or {}
     last = checkpoint.get("lastDuoMessage")
@@ -217,7 +217,7 @@ class SessionState:
 
 
 def describe(workflow: dict[str, Any], requested_id: int) -> SessionState:
-    """The seed's result for one workflow read (see the module table)."""
+    """The result for one workflow read (see the module table)."""
     workflow_id = global_id_number_or_none(workflow.get("id")) or requested_id
     status = status_name(workflow)
     web_url = session_web_url(workflow, workflow_id)
@@ -266,7 +266,7 @@ async def get_duo_session(ctx: ToolContext, args: GetDuoSessionInput) -> ToolRes
     """Read a Duo session once, or poll it for up to ``wait_seconds`` while it runs.
 
     Returns:
-        The seed's text block and metadata object for the session's (last read) state.
+        The text block and metadata object for the session's (last read) state.
 
     Raises:
         ToolError: ``not_found`` for a missing or unreadable session (one message for both).

@@ -1,7 +1,7 @@
 """Line windows over a text file: ``lines[offset:offset+limit]``, capped at 1 MiB per window.
 
 Pure code (no I/O), shared by ``get_repository_file``. The contract is GitLab's own
-``get_repository_file`` tool (``shared/spec/gitlab_facts.md`` §2.4; gitlabhq
+``get_repository_file`` tool (gitlabhq
 ``app/services/mcp/tools/repositories/get_repository_file_tool.rb``):
 
 - A line is what Ruby's ``String#lines`` yields: everything up to and including ``\\n``; ``\\r\\n``

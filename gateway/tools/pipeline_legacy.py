@@ -1,6 +1,6 @@
 """The superseded pipeline tools, kept callable during the migration to ``get_pipeline``.
 
-Seed 000 ("Backward compatibility") folds GitLab Duo's separate pipeline reads into
+GitLab's MCP server folds GitLab Duo's separate pipeline reads into
 ``get_pipeline``'s facets and asks to keep the old tools available meanwhile, with the mapping
 documented (``docs/tools/get_pipeline.md``). Their call shapes differ from ``get_pipeline``'s, so
 aliases cannot reproduce them; each is a thin tool over the same GraphQL read
@@ -16,12 +16,12 @@ get_failing_bridge_jobs     include: [bridge_jobs], bridges filtered to status f
 ==========================  ===========================================================
 
 Names are those of GitLab Duo Workflow Service's tools (``duo_workflow_service/tools/pipeline.py``)
-and the MCP server's REST-backed ``get_pipeline_jobs`` (``shared/spec/gitlab_facts.md`` §1.3). The
+and the MCP server's REST-backed ``get_pipeline_jobs`` (https://docs.gitlab.com/api/jobs/). The
 pipeline is named as those tools named it, by its web ``url``
 (``https://gitlab.example.com/group/project/-/pipelines/42``, on the configured GitLab only), or
 as ``get_pipeline`` names it, by ``id`` and ``pipeline_id``. Paging is ``get_pipeline``'s
 (``first``/``after``). Not carried over: locating a pipeline through a merge request
-(``merge_request_iid`` or a merge request URL) and ``exclude_allow_failure`` (cut from seed 000).
+(``merge_request_iid`` or a merge request URL) and ``exclude_allow_failure`` (GitLab's tool dropped it).
 The failing-bridge filter is applied by GitLab (``jobs(jobKind: BRIDGE, statuses: [FAILED])``),
 so pages stay full.
 """

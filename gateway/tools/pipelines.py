@@ -1,6 +1,6 @@
 """``get_pipeline``: one pipeline and, optionally, one facet (its jobs, downstream pipelines or
-bridge jobs), exactly as GitLab's built-in MCP server ships it (seed 000;
-``shared/spec/gitlab_facts.md`` §2.1).
+bridge jobs), exactly as GitLab's built-in MCP server ships it
+(https://docs.gitlab.com/api/graphql/reference/#pipeline).
 
 - Arguments: ``id`` (numeric project ID or full path, plain or URL-encoded once), ``pipeline_id``
   (the global pipeline id, as in ``/-/pipelines/<id>``), ``include`` (at most one of ``jobs``,
@@ -119,7 +119,8 @@ Cursor = Annotated[
 
 
 class GetPipelineInput(ToolInput):
-    """Arguments of get_pipeline (seed 000, input schema as shipped)."""
+    """One pipeline of one project, by ID, and at most one facet (jobs, downstream pipelines or bridge
+    jobs) to page through with first and after."""
 
     id: ProjectId
     pipeline_id: PipelineId
@@ -283,7 +284,7 @@ def pipeline_variables(
 
     A numeric project goes through ``projects(ids:)`` (``byId``), a path through
     ``project(fullPath:)``; the skipped one gets an inert value because both are declared
-    non-null. Statuses are upcased to ``CiJobStatus`` names (seed 000, implementation plan 4).
+    non-null. Statuses are upcased to ``CiJobStatus`` names, as GitLab's tool does.
 
     Raises:
         ToolError: ``bad_request`` for an impossible project path.

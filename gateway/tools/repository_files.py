@@ -1,6 +1,6 @@
 """``get_repository_file``: read one file of a GitLab repository at a ref, in line windows.
 
-GitLab's own tool (seed 004; ``shared/spec/gitlab_facts.md`` §2.4; gitlabhq
+GitLab's own tool (gitlabhq
 ``app/services/mcp/tools/repositories/get_repository_file_{service,tool}.rb``) is the contract:
 same arguments, same ``structuredContent`` (``path``, ``ref``, ``content``, ``metadata
 {total_lines, returned_lines {start, end} | null, truncated, size_bytes}``,

@@ -1,22 +1,22 @@
-"""``save_pipeline``: run a new CI/CD pipeline, or retry or cancel an existing one (seed 001).
+"""``save_pipeline``: run a new CI/CD pipeline, or retry or cancel an existing one.
 
-``save_`` here folds two lifecycle actions into one tool, as the seed asks and GitLab's MCP
+``save_`` here folds two lifecycle actions into one tool, as GitLab's own tool does and its MCP
 guidelines allow as a documented exception (``docs/tools/save_pipeline.md``):
 
 - no ``pipeline_id`` → create (``Mutation.pipelineCreate``; needs ``ref`` and the project);
 - ``pipeline_id`` + ``action: retry`` → ``Mutation.pipelineRetry``;
 - ``pipeline_id`` + ``action: cancel`` → ``Mutation.pipelineCancel``.
 
-Inputs, outputs and errors follow ``shared/spec/gitlab_facts.md`` §1.2 and §2.2. Choices where the
-seed is silent:
+Inputs, outputs and errors follow GitLab's mutations (https://docs.gitlab.com/api/graphql/reference/#mutationpipelinecreate).
+Choices where GitLab's tool is silent:
 
-- ``update`` (GitLab's rename, which has no GraphQL mutation) is not offered: the seed scopes the
+- ``update`` (GitLab's rename, which has no GraphQL mutation) is not offered: GitLab's tool scopes the
   tool to create, retry and cancel. Asking for it gets a message that says so.
 - Pipeline global IDs are global, so retry and cancel need no project. When the caller names one
   anyway (``url`` / ``project_id``), the gateway first checks the pipeline belongs to it (one
   read) and refuses otherwise, so a mistyped ``pipeline_id`` never acts on another project.
 
-Safety (``shared/spec/design.md``, standing rules): a create and a retry are sent at most once.
+Safety: a create and a retry are sent at most once.
 The client retries a mutation only when it provably never reached GitLab (connect error, 429);
 after any other failure the caller is told the outcome is unknown and exactly how to check.
 Cancelling is idempotent (a cancelled pipeline stays cancelled), so a cancel whose outcome is
@@ -47,7 +47,7 @@ from gateway.tools.context import ToolContext
 from gateway.tools.registry import Annotations, Tool, ToolInput, ToolOutput, ToolResult
 
 #: Not read-only, destructive (a cancel stops running jobs; a retry re-runs jobs, deploys too),
-#: not idempotent (each create is a new pipeline). ``gitlab_facts.md`` §1.2 "Annotations".
+#: not idempotent (each create is a new pipeline). MCP https://modelcontextprotocol.io/specification/2025-11-25/server/tools#tool-annotations.
 SAVE_PIPELINE_ANNOTATIONS = Annotations(read_only=False, destructive=True, idempotent=False, open_world=True)
 
 
@@ -64,7 +64,7 @@ class PipelineVariable(ToolInput):
 
 
 class SavePipelineInput(ToolInput):
-    """Arguments of ``save_pipeline`` (seed 001, "Input schema")."""
+    """Create a pipeline (url or project_id, and ref), or retry or cancel one (pipeline_id and action)."""
 
     url: str | None = Field(
         None,
@@ -109,7 +109,7 @@ class SavePipelineInput(ToolInput):
 
 
 class SavePipelineOutput(ToolOutput):
-    """``structuredContent`` of ``save_pipeline`` (seed 001, "Output schema")."""
+    """The pipeline that was created, retried or canceled, as GitLab returned it."""
 
     action: Literal["create", "retry", "cancel"] = Field(
         description="What was done: create, retry or cancel."
@@ -130,7 +130,7 @@ def check_preconditions(args: SavePipelineInput) -> None:
     """Refuse argument combinations that cannot mean one thing, before anything is sent.
 
     Raises:
-        ToolError: ``bad_request``, one message per rule (seed 001, Implementation Plan 3; issue 4).
+        ToolError: ``bad_request``, one message per rule.
     """
     if args.url is not None and args.project_id is not None:
         raise bad_request(
@@ -182,9 +182,9 @@ def check_preconditions(args: SavePipelineInput) -> None:
 def project_path_from_url(url: str, base: GitLabBase) -> str:
     """The project full path in a project (or project page) URL on the configured GitLab.
 
-    Follows GitLab's ``UrlParser#parse_parent_url`` (``gitlab_facts.md`` §1.2): http(s) only, the
+    Follows GitLab's ``UrlParser#parse_parent_url`` (gitlabhq): http(s) only, the
     relative URL root stripped, everything from ``/-/`` on ignored. The URL must be on the
-    configured GitLab (host, port and sub-path; ``design.md`` standing rules).
+    configured GitLab (host, port and sub-path).
 
     Raises:
         ToolError: ``bad_request`` for another host, a group URL or a URL without a project path.
@@ -370,7 +370,7 @@ def _retry_unknown(
 
 
 async def save_pipeline(ctx: ToolContext, args: SavePipelineInput) -> ToolResult:
-    """Create a pipeline, or retry or cancel one (seed 001).
+    """Create a pipeline, or retry or cancel one.
 
     Returns:
         ``{action, id, status, ref, web_url}``.

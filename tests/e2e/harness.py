@@ -52,7 +52,10 @@ class GatewayProcess:
         self.args = args or []
         self.log_path = state_dir.parent / f"gateway-{self.port}.log"
         base = {k: v for k, v in os.environ.items() if not k.startswith(("GITLAB_", "GATEWAY_"))}
-        self.env = {**base, "GATEWAY_STATE_DIR": str(state_dir), "PYTHONUNBUFFERED": "1", **env}
+        # The startup check's request would land in the stand-in's request log (and take faults
+        # meant for a tool call) at a moment no test controls: off unless a test turns it on.
+        quiet = {"GATEWAY_GITLAB__STARTUP_CHECK": "false"}
+        self.env = {**base, "GATEWAY_STATE_DIR": str(state_dir), "PYTHONUNBUFFERED": "1", **quiet, **env}
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property

@@ -1,5 +1,5 @@
 """The phase broker end to end: three official SDK clients (pm, dev, reviewer) drive a plan of
-three phases through the running gateway over MCP (``shared/spec/broker.md``, issue 5).
+three phases through the running gateway over MCP (``docs/broker.md``).
 
 Covered on the way: a failure that reaches the fail limit and the PM's ``resume``; a review that
 asks for changes; a ``request_human`` during review; auto-advance with a cooldown shortened by

@@ -1,10 +1,10 @@
 """``get_repository_file`` end to end: the gateway as a process, the official MCP SDK client, and the
 GitLab stand-in (its GraphQL validated against GitLab's schema; data set in ``tests/standin``).
 
-Issue 3's list: a 5,000-line file read in windows of 500 rebuilds the file byte for byte; a PNG
+What a user relies on: a 5,000-line file read in windows of 500 rebuilds the file byte for byte; a PNG
 gives the binary result; a bad ref and a missing file give their two messages; a URL on another
 host makes no request at all (the stand-in's request log stays empty). Plus the two URL cases
-seed 004 pins, LFS, exclusions, and the cache (a window re-read at a commit SHA costs nothing).
+GitLab's tool documents, LFS, exclusions, and the cache (a window re-read at a commit SHA costs nothing).
 """
 
 from __future__ import annotations

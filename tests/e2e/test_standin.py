@@ -22,7 +22,8 @@ from tests.standin.fixtures import Standin
 
 pytestmark = pytest.mark.e2e
 
-SAMPLE_OPS = Path(__file__).resolve().parents[3] / "shared" / "gitlab" / "sample_ops"
+#: Documents of the shapes the gateway sends, written by hand (valid against GitLab's schema).
+SAMPLE_OPS = Path(__file__).resolve().parent / "sample_documents"
 PIPELINE_GID = f"gid://gitlab/Ci::Pipeline/{ds.PIPELINE_ID}"
 
 JOBS_PAGE = """
@@ -105,7 +106,7 @@ def sample(name: str) -> str:
     return (SAMPLE_OPS / name).read_text()
 
 
-# -- the shared sample documents ------------------------------------------------------------------
+# -- the sample documents -------------------------------------------------------------------------
 
 
 def test_sample_pipeline_jobs_document(fresh_standin: Standin) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from aiohttp import web
 
 REPO = Path(__file__).resolve().parents[2]
-DEFAULT_SCHEMA = REPO.parent / "shared" / "gitlab" / "gitlab_schema.graphql"
+DEFAULT_SCHEMA = REPO / "tests" / "gitlab" / "gitlab_schema.graphql"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -36,7 +36,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--prefix", default="", help="serve GitLab under this sub-path, e.g. /gitlab (default: root)"
     )
-    ap.add_argument("--schema", type=Path, default=DEFAULT_SCHEMA, help="GitLab's GraphQL SDL")
+    ap.add_argument(
+        "--schema",
+        type=Path,
+        default=DEFAULT_SCHEMA,
+        help="GitLab's GraphQL SDL (default: tests/gitlab/gitlab_schema.graphql)",
+    )
     ap.add_argument("--ready-file", type=Path, help="write the URL here as JSON once listening")
     ap.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     args = ap.parse_args(argv)

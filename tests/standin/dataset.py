@@ -166,7 +166,7 @@ FILES = {
 }
 """Paths of the files on ``main`` (every branch has them too, apart from the differences below)."""
 FEATURE_ONLY_FILE = "with-slash/app/x.rb"
-"""Only on branch ``feature``: the seed-004 URL ``.../-/blob/feature/with-slash/app/x.rb`` reads it."""
+"""Only on branch ``feature``: the documented URL ``.../-/blob/feature/with-slash/app/x.rb`` reads it."""
 
 README_MAIN = "# proj\n\nThe stand-in's sample project (branch main).\n"
 README_V1 = "# proj\n\nVersion 1.0.\n"

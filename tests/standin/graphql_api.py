@@ -1,13 +1,13 @@
 """GitLab's GraphQL API over the stand-in's data: validated and executed with graphql-core.
 
 Every document is parsed and validated against GitLab's complete published schema
-(``shared/gitlab/gitlab_schema.graphql``, built once per process by :func:`load_schema`), then
+(``tests/gitlab/gitlab_schema.graphql``, built once per process by :func:`load_schema`), then
 executed against that same schema. Resolvers are views over :mod:`tests.standin.models` whose
 attribute names are the GraphQL field names, so graphql-core's own serialisation gives GitLab's
 exact shapes: global IDs (``gid://gitlab/Ci::Pipeline/1001``), UPPERCASE enum values, BigInt as
 strings, relay connections with ``pageInfo`` and opaque keyset cursors, ``first`` capped at 100.
 
-GitLab behaviours copied (sources: gitlabhq ``app/graphql``, ``shared/spec/gitlab_facts.md`` §2):
+GitLab behaviours copied (sources: gitlabhq ``app/graphql``, https://docs.gitlab.com/api/graphql/reference/):
 
 - An object the caller may not read resolves to null (``project``, ``pipeline``,
   ``downstreamPipeline``, ``upstream``); connection nodes the caller may not read are dropped
@@ -1201,7 +1201,7 @@ def parse_ci_config(data: bytes) -> tuple[dict[str, Any] | None, dict[str, Any] 
 
 
 class MutationResolvers:
-    """``pipelineCreate``, ``pipelineRetry`` and ``pipelineCancel`` (gitlab_facts §2.2)."""
+    """``pipelineCreate``, ``pipelineRetry`` and ``pipelineCancel`` (https://docs.gitlab.com/api/graphql/reference/#mutationpipelinecreate)."""
 
     def __init__(self, ctx: Ctx) -> None:
         self._ctx = ctx

@@ -134,7 +134,7 @@ NAMES = {"feature", "feature/with-slash", "my-topic/with-slash", "release/2026/q
 @pytest.mark.parametrize(
     ("ref_and_path", "names", "expected"),
     [
-        # seed 004: the branch with slashes, and the first segment that is itself a branch
+        # GitLab's documented case: the branch with slashes, and the first segment that is itself a branch
         ("my-topic/with-slash/app/x.rb", NAMES, ("my-topic/with-slash", "app/x.rb")),
         ("feature/with-slash/app/x.rb", NAMES, ("feature", "with-slash/app/x.rb")),
         # the longest ref that prefixes the rest

@@ -133,7 +133,7 @@ def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         (
             "[broker]\nagents = ['dev', 'reviewer']",
             {},
-            "broker.agents: ['dev', 'reviewer'] has no 'pm': only 'pm' may call resume (broker.md)",
+            "broker.agents: ['dev', 'reviewer'] has no 'pm': only 'pm' may call resume (docs/broker.md)",
         ),
         (
             "",
@@ -321,7 +321,9 @@ def test_a_port_in_use_is_one_clean_line(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     assert result.stderr.splitlines()[-1] == (
         f"gitlab-mcp-gateway: cannot listen: error while attempting to bind on address "
-        f"('127.0.0.1', {port}): address already in use"
+        f"('127.0.0.1', {port}): address already in use. Another process listens there: stop it, or "
+        "choose another port with --port N (or GATEWAY_SERVER__PORT=N, or port under [server] in the "
+        "--config file)"
     )
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
 from graphql import GraphQLError
 
+from tests.conftest import GITLAB_SCHEMA
 from tests.standin import content
 from tests.standin import dataset as ds
 from tests.standin.graphql_api import (
@@ -26,12 +26,10 @@ from tests.standin.models import Access, Blob
 from tests.standin.rest_api import split_raw_path
 from tests.standin.server import create_app
 
-SCHEMA = Path(__file__).resolve().parents[3] / "shared" / "gitlab" / "gitlab_schema.graphql"
-
 
 @cache
 def endpoint() -> GraphQLEndpoint:
-    return GraphQLEndpoint(load_schema(SCHEMA))
+    return GraphQLEndpoint(load_schema(GITLAB_SCHEMA))
 
 
 # -- data set -------------------------------------------------------------------------------------

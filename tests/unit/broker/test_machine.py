@@ -1,5 +1,5 @@
 """The transition table, exhaustively: every (state, event) pair is allowed with the expected
-target, or refused naming the states where its tool is allowed (broker.md, the seed)."""
+target, or refused naming the states where its tool is allowed (docs/broker.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """An in-memory GitLab GraphQL endpoint for unit tests (respx side effect).
 
 Every document the gateway sends is parsed and validated against GitLab's complete schema
-(``shared/gitlab/gitlab_schema.graphql``) and executed on it with graphql-core, over resolvers
+(``tests/gitlab/gitlab_schema.graphql``) and executed on it with graphql-core, over resolvers
 reading a small data set. So answers have GitLab's exact shape (aliases, ``@include``/``@skip``,
 nullability), and an invalid document or variable fails the test instead of being answered.
 

@@ -1,6 +1,6 @@
 """The GitLab client: retries, ``Retry-After``, typed errors, headers, encoding, TLS and proxies.
 
-GitLab is mocked with respx (``shared/spec/stack_notes.md`` §2); sleeps are faked and recorded,
+GitLab is mocked with respx (https://lundberg.github.io/respx/); sleeps are faked and recorded,
 except in the one test that measures that a real wait does not block the event loop.
 """
 

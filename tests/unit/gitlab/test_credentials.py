@@ -1,4 +1,4 @@
-"""Credential modes (``shared/spec/design.md``, "GitLab credentials") and token-safe cache keys."""
+"""Credential modes (``docs/operations.md``) and token-safe cache keys."""
 
 from __future__ import annotations
 

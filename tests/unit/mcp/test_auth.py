@@ -1,4 +1,4 @@
-"""Who is calling (design.md "callers and agents", "GitLab credentials")."""
+"""Who is calling (README, "Connecting a client")."""
 
 from __future__ import annotations
 

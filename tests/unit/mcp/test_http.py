@@ -1,4 +1,4 @@
-"""HTTP-level rules of /mcp (mcp_protocol.md §1.2, §1.10, §1.12, §5 "GET", "Protocol version
+"""HTTP-level rules of /mcp (MCP 2025-11-25 basic/transports: "GET", "Protocol version
 header", "Origin and Host", "JSON-RPC errors")."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Lifecycle and sessions (mcp_protocol.md §1.2, §5 "initialize", "Status codes", "Sessions")."""
+"""Lifecycle and sessions (MCP 2025-11-25 basic/lifecycle, basic/transports)."""
 
 from __future__ import annotations
 

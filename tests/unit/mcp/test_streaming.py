@@ -1,5 +1,5 @@
 """SSE answers, keep-alives, progress, cancellation, delivery callbacks and shutdown
-(mcp_protocol.md §1.2, §1.4, §1.5, §4, §5 "Progress and cancellation")."""
+(MCP 2025-11-25 basic/transports, basic/utilities/progress and cancellation)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""tools/list and tools/call (mcp_protocol.md §1.8, §1.9, §5 "Methods and tools", "JSON-RPC errors")."""
+"""tools/list and tools/call (MCP 2025-11-25 server/tools, schema.ts)."""
 
 from __future__ import annotations
 

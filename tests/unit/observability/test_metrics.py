@@ -21,7 +21,7 @@ from gateway.mcp.wire import _LABELS
 from gateway.observability.metrics import METRICS, Metrics
 from tests.unit.mcp.conftest import MakeMcp
 
-#: What issue 6 asks for, by name (the attribute teammates use → the exposed family).
+#: The documented metrics, by name (the attribute teammates use → the exposed family).
 REQUIRED = {
     "mcp_requests": ("gateway_mcp_requests", "counter", ["method", "outcome"]),
     "tool_calls": ("gateway_tool_calls", "counter", ["tool", "outcome"]),

@@ -1,4 +1,4 @@
-"""``get_duo_session`` (seed 002; ``shared/spec/gitlab_facts.md`` §2.3), every branch, and ``wait_seconds``.
+"""``get_duo_session`` (GitLab's ``Query.duoWorkflowWorkflows``), every branch, and ``wait_seconds``.
 
 GitLab is mocked with respx; every request is validated against GitLab's complete schema (see
 ``test_save_pipeline.GraphQL``). Results are checked as a caller sees them: the human text block,
@@ -455,8 +455,10 @@ async def test_cancelling_the_call_stops_polling_at_once(
     monkeypatch.setattr(duo_sessions, "POLL_INTERVAL_SECONDS", 0.05)
     gql.on("GetDuoSession", *[workflow("running")] * 100)
     task = asyncio.create_task(call_with_progress(env, {"workflow_id": 42, "wait_seconds": 300}, Progress()))
-    while route.call_count < 2:
-        await asyncio.sleep(0.01)
+    async with asyncio.timeout(5):  # the second poll is due after 0.05 s
+        while route.call_count < 2 and not task.done():
+            await asyncio.sleep(0.01)
+    assert not task.done(), f"the wait ended before its second poll: {task.result()!r}"
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, timeout=0.5)

@@ -1,6 +1,6 @@
 """The superseded pipeline tools: each is ``get_pipeline`` with one facet, reached the old way.
 
-Mapping (seed 000 "Backward compatibility"; ``docs/tools/get_pipeline.md``):
+Mapping (``docs/tools/get_pipeline.md``):
 ``get_pipeline_jobs`` → include jobs; ``get_pipeline_failing_jobs`` → include jobs, job_status
 failed; ``get_downstream_pipelines`` → include downstream_pipelines; ``get_failing_bridge_jobs``
 → include bridge_jobs, failed bridges only (filtered by GitLab).

@@ -1,4 +1,4 @@
-"""``get_pipeline`` (seed 000; ``shared/spec/gitlab_facts.md`` §2.1), every branch.
+"""``get_pipeline`` (https://docs.gitlab.com/api/graphql/reference/#pipeline), every branch.
 
 GitLab is the in-memory fake of ``tests/unit/gitlab/fake_gitlab.py``: each request is validated
 and executed against GitLab's complete GraphQL schema. Results are checked as a caller sees them:

@@ -1,4 +1,4 @@
-"""``get_repository_file`` (seed 004, issue 3; ``shared/spec/gitlab_facts.md`` §2.4), every branch.
+"""``get_repository_file`` (https://docs.gitlab.com/api/graphql/reference/#repositoryblob), every branch.
 
 GitLab is :class:`FakeRepoGitLab` behind respx: each GraphQL document is validated and executed
 against GitLab's complete schema, and every request is recorded, so the tests check what a

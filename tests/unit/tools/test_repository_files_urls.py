@@ -1,5 +1,5 @@
 """``get_repository_file`` with ``url``: only the configured GitLab, refs with slashes resolved like
-GitLab's web UI (the two cases seed 004 pins), ``?ref_type=``, line anchors, and agreement with
+GitLab's web UI (the two cases GitLab's tool documents), ``?ref_type=``, line anchors, and agreement with
 ``project_id``/``file_path``/``ref``. Fixtures and helpers: ``test_repository_files.py``."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ __all__ = ["env", "fake", "settings"]  # fixtures
 BLOB = f"{GITLAB}/{PROJECT}/-/blob"
 
 
-# -- refs with slashes (seed 004) ------------------------------------------------------------
+# -- refs with slashes ---------------------------------------------------------------------
 
 
 async def test_seed_branch_with_slashes_resolves_to_that_branch(env: ToolEnv, fake: FakeRepoGitLab) -> None:

@@ -1,4 +1,4 @@
-"""``save_pipeline`` (seed 001; ``shared/spec/gitlab_facts.md`` §1.2, §2.2), every branch.
+"""``save_pipeline`` (https://docs.gitlab.com/api/graphql/reference/#mutationpipelinecreate), every branch.
 
 GitLab is mocked with respx; every GraphQL document and its variables are validated against
 GitLab's complete schema before a canned answer is returned, so a wrong field or input fails the

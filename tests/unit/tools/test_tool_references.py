@@ -14,8 +14,8 @@ from gateway.tools import all_tools
 
 TOOLS = all_tools()
 SERVED = {tool.name for tool in TOOLS} | {alias for tool in TOOLS for alias in tool.aliases}
-#: GitLab's MCP tool names follow ``verb_object`` (seed 002's callout: get_ / list_ / save_ /
-#: delete_), plus the Duo verbs its seeds name.
+#: GitLab's MCP tool names follow ``verb_object`` (GitLab's MCP tool guidelines: get_ /
+#: list_ / save_ / delete_), plus the Duo verbs of its tools.
 TOOL_NAME = re.compile(r"\b(?:get|list|save|delete|create|update|search|trigger|ask|approve)_[a-z_]+\b")
 WHERE = "GitLab's built-in MCP server"
 

@@ -1,0 +1,122 @@
+"""One request to GitLab at start, and one log line that says what it found.
+
+A gateway pointed at the wrong URL, or given an expired token, otherwise only tells on the first
+tool call, which an agent may make hours later. So at start the gateway sends one GraphQL query
+(``operations/startup_check.graphql``: ``currentUser`` and ``metadata.version``, GitLab's
+``/api/graphql``) with its own token, and logs one line on the ``gateway`` logger:
+
+- INFO ``GitLab 18.2.1 at https://gitlab.example.com: reachable, token accepted (user alice)``;
+- WARNING when GitLab is not reachable, refuses the token, or does not answer like GitLab,
+  naming what to check (``GITLAB_URL``, ``GITLAB_TOKEN`` and its scope, ``gitlab.ca_bundle``).
+
+It never stops the gateway: GitLab may come up later, and the broker tools need no GitLab.
+``/readyz`` keeps reporting reachability. The request is sent once, without retries, in the
+background, so it does not delay serving. In passthrough mode there is no gateway token: only
+reachability is checked. ``gitlab.startup_check = false`` turns it off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from aiohttp import web
+
+from gateway.gitlab.client import GitLabClient
+from gateway.gitlab.credentials import service_credential
+from gateway.gitlab.operation_loader import load_operation
+from gateway.observability.logging import redact
+
+if TYPE_CHECKING:
+    from gateway.config import Settings
+
+log = logging.getLogger("gateway")
+
+#: The whole check, seconds: a GitLab slower than this to answer a trivial query is reported.
+TIMEOUT_SECONDS = 15.0
+
+
+async def check_gitlab(gitlab: GitLabClient, token: str | None, *, passthrough: bool) -> tuple[int, str]:
+    """Send the check and return ``(logging level, the line to log)``; never raises."""
+    url = redact(gitlab.base.url)
+    credential = service_credential(None if passthrough else token)
+    try:
+        response = await gitlab.http.post(
+            gitlab.base.graphql_url,
+            json={"query": load_operation("startup_check"), "operationName": "StartupCheck"},
+            headers=credential.headers(),
+            timeout=TIMEOUT_SECONDS,
+        )
+    except httpx.HTTPError as exc:
+        why = type(exc).__name__
+        hint = "check GITLAB_URL, the network path or proxy to it"
+        if "SSL" in str(exc) or "certificate" in str(exc).lower():
+            hint = "check GitLab's TLS certificate; for a private CA set gitlab.ca_bundle"
+        return logging.WARNING, (
+            f"GitLab at {url} is not reachable ({why}): {hint}. The gateway serves anyway; "
+            "GitLab tools fail until it answers (see /readyz)"
+        )
+    data = _json(response)
+    if response.status_code in (401, 403) and credential.token:
+        return logging.WARNING, (
+            f"GitLab at {url} refused the token (HTTP {response.status_code}): check GITLAB_TOKEN "
+            "(expired, revoked, or without the api / read_api scope). GitLab tools fail until it is fixed"
+        )
+    if response.status_code != 200 or data is None:
+        return logging.WARNING, (
+            f"GitLab at {url} answered HTTP {response.status_code}"
+            + ("" if data is not None else " without GitLab's JSON")
+            + ": check that GITLAB_URL is GitLab's address (with its sub-path, if any)"
+        )
+    raw = data.get("data")
+    fields: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    version = (fields.get("metadata") or {}).get("version")
+    user = (fields.get("currentUser") or {}).get("username")
+    what = f"GitLab {version} at {url}" if version else f"GitLab at {url}"
+    if passthrough:
+        return logging.INFO, f"{what}: reachable; each caller's own token is used (passthrough)"
+    if not credential.token:
+        return logging.INFO, f"{what}: reachable; no GITLAB_TOKEN, so public projects only"
+    if user is None:
+        return logging.WARNING, (
+            f"{what}: reachable, but the token was not accepted: check GITLAB_TOKEN "
+            "(expired, revoked, or without the api / read_api scope)"
+        )
+    return logging.INFO, f"{what}: reachable, token accepted (user {user})"
+
+
+def _json(response: httpx.Response) -> dict[str, Any] | None:
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def setup(
+    app: web.Application, gitlab_of: Callable[[web.Application], GitLabClient], settings: Settings
+) -> None:
+    """Run the check in the background once the app's services are up (``gateway.__main__``).
+
+    Args:
+        gitlab_of: ``app -> GitLabClient``, called after start-up.
+        settings: the effective :class:`gateway.config.Settings`.
+    """
+
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        token = settings.gitlab.token.get_secret_value() if settings.gitlab.token else None
+        passthrough = settings.gitlab.credential_mode == "passthrough"
+
+        async def run() -> None:
+            level, line = await check_gitlab(gitlab_of(app), token, passthrough=passthrough)
+            log.log(level, line)
+
+        task = asyncio.create_task(run(), name="gitlab-startup-check")
+        yield
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    app.cleanup_ctx.append(ctx)

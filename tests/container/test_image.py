@@ -1,0 +1,194 @@
+"""The container image: the project's ``Dockerfile`` built with podman, run, probed and stopped.
+
+No container registry is reachable from the machines that run these tests, so the base image is
+made from Debian's packages: ``mmdebstrap --variant=minbase bookworm`` with Debian's ``python3``
+(3.11), ``python3-venv`` and ``ca-certificates``, then ``podman import``. The tarball is kept in
+``.tools/podman/`` and imported once into podman storage of the test's own there, so a later run
+goes straight to the one build. The ``Dockerfile`` is built on it with
+``--build-arg PYTHON_IMAGE=...`` (``--format docker``: the OCI format drops ``HEALTHCHECK``),
+and the container runs with a published loopback port.
+
+Checked as an operator would: ``/healthz``, one MCP ``tools/call`` with the official SDK client
+(a broker tool, authenticated with a client token, so no GitLab is needed), the image's own
+health check (``podman healthcheck run``), and ``podman stop``: SIGTERM, exit status 0, "stopped"
+in the log.
+
+Podman runs as root here, on machines whose sandbox refuses raised rlimits and whose cgroup
+layout crun rejects: a ``containers.conf`` of the test's own (``CONTAINERS_CONF``) sets
+``nofile``/``nproc`` within the current limits and picks runc, and ``CONTAINERS_STORAGE_CONF``
+keeps images and containers under ``.tools/podman/`` (``/etc/containers`` is never touched). pip
+inside the build reaches PyPI through the host's TLS setup, so the host's CA bundle is mounted
+read-only for the build and named in ``PIP_CERT``. Outside CI the test is skipped, saying why,
+when podman or mmdebstrap is missing; in CI (``CI`` set) it must run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import REPO
+from tests.e2e.harness import free_port, mcp_client
+
+pytestmark = pytest.mark.slow
+
+#: Debian's packages in the base image: Python 3.11 with its venv module, and TLS roots.
+BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
+SUITE = "bookworm"
+MIRROR = "http://deb.debian.org/debian"
+#: The host's CA bundle (Debian's path): mounted for pip during the build when present.
+HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+WORK = REPO / ".tools" / "podman"
+CLIENT_TOKEN = "container-test-pm-" + "x" * 24
+
+
+def _need(command: str) -> str:
+    found = shutil.which(command)
+    if found is None:
+        reason = f"{command} is not installed (scripts/install-test-tools installs it as root)"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return found
+
+
+def _run(
+    *args: str, timeout: float, env: dict[str, str], check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        args, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
+    )
+    if check and result.returncode != 0:
+        pytest.fail(f"{' '.join(args[:3])} ... exited {result.returncode}:\n{result.stderr[-4000:]}")
+    return result
+
+
+def _podman_env() -> dict[str, str]:
+    """Podman configured for this test alone (storage, runtime, limits) under ``.tools/podman``."""
+    for sub in ("storage", "run", "tmp", "cni"):
+        (WORK / sub).mkdir(parents=True, exist_ok=True)
+    # Only lower limits are accepted: podman's defaults ask for more than the sandbox allows.
+    nofile = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], 4096)
+    nproc = min(resource.getrlimit(resource.RLIMIT_NPROC)[1], 4096)
+    (WORK / "containers.conf").write_text(
+        "[containers]\n"
+        f'default_ulimits = ["nofile={nofile}:{nofile}", "nproc={nproc}:{nproc}"]\n'
+        "[engine]\n"
+        'runtime = "runc"\n'
+        'cgroup_manager = "cgroupfs"\n'
+        'events_logger = "file"\n'
+        f'tmp_dir = "{WORK / "tmp"}"\n'
+    )
+    (WORK / "storage.conf").write_text(
+        f'[storage]\ndriver = "overlay"\nrunroot = "{WORK / "run"}"\ngraphroot = "{WORK / "storage"}"\n'
+    )
+    return {
+        **os.environ,
+        "CONTAINERS_CONF": str(WORK / "containers.conf"),
+        "CONTAINERS_STORAGE_CONF": str(WORK / "storage.conf"),
+    }
+
+
+def _base_image(env: dict[str, str]) -> str:
+    """The Debian base image's name, built and imported only when this recipe was never built."""
+    recipe = f"{SUITE} minbase {' '.join(BASE_PACKAGES)}"
+    tag = hashlib.sha256(recipe.encode()).hexdigest()[:12]
+    image = f"localhost/gateway-test-base:{SUITE}-{tag}"
+    if _run("podman", "image", "exists", image, timeout=60, env=env, check=False).returncode == 0:
+        return image
+    tarball = WORK / f"base-{SUITE}-{tag}.tar"
+    if not tarball.is_file():
+        partial = tarball.with_suffix(".partial.tar")
+        _run(
+            "mmdebstrap", "--variant=minbase", "--format=tar", "--quiet",
+            f"--include={','.join(BASE_PACKAGES)}", '--aptopt=Acquire::Retries "3"',
+            SUITE, str(partial), MIRROR,
+            timeout=400, env=env,
+        )  # fmt: skip
+        partial.rename(tarball)
+    _run("podman", "import", str(tarball), image, timeout=120, env=env)
+    return image
+
+
+@pytest.fixture(scope="module")
+def podman() -> dict[str, str]:
+    _need("podman")
+    _need("mmdebstrap")
+    _need("runc")
+    return _podman_env()
+
+
+@pytest.fixture(scope="module")
+def image(podman: dict[str, str]) -> Iterator[str]:
+    base = _base_image(podman)
+    name = f"localhost/gitlab-mcp-gateway:test-{uuid.uuid4().hex[:8]}"
+    args = ["podman", "build", "--pull=never", "--format", "docker", "--network", "host"]
+    args += ["--build-arg", f"PYTHON_IMAGE={base}", "--tag", name]
+    if HOST_CA_BUNDLE.is_file():
+        args += [
+            "--volume",
+            f"{HOST_CA_BUNDLE}:/run/host-ca.crt:ro",
+            "--build-arg",
+            "PIP_CERT=/run/host-ca.crt",
+        ]
+    _run(*args, str(REPO), timeout=420, env=podman)
+    yield name
+    _run("podman", "rmi", "--force", name, timeout=60, env=podman, check=False)
+
+
+def _wait_healthy(url: str, timeout: float = 60.0) -> httpx.Response:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            response = httpx.get(url, timeout=2.0)
+            if response.status_code == 200:
+                return response
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            pytest.fail(f"{url} did not answer 200 within {timeout:.0f} s")
+        time.sleep(0.3)
+
+
+async def test_the_image_serves_mcp_passes_its_health_check_and_stops_cleanly(
+    podman: dict[str, str], image: str
+) -> None:
+    port = free_port()
+    name = f"gateway-test-{uuid.uuid4().hex[:8]}"
+    tokens = json.dumps([{"token": CLIENT_TOKEN, "agent_id": "pm"}])
+    run = ["podman", "run", "--detach", "--name", name, "--publish", f"127.0.0.1:{port}:8080"]
+    run += ["--env", "GITLAB_URL=http://127.0.0.1:9", "--env", f"GATEWAY_CLIENT_TOKENS={tokens}"]
+    _run(*run, image, "--host", "0.0.0.0", timeout=120, env=podman)
+    try:
+        health = _wait_healthy(f"http://127.0.0.1:{port}/healthz")
+        assert health.json() == {"status": "ok"}
+
+        headers = {"Authorization": f"Bearer {CLIENT_TOKEN}"}
+        async with mcp_client(f"http://127.0.0.1:{port}/mcp", headers=headers) as client:
+            result = await client.call_tool("get_pipeline_status", {})
+        assert not result.is_error, result.content
+        assert result.structured_content["state"] == "IDLE"
+
+        check = _run("podman", "healthcheck", "run", name, timeout=60, env=podman, check=False)
+        assert check.returncode == 0, f"the image's HEALTHCHECK failed: {check.stdout}{check.stderr}"
+
+        _run("podman", "stop", "--time", "30", name, timeout=60, env=podman)
+        state = _run("podman", "inspect", "--format", "{{.State.ExitCode}}", name, timeout=60, env=podman)
+        logs = _run("podman", "logs", name, timeout=60, env=podman)
+        assert state.stdout.strip() == "0", logs.stdout + logs.stderr
+        lines = (logs.stdout + logs.stderr).splitlines()  # the gateway logs JSON to stderr
+        messages = [json.loads(line)["message"] for line in lines if line.startswith("{")]
+        assert "stopped" in messages, messages
+    finally:
+        _run("podman", "rm", "--force", name, timeout=60, env=podman, check=False)

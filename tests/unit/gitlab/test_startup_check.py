@@ -1,0 +1,111 @@
+"""The startup check: one request to GitLab, one log line saying what to check (never fatal)."""
+
+from __future__ import annotations
+
+import logging
+import ssl
+
+import httpx
+import pytest
+import respx
+
+from gateway.config import GitLabSettings
+from gateway.gitlab.client import GitLabClient
+from gateway.gitlab.startup_check import check_gitlab
+from gateway.observability.metrics import Metrics
+
+GITLAB = "https://gitlab.example.com/gitlab"
+GRAPHQL = f"{GITLAB}/api/graphql"
+TOKEN = "glpat-startup-check-secret"
+
+
+def answer(user: str | None, version: str | None = "18.2.1") -> httpx.Response:
+    return httpx.Response(
+        200,
+        json={
+            "data": {
+                "currentUser": {"username": user} if user else None,
+                "metadata": {"version": version} if version else None,
+            }
+        },
+    )
+
+
+async def check(
+    response: httpx.Response | Exception, token: str | None = TOKEN, **kw: bool
+) -> tuple[int, str]:
+    with respx.mock(assert_all_called=True) as mock:
+        route = mock.post(GRAPHQL).mock(side_effect=[response])
+        async with httpx.AsyncClient() as http:
+            gitlab = GitLabClient(GitLabSettings(url=GITLAB), metrics=Metrics(), http=http)
+            level, line = await check_gitlab(gitlab, token, passthrough=kw.get("passthrough", False))
+    assert route.call_count == 1  # one request, no retries
+    sent = route.calls.last.request
+    assert b"StartupCheck" in sent.content
+    assert TOKEN not in line
+    if token and not kw.get("passthrough"):
+        assert sent.headers["PRIVATE-TOKEN"] == token
+    else:
+        assert "PRIVATE-TOKEN" not in sent.headers
+    return level, line
+
+
+async def test_reachable_and_the_token_accepted() -> None:
+    assert await check(answer("alice")) == (
+        logging.INFO,
+        f"GitLab 18.2.1 at {GITLAB}: reachable, token accepted (user alice)",
+    )
+
+
+async def test_a_refused_token_says_what_to_check() -> None:
+    level, line = await check(httpx.Response(401, json={"errors": [{"message": "Invalid token"}]}))
+    assert level == logging.WARNING
+    assert "refused the token (HTTP 401): check GITLAB_TOKEN" in line
+
+
+async def test_a_token_gitlab_answers_as_anonymous_is_not_accepted() -> None:
+    level, line = await check(answer(None, None))
+    assert level == logging.WARNING
+    assert line.startswith(
+        f"GitLab at {GITLAB}: reachable, but the token was not accepted: check GITLAB_TOKEN"
+    )
+
+
+async def test_unreachable_names_the_url_and_says_it_serves_anyway() -> None:
+    level, line = await check(httpx.ConnectError("connection refused"))
+    assert level == logging.WARNING
+    assert f"GitLab at {GITLAB} is not reachable (ConnectError): check GITLAB_URL" in line
+    assert "serves anyway" in line
+
+
+async def test_a_certificate_problem_points_at_the_ca_bundle() -> None:
+    error = httpx.ConnectError("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed")
+    error.__cause__ = ssl.SSLError()
+    level, line = await check(error)
+    assert level == logging.WARNING and "gitlab.ca_bundle" in line
+
+
+@pytest.mark.parametrize(
+    "response",
+    [httpx.Response(200, text="<html>sign in</html>"), httpx.Response(404, text="Not Found")],
+    ids=["html", "404"],
+)
+async def test_something_that_is_not_gitlab_says_check_the_url(response: httpx.Response) -> None:
+    level, line = await check(response)
+    assert level == logging.WARNING
+    assert "check that GITLAB_URL is GitLab's address" in line
+
+
+async def test_without_a_token_only_reachability() -> None:
+    assert await check(answer(None, None), token=None) == (
+        logging.INFO,
+        f"GitLab at {GITLAB}: reachable; no GITLAB_TOKEN, so public projects only",
+    )
+
+
+async def test_passthrough_sends_no_token() -> None:
+    level, line = await check(answer(None, None), passthrough=True)
+    assert (level, line) == (
+        logging.INFO,
+        f"GitLab at {GITLAB}: reachable; each caller's own token is used (passthrough)",
+    )
