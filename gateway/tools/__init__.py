@@ -1,4 +1,7 @@
-"""Tool declarations (one module per GitLab domain, plus the broker) and their registry."""
+"""Tool declarations, one folder per domain (``ci``, ``repository``, ``duo``, ``broker``), and their registry.
+
+A tool with real logic is one module declaring ``TOOLS``; the broker's thin tools are one table.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +9,14 @@ from importlib import import_module
 
 from gateway.tools.registry import Tool
 
-#: Modules that declare ``TOOLS``; a new tool touches one of these (or adds one here).
+#: Modules that declare ``TOOLS``, in ``tools/list`` order; a new tool adds its module here.
 TOOL_MODULES: tuple[str, ...] = (
-    "gateway.tools.pipelines",
-    "gateway.tools.pipeline_legacy",
-    "gateway.tools.save_pipeline",
-    "gateway.tools.duo_sessions",
-    "gateway.tools.repository_files",
-    "gateway.tools.broker",
+    "gateway.tools.ci.get_pipeline",
+    "gateway.tools.ci.superseded",
+    "gateway.tools.ci.save_pipeline",
+    "gateway.tools.duo.get_duo_session",
+    "gateway.tools.repository.get_repository_file",
+    "gateway.tools.broker.tools",
 )
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from gateway.tools.file_window import MAX_WINDOW_BYTES, TextFile, Window, window
+from gateway.tools.repository.file_window import MAX_WINDOW_BYTES, TextFile, Window, window
 
 
 def read_all(file: TextFile, limit: int, max_bytes: int = MAX_WINDOW_BYTES) -> tuple[str, list[Window]]:

@@ -4,7 +4,7 @@ GitLab's MCP server folds GitLab Duo's separate pipeline reads into
 ``get_pipeline``'s facets and asks to keep the old tools available meanwhile, with the mapping
 documented (``docs/tools/get_pipeline.md``). Their call shapes differ from ``get_pipeline``'s, so
 aliases cannot reproduce them; each is a thin tool over the same GraphQL read
-(:func:`gateway.tools.pipelines.read_pipeline`, one request per call):
+(:func:`gateway.tools.ci.get_pipeline.read_pipeline`, one request per call):
 
 ==========================  ===========================================================
 superseded tool             ``get_pipeline`` call it maps to
@@ -36,8 +36,7 @@ from pydantic.json_schema import SkipJsonSchema
 from gateway.errors import bad_request
 from gateway.gitlab.urls import parse_pipeline_url
 from gateway.tools.arguments import OptionalProjectId, schema_extra
-from gateway.tools.context import ToolContext
-from gateway.tools.pipelines import (
+from gateway.tools.ci.get_pipeline import (
     DEFAULT_PAGE_SIZE,
     BridgeJob,
     Cursor,
@@ -50,6 +49,7 @@ from gateway.tools.pipelines import (
     PipelineJob,
     read_pipeline,
 )
+from gateway.tools.context import ToolContext
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput
 
 PipelineUrl = Annotated[

@@ -61,8 +61,8 @@ from gateway.gitlab.urls import (
 )
 from gateway.tools.arguments import OptionalProjectId, schema_extra
 from gateway.tools.context import ToolContext
-from gateway.tools.file_window import MAX_WINDOW_BYTES, CapReason, TextFile, Window, window
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput, ToolResult
+from gateway.tools.repository.file_window import MAX_WINDOW_BYTES, CapReason, TextFile, Window, window
 
 DEFAULT_LIMIT = 500
 MAX_LIMIT = 2000

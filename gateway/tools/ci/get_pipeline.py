@@ -19,7 +19,7 @@ bridge jobs), exactly as GitLab's built-in MCP server ships it
 - A missing project and a missing pipeline are two distinct ``not_found`` errors
   ("Project ... not found or inaccessible" / "Pipeline ... not found or inaccessible").
 
-:func:`read_pipeline` is shared with the superseded tools in ``gateway.tools.pipeline_legacy``.
+:func:`read_pipeline` is shared with the superseded tools in ``gateway.tools.ci.superseded``.
 """
 
 from __future__ import annotations
