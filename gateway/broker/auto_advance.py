@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 
 from gateway.broker.changes import Changes
 from gateway.broker.effects import After, Facts
+from gateway.broker.errors import BrokerError
 from gateway.broker.formats import BROKER, iso
 from gateway.broker.machine import Event
 from gateway.broker.store import PipelineRow, PlanRow, Queries, StoreError
-from gateway.errors import ToolError
 
 if TYPE_CHECKING:
     from gateway.config import BrokerSettings
@@ -84,7 +84,7 @@ class AutoAdvance:
         await asyncio.sleep(max(0.0, wake_at - self._clock()))
         try:
             await self._advance(stage, deadline)
-        except (StoreError, ToolError) as err:
+        except (StoreError, BrokerError) as err:
             # The database is closed (shutdown), or the table refuses the step: nothing to retry.
             log.warning("auto-advance step %s not taken: %s", stage, err)
         except Exception:

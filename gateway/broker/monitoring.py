@@ -12,12 +12,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gateway.broker.activity_log import ActivityLogs, UnknownLog
+from gateway.broker.errors import BrokerError
 from gateway.broker.formats import human_duration, iso
 from gateway.broker.machine import State
 from gateway.broker.queues import Queues
 from gateway.broker.roster import Roster
 from gateway.broker.store import Store
-from gateway.errors import ToolError
 
 if TYPE_CHECKING:
     from gateway.config import BrokerSettings
@@ -106,13 +106,13 @@ class Monitoring:
         """``get_activity_log`` → ``{agent, lines}``.
 
         Raises:
-            ToolError: ``bad_request`` when ``name`` is not an agent id or ``pipeline``.
+            BrokerError: ``bad_request`` when ``name`` is not an agent id or ``pipeline``.
         """
         try:
             lines = await self._logs.tail(name, tail_lines)
         except UnknownLog:
             shown = name if len(name) <= 64 else name[:64] + "…"
-            raise ToolError(
+            raise BrokerError(
                 "bad_request",
                 f"`agent`: {shown!r} is not a log of this broker; use one of: {', '.join(self._logs.names)}.",
                 logs=list(self._logs.names),

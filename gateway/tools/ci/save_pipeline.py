@@ -27,17 +27,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 from pydantic import Field, field_validator
 
 from gateway.errors import ToolError, bad_request, not_found
 from gateway.gitlab.errors import GitLabMaybeSent, GitLabNotFound
 from gateway.gitlab.urls import (
-    GitLabBase,
     global_id,
     global_id_number_or_none,
     is_numeric_id,
+    parse_project_url,
     project_address,
     project_full_path,
     project_node,
@@ -179,41 +179,6 @@ def check_preconditions(args: SavePipelineInput) -> None:
 # -- project identification ------------------------------------------------------------------------
 
 
-def project_path_from_url(url: str, base: GitLabBase) -> str:
-    """The project full path in a project (or project page) URL on the configured GitLab.
-
-    Follows GitLab's ``UrlParser#parse_parent_url`` (gitlabhq): http(s) only, the
-    relative URL root stripped, everything from ``/-/`` on ignored. The URL must be on the
-    configured GitLab (host, port and sub-path).
-
-    Raises:
-        ToolError: ``bad_request`` for another host, a group URL or a URL without a project path.
-    """
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise bad_request(
-            "`url` must be an http(s) URL of a project on this gateway's GitLab, e.g. "
-            f"{base.url}/group/project."
-        )
-    if parts.username is not None or parts.password is not None:
-        raise bad_request("`url` must not carry a user name or password; give the project's plain URL.")
-    path = base.same_instance(url)
-    if path is None:
-        raise bad_request(
-            f"`url` {url!r} is not on this gateway's GitLab ({base.url}); the gateway only follows URLs "
-            f"on it. Pass `project_id` (ID or full path) instead, or a URL under {base.url}/."
-        )
-    project_part = path.split("/-/", 1)[0]
-    if project_part.endswith("/-"):
-        project_part = project_part[:-2]
-    project_part = project_part.strip("/")  # project_full_path decodes it, exactly once
-    if not project_part:
-        raise bad_request(f"`url` must point to a project, e.g. {base.url}/group/project.")
-    if project_part.startswith("groups/"):
-        raise bad_request("`url` points to a group; pipelines belong to a project: give the project's URL.")
-    return project_full_path(project_part)
-
-
 @dataclass(frozen=True)
 class _Project:
     """A resolved project: its full path and web URL, and the pipeline checked in it (if any)."""
@@ -266,7 +231,7 @@ async def _resolve_project(
     numeric: int | None = None
     full_path: str | None = None
     if args.url is not None:
-        full_path = project_path_from_url(args.url, ctx.gitlab.base)
+        full_path = parse_project_url(ctx.gitlab.base, args.url)
     elif args.project_id is not None:
         numeric = _numeric_project(args.project_id)
         if numeric is None:
@@ -527,5 +492,6 @@ TOOLS: list[Tool] = [
         annotations=SAVE_PIPELINE_ANNOTATIONS,
         toolset="ci",
         title="Run, retry or cancel a pipeline",
+        reference_hint="Or pass `project_id` (ID or full path) instead of `url`.",
     )
 ]

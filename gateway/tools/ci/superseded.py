@@ -162,6 +162,7 @@ def _legacy(
         handler=_handler(name, facet, **kw),
         annotations=READ_ONLY,
         toolset="ci",
+        reference_hint="Or name the pipeline by `id` and `pipeline_id`.",
     )
 
 

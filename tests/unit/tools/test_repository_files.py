@@ -22,7 +22,8 @@ from jsonschema import Draft202012Validator
 
 from gateway.config import Settings
 from gateway.tools import all_tools
-from gateway.tools.repository.get_repository_file import is_excluded, normalize_file_path
+from gateway.tools.repository.checks import is_excluded
+from gateway.tools.repository.target import normalize_file_path
 from tests.conftest import REPO
 from tests.unit.gitlab.fake_gitlab import gitlab_schema
 from tests.unit.gitlab.tool_env import ToolEnv
