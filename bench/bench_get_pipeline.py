@@ -51,7 +51,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.mcp_caller import McpCaller  # noqa: E402
 from gateway.gitlab.operation_loader import load_operation, operation_name  # noqa: E402
-from gateway.tools.ci.get_pipeline import pipeline_variables  # noqa: E402
+from gateway.tools.ci.pipeline_read import pipeline_variables  # noqa: E402
 from tests.e2e.harness import GatewayProcess, free_port  # noqa: E402
 from tests.standin import dataset as ds  # noqa: E402
 from tests.standin.fixtures import StandinProcess  # noqa: E402

@@ -302,12 +302,12 @@ class Registry:
         except HANDLED as err:
             error = as_tool_error(err, reference_hint=tool.reference_hint)
             return ToolResult.from_error(_with_request_id(error, ctx))
-        if isinstance(out, ToolResult):
-            result = out
-        elif isinstance(out, BaseModel):
-            result = ToolResult(structured=out.model_dump(mode="json", exclude_unset=True, by_alias=True))
-        else:
-            result = ToolResult(structured=out)
+        if isinstance(out, BaseModel):
+            structured = out.model_dump(mode="json", exclude_unset=True, by_alias=True)
+            if tool.output_model is None or not isinstance(out, tool.output_model):
+                check_result(tool, structured)  # an instance of the output model was checked when built
+            return ToolResult(structured=structured)
+        result = out if isinstance(out, ToolResult) else ToolResult(structured=out)
         if not result.is_error:
             check_result(tool, result.structured)
         return result

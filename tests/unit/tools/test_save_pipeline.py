@@ -310,7 +310,8 @@ HINT = " Or pass `project_id` (ID or full path) instead of `url`."
         (
             "ftp://gitlab.example.com/grp/sub/proj",
             "The URL 'ftp://gitlab.example.com/grp/sub/proj' is not on this gateway's GitLab: only its "
-            "http(s) URLs are followed; give one such as https://gitlab.example.com/<group>/<project>." + HINT,
+            "http(s) URLs are followed; give one such as https://gitlab.example.com/<group>/<project>."
+            + HINT,
         ),
         (
             "https://user:pw@gitlab.example.com/grp/sub/proj",
