@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gateway.gitlab.errors import GitLabUpstreamError
+from gateway.gitlab.errors import GitLabMaybeSent, GitLabUpstreamError
 from gateway.gitlab.operation_loader import load_operation
 
 if TYPE_CHECKING:
@@ -73,14 +73,16 @@ class Operation(Generic[AnswerT]):
         """``data`` as :attr:`answer`.
 
         Raises:
-            GitLabUpstreamError: ``data`` lacks a field the document selects, or holds another type.
+            GitLabUpstreamError: ``data`` lacks a field the document selects, or holds another type;
+                :class:`GitLabMaybeSent` for a mutation (it reached GitLab and may have applied).
         """
         try:
             return self.answer.model_validate(data)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "data"
-            raise GitLabUpstreamError(
+            error = GitLabMaybeSent if self.mutation else GitLabUpstreamError
+            raise error(
                 f"GitLab answered {self.name} in an unexpected shape ({where}: {first['msg']}); try again, "
                 "and "
                 "report it if it persists.",
