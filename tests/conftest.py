@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from gateway.config import Settings, load_settings
+from gateway.tools.registry import Registry, Tool, ToolResult
 
 REPO = Path(__file__).resolve().parent.parent
 #: GitLab's published GraphQL schema (SDL), kept in the repository: see tests/gitlab/README.md.
@@ -52,6 +53,26 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         if name.startswith(("GITLAB_", "GATEWAY_")):
             monkeypatch.delenv(name)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _results_match_their_output_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every tool result a test produces in-process, success or error, is checked against the
+    ``outputSchema`` agents were given (JSON Schema, as clients such as the MCP Inspector check it):
+    a result that does not match is a test failure, not something an agent finds."""
+    from jsonschema import Draft202012Validator
+
+    call = Registry.call
+
+    async def checked(self: Registry, tool: Tool, *args: Any, **kwargs: Any) -> ToolResult:
+        result = await call(self, tool, *args, **kwargs)
+        schema = tool.output_schema()
+        if schema is not None:
+            errors = sorted(Draft202012Validator(schema).iter_errors(result.structured), key=str)
+            assert not errors, f"{tool.name} answered outside its outputSchema: {errors[0].message}"
+        return result
+
+    monkeypatch.setattr(Registry, "call", checked)
 
 
 @pytest.fixture

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gateway.errors import REASONS, ToolError
+from gateway.gitlab.operation import Operation
 from gateway.tools.failures import HANDLED, as_tool_error
 
 if TYPE_CHECKING:
@@ -164,7 +165,7 @@ class Tool:
         title: the human-readable title.
         reference_hint: the tool's other way to name its target, appended to the message when a
             URL or path argument is refused (e.g. "Or pass `id` and `pipeline_id`.").
-        doc_notes: Markdown appended to the tool's generated page (examples, mappings).
+        operations: the GraphQL operations the tool sends (its docs page lists them).
     """
 
     name: str
@@ -178,7 +179,7 @@ class Tool:
     long_running: bool = False
     title: str | None = None
     reference_hint: str | None = None
-    doc_notes: str | None = None
+    operations: tuple[Operation[Any], ...] = ()
 
     def input_schema(self) -> dict[str, Any]:
         """JSON Schema (2020-12) of the arguments, ``$ref``s inlined, titles dropped."""

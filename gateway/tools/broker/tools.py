@@ -57,6 +57,8 @@ if TYPE_CHECKING:
     from gateway.tools.context import ToolContext
 
 TOOLSET = "broker"
+#: The 18 tools share one docs page.
+DOC_PAGE = "broker"
 #: The default wait (3600 s), cut to ``broker.max_wait_seconds`` when that is lower.
 DEFAULT_WAIT_SECONDS = 3600.0
 

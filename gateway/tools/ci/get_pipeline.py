@@ -31,7 +31,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from gateway.tools.arguments import OptionalPositiveId, PositiveId, ProjectId, schema_extra
-from gateway.tools.ci.pipeline_read import FACETS, Facet, GetPipelineOutput, read_pipeline
+from gateway.tools.ci.pipeline_read import FACETS, GET_PIPELINE, Facet, GetPipelineOutput, read_pipeline
 from gateway.tools.context import ToolContext
 from gateway.tools.pagination import Cursor, PageSize, after_field, first_field
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput
@@ -177,5 +177,6 @@ TOOLS: list[Tool] = [
         handler=get_pipeline,
         annotations=READ_ONLY,
         toolset="ci",
+        operations=(GET_PIPELINE,),
     )
 ]

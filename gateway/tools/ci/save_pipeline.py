@@ -31,7 +31,17 @@ from pydantic import Field, field_validator
 
 from gateway.errors import bad_request
 from gateway.tools.arguments import OptionalPositiveId, OptionalProjectId
-from gateway.tools.ci.pipeline_actions import SavePipelineOutput, cancel, create, resolve_project, retry
+from gateway.tools.ci.pipeline_actions import (
+    PIPELINE_CANCEL,
+    PIPELINE_CREATE,
+    PIPELINE_RETRY,
+    SAVE_PIPELINE_PROJECT,
+    SavePipelineOutput,
+    cancel,
+    create,
+    resolve_project,
+    retry,
+)
 from gateway.tools.context import ToolContext
 from gateway.tools.registry import Annotations, Tool, ToolInput
 
@@ -208,5 +218,6 @@ TOOLS: list[Tool] = [
         toolset="ci",
         title="Run, retry or cancel a pipeline",
         reference_hint="Or pass `project_id` (ID or full path) instead of `url`.",
+        operations=(PIPELINE_CREATE, PIPELINE_RETRY, PIPELINE_CANCEL, SAVE_PIPELINE_PROJECT),
     )
 ]

@@ -38,6 +38,7 @@ from gateway.gitlab.urls import parse_pipeline_url
 from gateway.tools.arguments import OptionalProjectId, schema_extra
 from gateway.tools.ci.get_pipeline import OptionalPipelineId
 from gateway.tools.ci.pipeline_read import (
+    GET_PIPELINE,
     BridgeJob,
     DownstreamPipeline,
     Facet,
@@ -49,6 +50,9 @@ from gateway.tools.ci.pipeline_read import (
 from gateway.tools.context import ToolContext
 from gateway.tools.pagination import PAGING, Cursor, PageInfo, PageSize, after_field, first_field
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput
+
+#: These tools share one docs page.
+DOC_PAGE = "superseded_pipeline_tools"
 
 PipelineUrl = Annotated[
     str | SkipJsonSchema[None],
@@ -155,6 +159,7 @@ def _legacy(
         annotations=READ_ONLY,
         toolset="ci",
         reference_hint="Or name the pipeline by `id` and `pipeline_id`.",
+        operations=(GET_PIPELINE,),
     )
 
 
