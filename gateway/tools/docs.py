@@ -105,7 +105,8 @@ def _result(tool: Tool) -> list[str]:
     schema = tool.output_schema()
     if schema is None:
         return ["Free-form `structuredContent` (no `outputSchema`)."]
-    required = set(next(iter(schema.get("anyOf", [])), {}).get("required", []))
+    variants: list[dict[str, Any]] = schema.get("anyOf", [])
+    required = set(variants[0].get("required", [])) if variants else set()
     lines = [
         "`structuredContent` (also the last text block, as JSON); every result is checked against the "
         "tool's `outputSchema`. An error result carries `error` instead: `{reason, message, ...}`.",
