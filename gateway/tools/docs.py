@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from gateway.gitlab.operation import Operation, operation_path
-from gateway.tools import TOOL_MODULES, all_tools
+from gateway.tools import all_tools, tool_modules
 from gateway.tools.registry import Tool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ class Page:
 def pages() -> list[Page]:
     """Every page, in module order."""
     out = []
-    for name in TOOL_MODULES:
+    for name in tool_modules():
         module = import_module(name)
         out.append(Page(getattr(module, "DOC_PAGE", name.rsplit(".", 1)[-1]), module, list(module.TOOLS)))
     return out
