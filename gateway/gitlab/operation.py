@@ -31,6 +31,25 @@ class Answer(BaseModel):
 
 
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
+ProjectT = TypeVar("ProjectT", bound=BaseModel)
+
+
+class ProjectNodes(Answer, Generic[ProjectT]):
+    nodes: list[ProjectT | None] | None = None
+
+
+class ByPathOrId(Answer, Generic[ProjectT]):
+    """The answer to a document that reads one project by full path (``project``) or by numeric ID
+    (``projects(ids:)``), as :func:`gateway.gitlab.urls.project_address` addresses it."""
+
+    project: ProjectT | None = None
+    projects: ProjectNodes[ProjectT] | None = None
+
+    def project_node(self) -> ProjectT | None:
+        """The project, or None when it is missing or the caller cannot see it."""
+        if self.projects is not None:
+            return next((n for n in self.projects.nodes or [] if n is not None), None)
+        return self.project
 
 
 @dataclass(frozen=True)

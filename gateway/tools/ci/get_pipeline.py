@@ -25,37 +25,24 @@ bridge jobs), exactly as GitLab's built-in MCP server ships it
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any
 
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from gateway.tools.arguments import OptionalPositiveId, PositiveId, ProjectId, schema_extra
-from gateway.tools.ci.pipeline_read import FACETS, GET_PIPELINE, Facet, GetPipelineOutput, read_pipeline
+from gateway.tools.ci.pipeline_read import (
+    FACETS,
+    GET_PIPELINE,
+    Facet,
+    GetPipelineOutput,
+    Status,
+    read_pipeline,
+    status_argument,
+)
 from gateway.tools.context import ToolContext
 from gateway.tools.pagination import Cursor, PageSize, after_field, first_field
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput
-
-#: ``CiJobStatus`` (GitLab GraphQL), lowercased as GitLab's tool takes it
-#: (``Ci::HasStatus::AVAILABLE_STATUSES``).
-JobStatus = Literal[
-    "canceled",
-    "canceling",
-    "created",
-    "failed",
-    "manual",
-    "pending",
-    "preparing",
-    "running",
-    "scheduled",
-    "skipped",
-    "success",
-    "waiting_for_callback",
-    "waiting_for_resource",
-]
-
-JOB_STATUSES: tuple[str, ...] = get_args(JobStatus)
-
 
 # -- arguments -------------------------------------------------------------------------------
 
@@ -81,7 +68,7 @@ class GetPipelineInput(ToolInput):
             "Omit for the pipeline alone."
         ),
     )
-    job_status: JobStatus | SkipJsonSchema[None] = Field(
+    job_status: Status | SkipJsonSchema[None] = Field(
         None,
         description="Only jobs with this status, e.g. `failed`. Filters the `jobs` facet only.",
         json_schema_extra=schema_extra(),
@@ -113,12 +100,7 @@ class GetPipelineInput(ToolInput):
     @classmethod
     def _known_status(cls, value: Any) -> Any:
         # Checked here rather than by the Literal so the error names the argument plainly.
-        if value is None:
-            return None
-        status = value.strip().lower() if isinstance(value, str) else value
-        if status not in JOB_STATUSES:
-            raise ValueError(f"unknown job status {value!r}")  # the registry adds the accepted values
-        return status
+        return status_argument(value, "job status")
 
     @field_validator("job_status")
     @classmethod

@@ -8,16 +8,16 @@ for its jobs.
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Any
 
 from pydantic import Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from gateway.errors import not_found
-from gateway.gitlab.operation import Answer, Operation
+from gateway.gitlab.operation import Answer, ByPathOrId, Operation
 from gateway.gitlab.urls import is_numeric_id, project_address, project_full_path
 from gateway.tools.arguments import ProjectId, schema_extra
-from gateway.tools.ci.pipeline_read import GlobalIdNumber, PipelineBase
+from gateway.tools.ci.pipeline_read import GlobalIdNumber, PipelineBase, Status, status_argument
 from gateway.tools.context import ToolContext
 from gateway.tools.pagination import (
     PAGING,
@@ -31,23 +31,6 @@ from gateway.tools.pagination import (
 )
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput
 
-#: ``PipelineStatusEnum``, lowercased.
-PipelineStatus = Literal[
-    "canceled",
-    "canceling",
-    "created",
-    "failed",
-    "manual",
-    "pending",
-    "preparing",
-    "running",
-    "scheduled",
-    "skipped",
-    "success",
-    "waiting_for_callback",
-    "waiting_for_resource",
-]
-
 
 class ListPipelinesInput(ToolInput):
     """The project, optional filters, and the page."""
@@ -60,7 +43,7 @@ class ListPipelinesInput(ToolInput):
         description="Only pipelines for this branch or tag, e.g. `main`.",
         json_schema_extra=schema_extra(),
     )
-    status: PipelineStatus | SkipJsonSchema[None] = Field(
+    status: Status | SkipJsonSchema[None] = Field(
         None, description="Only pipelines with this status, e.g. `failed`.", json_schema_extra=schema_extra()
     )
     source: str | SkipJsonSchema[None] = Field(
@@ -76,12 +59,7 @@ class ListPipelinesInput(ToolInput):
     @field_validator("status", mode="before")
     @classmethod
     def _known_status(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        status = value.strip().lower() if isinstance(value, str) else value
-        if status not in get_args(PipelineStatus):
-            raise ValueError(f"unknown pipeline status {value!r}")  # the registry adds the accepted values
-        return status
+        return status_argument(value, "pipeline status")
 
 
 class ListedPipeline(PipelineBase):
@@ -119,13 +97,8 @@ class ProjectNode(Answer):
     pipelines: Pipelines | None = None
 
 
-class ProjectNodes(Answer):
-    nodes: list[ProjectNode | None] | None = None
-
-
-class ListPipelinesAnswer(Answer):
-    project: ProjectNode | None = None
-    projects: ProjectNodes | None = None
+class ListPipelinesAnswer(ByPathOrId[ProjectNode]):
+    """``data`` of ``listPipelines``."""
 
 
 LIST_PIPELINES = Operation("list_pipelines", ListPipelinesAnswer)
@@ -149,7 +122,7 @@ async def list_pipelines(ctx: ToolContext, args: ListPipelinesInput) -> ListPipe
         "after": args.after,
     }
     answer = await LIST_PIPELINES.run(ctx.gitlab, variables)
-    project = next((n for n in answer.projects.nodes or [] if n), None) if answer.projects else answer.project
+    project = answer.project_node()
     if project is None:
         raise not_found(
             f"Project '{args.id}' not found or inaccessible. Check the project ID or full path (for example "

@@ -20,7 +20,7 @@ from pydantic import Field
 
 from gateway.errors import ToolError, bad_request, not_found
 from gateway.gitlab.errors import GitLabMaybeSent, GitLabNotFound
-from gateway.gitlab.operation import Answer, Operation
+from gateway.gitlab.operation import Answer, ByPathOrId, Operation
 from gateway.gitlab.urls import (
     global_id,
     global_id_number_or_none,
@@ -76,18 +76,8 @@ class ProjectWithPipeline(SavedProject):
     pipeline: SavedPipeline | None = None
 
 
-class ProjectNodes(Answer):
-    nodes: list[ProjectWithPipeline | None] | None = None
-
-
-class SavePipelineProjectAnswer(Answer):
-    project: ProjectWithPipeline | None = None
-    projects: ProjectNodes | None = None
-
-    def project_node(self) -> ProjectWithPipeline | None:
-        if self.projects is not None:
-            return next((n for n in self.projects.nodes or [] if n is not None), None)
-        return self.project
+class SavePipelineProjectAnswer(ByPathOrId[ProjectWithPipeline]):
+    """``data`` of ``SavePipelineProject``."""
 
 
 PIPELINE_CREATE = Operation("pipeline_create", PipelineCreateAnswer, mutation=True)

@@ -10,20 +10,55 @@ read (null nodes) are left out.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar, get_args
 
 from pydantic import BeforeValidator, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from gateway.errors import not_found
 from gateway.gitlab.client import GitLabSession
-from gateway.gitlab.operation import Answer, Operation
+from gateway.gitlab.operation import Answer, ByPathOrId, Operation
 from gateway.gitlab.urls import global_id, global_id_number, is_numeric_id, project_address, project_full_path
 from gateway.tools.arguments import schema_extra
 from gateway.tools.pagination import DEFAULT_PAGE_SIZE, PageInfo, PageInfoAnswer, page_info
 from gateway.tools.registry import ToolOutput
 
 Facet = Literal["jobs", "downstream_pipelines", "bridge_jobs"]
+
+#: ``CiJobStatus`` and ``PipelineStatusEnum`` (the same names), lowercased as GitLab's tools take them
+#: (``Ci::HasStatus::AVAILABLE_STATUSES``).
+Status = Literal[
+    "canceled",
+    "canceling",
+    "created",
+    "failed",
+    "manual",
+    "pending",
+    "preparing",
+    "running",
+    "scheduled",
+    "skipped",
+    "success",
+    "waiting_for_callback",
+    "waiting_for_resource",
+]
+STATUSES: tuple[str, ...] = get_args(Status)
+
+
+def status_argument(value: Any, what: str) -> Any:
+    """A status argument, case-insensitive (``FAILED`` is ``failed``); None passes.
+
+    Raises:
+        ValueError: not one of :data:`STATUSES` (the registry adds the accepted values).
+    """
+    if value is None:
+        return None
+    status = value.strip().lower() if isinstance(value, str) else value
+    if status not in STATUSES:
+        raise ValueError(f"unknown {what} {value!r}")
+    return status
+
+
 FACETS: tuple[Facet, ...] = ("jobs", "downstream_pipelines", "bridge_jobs")
 
 # -- GitLab's answer --------------------------------------------------------------------------
@@ -92,20 +127,8 @@ class ProjectNode(Answer):
     pipeline: PipelineNode | None = None
 
 
-class ProjectNodes(Answer):
-    nodes: list[ProjectNode | None] | None = None
-
-
-class GetPipelineAnswer(Answer):
-    """``data`` of ``getPipeline``: the project by path (``project``) or by ID (``projects``)."""
-
-    project: ProjectNode | None = None
-    projects: ProjectNodes | None = None
-
-    def project_node(self) -> ProjectNode | None:
-        if self.projects is not None:
-            return next((n for n in self.projects.nodes or [] if n is not None), None)
-        return self.project
+class GetPipelineAnswer(ByPathOrId[ProjectNode]):
+    """``data`` of ``getPipeline``."""
 
 
 GET_PIPELINE = Operation("get_pipeline", GetPipelineAnswer)
