@@ -10,12 +10,13 @@ a ``KeyError`` in a handler.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from gateway.gitlab.errors import GitLabMaybeSent, GitLabUpstreamError
 from gateway.gitlab.operation_loader import load_operation
+from gateway.gitlab.urls import global_id_number
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -29,6 +30,9 @@ class Answer(BaseModel):
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
+
+#: A global ID (``gid://gitlab/Ci::Build/111``), read as its integer tail.
+GlobalIdNumber = Annotated[int, BeforeValidator(global_id_number)]
 
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
 ProjectT = TypeVar("ProjectT", bound=BaseModel)

@@ -14,10 +14,10 @@ from pydantic import Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from gateway.errors import not_found
-from gateway.gitlab.operation import Answer, ByPathOrId, Operation
+from gateway.gitlab.operation import Answer, ByPathOrId, GlobalIdNumber, Operation
 from gateway.gitlab.urls import is_numeric_id, project_address, project_full_path
 from gateway.tools.arguments import ProjectId, schema_extra
-from gateway.tools.ci.pipeline_read import GlobalIdNumber, PipelineBase, Status, status_argument
+from gateway.tools.ci.pipeline_read import PipelineBase, Status, status_argument
 from gateway.tools.context import ToolContext
 from gateway.tools.pagination import (
     PAGING,

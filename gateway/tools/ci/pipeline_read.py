@@ -10,15 +10,15 @@ read (null nodes) are left out.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Generic, Literal, TypeVar, get_args
+from typing import Any, Generic, Literal, TypeVar, get_args
 
-from pydantic import BeforeValidator, ConfigDict, Field
+from pydantic import ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from gateway.errors import not_found
 from gateway.gitlab.client import GitLabSession
-from gateway.gitlab.operation import Answer, ByPathOrId, Operation
-from gateway.gitlab.urls import global_id, global_id_number, is_numeric_id, project_address, project_full_path
+from gateway.gitlab.operation import Answer, ByPathOrId, GlobalIdNumber, Operation
+from gateway.gitlab.urls import global_id, is_numeric_id, project_address, project_full_path
 from gateway.tools.arguments import schema_extra
 from gateway.tools.pagination import DEFAULT_PAGE_SIZE, PageInfo, PageInfoAnswer, page_info
 from gateway.tools.registry import ToolOutput
@@ -63,8 +63,6 @@ FACETS: tuple[Facet, ...] = ("jobs", "downstream_pipelines", "bridge_jobs")
 
 # -- GitLab's answer --------------------------------------------------------------------------
 
-#: A global ID (``gid://gitlab/Ci::Build/111``), read as its integer tail.
-GlobalIdNumber = Annotated[int, BeforeValidator(global_id_number)]
 NodeT = TypeVar("NodeT")
 
 

@@ -40,7 +40,16 @@ from gateway.tools.context import ToolContext
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput, ToolResult
 from gateway.tools.repository.checks import check_excluded, check_project
 from gateway.tools.repository.file_window import MAX_WINDOW_BYTES, CapReason, Window, window
-from gateway.tools.repository.reads import FileRead, Missing, exclusion_rules, fetch_file, missing_error
+from gateway.tools.repository.reads import (
+    GET_REPOSITORY_FILE,
+    GET_REPOSITORY_FILE_CE,
+    GET_REPOSITORY_FILE_EXCLUSIONS,
+    FileRead,
+    Missing,
+    exclusion_rules,
+    fetch_file,
+    missing_error,
+)
 from gateway.tools.repository.target import MAX_LIMIT, FileTarget, resolve_target
 
 DEFAULT_LIMIT = 500
@@ -258,5 +267,6 @@ TOOLS: list[Tool] = [
         toolset="repository",
         title="Read a repository file",
         reference_hint="Or pass project_id, file_path and ref.",
+        operations=(GET_REPOSITORY_FILE, GET_REPOSITORY_FILE_CE, GET_REPOSITORY_FILE_EXCLUSIONS),
     )
 ]

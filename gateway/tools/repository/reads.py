@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from gateway.cache import credential_key
 from gateway.errors import ToolError, bad_request, not_found
 from gateway.gitlab.errors import GitLabBadRequest, GitLabNotFound
-from gateway.gitlab.urls import global_id_number, project_node
+from gateway.gitlab.operation import Answer, ByPathOrId, GlobalIdNumber, Operation
 from gateway.tools.repository.file_window import TextFile
 from gateway.tools.repository.target import FileTarget, ProjectRef
 
@@ -24,6 +24,61 @@ if TYPE_CHECKING:
     from gateway.tools.context import ToolContext
 
 FileKind = Literal["text", "binary", "lfs"]
+
+# -- GitLab's answers -----------------------------------------------------------------------------
+
+
+class ExclusionSettings(Answer):
+    exclusionRules: list[Any] | None = None
+
+
+class Commit(Answer):
+    sha: str | None = None
+
+
+class BlobNode(Answer):
+    rawSize: Any = None  # GitLab's BigInt arrives as a JSON string ("1234")
+    rawTextBlob: str | None = None
+    storedExternally: bool | None = None
+    externalStorage: str | None = None
+
+
+class Blobs(Answer):
+    nodes: list[BlobNode | None] | None = None
+
+
+class RepositoryNode(Answer):
+    empty: bool | None = None
+    commit: Commit | None = None
+    blobs: Blobs | None = None
+
+
+class FileProject(Answer):
+    """The project of ``getRepositoryFileProject`` (and, without ``repository``, of the
+    exclusions document); ``duoContextExclusionSettings`` is absent on GitLab CE."""
+
+    id: GlobalIdNumber
+    fullPath: str | None = None
+    duoContextExclusionSettings: ExclusionSettings | None = None
+    repository: RepositoryNode | None = None
+
+    def rules(self) -> tuple[str, ...]:
+        settings = self.duoContextExclusionSettings
+        return tuple(
+            r
+            for r in (settings.exclusionRules if settings else None) or []
+            if isinstance(r, str) and r.strip()
+        )
+
+
+class FileAnswer(ByPathOrId[FileProject]):
+    """``data`` of ``GetRepositoryFile``, ``GetRepositoryFileCe`` and the exclusions document."""
+
+
+GET_REPOSITORY_FILE = Operation("get_repository_file", FileAnswer)
+#: The same read without the EE-only exclusion rules, sent once GitLab said it is CE.
+GET_REPOSITORY_FILE_CE = Operation("get_repository_file_ce", FileAnswer)
+GET_REPOSITORY_FILE_EXCLUSIONS = Operation("get_repository_file_exclusions", FileAnswer)
 
 
 @dataclass(frozen=True)
@@ -105,7 +160,7 @@ async def fetch_file(ctx: ToolContext, session: GitLabSession, target: FileTarge
         "refType": target.ref_type.upper() if target.ref_type else None,
     }
     try:
-        node = await project_node_read(ctx, session, "get_repository_file", {**project.address, **variables})
+        node = await _read_project(ctx, session, {**project.address, **variables})
     except GitLabNotFound:
         # GitLab answers "does not exist or you don't have permission" when the caller may see the
         # project but not its code; keep GitLab's one wording for both (no enumeration).
@@ -125,24 +180,24 @@ async def fetch_file(ctx: ToolContext, session: GitLabSession, target: FileTarge
                 ref=target.ref,
             ) from None
         raise
-    if node is None or node.get("repository") is None:
+    if node is None or node.repository is None:
         # GitLab's wording; a project without read_code access looks the same (no enumeration).
         raise not_found(f"Project '{project.shown}' not found or inaccessible", project=project.shown)
-    project_id = global_id_number(node.get("id"))
-    full_path = str(node.get("fullPath") or project.full_path or "")
-    rules = _rules_of(node)
+    project_id = node.id
+    full_path = node.fullPath or project.full_path or ""
+    rules = node.rules()
     now = time.monotonic()
     _remember_rules(ctx, session, project, project_id, full_path, rules)
-    repository = node["repository"]
-    commit = repository.get("commit") or None
-    nodes = ((repository.get("blobs") or {}).get("nodes")) or []
-    if not nodes:
-        raise Missing(commit is not None, bool(repository.get("empty")), project_id, rules)
+    repository = node.repository
+    commit = repository.commit
+    blob = next((b for b in (repository.blobs.nodes if repository.blobs else None) or [] if b), None)
+    if blob is None:
+        raise Missing(commit is not None, bool(repository.empty), project_id, rules)
     read = FileRead(
         project_id=project_id,
         full_path=full_path,
-        commit_sha=str(commit["sha"]) if commit and commit.get("sha") else None,
-        blob=read_blob(nodes[0], target),
+        commit_sha=commit.sha if commit and commit.sha else None,
+        blob=read_blob(blob, target),
         rules=rules,
         rules_at=now,
     )
@@ -157,30 +212,29 @@ async def fetch_file(ctx: ToolContext, session: GitLabSession, target: FileTarge
     return read
 
 
-async def project_node_read(
-    ctx: ToolContext, session: GitLabSession, operation: str, variables: dict[str, Any]
-) -> dict[str, Any] | None:
-    """Send ``operation`` (or its ``_ce`` twin on GitLab CE) and return the project object."""
+async def _read_project(
+    ctx: ToolContext, session: GitLabSession, variables: dict[str, Any]
+) -> FileProject | None:
+    """Send the file read (its CE twin on GitLab CE) and return the project."""
     capabilities = ctx.services.capabilities
-    if capabilities.is_ce:
-        operation += "_ce"
+    operation = GET_REPOSITORY_FILE_CE if capabilities.is_ce else GET_REPOSITORY_FILE
     try:
-        data = await session.graphql(operation, variables)
+        answer = await operation.run(session, variables)
     except GitLabBadRequest as err:
-        if operation.endswith("_ce") or not capabilities.learn_from(
+        if operation is GET_REPOSITORY_FILE_CE or not capabilities.learn_from(
             err, type_name="Project", field="duoContextExclusionSettings"
         ):
             raise
         # CE: the field is EE-only, so GitLab rejected the whole query; ask again without it.
-        data = await session.graphql(operation + "_ce", variables)
-    return project_node(data, by_id=variables["byId"])
+        answer = await GET_REPOSITORY_FILE_CE.run(session, variables)
+    return answer.project_node()
 
 
-def read_blob(node: dict[str, Any], target: FileTarget) -> FileBlob:
-    text = node.get("rawTextBlob")
-    raw_size = _int(node.get("rawSize"))
-    if node.get("storedExternally"):
-        return FileBlob("lfs", raw_size or 0, external_storage=node.get("externalStorage"))
+def read_blob(node: BlobNode, target: FileTarget) -> FileBlob:
+    text = node.rawTextBlob
+    raw_size = _int(node.rawSize)
+    if node.storedExternally:
+        return FileBlob("lfs", raw_size or 0, external_storage=node.externalStorage)
     if text is None:
         return FileBlob("binary", raw_size or 0)
     try:
@@ -210,12 +264,6 @@ def _is_encoding_error(message: str) -> bool:
     return "utf-8" in lowered and ("encod" in lowered or "invalid byte sequence" in lowered)
 
 
-def _rules_of(node: dict[str, Any]) -> tuple[str, ...]:
-    settings = node.get("duoContextExclusionSettings") or {}
-    rules = settings.get("exclusionRules") or []
-    return tuple(r for r in rules if isinstance(r, str) and r.strip())
-
-
 def _remember_rules(
     ctx: ToolContext,
     session: GitLabSession,
@@ -236,12 +284,10 @@ async def exclusion_rules(ctx: ToolContext, session: GitLabSession, project: Pro
     cache = ctx.services.caches.get("exclusions", ttl=ctx.settings.cache.exclusions_ttl_seconds)
 
     async def load() -> tuple[str, ...]:
-        address = project.address
-        data = await session.graphql("get_repository_file_exclusions", address)
-        node = project_node(data, by_id=address["byId"])
+        node = (await GET_REPOSITORY_FILE_EXCLUSIONS.run(session, project.address)).project_node()
         if node is None:
             raise not_found(f"Project '{project.shown}' not found or inaccessible", project=project.shown)
-        return _rules_of(node)
+        return node.rules()
 
     rules: tuple[str, ...] = await cache.get_or_load(
         credential_key(session.credential, "exclusions", *project.key), load
