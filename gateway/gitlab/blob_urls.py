@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qs, unquote
 
 from gateway.gitlab.errors import InvalidReference
+from gateway.gitlab.operation import Answer, Operation
 from gateway.gitlab.urls import GitLabBase, encode_project, not_a, parse_gitlab_url
 
 if TYPE_CHECKING:
@@ -55,6 +56,21 @@ _NOT_IN_REFS = re.compile(r"[*?\[\\\s~^:]")
 REF_PAGE_SIZE = 1000
 TAG_PAGE_SIZE = 100
 MAX_REF_PAGES = 10
+
+
+class _Repository(Answer):
+    branchNames: list[Any] | None = None
+
+
+class _Project(Answer):
+    repository: _Repository | None = None
+
+
+class BranchNamesAnswer(Answer):
+    project: _Project | None = None
+
+
+BRANCH_NAMES = Operation("get_repository_file_branch_names", BranchNamesAnswer)
 
 
 @dataclass(frozen=True)
@@ -242,8 +258,8 @@ async def _branch_names(session: GitLabSession, project_path: str, first: str) -
     """Branch names equal to ``first`` or starting with it (``branchNames`` takes a glob)."""
     names: set[str] = set()
     for page in range(MAX_REF_PAGES):
-        data = await session.graphql(
-            "get_repository_file_branch_names",
+        answer = await BRANCH_NAMES.run(
+            session,
             {
                 "fullPath": project_path,
                 "searchPattern": f"{first}*",
@@ -251,8 +267,8 @@ async def _branch_names(session: GitLabSession, project_path: str, first: str) -
                 "limit": REF_PAGE_SIZE,
             },
         )
-        project: Any = data.get("project") or {}
-        batch = (project.get("repository") or {}).get("branchNames") or []
+        repository = answer.project.repository if answer.project else None
+        batch = (repository.branchNames if repository else None) or []
         names.update(name for name in batch if isinstance(name, str))
         if len(batch) < REF_PAGE_SIZE:
             break

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.cache import credential_key
 from gateway.errors import bad_request
-from gateway.gitlab.blob_urls import is_full_sha, parse_blob_url
+from gateway.gitlab.blob_urls import BRANCH_NAMES, is_full_sha, parse_blob_url
 from gateway.tools.arguments import OptionalProjectId, OptionalText
 from gateway.tools.context import ToolContext
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput, ToolResult
@@ -267,6 +267,11 @@ TOOLS: list[Tool] = [
         toolset="repository",
         title="Read a repository file",
         reference_hint="Or pass project_id, file_path and ref.",
-        operations=(GET_REPOSITORY_FILE, GET_REPOSITORY_FILE_CE, GET_REPOSITORY_FILE_EXCLUSIONS),
+        operations=(
+            GET_REPOSITORY_FILE,
+            GET_REPOSITORY_FILE_CE,
+            GET_REPOSITORY_FILE_EXCLUSIONS,
+            BRANCH_NAMES,
+        ),
     )
 ]
