@@ -14,7 +14,7 @@ Layers:
   stand-in. Both use the same ``httpx.AsyncClient`` settings, so client costs cancel out.
 - ``tool``: the gateway's tool path in this process (registry validation, the handler, the GitLab
   client, result shaping) over a real HTTP connection to the stand-in, versus the bare GraphQL
-  request; isolates ``gateway/tools/pipelines.py`` + ``gateway/gitlab/`` from the MCP transport.
+  request; isolates ``gateway/tools/ci/`` + ``gateway/gitlab/`` from the MCP transport.
 
 The ``mcp`` layer also runs a third path, ``floor``: the thinnest possible proxy (aiohttp receives
 a POST, httpx forwards the fixed GraphQL body, no MCP, no validation) as its own process. What it

@@ -55,6 +55,9 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+_VALIDATORS: dict[type, Any] = {}
+
+
 @pytest.fixture(autouse=True)
 def _results_match_their_output_schema(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every tool result a test produces in-process, success or error, is checked against the
@@ -66,10 +69,12 @@ def _results_match_their_output_schema(monkeypatch: pytest.MonkeyPatch) -> None:
 
     async def checked(self: Registry, tool: Tool, *args: Any, **kwargs: Any) -> ToolResult:
         result = await call(self, tool, *args, **kwargs)
-        schema = tool.output_schema()
-        if schema is not None:
-            errors = sorted(Draft202012Validator(schema).iter_errors(result.structured), key=str)
-            assert not errors, f"{tool.name} answered outside its outputSchema: {errors[0].message}"
+        if tool.output_model is not None:
+            validator = _VALIDATORS.get(tool.output_model)
+            if validator is None:  # once per output model (the schema derives from it alone)
+                validator = _VALIDATORS[tool.output_model] = Draft202012Validator(tool.output_schema() or {})
+            error = next(iter(validator.iter_errors(result.structured)), None)
+            assert error is None, f"{tool.name} answered outside its outputSchema: {error.message}"
         return result
 
     monkeypatch.setattr(Registry, "call", checked)

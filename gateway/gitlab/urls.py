@@ -314,20 +314,12 @@ def project_address(full_path: str | None, number: int | None) -> dict[str, Any]
 
     ``Query.project`` takes only a full path, so a numeric ID goes through ``projects(ids:)``
     (``byId``) in the same document (``@skip``/``@include``); the skipped variable gets an inert
-    value because both are declared non-null. Read the answer with :func:`project_node`.
+    value because both are declared non-null. Read the answer with
+    :class:`~gateway.gitlab.operation.ByPathOrId`.
     """
     if number is not None:
         return {"byId": True, "fullPath": "", "projectIds": [global_id("Project", number)]}
     return {"byId": False, "fullPath": full_path or "", "projectIds": []}
-
-
-def project_node(data: dict[str, Any], *, by_id: bool) -> dict[str, Any] | None:
-    """The project object of an answer to a :func:`project_address` document, or None."""
-    if by_id:
-        nodes = (data.get("projects") or {}).get("nodes") or []
-        return next((n for n in nodes if isinstance(n, dict)), None)
-    project = data.get("project")
-    return project if isinstance(project, dict) else None
 
 
 def global_id_number(gid: object) -> int:

@@ -1,6 +1,6 @@
-"""Line windows (``gateway.tools.file_window``): GitLab's ``lines[offset, limit]`` with the 1 MiB cap,
-and the property the issue asks for: reading any file in windows of any size and joining them
-gives the file back byte for byte."""
+"""Line windows (``gateway.tools.repository.file_window``): GitLab's ``lines[offset, limit]`` with the
+1 MiB cap, and the property the issue asks for: reading any file in windows of any size and joining
+them gives the file back byte for byte."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ bridge jobs), exactly as GitLab's built-in MCP server ships it
   ``downstream_pipelines``, ``bridge_jobs``), ``job_status`` (lowercase ``CiJobStatus``; filters
   the ``jobs`` facet only), ``first`` (1..100, default 20) and ``after`` (the previous
   ``page_info.end_cursor``). Bad input is refused before any request.
-- One GraphQL request per call (``operations/get_pipeline.graphql``): facets sit behind
+- One GraphQL request per call (``operations/ci/get_pipeline.graphql``): facets sit behind
   ``@include``; a numeric project ID goes through ``projects(ids:)`` and a path through
   ``project(fullPath:)`` in the same document.
 - Result: ``{id, status, ref, sha, source, web_url}`` plus, only when requested, the facet's

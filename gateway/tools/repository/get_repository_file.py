@@ -15,7 +15,8 @@ same arguments, same ``structuredContent`` (``path``, ``ref``, ``content``, ``me
   ``cache.exclusions_ttl_seconds``); a branch, tag or ``HEAD`` is always resolved again, and the
   content it returned is cached under the SHA it resolved to, so pinning ``ref`` to
   ``commit_sha`` reads the next windows from the cache and from the same version.
-- Windows abut exactly, and a cut line ends on a character boundary (``gateway.tools.file_window``).
+- Windows abut exactly, and a cut line ends on a character boundary
+  (``gateway.tools.repository.file_window``).
 - A blob URL's branch with ``/`` is split like GitLab's web UI (``gateway.gitlab.blob_urls``); a
   ``#L10-20`` anchor opens the window there; a ``ref`` or ``file_path`` given with the url
   settles the split without fetching ref names.

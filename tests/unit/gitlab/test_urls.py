@@ -258,7 +258,17 @@ def test_global_ids() -> None:
 
 
 def test_project_address_and_node_by_path_and_by_id() -> None:
-    from gateway.gitlab.urls import project_address, project_node
+    from pydantic import BaseModel
+
+    from gateway.gitlab.operation import ByPathOrId
+    from gateway.gitlab.urls import project_address
+
+    class Project(BaseModel):
+        fullPath: str
+
+    def project_node(data: dict[str, object], by_id: bool) -> dict[str, object] | None:
+        node = ByPathOrId[Project].model_validate(data).project_node()
+        return node.model_dump() if node else None
 
     assert project_address("grp/sub/proj", None) == {
         "byId": False,
