@@ -18,7 +18,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from gateway.gitlab.operation import Operation, operation_path
+from gateway.gitlab.operation import Operation
+from gateway.gitlab.operation_loader import operation_path
 from gateway.tools import all_tools, tool_modules
 from gateway.tools.registry import Tool
 
