@@ -89,7 +89,7 @@ Action = Literal["create", "retry", "cancel"]
 
 
 class SavePipelineOutput(ToolOutput):
-    """``structuredContent`` of ``save_pipeline`` (seed 001, "Output schema")."""
+    """The pipeline that was created, retried or canceled, as GitLab returned it."""
 
     action: Literal["create", "retry", "cancel"] = Field(
         description="What was done: create, retry or cancel."

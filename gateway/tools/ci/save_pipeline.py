@@ -167,7 +167,7 @@ def check_preconditions(args: SavePipelineInput) -> None:
 
 
 async def save_pipeline(ctx: ToolContext, args: SavePipelineInput) -> SavePipelineOutput:
-    """Create a pipeline, or retry or cancel one (seed 001).
+    """Create a pipeline, or retry or cancel one.
 
     Returns:
         ``{action, id, status, ref, web_url}``.
