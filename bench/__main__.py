@@ -54,7 +54,7 @@ from bench.load import (  # noqa: E402
     tool_call,
 )
 from gateway.gitlab.operation_loader import graphql_body  # noqa: E402
-from gateway.tools.pipelines import pipeline_variables  # noqa: E402
+from gateway.tools.ci.pipeline_read import pipeline_variables  # noqa: E402
 from tests.e2e.harness import GatewayProcess, free_port  # noqa: E402
 from tests.standin import dataset as ds  # noqa: E402
 from tests.standin.fixtures import StandinProcess  # noqa: E402

@@ -14,7 +14,7 @@ Layers:
   stand-in. Both use the same ``httpx.AsyncClient`` settings, so client costs cancel out.
 - ``tool``: the gateway's tool path in this process (registry validation, the handler, the GitLab
   client, result shaping) over a real HTTP connection to the stand-in, versus the bare GraphQL
-  request; isolates ``gateway/tools/pipelines.py`` + ``gateway/gitlab/`` from the MCP transport.
+  request; isolates ``gateway/tools/ci/`` + ``gateway/gitlab/`` from the MCP transport.
 
 The ``mcp`` layer also runs a third path, ``floor``: the thinnest possible proxy (aiohttp receives
 a POST, httpx forwards the fixed GraphQL body, no MCP, no validation) as its own process. What it
@@ -51,7 +51,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.mcp_caller import McpCaller  # noqa: E402
 from gateway.gitlab.operation_loader import load_operation, operation_name  # noqa: E402
-from gateway.tools.pipelines import pipeline_variables  # noqa: E402
+from gateway.tools.ci.pipeline_read import pipeline_variables  # noqa: E402
 from tests.e2e.harness import GatewayProcess, free_port  # noqa: E402
 from tests.standin import dataset as ds  # noqa: E402
 from tests.standin.fixtures import StandinProcess  # noqa: E402

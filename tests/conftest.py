@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from gateway.config import Settings, load_settings
+from gateway.tools.registry import Registry, Tool, ToolResult
 from tests import pg_server
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,6 +54,31 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         if name.startswith(("GITLAB_", "GATEWAY_")):
             monkeypatch.delenv(name)
     yield
+
+
+_VALIDATORS: dict[type, Any] = {}
+
+
+@pytest.fixture(autouse=True)
+def _results_match_their_output_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every tool result a test produces in-process, success or error, is checked against the
+    ``outputSchema`` agents were given (JSON Schema, as clients such as the MCP Inspector check it):
+    a result that does not match is a test failure, not something an agent finds."""
+    from jsonschema import Draft202012Validator
+
+    call = Registry.call
+
+    async def checked(self: Registry, tool: Tool, *args: Any, **kwargs: Any) -> ToolResult:
+        result = await call(self, tool, *args, **kwargs)
+        if tool.output_model is not None:
+            validator = _VALIDATORS.get(tool.output_model)
+            if validator is None:  # once per output model (the schema derives from it alone)
+                validator = _VALIDATORS[tool.output_model] = Draft202012Validator(tool.output_schema() or {})
+            error = next(iter(validator.iter_errors(result.structured)), None)
+            assert error is None, f"{tool.name} answered outside its outputSchema: {error.message}"
+        return result
+
+    monkeypatch.setattr(Registry, "call", checked)
 
 
 @pytest.fixture

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING
 
 from gateway.broker.changes import Changes
 from gateway.broker.effects import After, Facts
+from gateway.broker.errors import BrokerError
 from gateway.broker.formats import BROKER, iso
 from gateway.broker.machine import Event
 from gateway.broker.store import PipelineRow, PlanRow, Queries, StoreError
-from gateway.errors import ToolError
 
 if TYPE_CHECKING:
     from gateway.config import BrokerSettings
@@ -137,7 +137,7 @@ class AutoAdvance:
         try:
             await self._step()
             self._retry_in = None
-        except (StoreError, ToolError) as err:
+        except (StoreError, BrokerError) as err:
             # The database is closed (shutdown), or the table refuses the step: nothing to retry.
             log.warning("auto-advance step not taken: %s", err)
         except Exception:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from gateway.broker.activity_log import PIPELINE_LOG, ActivityLogs
 from gateway.broker.effects import After, Effects, Facts
+from gateway.broker.errors import BrokerError
 from gateway.broker.formats import BROKER, iso
 from gateway.broker.machine import Event, Refused, State, Transition, decide, tool_of
 from gateway.broker.queries import RowLock
@@ -27,7 +28,6 @@ from gateway.broker.roster import Roster
 from gateway.broker.state_dir import DB_FILE, STOP_FILE, write_stop_file
 from gateway.broker.store import PipelineRow, Queries, Store
 from gateway.broker.wakeups import STOP, TIMER, Wakeups
-from gateway.errors import ToolError
 
 if TYPE_CHECKING:
     from gateway.observability.metrics import Metrics
@@ -191,13 +191,13 @@ class Changes:
         if self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
 
-    def refusal(self, p: PipelineRow | None, err: Refused) -> ToolError:
+    def refusal(self, p: PipelineRow | None, err: Refused) -> BrokerError:
         """The ``conflict`` for an event the table refuses, saying where the pipeline is and why."""
         tool = tool_of(err.event)
         if err.state is State.STOPPED:
             by = f" by {p.stopped_by}" if p is not None and p.stopped_by else ""
             at = f" at {p.stopped_at}" if p is not None and p.stopped_at else ""
-            return ToolError(
+            return BrokerError(
                 "conflict",
                 f"The pipeline is STOPPED (stop_pipeline{by}{at}) for good: {tool} and every other "
                 f"state-changing call are refused. Monitoring tools still work ({MONITORING}). To run a "
@@ -212,7 +212,7 @@ class Changes:
         elif err.state is State.PAUSED:
             hint = " The pipeline is paused (an auto-advance was cancelled): the PM calls resume."
         allowed = ", ".join(s.value for s in err.allowed)
-        return ToolError(
+        return BrokerError(
             "conflict",
             f"{tool} is not allowed in state {err.state}; it is allowed in: {allowed}. Nothing was changed."
             f"{hint} Call get_pipeline_status to see where the pipeline is.",
@@ -224,7 +224,7 @@ class Changes:
         """The table's transition for ``event`` in ``p``'s state.
 
         Raises:
-            ToolError: ``conflict`` (:meth:`refusal`) when the state does not allow ``event``.
+            BrokerError: ``conflict`` (:meth:`refusal`) when the state does not allow ``event``.
         """
         try:
             return decide(p.state, event)

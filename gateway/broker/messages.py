@@ -28,12 +28,12 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from gateway.broker.changes import Changes
 from gateway.broker.effects import After, queue_message
+from gateway.broker.errors import BrokerError
 from gateway.broker.formats import PRIORITIES, PRIORITY_NAMES, iso
 from gateway.broker.machine import Event, Refused, State, decide
 from gateway.broker.roster import Roster
 from gateway.broker.store import MessageRow, PipelineRow, Queries, Store, StoreError
 from gateway.broker.wakeups import Wakeups
-from gateway.errors import ToolError
 
 if TYPE_CHECKING:
     from gateway.observability.metrics import Metrics
@@ -135,7 +135,7 @@ class Messages:
     def _check_recipient(self, to: str) -> None:
         agents = self._roster.agents
         if to not in agents:
-            raise ToolError(
+            raise BrokerError(
                 "bad_request",
                 f"`to`: {to!r} is not an agent of this broker; send to one of: {', '.join(agents)}. "
                 "Nothing was sent.",
@@ -158,7 +158,7 @@ class Messages:
         ignored; the result then also has ``to`` and ``threadId``.
 
         Raises:
-            ToolError: ``bad_request`` for an unknown recipient, ``not_found`` for an unknown
+            BrokerError: ``bad_request`` for an unknown recipient, ``not_found`` for an unknown
                 ``reply_to``, ``conflict`` in STOPPED.
         """
         if reply_to is None:
@@ -170,13 +170,13 @@ class Messages:
             if reply_to is not None:
                 original = await q.message(reply_to)
                 if original is None:
-                    raise ToolError(
+                    raise BrokerError(
                         "not_found",
                         f"`replyTo`: no message has id {reply_to!r}. Use the messageId of a message you "
                         "received (wait_for_message) or found with get_message_history. Nothing was sent.",
                     )
                 if original.sender not in self._roster.agents:
-                    raise ToolError(
+                    raise BrokerError(
                         "bad_request",
                         f"`replyTo`: message {reply_to} is a notice from the {original.sender}, "
                         "which takes no replies; use send_message to reach an agent. Nothing was sent.",
@@ -219,7 +219,7 @@ class Messages:
                 seconds (``broker.progress_interval_seconds``) while waiting; None: no progress.
 
         Raises:
-            ToolError: ``conflict`` when the pipeline is STOPPED.
+            BrokerError: ``conflict`` when the pipeline is STOPPED.
         """
         loop = asyncio.get_running_loop()
         start = loop.time()

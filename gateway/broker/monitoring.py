@@ -13,11 +13,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gateway.broker.activity_log import ActivityLogs, UnknownLog, format_line
+from gateway.broker.errors import BrokerError
 from gateway.broker.formats import human_duration, iso
 from gateway.broker.machine import State
 from gateway.broker.roster import Roster
 from gateway.broker.store import Store
-from gateway.errors import ToolError
 
 if TYPE_CHECKING:
     from gateway.config import BrokerSettings
@@ -108,13 +108,13 @@ class Monitoring:
         """``get_activity_log`` → ``{agent, lines}``.
 
         Raises:
-            ToolError: ``bad_request`` when ``name`` is not an agent id or ``pipeline``.
+            BrokerError: ``bad_request`` when ``name`` is not an agent id or ``pipeline``.
         """
         try:
             self._logs.check(name)
         except UnknownLog:
             shown = name if len(name) <= 64 else name[:64] + "…"
-            raise ToolError(
+            raise BrokerError(
                 "bad_request",
                 f"`agent`: {shown!r} is not a log of this broker; use one of: {', '.join(self._logs.names)}.",
                 logs=list(self._logs.names),

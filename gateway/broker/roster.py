@@ -18,9 +18,9 @@ import contextlib
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 
+from gateway.broker.errors import BrokerError
 from gateway.broker.formats import iso
 from gateway.broker.wakeups import Wakeups
-from gateway.errors import ToolError
 
 
 class Roster:
@@ -63,7 +63,7 @@ class Roster:
                 header counted (none sent, or client tokens decide who calls).
 
         Raises:
-            ToolError: ``unauthorized`` without an agent id or with one not configured; the text
+            BrokerError: ``unauthorized`` without an agent id or with one not configured; the text
                 names the value received and the ids accepted.
         """
         known = ", ".join(self.agents)
@@ -71,14 +71,14 @@ class Roster:
             hint = next(
                 (f": did you mean {a!r}?" for a in self.agents if a.lower() == claimed_agent_id.lower()), ""
             )
-            raise ToolError(
+            raise BrokerError(
                 "unauthorized",
                 f"X-Agent-Id {claimed_agent_id!r} is not one of the configured agents {known} "
                 f"(ids are case-sensitive{hint}). Send the header `X-Agent-Id: <id>` with one of those ids.",
                 agents=list(self.agents),
             )
         if not agent_id:
-            raise ToolError(
+            raise BrokerError(
                 "unauthorized",
                 "The broker tools need to know which agent is calling, and this call carries no agent id. "
                 f"On a gateway bound to loopback without client tokens, send the header `X-Agent-Id: <id>` "
@@ -86,7 +86,7 @@ class Roster:
             )
         if agent_id not in self.agents:
             shown = agent_id if len(agent_id) <= 64 else agent_id[:64] + "…"
-            raise ToolError(
+            raise BrokerError(
                 "unauthorized",
                 f"Agent id {shown!r} is not one of this broker's agents ({known}). Call with one of "
                 "those ids (header `X-Agent-Id` on loopback, or your agent's client token).",

@@ -37,6 +37,7 @@ from gateway.broker.activity_log import PIPELINE_LOG, ActivityLogs, parse_line
 from gateway.broker.auto_advance import AutoAdvance, cooldown_seconds, next_plan_phase
 from gateway.broker.changes import Changes
 from gateway.broker.effects import After, Effects, Facts
+from gateway.broker.errors import BrokerError
 from gateway.broker.formats import BROKER, iso
 from gateway.broker.machine import Event, State, completion_event, resume_event, review_event
 from gateway.broker.messages import Messages
@@ -46,7 +47,6 @@ from gateway.broker.roster import Roster
 from gateway.broker.state_dir import STOP_FILE, lock_state_dir
 from gateway.broker.store import PipelineRow, PlanRow, Queries, Store, StoreError
 from gateway.broker.wakeups import Listener, Wakeups
-from gateway.errors import ToolError
 
 if TYPE_CHECKING:
     from gateway.config import Settings
@@ -347,7 +347,7 @@ class BrokerService:
     async def start_phase(self, agent: str, phase: int, issues: list[str]) -> dict[str, Any]:
         """``start_phase``: IDLE → PHASE_PREPARING with ``issues`` all ``todo``.
 
-        Returns ``{success, phase, issueCount, state}``. Raises ToolError ``conflict`` outside IDLE.
+        Returns ``{success, phase, issueCount, state}``. Raises BrokerError ``conflict`` outside IDLE.
         """
 
         async def body(q: Queries, p: PipelineRow, after: After) -> dict[str, Any]:
@@ -382,7 +382,7 @@ class BrokerService:
         Returns ``{success, allDone, nextIssue?, failCount?, state}``.
 
         Raises:
-            ToolError: ``conflict`` outside PHASE_DEVELOPING or when ``issue`` is not the one in
+            BrokerError: ``conflict`` outside PHASE_DEVELOPING or when ``issue`` is not the one in
                 progress; ``bad_request`` when ``issue`` is not in the phase.
         """
 
@@ -391,7 +391,7 @@ class BrokerService:
             issues = await q.issues()
             target = next((i for i in issues if i.id == issue), None)
             if target is None:
-                raise ToolError(
+                raise BrokerError(
                     "bad_request",
                     f"Issue {issue!r} is not in phase {p.phase}; its issues are: "
                     f"{', '.join(i.id for i in issues)}. Nothing was changed.",
@@ -400,7 +400,7 @@ class BrokerService:
                 )
             if target.status != "in_progress":
                 current = next((i.id for i in issues if i.status == "in_progress"), None)
-                raise ToolError(
+                raise BrokerError(
                     "conflict",
                     f"Issue {issue} is {target.status}, not in progress"
                     + (f"; the issue in progress is {current}: report that one" if current else "")
@@ -560,12 +560,12 @@ class BrokerService:
         """``cancel_auto_advance``: stop the auto-advance under way → PAUSED; ``{success, stage}``.
 
         Raises:
-            ToolError: ``conflict`` when no auto-advance is under way.
+            BrokerError: ``conflict`` when no auto-advance is under way.
         """
 
         async def body(q: Queries, p: PipelineRow, after: After) -> dict[str, Any]:
             if p.aa_stage is None and p.state is not State.STOPPED:
-                raise ToolError(
+                raise BrokerError(
                     "conflict",
                     f"No auto-advance is under way (state {p.state}, autoAdvance "
                     f"{'on' if p.auto_advance else 'off'}): cancel_auto_advance is only allowed during its "
@@ -602,10 +602,10 @@ class BrokerService:
         """``resume`` (PM only): HUMAN_NEEDED → PHASE_DEVELOPING or IDLE; PAUSED → IDLE. ``{success, state}``.
 
         Raises:
-            ToolError: ``unauthorized`` for any agent but ``pm``; ``conflict`` in other states.
+            BrokerError: ``unauthorized`` for any agent but ``pm``; ``conflict`` in other states.
         """
         if agent != PM:
-            raise ToolError(
+            raise BrokerError(
                 "unauthorized",
                 f"resume is only for the PM (agent {PM!r}), on a person's word; you are {agent!r}. "
                 "Ask for a person with request_human, or tell the PM with send_message.",

@@ -5,7 +5,7 @@ Rules (GitLab's own URL parsing, gitlabhq
 
 - Only ``http``/``https`` URLs on the configured GitLab are accepted: host, port and sub-path
   (``relative_url_root``) must match :class:`~gateway.gitlab.urls.GitLabBase`. Anything else is a
-  ``bad_request`` raised before any request, so a caller can never make the gateway send its
+  :class:`InvalidReference` raised before any request, so a caller can never make the gateway send its
   token elsewhere.
 - ``BLOB_URL_PATTERN = <project_path>/-/(blob|raw|blame)/<id>``: the project path runs to the
   first ``/-/``; ``id`` (ref and path) is percent-decoded once. ``?ref_type=heads|tags`` is read
@@ -29,10 +29,11 @@ import re
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, unquote
 
-from gateway.errors import ToolError, bad_request
-from gateway.gitlab.urls import GitLabBase, encode_project, project_full_path
+from gateway.gitlab.errors import InvalidReference
+from gateway.gitlab.operation import Answer, Operation
+from gateway.gitlab.urls import GitLabBase, encode_project, not_a, parse_gitlab_url
 
 if TYPE_CHECKING:
     from gateway.cache import CacheRegistry
@@ -44,9 +45,9 @@ RefType = Literal["heads", "tags"]
 FULL_SHA = re.compile(r"[0-9a-fA-F]{40}(?:[0-9a-fA-F]{24})?")
 
 _VIEWS = ("blob", "raw", "blame")
-_BLOB_PATH = re.compile(r"(?P<project>.+?)/-/(?P<view>blob|raw|blame)/(?P<id>.*)", re.DOTALL)
+_BLOB_PAGE = re.compile(r"(?P<view>blob|raw|blame)/(?P<id>.*)", re.DOTALL)
 #: A directory page (``/-/tree/<ref>/<dir>``): refused with its own message, since agents paste them.
-_TREE_PATH = re.compile(r".+?/-/tree(?:/.*)?", re.DOTALL)
+_TREE_PAGE = re.compile(r"tree(?:/.*)?", re.DOTALL)
 _LINE_ANCHOR = re.compile(r"L(?P<start>[1-9]\d*)(?:-L?(?P<end>[1-9]\d*))?")
 #: Characters git forbids in ref names (``git check-ref-format``) that are also glob syntax.
 _NOT_IN_REFS = re.compile(r"[*?\[\\\s~^:]")
@@ -55,6 +56,21 @@ _NOT_IN_REFS = re.compile(r"[*?\[\\\s~^:]")
 REF_PAGE_SIZE = 1000
 TAG_PAGE_SIZE = 100
 MAX_REF_PAGES = 10
+
+
+class _Repository(Answer):
+    branchNames: list[Any] | None = None
+
+
+class _Project(Answer):
+    repository: _Repository | None = None
+
+
+class BranchNamesAnswer(Answer):
+    project: _Project | None = None
+
+
+BRANCH_NAMES = Operation("get_repository_file_branch_names", BranchNamesAnswer)
 
 
 @dataclass(frozen=True)
@@ -97,56 +113,38 @@ def parse_blob_url(url: str, base: GitLabBase) -> BlobUrl:
         base: the configured GitLab.
 
     Raises:
-        ToolError: ``bad_request`` when the URL is not http(s), names another host, port or
-            sub-path (:meth:`GitLabBase.same_instance`), is a ``/-/tree/`` (directory) URL or
-            otherwise not a ``/-/blob|raw|blame/`` URL, has no file path after the ref, is not valid
-            percent-encoded UTF-8, or has an unknown ``ref_type``.
+        InvalidReference: as :func:`~gateway.gitlab.urls.parse_gitlab_url`, or a ``/-/tree/``
+            (directory) URL or otherwise not a ``/-/blob|raw|blame/`` URL, no file path after the
+            ref, percent-escapes that are not UTF-8, or an unknown ``ref_type``.
     """
-    parts = urlsplit(url.strip())
-    if parts.scheme.lower() not in ("http", "https"):
-        raise bad_request(
-            f"url must be an http(s) URL of a file on {base.url}, such as "
-            f"{base.url}/group/project/-/blob/main/README.md; got {url!r}."
-        )
-    path = base.same_instance(url)
-    if path is None:
-        raise bad_request(
-            f"url {url!r} is not on this gateway's GitLab ({base.url}: host, port and path must match), "
-            "so nothing was fetched. Give a URL on that GitLab, or pass project_id, file_path and ref."
-        )
-    match = _BLOB_PATH.fullmatch(path.lstrip("/"))
-    if match is None and _TREE_PATH.fullmatch(path.lstrip("/")):
+    example = f"{base.url}/<group>/<project>/-/blob/<ref>/<path>"
+    parsed = parse_gitlab_url(base, url, example=example)
+    match = _BLOB_PAGE.fullmatch(parsed.page)
+    if match is None and _TREE_PAGE.fullmatch(parsed.page):
         # This gateway serves no directory listing, so point at GitLab itself, not at a tool.
-        raise bad_request(
-            f"url {url!r} is a directory (/-/tree/) URL, and this tool reads one file: list the "
-            "directory in GitLab, then give the URL of a file in it "
-            f"({base.url}/<group>/<project>/-/blob/<ref>/<path>) or pass project_id, file_path and ref."
+        raise InvalidReference(
+            f"The URL {url!r} is a directory (/-/tree/) URL, and a file is read one at a time: list the "
+            f"directory in GitLab, then give the URL of a file in it ({example})."
         )
     if match is None:
-        raise bad_request(
-            f"url {url!r} is not a GitLab file URL: expected "
-            f"{base.url}/<group>/<project>/-/blob/<ref>/<path> (a blob, raw or blame URL); or pass "
-            "project_id, file_path and ref."
-        )
+        raise not_a("file (blob, raw or blame)", parsed, example)
     try:
         ref_and_path = unquote(match["id"], errors="strict")
     except UnicodeDecodeError:
-        raise bad_request(f"url {url!r} has percent-escapes that are not valid UTF-8.") from None
+        raise InvalidReference(f"The URL {url!r} has percent-escapes that are not valid UTF-8.") from None
     if "\x00" in ref_and_path:
-        raise bad_request(f"url {url!r} contains a NUL character.")
-    # Decodes the project path once and refuses what GitLab could never name.
-    project_path = project_full_path(match["project"])
+        raise InvalidReference(f"The URL {url!r} contains a NUL character.")
     ref, _, file_path = ref_and_path.partition("/")
     if not ref or not file_path:
         # GitLab's own wording (get_repository_file_tool.rb, resolve_ref_and_path).
-        raise bad_request(f"Invalid file URL: no file path found after the ref in {url}")
+        raise InvalidReference(f"Invalid file URL: no file path found after the ref in {url}")
     return BlobUrl(
         url=url,
-        project_path=project_path,
+        project_path=parsed.project,
         ref_and_path=ref_and_path,
         view=match["view"],
-        ref_type=_ref_type(parts.query, url),
-        lines=_line_anchor(parts.fragment),
+        ref_type=_ref_type(parsed.query, url),
+        lines=_line_anchor(parsed.fragment),
     )
 
 
@@ -159,8 +157,8 @@ def _ref_type(query: str, url: str) -> RefType | None:
         return "heads"
     if value == "tags":
         return "tags"
-    raise bad_request(
-        f"url {url!r} has ref_type={values[-1]!r}; GitLab accepts ref_type=heads or ref_type=tags."
+    raise InvalidReference(
+        f"The URL {url!r} has ref_type={values[-1]!r}; GitLab accepts ref_type=heads or ref_type=tags."
     )
 
 
@@ -201,7 +199,7 @@ def split_ref_and_path(blob_url: BlobUrl, ref_names: Collection[str] | None) -> 
         ``(ref, path)``; ``path`` is not empty.
 
     Raises:
-        ToolError: ``bad_request`` when the longest matching ref leaves no file path (the URL
+        InvalidReference: when the longest matching ref leaves no file path (the URL
             names a ref, not a file: GitLab's "no file path found after the ref").
     """
     ref_and_path = blob_url.ref_and_path
@@ -215,7 +213,7 @@ def split_ref_and_path(blob_url: BlobUrl, ref_names: Collection[str] | None) -> 
     best = max(matching, key=len)
     path = ref_and_path[len(best) + 1 :]
     if not path:
-        raise bad_request(f"Invalid file URL: no file path found after the ref in {blob_url.url}")
+        raise InvalidReference(f"Invalid file URL: no file path found after the ref in {blob_url.url}")
     return best, path
 
 
@@ -233,7 +231,7 @@ async def resolve_url_ref(
     ``(credential cache key, project, kind, first segment)`` in the ``refs`` cache.
 
     Raises:
-        ToolError: see :func:`split_ref_and_path`.
+        InvalidReference: see :func:`split_ref_and_path`.
         GitLabError: a ref-name lookup failed (not found when the project is not visible).
     """
     if not needs_ref_names(blob_url):
@@ -260,8 +258,8 @@ async def _branch_names(session: GitLabSession, project_path: str, first: str) -
     """Branch names equal to ``first`` or starting with it (``branchNames`` takes a glob)."""
     names: set[str] = set()
     for page in range(MAX_REF_PAGES):
-        data = await session.graphql(
-            "get_repository_file_branch_names",
+        answer = await BRANCH_NAMES.run(
+            session,
             {
                 "fullPath": project_path,
                 "searchPattern": f"{first}*",
@@ -269,8 +267,8 @@ async def _branch_names(session: GitLabSession, project_path: str, first: str) -
                 "limit": REF_PAGE_SIZE,
             },
         )
-        project: Any = data.get("project") or {}
-        batch = (project.get("repository") or {}).get("branchNames") or []
+        repository = answer.project.repository if answer.project else None
+        batch = (repository.branchNames if repository else None) or []
         names.update(name for name in batch if isinstance(name, str))
         if len(batch) < REF_PAGE_SIZE:
             break
@@ -293,14 +291,3 @@ async def _tag_names(session: GitLabSession, project_path: str, first: str) -> f
         if len(batch) < TAG_PAGE_SIZE:
             break
     return frozenset(names)
-
-
-def ref_disagreement(blob_url: BlobUrl, ref: str) -> ToolError | None:
-    """``bad_request`` naming ``ref`` when no split of the URL starts with it, else None."""
-    if blob_url.ref_and_path.startswith(ref + "/") and len(blob_url.ref_and_path) > len(ref) + 1:
-        return None
-    return bad_request(
-        f"Ref mismatch: ref is '{ref}' but url contains '{blob_url.ref_and_path}' (its ref and file path), "
-        "which does not start with that ref. Pass a ref that agrees with the url, or leave ref out.",
-        field="ref",
-    )

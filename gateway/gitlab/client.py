@@ -1,7 +1,8 @@
 """The GitLab client: one shared ``httpx.AsyncClient`` (on aiohttp's pool) for GraphQL and REST.
 
-- GraphQL documents live in ``gateway/gitlab/operations/<name>.graphql`` and are sent by file
-  stem with :meth:`GitLabSession.graphql` (:mod:`gateway.gitlab.operation_loader`).
+- GraphQL documents live in ``gateway/gitlab/operations/<domain>/<name>.graphql`` and are sent by
+  file stem with :meth:`GitLabSession.graphql` (:mod:`gateway.gitlab.operation_loader`); tools
+  declare them as :class:`gateway.gitlab.operation.Operation`.
 - REST is for what GraphQL cannot serve (tag names, for example); routes are given as templates
   (``/projects/{id}/repository/tags``) so logs and metrics never carry a raw path, and every path
   parameter must already be one encoded segment (:func:`gateway.gitlab.urls.encode_project`).

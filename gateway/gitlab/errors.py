@@ -1,4 +1,7 @@
-"""Typed errors raised at the GitLab client edge, and their one mapping to tool errors.
+"""Typed errors of the GitLab layer: failures talking to GitLab (:class:`GitLabError`) and
+references that cannot name anything on it (:class:`InvalidReference`).
+
+The tool edge (``gateway.tools.failures``) is the one place they become tool results.
 
 GitLab's own MCP server maps HTTP status to reasons as 401/403 → unauthorized, 404 → not_found,
 429 → rate limited, other 4xx → bad_request (https://docs.gitlab.com/api/rest/troubleshooting/);
@@ -10,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.errors import Reason, ToolError
+from gateway.errors import Reason
 
 
 class GitLabError(Exception):
@@ -38,10 +41,6 @@ class GitLabError(Exception):
         if self.request_id:
             out["request_id"] = self.request_id
         return out
-
-    def to_tool_error(self) -> ToolError:
-        """The ``isError: true`` result this failure becomes (the one place they are mapped)."""
-        return ToolError(self.reason, self.message, **self.details())
 
 
 class GitLabUnauthorized(GitLabError):
@@ -114,3 +113,19 @@ class GitLabMaybeSent(GitLabUpstreamError):
 
     The message tells the caller the change may or may not have happened and how to check.
     """
+
+
+class InvalidReference(ValueError):
+    """A URL, project path or id that cannot name anything on the configured GitLab.
+
+    Raised before any request is made, with a message that says what was wrong with the value
+    and what a valid one looks like (it names the value, not the tool argument it came from).
+    A ``ValueError``, so a pydantic validator that calls a parser reports it as that argument's
+    error.
+    """
+
+    reason: Reason = "bad_request"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

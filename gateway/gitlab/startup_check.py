@@ -2,7 +2,7 @@
 
 A gateway pointed at the wrong URL, or given an expired token, otherwise only tells on the first
 tool call, which an agent may make hours later. So at start the gateway sends one GraphQL query
-(``operations/startup_check.graphql``: ``currentUser`` and ``metadata.version``, GitLab's
+(``operations/instance/startup_check.graphql``: ``currentUser`` and ``metadata.version``, GitLab's
 ``/api/graphql``) with its own token, and logs one line on the ``gateway`` logger:
 
 - INFO ``GitLab 18.2.1 at https://gitlab.example.com: reachable, token accepted (user alice)``;

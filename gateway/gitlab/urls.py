@@ -26,14 +26,14 @@ from urllib.parse import unquote, urlsplit
 
 from gitlab.utils import EncodedId
 
-from gateway.errors import bad_request
+from gateway.gitlab.errors import InvalidReference
 
 _API_SUFFIX = re.compile(r"(?:/api/(?:v4|graphql))+/?$")
 #: One namespace or project path segment (GitLab ``Gitlab::PathRegex``: ASCII letters, digits,
 #: ``_``, ``.``, ``-``; not starting with ``-``).
 _PATH_SEGMENT = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*")
 _DIGITS = re.compile(r"[0-9]+")
-_PIPELINE_PATH = re.compile(r"(?P<project>.+?)/-/pipelines/(?P<id>[0-9]+)(?:/.*)?")
+_PIPELINE_PAGE = re.compile(r"pipelines/(?P<id>[0-9]+)(?:/.*)?", re.DOTALL)
 #: Largest id GitLab stores (bigint); larger numbers are caller mistakes, not ids.
 MAX_ID = 2**63 - 1
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -153,31 +153,31 @@ def project_full_path(project: str) -> str:
     ``group/sub/project``.
 
     Raises:
-        ToolError: ``bad_request`` for an empty path, a path without its namespace,
+        InvalidReference: for an empty path, a path without its namespace,
             ``.``/``..``/empty segments, characters GitLab does not allow in paths, or a path that
             was encoded twice.
     """
     path = unquote(project.strip()).strip("/")
     if not path:
-        raise bad_request("The project must be a numeric ID or a full path such as `group/project`.")
+        raise InvalidReference("The project must be a numeric ID or a full path such as `group/project`.")
     if "%" in path:
-        raise bad_request(
+        raise InvalidReference(
             f"Project path {project!r} looks URL-encoded twice; send it plain (`group/project`) or encoded "
             "once (`group%2Fproject`)."
         )
     segments = path.split("/")
     if any(seg in ("", ".", "..") for seg in segments):
-        raise bad_request(
+        raise InvalidReference(
             f"Project path {project!r} has empty, `.` or `..` segments; give the numeric project ID or the "
             "full path, e.g. `group/subgroup/project`."
         )
     if len(segments) < 2:
-        raise bad_request(
+        raise InvalidReference(
             f"Project path {project!r} lacks its namespace: give the full path, e.g. `group/project`, or "
             "the numeric project ID."
         )
     if not all(_PATH_SEGMENT.fullmatch(seg) for seg in segments):
-        raise bad_request(
+        raise InvalidReference(
             f"Project path {project!r} is not a GitLab path: paths use letters, digits, `_`, `.` and `-` "
             "separated by `/`. Give the numeric project ID or the full path, e.g. `group/subgroup/project`."
         )
@@ -191,14 +191,83 @@ def encode_project(project: str | int) -> str:
     is a ``gitlab.utils.EncodedId``, which :meth:`GitLabClient.rest` trusts as encoded.
 
     Raises:
-        ToolError: ``bad_request`` as :func:`project_full_path`, or a negative id.
+        InvalidReference: as :func:`project_full_path`, or a negative id.
     """
     if is_numeric_id(project):
         number = int(project)
         if not 0 < number <= MAX_ID:
-            raise bad_request(f"Project ID {project!r} must be a positive integer.")
+            raise InvalidReference(f"Project ID {project!r} must be a positive integer.")
         return EncodedId(number)
     return EncodedId(project_full_path(str(project)))
+
+
+@dataclass(frozen=True)
+class GitLabUrl:
+    """A web URL on the configured GitLab, read as GitLab's router reads it.
+
+    Attributes:
+        url: the URL as given (for messages).
+        project: the project's full path, decoded once (``group/sub/project``).
+        page: what follows the project's ``/-/``, e.g. ``pipelines/42`` or ``blob/main/a.py``;
+            ``""`` for the project page itself.
+        query: the query string, undecoded.
+        fragment: the fragment (``L10-20`` line anchors), undecoded.
+    """
+
+    url: str
+    project: str
+    page: str
+    query: str = ""
+    fragment: str = ""
+
+
+def parse_gitlab_url(base: GitLabBase, url: str, *, example: str) -> GitLabUrl:
+    """Read a web URL of a project (or a page of it) on the configured GitLab.
+
+    The one parser of every ``url`` argument, with one set of messages: http(s) only, no user
+    name or password, host, port and sub-path of the configured GitLab
+    (:meth:`GitLabBase.same_instance`), a project path before ``/-/`` (GitLab's
+    ``UrlParser#parse_parent_url``), not a group page. ``example`` is the URL shape the caller
+    should have given, quoted in every message.
+
+    Raises:
+        InvalidReference: as above, or a project path GitLab cannot have; no request is made.
+    """
+    parts = urlsplit(url.strip())
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise InvalidReference(
+            f"The URL {url!r} is not on this gateway's GitLab: only its http(s) URLs are followed; give one "
+            f"such as {example}."
+        )
+    if parts.username is not None or parts.password is not None:
+        raise InvalidReference(
+            f"The URL {url!r} is not on this gateway's GitLab as written: it carries a user name or password "
+            f"(`user@`), which the gateway never follows. Give the plain URL, such as {example}."
+        )
+    path = base.same_instance(url)
+    if path is None:
+        raise InvalidReference(
+            f"The URL {url!r} is not on this gateway's GitLab ({base.url}), so nothing was fetched: host, "
+            f"port and path must match. Give a URL on that GitLab, such as {example}."
+        )
+    path = path.lstrip("/")
+    if path == "-" or path.startswith("-/"):
+        project_part, page = "", path[2:]
+    else:
+        project_part, _, page = path.partition("/-/")
+        project_part = project_part.rstrip("/").removesuffix("/-")
+    if not project_part.strip("/"):
+        raise InvalidReference(f"The URL {url!r} names no project; give one such as {example}.")
+    if project_part.startswith("groups/"):
+        raise InvalidReference(
+            f"The URL {url!r} is a group page, not a project's; give one such as {example}."
+        )
+    return GitLabUrl(url, project_full_path(project_part), page, parts.query, parts.fragment)
+
+
+def not_a(kind: str, url: GitLabUrl, example: str) -> InvalidReference:
+    """The error for a URL of this GitLab that is not a ``kind`` URL (one wording for every kind)."""
+    return InvalidReference(f"The URL {url.url!r} is not a {kind} URL; expected {example}.")
 
 
 @dataclass(frozen=True)
@@ -212,29 +281,27 @@ class PipelineRef:
 def parse_pipeline_url(base: GitLabBase, url: str) -> PipelineRef:
     """Read ``<GitLab>/<project path>/-/pipelines/<id>`` (what GitLab shows in the browser).
 
-    Only URLs of the configured GitLab (host, port and sub-path) are accepted
-    (a token is never sent elsewhere).
-
     Raises:
-        ToolError: ``bad_request`` when the URL is on another host, is not a pipeline URL, or
-            names an impossible project path or id; no request is made.
+        InvalidReference: as :func:`parse_gitlab_url`, or not a pipeline URL; no request is made.
     """
-    path = base.same_instance(url)
-    if path is None:
-        raise bad_request(
-            f"The URL {url!r} is not on this gateway's GitLab ({base.url}); give a pipeline URL of that "
-            "instance, or `id` and `pipeline_id`."
-        )
-    match = _PIPELINE_PATH.fullmatch(path.strip("/"))
+    example = f"{base.url}/<group>/<project>/-/pipelines/<id>"
+    parsed = parse_gitlab_url(base, url, example=example)
+    match = _PIPELINE_PAGE.fullmatch(parsed.page.rstrip("/"))
     if match is None:
-        raise bad_request(
-            f"The URL {url!r} is not a pipeline URL; expected {base.url}/<group>/<project>/-/pipelines/<id>. "
-            "For a merge request, read its pipeline id first and call get_pipeline."
-        )
+        raise not_a("pipeline", parsed, example)
     pipeline_id = int(match["id"])
     if not 0 < pipeline_id <= MAX_ID:
-        raise bad_request(f"The pipeline id in {url!r} must be a positive integer.")
-    return PipelineRef(project=project_full_path(match["project"]), pipeline_id=pipeline_id)
+        raise InvalidReference(f"The pipeline id in {url!r} must be a positive integer.")
+    return PipelineRef(project=parsed.project, pipeline_id=pipeline_id)
+
+
+def parse_project_url(base: GitLabBase, url: str) -> str:
+    """The project full path of a project URL, or of any page of the project.
+
+    Raises:
+        InvalidReference: as :func:`parse_gitlab_url`.
+    """
+    return parse_gitlab_url(base, url, example=f"{base.url}/<group>/<project>").project
 
 
 def global_id(model: str, number: int) -> str:
@@ -247,20 +314,12 @@ def project_address(full_path: str | None, number: int | None) -> dict[str, Any]
 
     ``Query.project`` takes only a full path, so a numeric ID goes through ``projects(ids:)``
     (``byId``) in the same document (``@skip``/``@include``); the skipped variable gets an inert
-    value because both are declared non-null. Read the answer with :func:`project_node`.
+    value because both are declared non-null. Read the answer with
+    :class:`~gateway.gitlab.operation.ByPathOrId`.
     """
     if number is not None:
         return {"byId": True, "fullPath": "", "projectIds": [global_id("Project", number)]}
     return {"byId": False, "fullPath": full_path or "", "projectIds": []}
-
-
-def project_node(data: dict[str, Any], *, by_id: bool) -> dict[str, Any] | None:
-    """The project object of an answer to a :func:`project_address` document, or None."""
-    if by_id:
-        nodes = (data.get("projects") or {}).get("nodes") or []
-        return next((n for n in nodes if isinstance(n, dict)), None)
-    project = data.get("project")
-    return project if isinstance(project, dict) else None
 
 
 def global_id_number(gid: object) -> int:

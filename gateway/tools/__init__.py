@@ -1,25 +1,38 @@
-"""Tool declarations (one module per GitLab domain, plus the broker) and their registry."""
+"""Tool declarations, one folder per domain (``ci``, ``duo``, ``repository``, ``broker``), and their registry.
+
+A tool with real logic is one module declaring ``TOOLS``; the broker's thin tools are one table.
+Modules are found, not listed: a new module in a domain folder that declares ``TOOLS`` is served,
+documented and snapshot-tested without touching any other file.
+"""
 
 from __future__ import annotations
 
+import pkgutil
+from functools import cache
 from importlib import import_module
 
 from gateway.tools.registry import Tool
 
-#: Modules that declare ``TOOLS``; a new tool touches one of these (or adds one here).
-TOOL_MODULES: tuple[str, ...] = (
-    "gateway.tools.pipelines",
-    "gateway.tools.pipeline_legacy",
-    "gateway.tools.save_pipeline",
-    "gateway.tools.duo_sessions",
-    "gateway.tools.repository_files",
-    "gateway.tools.broker",
-)
+#: Domain folders, in ``tools/list`` order; within one, modules come in name order.
+DOMAINS: tuple[str, ...] = ("ci", "duo", "repository", "broker")
+
+
+@cache
+def tool_modules() -> tuple[str, ...]:
+    """Every module under a domain folder that declares ``TOOLS``."""
+    found: list[str] = []
+    for domain in DOMAINS:
+        package = import_module(f"{__name__}.{domain}")
+        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+            name = f"{package.__name__}.{info.name}"
+            if not info.ispkg and hasattr(import_module(name), "TOOLS"):
+                found.append(name)
+    return tuple(found)
 
 
 def all_tools() -> list[Tool]:
     """Every declared tool, in module order."""
     tools: list[Tool] = []
-    for name in TOOL_MODULES:
+    for name in tool_modules():
         tools.extend(import_module(name).TOOLS)
     return tools

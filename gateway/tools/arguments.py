@@ -19,7 +19,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field
 from pydantic.json_schema import SkipJsonSchema
 
-from gateway.errors import ToolError
+from gateway.gitlab.errors import InvalidReference
 from gateway.gitlab.urls import MAX_ID, is_numeric_id, project_full_path
 
 PROJECT_ID_DOC = (
@@ -49,8 +49,21 @@ def project_id(value: Any) -> str:
         return str(number)
     try:
         project_full_path(str(value))
-    except ToolError as err:
+    except InvalidReference as err:
         raise ValueError(err.message) from None
+    return str(value)
+
+
+def text_argument(value: Any) -> Any:
+    """A string argument that also takes a JSON number (a ref such as ``1234``), never a boolean.
+
+    Raises:
+        ValueError: anything else.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise ValueError(f"must be a string, not {value!r}")
     return str(value)
 
 
@@ -99,4 +112,7 @@ OptionalPositiveId = Annotated[
     int | SkipJsonSchema[None],
     BeforeValidator(optional(positive_id)),
     Field(json_schema_extra=schema_extra(**_ID_RANGE)),
+]
+OptionalText = Annotated[
+    str | SkipJsonSchema[None], BeforeValidator(text_argument), Field(json_schema_extra=schema_extra())
 ]

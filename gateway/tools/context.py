@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from gateway.errors import ToolError
+from gateway.gitlab.capabilities import Capabilities
 from gateway.gitlab.credentials import Credential
 
 if TYPE_CHECKING:
@@ -80,7 +81,8 @@ class Services:
     caches: CacheRegistry
     metrics: Metrics
     broker: BrokerService | None = None
-    extras: dict[str, object] = field(default_factory=dict)
+    #: What the configured GitLab offers (CE or EE), learnt from its answers.
+    capabilities: Capabilities = field(default_factory=Capabilities)
 
 
 @dataclass

@@ -7,23 +7,29 @@ input model (→ ``inputSchema``; unknown arguments rejected), optional output m
     class GetThingInput(ToolInput):
         id: str = Field(description="ID or full path of the project")
 
-    async def get_thing(ctx: ToolContext, args: GetThingInput) -> ToolResult:
-        data = await ctx.gitlab.graphql("get_thing", {"fullPath": args.id})
-        return ToolResult(structured={"id": ...})
+    class GetThingOutput(ToolOutput):
+        id: int
+
+    GET_THING = Operation("get_thing", ThingAnswer)  # operations/<domain>/get_thing.graphql
+
+    async def get_thing(ctx: ToolContext, args: GetThingInput) -> GetThingOutput:
+        answer = await GET_THING.run(ctx.gitlab, {"fullPath": args.id})
+        return GetThingOutput(id=answer.thing.id)
 
     TOOLS = [Tool(name="get_thing", description="...", input_model=GetThingInput,
-                  handler=get_thing, annotations=READ_ONLY, toolset="ci")]
+                  output_model=GetThingOutput, handler=get_thing, annotations=READ_ONLY, toolset="ci")]
 
-:meth:`Registry.call` validates arguments, runs the handler and turns :class:`ToolError` and
-:class:`~gateway.gitlab.errors.GitLabError` into ``isError: true`` results — the one place where
-errors become results (MCP 2025-11-25 server/tools#error-handling; input validation errors are
-tool results per SEP-1303).
+:meth:`Registry.call` validates arguments, runs the handler, checks its result against the
+output model (a result that does not match the ``outputSchema`` agents were given is a bug, raised
+as :class:`ResultSchemaError`, never sent), and turns the typed errors of the layers below into
+``isError: true`` results through :mod:`gateway.tools.failures`, the one place where errors become
+results (MCP 2025-11-25 server/tools#error-handling; input validation errors are tool results
+per SEP-1303).
 """
 
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -31,7 +37,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gateway.errors import REASONS, ToolError
-from gateway.gitlab.errors import GitLabError
+from gateway.gitlab.operation import Operation
+from gateway.tools.failures import HANDLED, as_tool_error
+from gateway.tools.result import ToolResult as ToolResult  # re-exported: handlers and the transport use it
 
 if TYPE_CHECKING:
     from gateway.tools.context import ToolContext
@@ -57,9 +65,15 @@ class ToolInput(BaseModel):
 
 
 class ToolOutput(BaseModel):
-    """Base of output models (only used to derive ``outputSchema``)."""
+    """Base of output models: ``outputSchema`` is derived from one, and every result is checked
+    against it. A handler returns an instance (only the fields it set are sent) or a dict."""
 
     model_config = ConfigDict(extra="allow")
+
+
+class ResultSchemaError(RuntimeError):
+    """A handler's result does not match its tool's output model: a bug in the gateway, reported as
+    an internal error rather than sent to an agent that was promised the ``outputSchema``."""
 
 
 @dataclass(frozen=True)
@@ -88,49 +102,6 @@ class Annotations:
 READ_ONLY = Annotations(read_only=True, destructive=False, idempotent=True, open_world=True)
 
 
-@dataclass
-class ToolResult:
-    """What a handler returns on success (or what an error becomes).
-
-    Attributes:
-        structured: ``structuredContent``: flat, snake_case, integer ids.
-        text: the human text block; None means the JSON dump of ``structured`` is the only block.
-            When set, the JSON dump follows it as a second block.
-        is_error: True for failures (use :class:`ToolError` instead of setting this by hand).
-        on_delivered: awaited by the transport after the response frame was written; a message
-            broker uses it to remove a delivered message from its queue.
-        on_abandoned: awaited instead when the response could not be handed to the transport
-            (cancelled, client gone).
-    """
-
-    structured: dict[str, Any]
-    text: str | None = None
-    is_error: bool = False
-    on_delivered: Callable[[], Awaitable[None]] | None = None
-    on_abandoned: Callable[[], Awaitable[None]] | None = None
-
-    def to_mcp(self) -> dict[str, Any]:
-        """The ``CallToolResult`` JSON object."""
-        dumped = _compact_json(self.structured)
-        content = [{"type": "text", "text": dumped}]
-        if self.text is not None:
-            content.insert(0, {"type": "text", "text": self.text})
-        out: dict[str, Any] = {"content": content, "structuredContent": self.structured}
-        if self.is_error:
-            out["isError"] = True
-        return out
-
-    @classmethod
-    def from_error(cls, error: ToolError) -> ToolResult:
-        """The ``isError: true`` result for ``error``; its message is the first text block."""
-        return cls(structured=error.to_structured(), text=error.message, is_error=True)
-
-
-def _compact_json(value: Any) -> str:
-    """JSON without spaces, non-ASCII kept as is (the encoding of every MCP message we send)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 Handler = Callable[["ToolContext", Any], Awaitable[ToolResult | dict[str, Any] | BaseModel]]
 
 
@@ -148,6 +119,10 @@ class Tool:
         output_model: pydantic model of ``structuredContent`` → ``outputSchema``.
         aliases: older names that still call this tool; not listed.
         long_running: answer ``tools/call`` over SSE with keep-alives (waits and polls).
+        title: the human-readable title.
+        reference_hint: the tool's other way to name its target, appended to the message when a
+            URL or path argument is refused (e.g. "Or pass `id` and `pipeline_id`.").
+        operations: the GraphQL operations the tool sends (its docs page lists them).
     """
 
     name: str
@@ -160,6 +135,8 @@ class Tool:
     aliases: tuple[str, ...] = ()
     long_running: bool = False
     title: str | None = None
+    reference_hint: str | None = None
+    operations: tuple[Operation[Any], ...] = ()
 
     def input_schema(self) -> dict[str, Any]:
         """JSON Schema (2020-12) of the arguments, ``$ref``s inlined, titles dropped."""
@@ -280,15 +257,35 @@ class Registry:
         try:
             args = parse_arguments(tool, arguments or {})
             out = await tool.handler(ctx, args)
-        except ToolError as err:
-            return ToolResult.from_error(_with_request_id(err, ctx))
-        except GitLabError as err:
-            return ToolResult.from_error(_with_request_id(err.to_tool_error(), ctx))
-        if isinstance(out, ToolResult):
-            return out
+        except HANDLED as err:
+            error = as_tool_error(err, reference_hint=tool.reference_hint)
+            return ToolResult.from_error(_with_request_id(error, ctx))
         if isinstance(out, BaseModel):
-            return ToolResult(structured=out.model_dump(mode="json", exclude_unset=True))
-        return ToolResult(structured=out)
+            structured = out.model_dump(mode="json", exclude_unset=True, by_alias=True)
+            if tool.output_model is None or not isinstance(out, tool.output_model):
+                check_result(tool, structured)  # an instance of the output model was checked when built
+            return ToolResult(structured=structured)
+        result = out if isinstance(out, ToolResult) else ToolResult(structured=out)
+        if not result.is_error:
+            check_result(tool, result.structured)
+        return result
+
+
+def check_result(tool: Tool, structured: dict[str, Any]) -> None:
+    """Check a success result against the tool's output model.
+
+    Raises:
+        ResultSchemaError: it does not match (a missing field, another type, an unknown key where
+            the model forbids them).
+    """
+    if tool.output_model is None:
+        return
+    try:
+        tool.output_model.model_validate(structured, strict=True)
+    except ValidationError as err:
+        raise ResultSchemaError(
+            f"{tool.name} returned a result that does not match its outputSchema: {err}"
+        ) from None
 
 
 def _with_request_id(err: ToolError, ctx: ToolContext) -> ToolError:

@@ -12,7 +12,6 @@ import respx
 
 from gateway.cache import CacheRegistry
 from gateway.config import GitLabSettings
-from gateway.errors import ToolError
 from gateway.gitlab.blob_urls import (
     MAX_REF_PAGES,
     REF_PAGE_SIZE,
@@ -26,6 +25,7 @@ from gateway.gitlab.blob_urls import (
 )
 from gateway.gitlab.client import GitLabClient
 from gateway.gitlab.credentials import Credential
+from gateway.gitlab.errors import InvalidReference
 from gateway.gitlab.urls import normalize_base_url
 
 BASE = normalize_base_url("https://gitlab.example.com")
@@ -38,9 +38,8 @@ def parse(url: str, base=BASE) -> BlobUrl:  # type: ignore[no-untyped-def]
 
 
 def refused(url: str, base=BASE) -> str:  # type: ignore[no-untyped-def]
-    with pytest.raises(ToolError) as info:
+    with pytest.raises(InvalidReference) as info:
         parse_blob_url(url, base)
-    assert info.value.reason == "bad_request"
     return info.value.message
 
 
@@ -89,7 +88,7 @@ def test_the_file_part_is_decoded_once() -> None:
         ("https://gitlab.example.com/g/p/-/blob/main/%FF.txt", "not valid UTF-8"),
         ("https://gitlab.example.com/g/p/-/blob/main/a%00b", "NUL"),
         ("https://gitlab.example.com/g/p/-/blob//a.txt", "no file path found after the ref"),
-        ("https://gitlab.example.com/-/blob/main/a.txt", "is not a GitLab file URL"),
+        ("https://gitlab.example.com/-/blob/main/a.txt", "names no project"),
         ("https://gitlab.example.com:notaport/g/p/-/blob/main/a.txt", "is not on this gateway's GitLab"),
         # A browser reads a backslash as "/": this is evil.com to it, gitlab.example.com to urlsplit.
         ("https://evil.com\\@gitlab.example.com/g/p/-/blob/main/a.py", "is not on this gateway's GitLab"),
@@ -155,7 +154,7 @@ def test_split_like_gitlabs_web_ui(
 
 
 def test_a_ref_that_leaves_no_path_is_a_url_without_a_file() -> None:
-    with pytest.raises(ToolError, match="no file path found after the ref"):
+    with pytest.raises(InvalidReference, match="no file path found after the ref"):
         split_ref_and_path(blob("my-topic/with-slash"), {"my-topic/with-slash"})
 
 

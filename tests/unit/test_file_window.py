@@ -1,6 +1,6 @@
-"""Line windows (``gateway.tools.file_window``): GitLab's ``lines[offset, limit]`` with the 1 MiB cap,
-and the property the issue asks for: reading any file in windows of any size and joining them
-gives the file back byte for byte."""
+"""Line windows (``gateway.tools.repository.file_window``): GitLab's ``lines[offset, limit]`` with the
+1 MiB cap, and the property the issue asks for: reading any file in windows of any size and joining
+them gives the file back byte for byte."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from gateway.tools.file_window import MAX_WINDOW_BYTES, TextFile, Window, window
+from gateway.tools.repository.file_window import MAX_WINDOW_BYTES, TextFile, Window, window
 
 
 def read_all(file: TextFile, limit: int, max_bytes: int = MAX_WINDOW_BYTES) -> tuple[str, list[Window]]:

@@ -7,10 +7,20 @@ from typing import Any, Literal
 import pytest
 from pydantic import Field
 
+from gateway.broker.errors import BrokerError
 from gateway.errors import ToolError
-from gateway.gitlab.errors import GitLabRateLimited
+from gateway.gitlab.errors import GitLabRateLimited, InvalidReference
 from gateway.tools.context import CallInfo, Principal, ToolContext
-from gateway.tools.registry import READ_ONLY, Annotations, Registry, Tool, ToolInput, ToolResult
+from gateway.tools.registry import (
+    READ_ONLY,
+    Annotations,
+    Registry,
+    ResultSchemaError,
+    Tool,
+    ToolInput,
+    ToolOutput,
+    ToolResult,
+)
 
 
 class EchoInput(ToolInput):
@@ -219,3 +229,61 @@ def test_list_pages() -> None:
     assert [t["name"] for t in first] == ["t0", "t1"] and nxt == 2
     last, nxt = reg.list_page(4, 2)
     assert [t["name"] for t in last] == ["t4"] and nxt is None
+
+
+# -- results checked against the output model; typed errors turned into results at one edge -------
+
+
+class EchoOutput(ToolOutput):
+    id: str
+    first: int
+
+
+async def echo_model(ctx: ToolContext, args: EchoInput) -> EchoOutput:
+    return EchoOutput(id=args.id, first=args.first)
+
+
+async def echo_wrong(ctx: ToolContext, args: EchoInput) -> dict[str, Any]:
+    return {"id": args.id, "first": str(args.first)}  # a string where the schema promises an integer
+
+
+async def bad_url(ctx: ToolContext, args: EchoInput) -> dict[str, Any]:
+    raise InvalidReference("The URL 'x' is not on this gateway's GitLab.")
+
+
+async def broker_refusal(ctx: ToolContext, args: EchoInput) -> dict[str, Any]:
+    raise BrokerError("conflict", "Only in IDLE.", state="PAUSED")
+
+
+def _tool(handler: Any, **kw: Any) -> Tool:
+    return Tool(
+        name=handler.__name__,
+        description="d",
+        input_model=EchoInput,
+        handler=handler,
+        annotations=READ_ONLY,
+        toolset="ci",
+        output_model=EchoOutput,
+        **kw,
+    )
+
+
+async def test_a_result_outside_its_output_schema_is_a_bug_not_an_answer() -> None:
+    good = _tool(echo_model)
+    assert (await Registry([good]).call(good, ctx(), {"id": "g/p"})).structured == {"id": "g/p", "first": 20}
+    wrong = _tool(echo_wrong)
+    with pytest.raises(ResultSchemaError, match="echo_wrong returned a result that does not match"):
+        await Registry([wrong]).call(wrong, ctx(), {"id": "g/p"})
+
+
+async def test_typed_errors_become_results_with_the_tools_hint() -> None:
+    url = _tool(bad_url, reference_hint="Or pass `id`.")
+    result = await Registry([url]).call(url, ctx(), {"id": "g/p"})
+    assert result.is_error
+    assert result.structured["error"]["reason"] == "bad_request"
+    assert (
+        result.structured["error"]["message"] == "The URL 'x' is not on this gateway's GitLab. Or pass `id`."
+    )
+    refusal = _tool(broker_refusal)
+    error = (await Registry([refusal]).call(refusal, ctx(), {"id": "g/p"})).structured["error"]
+    assert (error["reason"], error["message"], error["state"]) == ("conflict", "Only in IDLE.", "PAUSED")

@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator
 
 from gateway.config import TOOLSETS
 from gateway.tools import all_tools
-from gateway.tools.docs import INDEX, render
+from gateway.tools.docs import ROOT, outputs, pages
 from gateway.tools.registry import NAME_PATTERN, Registry, Tool
 
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "snapshots" / "tools"
@@ -83,10 +83,26 @@ def test_tool_snapshot(tool: Tool) -> None:
     )
 
 
-def test_tool_index_is_current() -> None:
+GENERATED = outputs()
+
+
+@pytest.mark.parametrize("path", sorted(GENERATED), ids=lambda p: str(p.relative_to(ROOT)))
+def test_generated_docs_are_current(path: Path) -> None:
+    """Every docs/tools page, the index and the README's tool table come from the declarations."""
     if os.environ.get("UPDATE_TOOLSNAPS"):
-        INDEX.write_text(render())
-    assert INDEX.exists() and INDEX.read_text() == render(), "run python -m gateway.tools.docs"
+        path.write_text(GENERATED[path], encoding="utf-8")
+    assert path.exists() and path.read_text(encoding="utf-8") == GENERATED[path], (
+        f"{path.relative_to(ROOT)} is stale: run python -m gateway.tools.docs"
+    )
+
+
+def test_every_tool_has_a_generated_page() -> None:
+    paged = {tool.name for page in pages() for tool in page.tools}
+    assert paged == {tool.name for tool in TOOLS}
+    on_disk = {p.name for p in (ROOT / "docs" / "tools").glob("*.md")}
+    assert on_disk == {p.name for p in GENERATED if p.parent == ROOT / "docs" / "tools"}, (
+        "a page without a module"
+    )
 
 
 @pytest.mark.parametrize("tool", [t for t in TOOLS if t.output_model is not None], ids=lambda t: t.name)

@@ -35,6 +35,7 @@ from gateway.gitlab.http import build_ssl_context
 from gateway.gitlab.operation_loader import load_operation, operation_name
 from gateway.gitlab.urls import encode_project
 from gateway.observability.metrics import Metrics
+from gateway.tools.failures import as_tool_error
 
 GITLAB = "https://gitlab.example.com"
 GRAPHQL = f"{GITLAB}/api/graphql"
@@ -274,7 +275,7 @@ async def test_429_past_the_retry_budget_is_rate_limited(
     err = caught.value
     assert route.call_count == 4 and len(sleeps) == 3
     assert err.retry_after_seconds == 2 and err.limit_name == "throttle_api"
-    assert err.to_tool_error().to_structured() == {
+    assert as_tool_error(err).to_structured() == {
         "error": {
             "reason": "rate_limited",
             "message": "Rate limited by GitLab (throttle_api). Retry after 2 seconds.",
@@ -608,7 +609,7 @@ async def test_errors_never_carry_the_token(make_client: Callable[..., GitLabCli
     router.post(GRAPHQL).respond(401, json={"message": "401 Unauthorized"})
     with pytest.raises(GitLabUnauthorized) as caught:
         await query(make_client())
-    dumped = json.dumps(caught.value.to_tool_error().to_structured())
+    dumped = json.dumps(as_tool_error(caught.value).to_structured())
     assert "glpat-service-token" not in dumped
     assert "glpat-service-token" not in repr(SERVICE)
 

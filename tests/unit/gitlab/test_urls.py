@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.errors import ToolError
+from gateway.gitlab.errors import InvalidReference
 from gateway.gitlab.urls import (
     GitLabBase,
     encode_project,
@@ -119,9 +119,8 @@ def test_project_full_path_decodes_exactly_once(given: str, expected: str) -> No
     ],
 )
 def test_impossible_project_paths_are_bad_requests(given: str, says: str) -> None:
-    with pytest.raises(ToolError) as caught:
+    with pytest.raises(InvalidReference) as caught:
         project_full_path(given)
-    assert caught.value.reason == "bad_request"
     assert says in caught.value.message
 
 
@@ -143,7 +142,7 @@ def test_encode_project_encodes_exactly_once(given: str | int, encoded: str) -> 
 
 def test_encode_project_refuses_ids_that_cannot_exist() -> None:
     for bad in (0, -3, True, "٣"):  # zero, negative, a bool, a non-ASCII digit
-        with pytest.raises(ToolError):
+        with pytest.raises(InvalidReference):
             encode_project(bad)  # type: ignore[arg-type]
 
 
@@ -211,7 +210,7 @@ def test_pipeline_urls_of_the_configured_gitlab(
             "https://gitlab.example.com/g/p/-/pipelines/abc",
             "is not a pipeline URL",
         ),
-        ("https://gitlab.example.com", "https://gitlab.example.com/-/pipelines/1", "is not a pipeline URL"),
+        ("https://gitlab.example.com", "https://gitlab.example.com/-/pipelines/1", "names no project"),
         (
             "https://gitlab.example.com",
             "https://gitlab.example.com/../x/-/pipelines/1",
@@ -227,9 +226,8 @@ def test_pipeline_urls_of_the_configured_gitlab(
     ],
 )
 def test_other_urls_are_bad_requests(configured: str, url: str, says: str) -> None:
-    with pytest.raises(ToolError) as caught:
+    with pytest.raises(InvalidReference) as caught:
         parse_pipeline_url(normalize_base_url(configured), url)
-    assert caught.value.reason == "bad_request"
     assert says in caught.value.message
 
 
@@ -260,7 +258,17 @@ def test_global_ids() -> None:
 
 
 def test_project_address_and_node_by_path_and_by_id() -> None:
-    from gateway.gitlab.urls import project_address, project_node
+    from pydantic import BaseModel
+
+    from gateway.gitlab.operation import ByPathOrId
+    from gateway.gitlab.urls import project_address
+
+    class Project(BaseModel):
+        fullPath: str
+
+    def project_node(data: dict[str, object], by_id: bool) -> dict[str, object] | None:
+        node = ByPathOrId[Project].model_validate(data).project_node()
+        return node.model_dump() if node else None
 
     assert project_address("grp/sub/proj", None) == {
         "byId": False,

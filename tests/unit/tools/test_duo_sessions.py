@@ -19,8 +19,9 @@ from jsonschema import Draft202012Validator
 
 from gateway.config import Settings
 from gateway.gitlab.credentials import service_credential
-from gateway.tools import all_tools, duo_sessions
+from gateway.tools import all_tools
 from gateway.tools.context import CallInfo, Principal, ToolContext
+from gateway.tools.duo import get_duo_session as duo_sessions
 from gateway.tools.registry import Registry
 from tests.unit.gitlab.tool_env import ToolEnv
 from tests.unit.tools.test_save_pipeline import GITLAB, NOT_AVAILABLE, GraphQL

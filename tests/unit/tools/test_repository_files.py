@@ -22,7 +22,8 @@ from jsonschema import Draft202012Validator
 
 from gateway.config import Settings
 from gateway.tools import all_tools
-from gateway.tools.repository_files import is_excluded, normalize_file_path
+from gateway.tools.repository.checks import is_excluded
+from gateway.tools.repository.target import normalize_file_path
 from tests.conftest import REPO
 from tests.unit.gitlab.fake_gitlab import gitlab_schema
 from tests.unit.gitlab.tool_env import ToolEnv
@@ -588,7 +589,9 @@ async def test_no_permission_on_the_code_reads_as_project_not_found(
     assert (err["reason"], err["message"]) == ("not_found", f"Project '{PROJECT}' not found or inaccessible")
 
 
-OPERATIONS = sorted((REPO / "gateway" / "gitlab" / "operations").glob("get_repository_file*.graphql"))
+OPERATIONS = sorted(
+    (REPO / "gateway" / "gitlab" / "operations" / "repository").glob("get_repository_file*.graphql")
+)
 
 
 @pytest.mark.parametrize("path", OPERATIONS, ids=lambda p: p.stem)

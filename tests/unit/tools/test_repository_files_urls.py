@@ -159,7 +159,7 @@ async def test_default_port_counts_as_given(env: ToolEnv, fake: FakeRepoGitLab) 
     ("url", "message"),
     [
         (f"{GITLAB}/{PROJECT}/-/tree/main/app", "is a directory (/-/tree/) URL"),
-        (f"{GITLAB}/{PROJECT}/blob/main/README.md", "is not a GitLab file URL"),
+        (f"{GITLAB}/{PROJECT}/blob/main/README.md", "is not a file (blob, raw or blame) URL"),
         (f"{BLOB}/main", f"Invalid file URL: no file path found after the ref in {BLOB}/main"),
         (f"{BLOB}/main/", f"Invalid file URL: no file path found after the ref in {BLOB}/main/"),
         (f"{BLOB}/feature/with-slash/app/", "url must name a file, not a directory"),
@@ -185,9 +185,9 @@ async def test_directory_urls_point_to_gitlab_not_to_a_tool_this_gateway_lacks(
     tree = error(await call(env, url=f"{GITLAB}/{PROJECT}/-/tree/main/app"))
     assert tree == {
         "reason": "bad_request",
-        "message": f"url '{GITLAB}/{PROJECT}/-/tree/main/app' is a directory (/-/tree/) URL, and this tool "
-        "reads one file: list the directory in GitLab, then give the URL of a file in it "
-        f"({GITLAB}/<group>/<project>/-/blob/<ref>/<path>) or pass project_id, file_path and ref.",
+        "message": f"The URL '{GITLAB}/{PROJECT}/-/tree/main/app' is a directory (/-/tree/) URL, and a file "
+        "is read one at a time: list the directory in GitLab, then give the URL of a file in it "
+        f"({GITLAB}/<group>/<project>/-/blob/<ref>/<path>). Or pass project_id, file_path and ref.",
     }
     slash = error(await call(env, url=f"{BLOB}/main/app/"))
     assert slash == {

@@ -289,46 +289,56 @@ async def test_create_by_url_on_the_configured_gitlab(
     assert gql.variables("PipelineCreate")[0]["input"]["projectPath"] == expected_path
 
 
+HINT = " Or pass `project_id` (ID or full path) instead of `url`."
+
+
 @pytest.mark.parametrize(
     ("url", "message"),
     [
         (
             "https://evil.example.com/grp/sub/proj",
-            "`url` 'https://evil.example.com/grp/sub/proj' is not on this gateway's GitLab "
-            "(https://gitlab.example.com); the gateway only follows URLs on it. Pass `project_id` "
-            "(ID or full path) instead, or a URL under https://gitlab.example.com/.",
+            "The URL 'https://evil.example.com/grp/sub/proj' is not on this gateway's GitLab "
+            "(https://gitlab.example.com), so nothing was fetched: host, port and path must match. Give a "
+            "URL on that GitLab, such as https://gitlab.example.com/<group>/<project>." + HINT,
         ),
         (
             "https://gitlab.example.com:8443/grp/sub/proj",
-            "`url` 'https://gitlab.example.com:8443/grp/sub/proj' is not on this gateway's GitLab "
-            "(https://gitlab.example.com); the gateway only follows URLs on it. Pass `project_id` "
-            "(ID or full path) instead, or a URL under https://gitlab.example.com/.",
+            "The URL 'https://gitlab.example.com:8443/grp/sub/proj' is not on this gateway's GitLab "
+            "(https://gitlab.example.com), so nothing was fetched: host, port and path must match. Give a "
+            "URL on that GitLab, such as https://gitlab.example.com/<group>/<project>." + HINT,
         ),
         (
             "ftp://gitlab.example.com/grp/sub/proj",
-            "`url` must be an http(s) URL of a project on this gateway's GitLab, e.g. "
-            "https://gitlab.example.com/group/project.",
+            "The URL 'ftp://gitlab.example.com/grp/sub/proj' is not on this gateway's GitLab: only its "
+            "http(s) URLs are followed; give one such as https://gitlab.example.com/<group>/<project>."
+            + HINT,
         ),
         (
             "https://user:pw@gitlab.example.com/grp/sub/proj",
-            "`url` must not carry a user name or password; give the project's plain URL.",
+            "The URL 'https://user:pw@gitlab.example.com/grp/sub/proj' is not on this gateway's GitLab as "
+            "written: it carries a user name or password (`user@`), which the gateway never follows. Give "
+            "the plain URL, such as https://gitlab.example.com/<group>/<project>." + HINT,
         ),
         (
             "https://evil.com\\@gitlab.example.com/grp/sub/proj",
-            "`url` must not carry a user name or password; give the project's plain URL.",
+            "The URL 'https://evil.com\\\\@gitlab.example.com/grp/sub/proj' is not on this gateway's GitLab "
+            "as written: it carries a user name or password (`user@`), which the gateway never follows. Give "
+            "the plain URL, such as https://gitlab.example.com/<group>/<project>." + HINT,
         ),
         (
             "https://gitlab.example.com/grp%252Fsub/proj",
             "Project path 'grp%252Fsub/proj' looks URL-encoded twice; send it plain (`group/project`) or "
-            "encoded once (`group%2Fproject`).",
+            "encoded once (`group%2Fproject`)." + HINT,
         ),
         (
             "https://gitlab.example.com/groups/grp/-/pipelines",
-            "`url` points to a group; pipelines belong to a project: give the project's URL.",
+            "The URL 'https://gitlab.example.com/groups/grp/-/pipelines' is a group page, not a project's; "
+            "give one such as https://gitlab.example.com/<group>/<project>." + HINT,
         ),
         (
             "https://gitlab.example.com/",
-            "`url` must point to a project, e.g. https://gitlab.example.com/group/project.",
+            "The URL 'https://gitlab.example.com/' names no project; give one such as "
+            "https://gitlab.example.com/<group>/<project>." + HINT,
         ),
     ],
 )

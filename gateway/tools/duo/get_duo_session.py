@@ -39,6 +39,7 @@ from pydantic import BeforeValidator, Field
 
 from gateway.errors import ToolError, not_found
 from gateway.gitlab.errors import GitLabNotFound
+from gateway.gitlab.operation import Answer, Operation
 from gateway.gitlab.urls import MAX_ID, global_id, global_id_number_or_none
 from gateway.tools.context import ToolContext
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput, ToolResult
@@ -140,48 +141,82 @@ def _missing(workflow_id: int) -> ToolError:
     )
 
 
-async def fetch_workflow(ctx: ToolContext, workflow_id: int) -> dict[str, Any]:
-    """The workflow node for ``workflow_id`` (one GraphQL request).
+class DuoMessage(Answer):
+    # Kept loose: only a non-empty string written by the agent counts (see _is_agent_message).
+    content: Any = None
+    role: Any = None
+    messageType: Any = None
+
+
+class Checkpoint(Answer):
+    lastDuoMessage: DuoMessage | None = None
+    duoMessages: list[DuoMessage | None] | None = None
+
+
+class WorkflowProject(Answer):
+    webUrl: str | None = None
+
+
+class Workflow(Answer):
+    """A ``DuoWorkflow`` as ``get_duo_session.graphql`` selects it."""
+
+    id: str | None = None
+    status: str | None = None
+    statusName: str | None = None
+    statusGroup: str | None = None
+    webUrl: str | None = None
+    project: WorkflowProject | None = None
+    latestCheckpoint: Checkpoint | None = None
+
+
+class Workflows(Answer):
+    nodes: list[Workflow | None] | None = None
+
+
+class GetDuoSessionAnswer(Answer):
+    duoWorkflowWorkflows: Workflows | None = None
+
+
+GET_DUO_SESSION = Operation("get_duo_session", GetDuoSessionAnswer)
+
+
+async def fetch_workflow(ctx: ToolContext, workflow_id: int) -> Workflow:
+    """The workflow for ``workflow_id`` (one GraphQL request).
 
     Raises:
         ToolError: ``not_found`` when GitLab reports it missing or hidden, or returns no node.
         GitLabError: other failures (mapped by the registry).
     """
     try:
-        data = await ctx.gitlab.graphql(
-            "get_duo_session", {"workflowId": global_id(WORKFLOW_MODEL, workflow_id)}
-        )
+        answer = await GET_DUO_SESSION.run(ctx.gitlab, {"workflowId": global_id(WORKFLOW_MODEL, workflow_id)})
     except GitLabNotFound:
         raise _missing(workflow_id) from None
-    nodes = (data.get("duoWorkflowWorkflows") or {}).get("nodes") or []
+    nodes = answer.duoWorkflowWorkflows.nodes if answer.duoWorkflowWorkflows else None
     node = nodes[0] if nodes else None
-    if not isinstance(node, dict):
+    if node is None:
         raise _missing(workflow_id)
     return node
 
 
-def _is_agent_message(message: Any) -> bool:
-    if not isinstance(message, dict):
+def _is_agent_message(message: DuoMessage | None) -> bool:
+    if message is None:
         return False
-    content = message.get("content")
+    content = message.content
     if not isinstance(content, str) or not content.strip():
         return False
-    return message.get("role") == "assistant" or message.get("messageType") == "agent"
+    return bool(message.role == "assistant" or message.messageType == "agent")
 
 
-def agent_answer(workflow: dict[str, Any]) -> str | None:
+def agent_answer(workflow: Workflow) -> str | None:
     """The newest agent-written message content, or None.
 
     ``lastDuoMessage`` when the agent wrote it, else ``duoMessages`` newest first; user and tool
     messages are skipped (https://docs.gitlab.com/api/graphql/reference/#duoworkflowevent).
     """
-    checkpoint = workflow.get("latestCheckpoint") or {}
-    last = checkpoint.get("lastDuoMessage")
-    if isinstance(last, dict) and _is_agent_message(last):
-        return str(last["content"]).strip()
-    for message in reversed(checkpoint.get("duoMessages") or []):
-        if _is_agent_message(message):
-            return str(message["content"]).strip()
+    checkpoint = workflow.latestCheckpoint or Checkpoint()
+    for message in [checkpoint.lastDuoMessage, *reversed(checkpoint.duoMessages or [])]:
+        if message is not None and _is_agent_message(message):
+            return str(message.content).strip()
     return None
 
 
@@ -190,19 +225,19 @@ def truncate(text: str, limit: int = PROGRESS_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def session_web_url(workflow: dict[str, Any], workflow_id: int) -> str | None:
+def session_web_url(workflow: Workflow, workflow_id: int) -> str | None:
     """The workflow's ``webUrl``, else the project's web URL + ``/-/automate/agent-sessions/<id>``."""
-    if workflow.get("webUrl"):
-        return str(workflow["webUrl"])
-    project_url = (workflow.get("project") or {}).get("webUrl")
+    if workflow.webUrl:
+        return workflow.webUrl
+    project_url = workflow.project.webUrl if workflow.project else None
     if project_url:
         return f"{str(project_url).rstrip('/')}/-/automate/agent-sessions/{workflow_id}"
     return None
 
 
-def status_name(workflow: dict[str, Any]) -> str:
+def status_name(workflow: Workflow) -> str:
     """GitLab's ``statusName`` (lowercase, underscored), else the ``status`` enum lowercased."""
-    name = workflow.get("statusName") or workflow.get("status") or "unknown"
+    name = workflow.statusName or workflow.status or "unknown"
     return str(name).strip().lower()
 
 
@@ -216,9 +251,9 @@ class SessionState:
     update: str | None
 
 
-def describe(workflow: dict[str, Any], requested_id: int) -> SessionState:
+def describe(workflow: Workflow, requested_id: int) -> SessionState:
     """The result for one workflow read (see the module table)."""
-    workflow_id = global_id_number_or_none(workflow.get("id")) or requested_id
+    workflow_id = global_id_number_or_none(workflow.id) or requested_id
     status = status_name(workflow)
     web_url = session_web_url(workflow, workflow_id)
     answer = agent_answer(workflow)
@@ -229,7 +264,7 @@ def describe(workflow: dict[str, Any], requested_id: int) -> SessionState:
 
     branch = status
     if status not in KNOWN_STATUSES:
-        branch = GROUP_BRANCH.get(str(workflow.get("statusGroup") or "").upper(), "running")
+        branch = GROUP_BRANCH.get((workflow.statusGroup or "").upper(), "running")
     if branch == "finished":
         return done(answer or NO_FINAL_ANSWER)
     if branch == "input_required":
@@ -313,6 +348,7 @@ TOOLS: list[Tool] = [
         handler=get_duo_session,
         annotations=READ_ONLY,
         toolset="duo_agent_platform",
+        operations=(GET_DUO_SESSION,),
         aliases=("get_duo_workflow_status",),
         long_running=True,
         title="Get a Duo agent session",

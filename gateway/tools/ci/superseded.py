@@ -4,7 +4,7 @@ GitLab's MCP server folds GitLab Duo's separate pipeline reads into
 ``get_pipeline``'s facets and asks to keep the old tools available meanwhile, with the mapping
 documented (``docs/tools/get_pipeline.md``). Their call shapes differ from ``get_pipeline``'s, so
 aliases cannot reproduce them; each is a thin tool over the same GraphQL read
-(:func:`gateway.tools.pipelines.read_pipeline`, one request per call):
+(:func:`gateway.tools.ci.get_pipeline.read_pipeline`, one request per call):
 
 ==========================  ===========================================================
 superseded tool             ``get_pipeline`` call it maps to
@@ -36,21 +36,23 @@ from pydantic.json_schema import SkipJsonSchema
 from gateway.errors import bad_request
 from gateway.gitlab.urls import parse_pipeline_url
 from gateway.tools.arguments import OptionalProjectId, schema_extra
-from gateway.tools.context import ToolContext
-from gateway.tools.pipelines import (
-    DEFAULT_PAGE_SIZE,
+from gateway.tools.ci.get_pipeline import OptionalPipelineId
+from gateway.tools.ci.pipeline_read import (
+    GET_PIPELINE,
     BridgeJob,
-    Cursor,
     DownstreamPipeline,
     Facet,
-    OptionalPipelineId,
-    PageInfo,
-    PageSize,
+    GetPipelineOutput,
     PipelineBase,
     PipelineJob,
     read_pipeline,
 )
+from gateway.tools.context import ToolContext
+from gateway.tools.pagination import PAGING, Cursor, PageInfo, PageSize, after_field, first_field
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput
+
+#: These tools share one docs page.
+DOC_PAGE = "superseded_pipeline_tools"
 
 PipelineUrl = Annotated[
     str | SkipJsonSchema[None],
@@ -71,8 +73,8 @@ class LegacyPipelineInput(ToolInput):
     url: PipelineUrl = None
     id: OptionalProjectId = None
     pipeline_id: OptionalPipelineId = None
-    first: PageSize = DEFAULT_PAGE_SIZE
-    after: Cursor = None
+    first: PageSize = first_field("the selected include facet")
+    after: Cursor = after_field("the selected include facet")
 
 
 class PipelineJobsOutput(PipelineBase):
@@ -125,7 +127,7 @@ def _handler(
     job_statuses: list[str] | None = None,
     bridge_statuses: list[str] | None = None,
 ) -> Any:
-    async def handle(ctx: ToolContext, args: LegacyPipelineInput) -> dict[str, Any]:
+    async def handle(ctx: ToolContext, args: LegacyPipelineInput) -> GetPipelineOutput:
         project, pipeline_id = _target(ctx, tool, args)
         return await read_pipeline(
             ctx.gitlab,
@@ -142,12 +144,6 @@ def _handler(
     return handle
 
 
-_PAGING = (
-    "Pages of `first` (default 20, max 100); while `page_info.has_next_page` is true, call again with "
-    "`after: page_info.end_cursor`."
-)
-
-
 def _legacy(
     name: str, replacement: str, what: str, facet: Facet, output: type[PipelineBase], **kw: Any
 ) -> Tool:
@@ -155,13 +151,15 @@ def _legacy(
         name=name,
         description=(
             f"Superseded by get_pipeline with {replacement}; kept during the migration, prefer get_pipeline. "
-            f"{what} Name the pipeline by `url` (its web URL) or by `id` and `pipeline_id`. {_PAGING}"
+            f"{what} Name the pipeline by `url` (its web URL) or by `id` and `pipeline_id`. {PAGING}"
         ),
         input_model=LegacyPipelineInput,
         output_model=output,
         handler=_handler(name, facet, **kw),
         annotations=READ_ONLY,
         toolset="ci",
+        reference_hint="Or name the pipeline by `id` and `pipeline_id`.",
+        operations=(GET_PIPELINE,),
     )
 
 

@@ -1,0 +1,295 @@
+"""The broker tools' argument and result models (field names are the broker contract's, camelCase
+included): each input model is a tool's ``inputSchema``, each output model its ``outputSchema``, and
+the registry checks every result against it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, StringConstraints, field_validator
+
+from gateway.tools.registry import ToolInput, ToolOutput
+
+# No control characters (line breaks included): ids end up in log lines and messages.
+IssueId = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\x00-\x1f\x7f]+$")]
+Text = Annotated[str, StringConstraints(min_length=1, max_length=4000)]
+Subject = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
+Priority = Literal["high", "normal", "low"]
+
+
+def _unique(issues: list[str]) -> list[str]:
+    dupes = sorted(i for i, n in Counter(issues).items() if n > 1)
+    if dupes:
+        raise ValueError(f"lists {', '.join(dupes)} more than once; give each issue once")
+    return issues
+
+
+# ---- inputs ------------------------------------------------------------------------------------
+
+
+class NoArguments(ToolInput):
+    """No arguments."""
+
+
+class StartPhaseInput(ToolInput):
+    phase: int = Field(ge=0, le=1_000_000, description="Phase number, e.g. 2")
+    issues: list[IssueId] = Field(
+        min_length=1,
+        max_length=500,
+        description='Issue ids of the phase, in the order to build them, e.g. ["JOP-240"]',
+    )
+
+    @field_validator("issues")
+    @classmethod
+    def _distinct(cls, issues: list[str]) -> list[str]:
+        return _unique(issues)
+
+
+class ReportCompletionInput(ToolInput):
+    issue: IssueId = Field(description="The issue in progress, e.g. JOP-240")
+    result: Literal["pass", "fail"] = Field(description="pass: the issue is done; fail: it failed this time")
+
+
+class ReportReviewInput(ToolInput):
+    result: Literal["approved", "changes"] = Field(description="approved, or changes to send the phase back")
+    prId: str | None = Field(None, max_length=200, description="The pull/merge request reviewed, e.g. PR #4")
+    hasNextPhase: bool | None = Field(
+        None,
+        description="Whether a phase follows; omitted: true when the phase plan has a phase after this one",
+    )
+
+
+class PlanPhase(ToolInput):
+    phase: int = Field(ge=0, le=1_000_000, description="Phase number")
+    issues: list[IssueId] = Field(
+        min_length=1, max_length=500, description="Issue ids of the phase, in order"
+    )
+
+
+class SetPhasePlanInput(ToolInput):
+    planId: str = Field(
+        min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$", description='Plan id, e.g. "jope-core"'
+    )
+    phases: list[PlanPhase] = Field(
+        min_length=1, max_length=200, description="The phases in the order they run"
+    )
+    autoAdvance: bool = Field(False, description="Start the next phase by itself after an approved review")
+    cooldownMinutes: float = Field(
+        5.0, ge=0, le=1440, description="Minutes between an approval and the session reset"
+    )
+
+    @field_validator("phases")
+    @classmethod
+    def _distinct(cls, phases: list[PlanPhase]) -> list[PlanPhase]:
+        numbers = [p.phase for p in phases]
+        if len(set(numbers)) != len(numbers):
+            raise ValueError("lists a phase number more than once; give each phase once")
+        _unique([i for p in phases for i in p.issues])
+        return phases
+
+
+class SetAutoAdvanceInput(ToolInput):
+    enabled: bool = Field(description="true: start the next planned phase by itself after an approval")
+
+
+class ReasonInput(ToolInput):
+    reason: Text = Field(description="Why, in a sentence a person will read")
+
+
+class SendMessageInput(ToolInput):
+    to: str = Field(max_length=64, description="Recipient agent id: pm, dev or reviewer")
+    subject: Subject = Field(description='Message type, e.g. "develop"')
+    body: dict[str, Any] = Field(description='A JSON object, e.g. {"issue": "JOP-240", "phase": 2}')
+    priority: Priority = Field("normal", description="high, normal or low; higher is delivered first")
+
+
+class ReplyMessageInput(ToolInput):
+    replyTo: str = Field(min_length=1, max_length=64, description="messageId of the message answered")
+    subject: Subject = Field(description='Reply type, e.g. "done"')
+    body: dict[str, Any] = Field(description="A JSON object")
+    priority: Priority = Field("normal", description="high, normal or low")
+
+
+class WaitForMessageInput(ToolInput):
+    timeout_sec: float | None = Field(
+        None,
+        ge=0,
+        description="Seconds to wait at most (default 3600, or the gateway's broker.max_wait_seconds "
+        "when lower); 0 looks without waiting",
+    )
+
+
+class GetMessageHistoryInput(ToolInput):
+    issue: str | None = Field(
+        None, max_length=255, description="Only messages whose body.issue is this issue id"
+    )
+    limit: int = Field(50, ge=1, le=1000, description="The newest this many messages (default 50)")
+
+
+class LogActivityInput(ToolInput):
+    message: Text = Field(description="One line for your activity log")
+
+
+class GetActivityLogInput(ToolInput):
+    agent: str | None = Field(
+        None, max_length=64, description="An agent id, or pipeline for the broker's own log; default: yours"
+    )
+    tail_lines: int = Field(50, ge=1, le=5000, description="The last this many lines (default 50)")
+
+
+# ---- outputs -----------------------------------------------------------------------------------
+
+
+class _Out(ToolOutput):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class StartPhaseOutput(_Out):
+    success: bool
+    phase: int
+    issueCount: int
+    state: str
+
+
+class StateOutput(_Out):
+    success: bool
+    state: str
+
+
+class BeginDevelopingOutput(StateOutput):
+    currentIssue: str | None = None
+
+
+class ReportCompletionOutput(_Out):
+    success: bool
+    allDone: bool
+    nextIssue: str | None = None
+    failCount: int | None = None
+    state: str
+
+
+class ReportReviewOutput(StateOutput):
+    fixCount: int | None = None
+    autoAdvance: dict[str, Any] | None = None
+
+
+class SetPhasePlanOutput(_Out):
+    success: bool
+    totalPhases: int
+    totalIssues: int
+
+
+class PlanPhaseOut(_Out):
+    phase: int
+    issues: list[str]
+
+
+class GetPhasePlanOutput(_Out):
+    planId: str | None
+    phases: list[PlanPhaseOut]
+    currentPhase: int | None
+    completedPhases: list[int]
+    autoAdvance: bool
+    cooldownMinutes: float | None
+
+
+class SetAutoAdvanceOutput(_Out):
+    success: bool
+    autoAdvance: bool
+    cancelledStage: str | None = None
+
+
+class CancelAutoAdvanceOutput(_Out):
+    success: bool
+    stage: str
+
+
+class SendMessageOutput(_Out):
+    messageId: str
+    queued: bool
+    to: str | None = None
+    threadId: str | None = None
+
+
+class Message(_Out):
+    messageId: str
+    from_: str = Field(alias="from")
+    to: str
+    subject: str
+    body: dict[str, Any]
+    priority: Priority
+    replyTo: str | None
+    threadId: str
+    createdAt: str
+    deliveryAttempt: int = Field(
+        description="1 on the first hand-out; more means it may have reached you before"
+    )
+    delivered: bool
+
+
+class WaitForMessageOutput(_Out):
+    message: Message | None
+    timedOut: bool
+    stopped: bool | None = None
+    shutdown: bool | None = None
+    reason: str | None = None
+    waitedSeconds: float | None = None
+
+
+class GetMessageHistoryOutput(_Out):
+    messages: list[Message]
+
+
+class IssueStatus(_Out):
+    status: Literal["todo", "in_progress", "done"]
+    failCount: int
+
+
+class AgentStatus(_Out):
+    connected: bool
+    lastSeen: str | None
+
+
+class PhasePlanRef(_Out):
+    planId: str | None
+    autoAdvance: bool
+
+
+class AutoAdvanceStatus(_Out):
+    active: bool
+    stage: Literal["cooldown", "session_reset"] | None = None
+    deadline: str | None = None
+    secondsLeft: float | None = None
+    nextPhase: int | None = None
+
+
+class GetPipelineStatusOutput(_Out):
+    state: str
+    phase: int | None
+    issues: dict[str, IssueStatus]
+    agents: dict[str, AgentStatus]
+    queues: dict[str, int]
+    phasePlan: PhasePlanRef
+    autoAdvance: AutoAdvanceStatus
+    fixCount: int
+    uptime: str
+    uptimeSeconds: float | None = None
+    limits: dict[str, int] | None = None
+    humanNeeded: dict[str, Any] | None = None
+    stopped: dict[str, Any] | None = None
+
+
+class SuccessOutput(_Out):
+    success: bool
+
+
+class GetActivityLogOutput(_Out):
+    agent: str | None = None
+    lines: list[str]
+
+
+class RequestHumanOutput(_Out):
+    success: bool
+    previousState: str

@@ -1,0 +1,164 @@
+"""``get_pipeline``: one pipeline and, optionally, one facet (its jobs, downstream pipelines or
+bridge jobs), exactly as GitLab's built-in MCP server ships it
+(https://docs.gitlab.com/api/graphql/reference/#pipeline).
+
+- Arguments: ``id`` (numeric project ID or full path, plain or URL-encoded once), ``pipeline_id``
+  (the global pipeline id, as in ``/-/pipelines/<id>``), ``include`` (at most one of ``jobs``,
+  ``downstream_pipelines``, ``bridge_jobs``), ``job_status`` (lowercase ``CiJobStatus``; filters
+  the ``jobs`` facet only), ``first`` (1..100, default 20) and ``after`` (the previous
+  ``page_info.end_cursor``). Bad input is refused before any request.
+- One GraphQL request per call (``operations/ci/get_pipeline.graphql``): facets sit behind
+  ``@include``; a numeric project ID goes through ``projects(ids:)`` and a path through
+  ``project(fullPath:)`` in the same document.
+- Result: ``{id, status, ref, sha, source, web_url}`` plus, only when requested, the facet's
+  key and ``page_info {has_next_page, end_cursor}``. Ids are the integer tails of GitLab's global
+  IDs, statuses are lowercase, ``web_url`` is the GitLab URL joined with the ``path``/``webPath``
+  field. Downstream pipelines add ``project_full_path``; a bridge job's ``downstream_pipeline`` is
+  null when the caller cannot read it (GitLab's object-level ``read_pipeline`` check), and
+  downstream pipelines the caller cannot read are left out.
+- A missing project and a missing pipeline are two distinct ``not_found`` errors
+  ("Project ... not found or inaccessible" / "Pipeline ... not found or inaccessible").
+
+:func:`~gateway.tools.ci.pipeline_read.read_pipeline` is shared with the superseded tools in
+``gateway.tools.ci.superseded``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field, ValidationInfo, field_validator
+from pydantic.json_schema import SkipJsonSchema
+
+from gateway.tools.arguments import OptionalPositiveId, PositiveId, ProjectId, schema_extra
+from gateway.tools.ci.pipeline_read import (
+    FACETS,
+    GET_PIPELINE,
+    Facet,
+    GetPipelineOutput,
+    Status,
+    read_pipeline,
+    status_argument,
+)
+from gateway.tools.context import ToolContext
+from gateway.tools.pagination import Cursor, PageSize, after_field, first_field
+from gateway.tools.registry import READ_ONLY, Tool, ToolInput
+
+# -- arguments -------------------------------------------------------------------------------
+
+
+_PIPELINE_ID_DOC = "ID of the pipeline: the number in `/-/pipelines/<id>` (not the per-project IID)."
+
+PipelineId = Annotated[PositiveId, Field(description=_PIPELINE_ID_DOC)]
+OptionalPipelineId = Annotated[OptionalPositiveId, Field(description=_PIPELINE_ID_DOC)]
+
+
+class GetPipelineInput(ToolInput):
+    """One pipeline of one project, by ID, and at most one facet (jobs, downstream pipelines or bridge
+    jobs) to page through with first and after."""
+
+    id: ProjectId
+    pipeline_id: PipelineId
+    include: list[Facet] = Field(
+        default_factory=list,
+        max_length=1,
+        description=(
+            "At most one facet to add: `jobs` (build jobs), `downstream_pipelines` (child and "
+            "multi-project pipelines) or `bridge_jobs` (trigger jobs with their downstream pipeline). "
+            "Omit for the pipeline alone."
+        ),
+    )
+    job_status: Status | SkipJsonSchema[None] = Field(
+        None,
+        description="Only jobs with this status, e.g. `failed`. Filters the `jobs` facet only.",
+        json_schema_extra=schema_extra(),
+    )
+    first: PageSize = first_field("the selected include facet")
+    after: Cursor = after_field("the selected include facet")
+
+    @field_validator("include", mode="before")
+    @classmethod
+    def _one_facet(cls, value: Any) -> Any:
+        if isinstance(value, str):  # a lone facet name: the intent is plain
+            value = [value]
+        if value is None:
+            return []
+        if isinstance(value, list):
+            unknown = [v for v in value if v not in FACETS]
+            if unknown:
+                raise ValueError(
+                    f"unknown facet {', '.join(map(repr, unknown))}; accepts one of: {', '.join(FACETS)}"
+                )
+            if len(value) > 1:
+                raise ValueError(
+                    f"at most one facet per call, got {len(value)} ({', '.join(map(str, value))}); call "
+                    "get_pipeline once per facet"
+                )
+        return value
+
+    @field_validator("job_status", mode="before")
+    @classmethod
+    def _known_status(cls, value: Any) -> Any:
+        # Checked here rather than by the Literal so the error names the argument plainly.
+        return status_argument(value, "job status")
+
+    @field_validator("job_status")
+    @classmethod
+    def _status_needs_jobs(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # `include` is validated first (field order); when it failed, its own error is reported.
+        if value is not None and "include" in info.data and info.data["include"] != ["jobs"]:
+            raise ValueError('filters the jobs facet only: add include: ["jobs"], or drop job_status')
+        return value
+
+    @field_validator("after")
+    @classmethod
+    def _after_needs_facet(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and "include" in info.data and not info.data["include"]:
+            raise ValueError(
+                "is a cursor of an include facet: give the same include as the call that returned it"
+            )
+        return value
+
+
+# -- the tool --------------------------------------------------------------------------------
+
+
+async def get_pipeline(ctx: ToolContext, args: GetPipelineInput) -> GetPipelineOutput:
+    """The ``get_pipeline`` handler (see the module docstring)."""
+    return await read_pipeline(
+        ctx.gitlab,
+        args.id,
+        args.pipeline_id,
+        args.include[0] if args.include else None,
+        job_statuses=[args.job_status] if args.job_status else None,
+        first=args.first,
+        after=args.after,
+    )
+
+
+DESCRIPTION = """\
+Get a pipeline and optionally its jobs, downstream pipelines, or bridge jobs.
+
+Returns the pipeline's id, status, ref, sha, source and web_url. Add one facet with `include`:
+`jobs` (build jobs: id, name, status, stage, allow_failure, web_url; narrow them with
+`job_status`, e.g. `failed`), `downstream_pipelines` (child and multi-project pipelines, each
+with project_full_path) or `bridge_jobs` (trigger jobs, each with the downstream_pipeline it
+started, or null when you cannot read it). A facet comes in pages of `first` (default 20, max
+100) with `page_info`; while `page_info.has_next_page` is true, call again with
+`after: page_info.end_cursor`. To find why a pipeline failed, read `jobs` with
+`job_status: failed`, then `bridge_jobs` and each failed downstream pipeline.
+"""
+
+TOOLS: list[Tool] = [
+    Tool(
+        name="get_pipeline",
+        title="Get pipeline",
+        description=DESCRIPTION,
+        input_model=GetPipelineInput,
+        output_model=GetPipelineOutput,
+        handler=get_pipeline,
+        annotations=READ_ONLY,
+        toolset="ci",
+        operations=(GET_PIPELINE,),
+    )
+]

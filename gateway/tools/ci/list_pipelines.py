@@ -1,0 +1,167 @@
+"""``list_pipelines``: one page of a project's CI/CD pipelines, newest first, as GitLab's built-in MCP
+server offers it: filter by ``ref``, ``status`` and ``source``, page with ``first``/``after``.
+
+One GraphQL request per call (``operations/ci/list_pipelines.graphql``, ``Project.pipelines``).
+Each pipeline has ``get_pipeline``'s fields plus ``created_at``; pass its ``id`` to ``get_pipeline``
+for its jobs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, field_validator
+from pydantic.json_schema import SkipJsonSchema
+
+from gateway.errors import not_found
+from gateway.gitlab.operation import Answer, ByPathOrId, GlobalIdNumber, Operation
+from gateway.gitlab.urls import is_numeric_id, project_address, project_full_path
+from gateway.tools.arguments import ProjectId, schema_extra
+from gateway.tools.ci.pipeline_read import PipelineBase, Status, status_argument
+from gateway.tools.context import ToolContext
+from gateway.tools.pagination import (
+    PAGING,
+    Cursor,
+    PageInfo,
+    PageInfoAnswer,
+    PageSize,
+    after_field,
+    first_field,
+    page_info,
+)
+from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput
+
+
+class ListPipelinesInput(ToolInput):
+    """The project, optional filters, and the page."""
+
+    id: ProjectId
+    ref: str | SkipJsonSchema[None] = Field(
+        None,
+        min_length=1,
+        max_length=1024,
+        description="Only pipelines for this branch or tag, e.g. `main`.",
+        json_schema_extra=schema_extra(),
+    )
+    status: Status | SkipJsonSchema[None] = Field(
+        None, description="Only pipelines with this status, e.g. `failed`.", json_schema_extra=schema_extra()
+    )
+    source: str | SkipJsonSchema[None] = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description="Only pipelines started this way, e.g. `push`, `schedule`, `merge_request_event`, `web`.",
+        json_schema_extra=schema_extra(),
+    )
+    first: PageSize = first_field("the pipelines")
+    after: Cursor = after_field("the pipelines")
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _known_status(cls, value: Any) -> Any:
+        return status_argument(value, "pipeline status")
+
+
+class ListedPipeline(PipelineBase):
+    """One pipeline of the page."""
+
+    created_at: str = Field(description="When GitLab created it (ISO 8601).")
+
+
+class ListPipelinesOutput(ToolOutput):
+    """One page of pipelines, newest first."""
+
+    pipelines: list[ListedPipeline]
+    page_info: PageInfo
+
+
+# -- GitLab's answer --------------------------------------------------------------------------
+
+
+class PipelineNode(Answer):
+    id: GlobalIdNumber
+    status: str
+    ref: str | None = None
+    sha: str | None = None
+    source: str | None = None
+    path: str | None = None
+    createdAt: str
+
+
+class Pipelines(Answer):
+    pageInfo: PageInfoAnswer | None = None
+    nodes: list[PipelineNode | None] | None = None
+
+
+class ProjectNode(Answer):
+    pipelines: Pipelines | None = None
+
+
+class ListPipelinesAnswer(ByPathOrId[ProjectNode]):
+    """``data`` of ``listPipelines``."""
+
+
+LIST_PIPELINES = Operation("list_pipelines", ListPipelinesAnswer)
+
+
+async def list_pipelines(ctx: ToolContext, args: ListPipelinesInput) -> ListPipelinesOutput:
+    """One page of the project's pipelines.
+
+    Raises:
+        ToolError: ``not_found`` for a missing or unreadable project.
+        GitLabError: what the GitLab client raises.
+    """
+    by_id = is_numeric_id(args.id)
+    address = project_address(None if by_id else project_full_path(args.id), int(args.id) if by_id else None)
+    variables = {
+        **address,
+        "ref": args.ref,
+        "status": args.status.upper() if args.status else None,
+        "source": args.source,
+        "first": args.first,
+        "after": args.after,
+    }
+    answer = await LIST_PIPELINES.run(ctx.gitlab, variables)
+    project = answer.project_node()
+    if project is None:
+        raise not_found(
+            f"Project '{args.id}' not found or inaccessible. Check the project ID or full path (for example "
+            "`group/subgroup/project`) and that your GitLab token can read the project."
+        )
+    pipelines = project.pipelines or Pipelines()
+    return ListPipelinesOutput(
+        pipelines=[
+            ListedPipeline(
+                id=p.id,
+                status=p.status.lower(),
+                ref=p.ref,
+                sha=p.sha,
+                source=p.source,
+                web_url=ctx.gitlab.web_url(p.path) if p.path else None,
+                created_at=p.createdAt,
+            )
+            for p in pipelines.nodes or []
+            if p is not None
+        ],
+        page_info=page_info(pipelines.pageInfo),
+    )
+
+
+TOOLS: list[Tool] = [
+    Tool(
+        name="list_pipelines",
+        title="List pipelines",
+        description=(
+            "List a project's CI/CD pipelines, newest first: id, status, ref, sha, source, web_url and "
+            "created_at. Narrow them with `ref` (branch or tag), `status` (e.g. `failed`) and `source` "
+            "(e.g. `schedule`). To see why one failed, pass its id to get_pipeline with include: "
+            f'["jobs"] and job_status: "failed". {PAGING}'
+        ),
+        input_model=ListPipelinesInput,
+        output_model=ListPipelinesOutput,
+        handler=list_pipelines,
+        annotations=READ_ONLY,
+        toolset="ci",
+        operations=(LIST_PIPELINES,),
+    )
+]

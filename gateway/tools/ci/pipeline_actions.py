@@ -1,0 +1,358 @@
+r"""What ``save_pipeline`` sends: ``pipelineCreate``, ``pipelineRetry`` and ``pipelineCancel``
+(declared :class:`~gateway.gitlab.operation.Operation`\ s whose payloads share the ``SavedPipeline``
+fragment), the project lookup that checks a pipeline belongs to the project the caller named, and
+the result.
+
+A create and a retry are sent at most once: the client retries a mutation only when it provably
+never reached GitLab (connect error, 429); after any other failure, or an answer that cannot be
+read, the caller is told the outcome is unknown and exactly how to check. Cancelling is
+idempotent (a cancelled pipeline stays cancelled), so a cancel whose outcome is unknown is sent
+once more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import quote
+
+from pydantic import Field
+
+from gateway.errors import ToolError, bad_request, not_found
+from gateway.gitlab.errors import GitLabMaybeSent, GitLabNotFound
+from gateway.gitlab.operation import Answer, ByPathOrId, Operation
+from gateway.gitlab.urls import (
+    global_id,
+    global_id_number_or_none,
+    is_numeric_id,
+    parse_project_url,
+    project_address,
+    project_full_path,
+)
+from gateway.tools.context import ToolContext
+from gateway.tools.registry import ToolOutput
+
+# -- GitLab's answers ---------------------------------------------------------------------------------
+
+
+class SavedProject(Answer):
+    fullPath: str | None = None
+    webUrl: str | None = None
+
+
+class SavedPipeline(Answer):
+    """``fragment SavedPipeline on Pipeline`` (``operations/ci/pipeline_payload.fragment.graphql``)."""
+
+    id: str | None = None
+    status: str | None = None
+    ref: str | None = None
+    path: str | None = None
+    project: SavedProject | None = None
+
+
+class PipelinePayload(Answer):
+    """``PipelineCreatePayload``, ``PipelineRetryPayload``, ``PipelineCancelPayload``."""
+
+    pipeline: SavedPipeline | None = None
+    errors: list[Any] | None = None
+
+    def error_texts(self) -> list[str]:
+        return [str(e) for e in self.errors or []]
+
+
+class PipelineCreateAnswer(Answer):
+    pipelineCreate: PipelinePayload | None = None
+
+
+class PipelineRetryAnswer(Answer):
+    pipelineRetry: PipelinePayload | None = None
+
+
+class PipelineCancelAnswer(Answer):
+    pipelineCancel: PipelinePayload | None = None
+
+
+class ProjectWithPipeline(SavedProject):
+    pipeline: SavedPipeline | None = None
+
+
+class SavePipelineProjectAnswer(ByPathOrId[ProjectWithPipeline]):
+    """``data`` of ``SavePipelineProject``."""
+
+
+PIPELINE_CREATE = Operation("pipeline_create", PipelineCreateAnswer, mutation=True)
+PIPELINE_RETRY = Operation("pipeline_retry", PipelineRetryAnswer, mutation=True)
+PIPELINE_CANCEL = Operation("pipeline_cancel", PipelineCancelAnswer, mutation=True)
+SAVE_PIPELINE_PROJECT = Operation("save_pipeline_project", SavePipelineProjectAnswer)
+
+Action = Literal["create", "retry", "cancel"]
+
+
+class SavePipelineOutput(ToolOutput):
+    """The pipeline that was created, retried or canceled, as GitLab returned it."""
+
+    action: Literal["create", "retry", "cancel"] = Field(
+        description="What was done: create, retry or cancel."
+    )
+    id: int = Field(description="The pipeline ID (the same ID REST and the web UI use).")
+    status: str | None = Field(
+        description="Pipeline status after the action, lowercase (created, pending, running, canceling, "
+        "canceled, ...); null when GitLab did not return the pipeline."
+    )
+    ref: str | None = Field(description="Branch or tag the pipeline runs on; null when GitLab did not say.")
+    web_url: str | None = Field(description="The pipeline's page; null when the project is unknown.")
+
+
+@dataclass(frozen=True)
+class ResolvedProject:
+    """A resolved project: its full path and web URL, and the pipeline checked in it (if any)."""
+
+    full_path: str
+    web_url: str | None
+    pipeline: SavedPipeline | None = None
+
+
+def _numeric_project(project_id: int | str) -> int | None:
+    return int(project_id) if is_numeric_id(project_id) else None
+
+
+async def lookup_project(
+    ctx: ToolContext, named: str, *, full_path: str | None, numeric: int | None, pipeline_id: int | None
+) -> ResolvedProject:
+    """Read a project (and, with ``pipeline_id``, that pipeline inside it).
+
+    Raises:
+        ToolError: ``not_found`` when the project (or the pipeline in it) is missing or hidden.
+    """
+    variables = project_address(full_path, numeric)
+    if pipeline_id is not None:
+        variables |= {"pipelineId": global_id("Ci::Pipeline", pipeline_id), "withPipeline": True}
+    missing = f"Project '{named}' not found or inaccessible. Check the ID or full path (e.g. group/project)."
+    try:
+        project = (await SAVE_PIPELINE_PROJECT.run(ctx.gitlab, variables)).project_node()
+    except GitLabNotFound:
+        raise not_found(missing) from None
+    if project is None or not project.fullPath:
+        raise not_found(missing)
+    resolved = ResolvedProject(project.fullPath, project.webUrl, project.pipeline)
+    if pipeline_id is not None and not resolved.pipeline:
+        raise not_found(
+            f"Pipeline {pipeline_id} not found in project '{named}', or inaccessible. Check `pipeline_id`; "
+            "pipeline IDs are global, so you may also omit `url`/`project_id`."
+        )
+    return resolved
+
+
+async def resolve_project(
+    ctx: ToolContext, url: str | None, project_id: str | None, *, pipeline_id: int | None
+) -> ResolvedProject | None:
+    """The project the caller named, or None when it named none (retry/cancel only).
+
+    A full path needs no request to create (``pipelineCreate`` takes it as is); a numeric ID is
+    looked up, as is any project named together with a pipeline to retry or cancel.
+    """
+    numeric: int | None = None
+    full_path: str | None = None
+    if url is not None:
+        full_path = parse_project_url(ctx.gitlab.base, url)
+    elif project_id is not None:
+        numeric = _numeric_project(project_id)
+        if numeric is None:
+            full_path = project_full_path(str(project_id))
+    else:
+        return None
+    if full_path is not None and pipeline_id is None:
+        return ResolvedProject(full_path, None)
+    named = full_path if full_path is not None else str(numeric)
+    return await lookup_project(ctx, named, full_path=full_path, numeric=numeric, pipeline_id=pipeline_id)
+
+
+# -- results ------------------------------------------------------------------------------------------
+
+
+def _result(
+    ctx: ToolContext,
+    action: Action,
+    pipeline: SavedPipeline | None,
+    *,
+    pipeline_id: int | None,
+    project: ResolvedProject | None,
+) -> SavePipelineOutput:
+    """``{action, id, status, ref, web_url}`` from a mutation's ``pipeline`` (or what is known)."""
+    pipeline = pipeline or SavedPipeline()
+    pid = global_id_number_or_none(pipeline.id) or pipeline_id
+    if pid is None:
+        raise ToolError("upstream_error", "GitLab returned a pipeline without a usable ID.")
+    status = pipeline.status
+    gl_project = pipeline.project or SavedProject()
+    project_web = gl_project.webUrl or (project.web_url if project else None)
+    if not project_web and project is not None:
+        project_web = ctx.gitlab.web_url("/" + project.full_path)
+    web_url: str | None = f"{project_web.rstrip('/')}/-/pipelines/{pid}" if project_web else None
+    if web_url is None and pipeline.path:
+        web_url = ctx.gitlab.web_url(pipeline.path)
+    return SavePipelineOutput(
+        action=action,
+        id=pid,
+        status=status.lower() if status is not None else None,
+        ref=pipeline.ref,
+        web_url=web_url,
+    )
+
+
+def _pipelines_page(ctx: ToolContext, full_path: str, ref: str) -> str:
+    return ctx.gitlab.web_url("/" + full_path) + f"/-/pipelines?ref={quote(ref, safe='')}"
+
+
+def _create_unknown(
+    ctx: ToolContext, full_path: str, ref: str, what: str, request_id: str | None
+) -> ToolError:
+    """The error for a create whose outcome is unknown: it says so and how to check."""
+    api = (
+        f"GET /api/v4/projects/{quote(full_path, safe='')}/pipelines"
+        f"?ref={quote(ref, safe='')}&order_by=id&sort=desc"
+    )
+    return ToolError(
+        "upstream_error",
+        f"{what}, so the gateway did not send it again: a pipeline for ref '{ref}' in project '{full_path}' "
+        "may or may not have been created. Check before calling save_pipeline again: open "
+        f"{_pipelines_page(ctx, full_path, ref)} (or call REST {api}) and look for a pipeline created in the "
+        f"last few minutes; with its ID, get_pipeline (id='{full_path}', pipeline_id=<ID>) shows its status. "
+        "Only if there is none, create it again.",
+        outcome="unknown",
+        **({"request_id": request_id} if request_id else {}),
+    )
+
+
+def _retry_unknown(
+    pipeline_id: int, project: ResolvedProject | None, what: str, request_id: str | None
+) -> ToolError:
+    where = f"id='{project.full_path}', " if project else ""
+    return ToolError(
+        "upstream_error",
+        f"{what}, so the gateway did not send it again: retrying runs the pipeline's failed and canceled "
+        f"jobs anew, and sending it twice could run them twice. The retry of pipeline {pipeline_id} may or "
+        "may not "
+        f"have been applied. Check before calling save_pipeline again: get_pipeline ({where}"
+        f"pipeline_id={pipeline_id}, include=['jobs']) shows whether its failed jobs have new pending or "
+        "running runs (status running or pending means the retry was applied).",
+        outcome="unknown",
+        **({"request_id": request_id} if request_id else {}),
+    )
+
+
+async def create(
+    ctx: ToolContext, project: ResolvedProject, ref: str, pipeline_input: dict[str, Any]
+) -> SavePipelineOutput:
+    """Send ``pipelineCreate`` once; ``pipeline_input`` is the rest of ``PipelineCreateInput``."""
+    pipeline_input = {"projectPath": project.full_path, "ref": ref, **pipeline_input}
+    try:
+        payload = (await PIPELINE_CREATE.run(ctx.gitlab, {"input": pipeline_input})).pipelineCreate
+    except GitLabMaybeSent as err:
+        raise _create_unknown(
+            ctx,
+            project.full_path,
+            ref,
+            "GitLab did not confirm the pipeline creation (the request failed "
+            "after it may have reached GitLab)",
+            err.request_id,
+        ) from None
+    except GitLabNotFound:
+        raise not_found(
+            f"Project '{project.full_path}' not found, or this token may not run pipelines in it "
+            "(GitLab does not say which). Check the project and the token's access (Developer role or "
+            "higher)."
+        ) from None
+    if payload is None:
+        raise _create_unknown(
+            ctx,
+            project.full_path,
+            ref,
+            "GitLab answered pipelineCreate without a payload",
+            ctx.call.request_id,
+        )
+    pipeline, errors = payload.pipeline, payload.error_texts()
+    if errors:
+        raise bad_request(f"GitLab did not create the pipeline: {'; '.join(errors)}", gitlab_errors=errors)
+    if pipeline is None:
+        raise _create_unknown(
+            ctx,
+            project.full_path,
+            ref,
+            "GitLab answered pipelineCreate with neither a pipeline nor an error",
+            ctx.call.request_id,
+        )
+    return _result(ctx, "create", pipeline, pipeline_id=None, project=project)
+
+
+def _hidden_pipeline(pipeline_id: int, verb: str) -> ToolError:
+    return not_found(
+        f"Pipeline {pipeline_id} not found, or this token may not {verb} it (GitLab does not say which). "
+        "Check `pipeline_id` (the ID shown in the pipeline's URL, not its IID)."
+    )
+
+
+async def retry(ctx: ToolContext, pipeline_id: int, project: ResolvedProject | None) -> SavePipelineOutput:
+    """Send ``pipelineRetry`` once."""
+    variables = {"id": global_id("Ci::Pipeline", pipeline_id)}
+    try:
+        payload = (await PIPELINE_RETRY.run(ctx.gitlab, variables)).pipelineRetry
+    except GitLabMaybeSent as err:
+        raise _retry_unknown(
+            pipeline_id,
+            project,
+            "GitLab did not confirm the retry (the request failed after it may have reached GitLab)",
+            err.request_id,
+        ) from None
+    except GitLabNotFound:
+        raise _hidden_pipeline(pipeline_id, "retry") from None
+    if payload is None:
+        raise _retry_unknown(
+            pipeline_id, project, "GitLab answered pipelineRetry without a payload", ctx.call.request_id
+        )
+    pipeline, errors = payload.pipeline, payload.error_texts()
+    if errors:
+        raise bad_request(
+            f"GitLab did not retry pipeline {pipeline_id}: {'; '.join(errors)}", gitlab_errors=errors
+        )
+    return _result(ctx, "retry", pipeline, pipeline_id=pipeline_id, project=project)
+
+
+async def cancel(ctx: ToolContext, pipeline_id: int, project: ResolvedProject | None) -> SavePipelineOutput:
+    """Send ``pipelineCancel``; once more when the first attempt's outcome is unknown."""
+    variables = {"id": global_id("Ci::Pipeline", pipeline_id)}
+    resent = False
+    try:
+        try:
+            answer = await PIPELINE_CANCEL.run(ctx.gitlab, variables)
+        except GitLabMaybeSent:
+            # Cancelling twice changes nothing more than cancelling once, so unlike create and
+            # retry it is safe to send again; this attempt may itself be retried like a read.
+            resent = True
+            answer = await PIPELINE_CANCEL.run(ctx.gitlab, variables, mutation=False)
+    except GitLabNotFound:
+        raise _hidden_pipeline(pipeline_id, "cancel") from None
+    if answer.pipelineCancel is None:
+        raise ToolError(
+            "upstream_error", "GitLab answered pipelineCancel without a payload; try again later."
+        )
+    pipeline, errors = answer.pipelineCancel.pipeline, answer.pipelineCancel.error_texts()
+    if errors:
+        words = "; ".join(errors)
+        if resent:
+            where = f"id='{project.full_path}', " if project else ""
+            raise bad_request(
+                f"GitLab did not confirm the first cancel request for pipeline {pipeline_id}, so the "
+                f"gateway sent it again, and GitLab answered: {words}. If the first request was applied "
+                "the pipeline is already canceling or canceled: check with get_pipeline "
+                f"({where}pipeline_id={pipeline_id}).",
+                gitlab_errors=errors,
+            )
+        raise bad_request(f"GitLab did not cancel pipeline {pipeline_id}: {words}", gitlab_errors=errors)
+    if pipeline is None and project is not None:
+        # Some GitLab versions answer pipelineCancel without the pipeline; read it back.
+        reread = await lookup_project(
+            ctx, project.full_path, full_path=project.full_path, numeric=None, pipeline_id=pipeline_id
+        )
+        pipeline = reread.pipeline
+    return _result(ctx, "cancel", pipeline, pipeline_id=pipeline_id, project=project)

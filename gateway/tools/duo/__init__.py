@@ -1,0 +1,1 @@
+"""GitLab Duo Agent Platform tools: ``get_duo_session``."""

@@ -1,0 +1,1 @@
+"""Repository tools: ``get_repository_file``."""

@@ -1,0 +1,314 @@
+"""The GitLab side of ``get_repository_file``: one GraphQL read of the project, its exclusion
+rules, the commit and the file, cached under the commit SHA.
+
+GitLab CE has no ``Project.duoContextExclusionSettings``: the first query GitLab refuses for that
+field records CE in :class:`~gateway.gitlab.capabilities.Capabilities`, and the ``_ce`` documents
+(no rules, as on CE itself) are sent from then on.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from gateway.cache import credential_key
+from gateway.errors import ToolError, bad_request, not_found
+from gateway.gitlab.errors import GitLabBadRequest, GitLabNotFound
+from gateway.gitlab.operation import Answer, ByPathOrId, GlobalIdNumber, Operation
+from gateway.tools.repository.file_window import TextFile
+from gateway.tools.repository.target import FileTarget, ProjectRef
+
+if TYPE_CHECKING:
+    from gateway.gitlab.client import GitLabSession
+    from gateway.tools.context import ToolContext
+
+FileKind = Literal["text", "binary", "lfs"]
+
+# -- GitLab's answers -----------------------------------------------------------------------------
+
+
+class ExclusionSettings(Answer):
+    exclusionRules: list[Any] | None = None
+
+
+class Commit(Answer):
+    sha: str | None = None
+
+
+class BlobNode(Answer):
+    rawSize: Any = None  # GitLab's BigInt arrives as a JSON string ("1234")
+    rawTextBlob: str | None = None
+    storedExternally: bool | None = None
+    externalStorage: str | None = None
+
+
+class Blobs(Answer):
+    nodes: list[BlobNode | None] | None = None
+
+
+class RepositoryNode(Answer):
+    empty: bool | None = None
+    commit: Commit | None = None
+    blobs: Blobs | None = None
+
+
+class FileProject(Answer):
+    """The project of ``getRepositoryFileProject`` (and, without ``repository``, of the
+    exclusions document); ``duoContextExclusionSettings`` is absent on GitLab CE."""
+
+    id: GlobalIdNumber
+    fullPath: str | None = None
+    duoContextExclusionSettings: ExclusionSettings | None = None
+    repository: RepositoryNode | None = None
+
+    def rules(self) -> tuple[str, ...]:
+        settings = self.duoContextExclusionSettings
+        return tuple(
+            r
+            for r in (settings.exclusionRules if settings else None) or []
+            if isinstance(r, str) and r.strip()
+        )
+
+
+class FileAnswer(ByPathOrId[FileProject]):
+    """``data`` of ``GetRepositoryFile``, ``GetRepositoryFileCe`` and the exclusions document."""
+
+
+GET_REPOSITORY_FILE = Operation("get_repository_file", FileAnswer)
+#: The same read without the EE-only exclusion rules, sent once GitLab said it is CE.
+GET_REPOSITORY_FILE_CE = Operation("get_repository_file_ce", FileAnswer)
+GET_REPOSITORY_FILE_EXCLUSIONS = Operation("get_repository_file_exclusions", FileAnswer)
+
+
+@dataclass(frozen=True)
+class FileBlob:
+    """A file as GitLab returned it at one commit (immutable; cached).
+
+    Attributes:
+        kind: ``text``, ``binary`` (``rawTextBlob`` null) or ``lfs`` (``storedExternally``).
+        raw_size: ``rawSize``: the file's size in bytes (the LFS object's size for LFS).
+        text: the text for ``kind == "text"``.
+        external_storage: ``externalStorage`` (``lfs``) for LFS files.
+    """
+
+    kind: FileKind
+    raw_size: int
+    text: TextFile | None = None
+    external_storage: str | None = None
+
+    @property
+    def fetch_truncated(self) -> bool:
+        """GitLab returned fewer bytes than the file has (``Gitlab::Git::Blob#truncated?``)."""
+        return self.text is not None and self.raw_size > self.text.size_bytes
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """One GraphQL answer about a file, as cached under its commit SHA.
+
+    Attributes:
+        project_id: the project's numeric ID.
+        full_path: the project's full path.
+        commit_sha: the commit the ref named.
+        blob: the file.
+        rules: the project's Duo context exclusion rules when read.
+        rules_at: ``time.monotonic()`` when ``rules`` were read.
+    """
+
+    project_id: int
+    full_path: str
+    commit_sha: str | None
+    blob: FileBlob
+    rules: tuple[str, ...]
+    rules_at: float
+
+
+class Missing(Exception):
+    """The file is not there (raised out of a cache load, so nothing is cached)."""
+
+    def __init__(
+        self, ref_exists: bool, empty_repository: bool, project_id: int, rules: tuple[str, ...]
+    ) -> None:
+        super().__init__("missing")
+        self.ref_exists = ref_exists
+        self.empty_repository = empty_repository
+        self.project_id = project_id
+        self.rules = rules
+
+
+async def fetch_file(ctx: ToolContext, session: GitLabSession, target: FileTarget) -> FileRead:
+    """One GraphQL request: the project, its exclusion rules, the commit and the file.
+
+    Caches what it read under the commit SHA (both project keys) and the rules.
+
+    Raises:
+        Missing: ``blobs`` came back empty.
+        ToolError: ``not_found`` for a project the caller cannot see; ``bad_request`` for a file
+            that is not UTF-8.
+    """
+    project = target.project
+    commit_ref = target.ref
+    if target.ref_type == "heads":
+        commit_ref = f"refs/heads/{target.ref}"
+    elif target.ref_type == "tags":
+        commit_ref = f"refs/tags/{target.ref}"
+    variables: dict[str, Any] = {
+        "ref": target.ref,
+        "commitRef": commit_ref,
+        "paths": [target.path],
+        "refType": target.ref_type.upper() if target.ref_type else None,
+    }
+    try:
+        node = await _read_project(ctx, session, {**project.address, **variables})
+    except GitLabNotFound:
+        # GitLab answers "does not exist or you don't have permission" when the caller may see the
+        # project but not its code; keep GitLab's one wording for both (no enumeration).
+        raise not_found(
+            f"Project '{project.shown}' not found or inaccessible", project=project.shown
+        ) from None
+    except GitLabBadRequest as err:
+        if "ref is not valid" in err.message.lower():
+            # Gitlab::GitRefValidator refused the name: no such ref can exist.
+            raise missing_error(target, Missing(False, False, 0, ())) from None
+        if _is_encoding_error(err.message):
+            raise bad_request(
+                f"File '{target.path}' is not valid UTF-8 text, so GitLab cannot return it as text "
+                f"({err.message}). Read it with git instead.",
+                kind="not_utf8",
+                path=target.path,
+                ref=target.ref,
+            ) from None
+        raise
+    if node is None or node.repository is None:
+        # GitLab's wording; a project without read_code access looks the same (no enumeration).
+        raise not_found(f"Project '{project.shown}' not found or inaccessible", project=project.shown)
+    project_id = node.id
+    full_path = node.fullPath or project.full_path or ""
+    rules = node.rules()
+    now = time.monotonic()
+    _remember_rules(ctx, session, project, project_id, full_path, rules)
+    repository = node.repository
+    commit = repository.commit
+    blob = next((b for b in (repository.blobs.nodes if repository.blobs else None) or [] if b), None)
+    if blob is None:
+        raise Missing(commit is not None, bool(repository.empty), project_id, rules)
+    read = FileRead(
+        project_id=project_id,
+        full_path=full_path,
+        commit_sha=commit.sha if commit and commit.sha else None,
+        blob=read_blob(blob, target),
+        rules=rules,
+        rules_at=now,
+    )
+    if read.commit_sha is not None:
+        # Content at a commit never changes. (GitLab resolves blobs and commit(ref) separately
+        # inside one query, so a push landing between the two could pair this content with the
+        # next commit; the window is milliseconds and the entry stays within this credential.)
+        files = ctx.services.caches.get("blobs", ttl=ctx.settings.cache.blob_ttl_seconds)
+        sha = read.commit_sha.lower()
+        for key in (("id", str(project_id)), ("path", full_path.lower())):
+            files.put(credential_key(session.credential, "file", *key, sha, target.path), read)
+    return read
+
+
+async def _read_project(
+    ctx: ToolContext, session: GitLabSession, variables: dict[str, Any]
+) -> FileProject | None:
+    """Send the file read (its CE twin on GitLab CE) and return the project."""
+    capabilities = ctx.services.capabilities
+    operation = GET_REPOSITORY_FILE_CE if capabilities.is_ce else GET_REPOSITORY_FILE
+    try:
+        answer = await operation.run(session, variables)
+    except GitLabBadRequest as err:
+        if operation is GET_REPOSITORY_FILE_CE or not capabilities.learn_from(
+            err, type_name="Project", field="duoContextExclusionSettings"
+        ):
+            raise
+        # CE: the field is EE-only, so GitLab rejected the whole query; ask again without it.
+        answer = await GET_REPOSITORY_FILE_CE.run(session, variables)
+    return answer.project_node()
+
+
+def read_blob(node: BlobNode, target: FileTarget) -> FileBlob:
+    text = node.rawTextBlob
+    raw_size = _int(node.rawSize)
+    if node.storedExternally:
+        return FileBlob("lfs", raw_size or 0, external_storage=node.externalStorage)
+    if text is None:
+        return FileBlob("binary", raw_size or 0)
+    try:
+        file = TextFile.from_text(str(text))
+    except UnicodeEncodeError:  # lone surrogates: GitLab sent something that is not Unicode text
+        raise bad_request(
+            f"File '{target.path}' is not valid UTF-8 text, so it cannot be returned as text.",
+            kind="not_utf8",
+            path=target.path,
+            ref=target.ref,
+        ) from None
+    return FileBlob("text", raw_size if raw_size is not None else file.size_bytes, text=file)
+
+
+def _int(value: Any) -> int | None:
+    """GitLab's ``BigInt`` arrives as a JSON string (``"1234"``)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _is_encoding_error(message: str) -> bool:
+    lowered = message.lower()
+    return "utf-8" in lowered and ("encod" in lowered or "invalid byte sequence" in lowered)
+
+
+def _remember_rules(
+    ctx: ToolContext,
+    session: GitLabSession,
+    project: ProjectRef,
+    project_id: int,
+    full_path: str,
+    rules: tuple[str, ...],
+) -> None:
+    cache = ctx.services.caches.get("exclusions", ttl=ctx.settings.cache.exclusions_ttl_seconds)
+    for key in (("id", str(project_id)), ("path", full_path.lower()), project.key):
+        cache.put(credential_key(session.credential, "exclusions", *key), rules)
+
+
+async def exclusion_rules(ctx: ToolContext, session: GitLabSession, project: ProjectRef) -> tuple[str, ...]:
+    """The project's current exclusion rules (cached ``cache.exclusions_ttl_seconds``)."""
+    if ctx.services.capabilities.is_ce:
+        return ()
+    cache = ctx.services.caches.get("exclusions", ttl=ctx.settings.cache.exclusions_ttl_seconds)
+
+    async def load() -> tuple[str, ...]:
+        node = (await GET_REPOSITORY_FILE_EXCLUSIONS.run(session, project.address)).project_node()
+        if node is None:
+            raise not_found(f"Project '{project.shown}' not found or inaccessible", project=project.shown)
+        return node.rules()
+
+    rules: tuple[str, ...] = await cache.get_or_load(
+        credential_key(session.credential, "exclusions", *project.key), load
+    )
+    return rules
+
+
+def missing_error(target: FileTarget, missing: Missing) -> ToolError:
+    if not missing.ref_exists:
+        message = (
+            f"Ref '{target.ref}' not found. Provide an existing branch name, tag name, or commit SHA, "
+            "or use HEAD for the default branch."
+        )
+        if missing.empty_repository:
+            message += f" The repository of project '{target.project.shown}' is empty: it has no commits yet."
+        return not_found(message, kind="ref_not_found", ref=target.ref)
+    return not_found(
+        f"File '{target.path}' does not exist at ref '{target.ref}'. The path must be relative to the "
+        "repository root. Do not retry the same path; find the file's real path first, for example with "
+        "GitLab's search (scope blobs) or by listing the directory in GitLab.",
+        kind="file_not_found",
+        path=target.path,
+        ref=target.ref,
+    )

@@ -1,0 +1,54 @@
+"""What a tool call answers: :class:`ToolResult`, encoded as an MCP ``CallToolResult``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gateway.errors import ToolError
+
+
+@dataclass
+class ToolResult:
+    """What a handler returns on success (or what an error becomes).
+
+    Attributes:
+        structured: ``structuredContent``: flat, snake_case, integer ids.
+        text: the human text block; None means the JSON dump of ``structured`` is the only block.
+            When set, the JSON dump follows it as a second block.
+        is_error: True for failures (use :class:`ToolError` instead of setting this by hand).
+        on_delivered: awaited by the transport after the response frame was written; a message
+            broker uses it to remove a delivered message from its queue.
+        on_abandoned: awaited instead when the response could not be handed to the transport
+            (cancelled, client gone).
+    """
+
+    structured: dict[str, Any]
+    text: str | None = None
+    is_error: bool = False
+    on_delivered: Callable[[], Awaitable[None]] | None = None
+    on_abandoned: Callable[[], Awaitable[None]] | None = None
+
+    def to_mcp(self) -> dict[str, Any]:
+        """The ``CallToolResult`` JSON object."""
+        dumped = _compact_json(self.structured)
+        content = [{"type": "text", "text": dumped}]
+        if self.text is not None:
+            content.insert(0, {"type": "text", "text": self.text})
+        out: dict[str, Any] = {"content": content, "structuredContent": self.structured}
+        if self.is_error:
+            out["isError"] = True
+        return out
+
+    @classmethod
+    def from_error(cls, error: ToolError) -> ToolResult:
+        """The ``isError: true`` result for ``error``; its message is the first text block."""
+        return cls(structured=error.to_structured(), text=error.message, is_error=True)
+
+
+def _compact_json(value: Any) -> str:
+    """JSON without spaces, non-ASCII kept as is (the encoding of every MCP message we send)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
