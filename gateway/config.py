@@ -190,6 +190,9 @@ class CacheSettings(_Section):
     refs_ttl_seconds: float = Field(30.0, ge=0)
     #: A project's Duo context exclusion rules, seconds.
     exclusions_ttl_seconds: float = Field(60.0, ge=0)
+    #: Cached file content is served only while GitLab confirmed, this many seconds ago at most,
+    #: that the caller's credential still reads the project's code (else one small request first).
+    access_check_seconds: float = Field(30.0, gt=0)
 
 
 class BrokerSettings(_Section):

@@ -11,8 +11,10 @@ same arguments, same ``structuredContent`` (``path``, ``ref``, ``content``, ``me
   exist at ref" without GitLab's second lookup.
 - ``next: {"offset", "limit"}`` whenever lines remain, and ``commit_sha``, the commit the ref
   named. Content is cached by (credential, project, commit SHA, path): a read whose ref is a full
-  SHA is served from the cache with no GitLab request (exclusion rules are re-read after
-  ``cache.exclusions_ttl_seconds``); a branch, tag or ``HEAD`` is always resolved again, and the
+  SHA is served from the cache with no GitLab request while GitLab confirmed within
+  ``cache.access_check_seconds`` (30 s) that this credential still reads the project's code, and
+  otherwise after one small request that confirms it and re-reads the exclusion rules; a branch,
+  tag or ``HEAD`` is always resolved again, and the
   content it returned is cached under the SHA it resolved to, so pinning ``ref`` to
   ``commit_sha`` reads the next windows from the cache and from the same version.
 - Windows abut exactly, and a cut line ends on a character boundary
@@ -28,7 +30,6 @@ same arguments, same ``structuredContent`` (``path``, ``ref``, ``content``, ``me
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -170,8 +171,11 @@ async def get_repository_file(ctx: ToolContext, args: GetRepositoryFileInput) ->
         raise missing_error(target, missing) from None
     check_project(target, read.project_id)
     rules = read.rules
-    if not fetched and time.monotonic() - read.rules_at > settings.exclusions_ttl_seconds:
-        # Served from the cache with rules older than their TTL: a maintainer may have excluded it.
+    if not fetched:
+        # Served from the content cache: only while GitLab confirmed, within the last
+        # cache.access_check_seconds, that this credential still reads this project's code (a
+        # revoked token or a removed member must not keep reading what it once read), and with
+        # exclusion rules as fresh (a maintainer may have excluded the file since).
         rules = await exclusion_rules(ctx, session, target.project)
     check_excluded(target, rules)
     blob = read.blob

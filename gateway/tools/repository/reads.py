@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from gateway.cache import credential_key
+from gateway.cache import AsyncTTLCache, credential_key
 from gateway.errors import ToolError, bad_request, not_found
 from gateway.gitlab.errors import GitLabBadRequest, GitLabNotFound
 from gateway.gitlab.operation import Answer, ByPathOrId, GlobalIdNumber, Operation
@@ -78,7 +78,10 @@ class FileAnswer(ByPathOrId[FileProject]):
 GET_REPOSITORY_FILE = Operation("get_repository_file", FileAnswer)
 #: The same read without the EE-only exclusion rules, sent once GitLab said it is CE.
 GET_REPOSITORY_FILE_CE = Operation("get_repository_file_ce", FileAnswer)
+#: Before a read served from the content cache: the caller still reads the project's code, and
+#: the project's exclusion rules (its CE twin without them).
 GET_REPOSITORY_FILE_EXCLUSIONS = Operation("get_repository_file_exclusions", FileAnswer)
+GET_REPOSITORY_FILE_EXCLUSIONS_CE = Operation("get_repository_file_exclusions_ce", FileAnswer)
 
 
 @dataclass(frozen=True)
@@ -264,6 +267,15 @@ def _is_encoding_error(message: str) -> bool:
     return "utf-8" in lowered and ("encod" in lowered or "invalid byte sequence" in lowered)
 
 
+def _access_cache(ctx: ToolContext) -> AsyncTTLCache[tuple[str, ...]]:
+    """Per (credential, project): the exclusion rules GitLab returned with the proof that this
+    credential could read the project's code. An entry lives the shorter of
+    ``cache.exclusions_ttl_seconds`` and ``cache.access_check_seconds``; no entry, no cached content."""
+    settings = ctx.settings.cache
+    ttl = min(settings.exclusions_ttl_seconds, settings.access_check_seconds)
+    return ctx.services.caches.get("exclusions", ttl=ttl)
+
+
 def _remember_rules(
     ctx: ToolContext,
     session: GitLabSession,
@@ -272,20 +284,37 @@ def _remember_rules(
     full_path: str,
     rules: tuple[str, ...],
 ) -> None:
-    cache = ctx.services.caches.get("exclusions", ttl=ctx.settings.cache.exclusions_ttl_seconds)
+    cache = _access_cache(ctx)
     for key in (("id", str(project_id)), ("path", full_path.lower()), project.key):
         cache.put(credential_key(session.credential, "exclusions", *key), rules)
 
 
 async def exclusion_rules(ctx: ToolContext, session: GitLabSession, project: ProjectRef) -> tuple[str, ...]:
-    """The project's current exclusion rules (cached ``cache.exclusions_ttl_seconds``)."""
-    if ctx.services.capabilities.is_ce:
-        return ()
-    cache = ctx.services.caches.get("exclusions", ttl=ctx.settings.cache.exclusions_ttl_seconds)
+    """The project's current exclusion rules, proving on the way that the caller may still read
+    the project's code: one small request per credential and project per cache lifetime.
+
+    Raises:
+        ToolError: ``not_found`` when GitLab no longer shows this credential the project or its
+            repository.
+        GitLabError: GitLab refused the credential (revoked: ``unauthorized``) or failed.
+    """
+    cache = _access_cache(ctx)
 
     async def load() -> tuple[str, ...]:
-        node = (await GET_REPOSITORY_FILE_EXCLUSIONS.run(session, project.address)).project_node()
-        if node is None:
+        capabilities = ctx.services.capabilities
+        operation = (
+            GET_REPOSITORY_FILE_EXCLUSIONS_CE if capabilities.is_ce else GET_REPOSITORY_FILE_EXCLUSIONS
+        )
+        try:
+            answer = await operation.run(session, project.address)
+        except GitLabBadRequest as err:
+            if operation is GET_REPOSITORY_FILE_EXCLUSIONS_CE or not capabilities.learn_from(
+                err, type_name="Project", field="duoContextExclusionSettings"
+            ):
+                raise
+            answer = await GET_REPOSITORY_FILE_EXCLUSIONS_CE.run(session, project.address)
+        node = answer.project_node()
+        if node is None or node.repository is None:
             raise not_found(f"Project '{project.shown}' not found or inaccessible", project=project.shown)
         return node.rules()
 

@@ -603,4 +603,4 @@ def test_every_operation_is_valid_against_gitlabs_schema(path: Path) -> None:
 
 
 def test_there_are_operations() -> None:
-    assert len(OPERATIONS) == 4  # file, file on CE, exclusions alone, branch names
+    assert len(OPERATIONS) == 5  # file and access+exclusions (each also on CE), branch names

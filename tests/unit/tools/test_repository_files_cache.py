@@ -156,3 +156,25 @@ async def test_a_read_leaves_no_garbage_cycle_holding_the_body(env: ToolEnv, fak
         tracemalloc.stop()
         gc.enable()
     assert freed_by_gc < 500_000
+
+
+async def test_on_gitlab_ce_the_access_check_uses_the_ce_document(
+    make_settings: Callable[..., Settings], fake: FakeRepoGitLab
+) -> None:
+    # exclusions_ttl_seconds = 0: every cached read asks GitLab for access first (CE: no rules).
+    import httpx
+    import respx
+
+    with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
+        fake.mount(router)
+        async with httpx.AsyncClient() as http:
+            env = ToolEnv(make_settings(cache={"exclusions_ttl_seconds": 0}), http)
+            fake.ce = True
+            fake.add("f.txt", TEXT)
+            ok(await call(env, project_id=PROJECT, file_path="f.txt", ref=MAIN_SHA))
+            ok(await call(env, project_id=PROJECT, file_path="f.txt", ref=MAIN_SHA))
+            assert fake.operations == [
+                "GetRepositoryFile",
+                "GetRepositoryFileCe",
+                "GetRepositoryFileExclusionsCe",
+            ]

@@ -1,0 +1,85 @@
+"""Cached file content outlives no one's access: a read served from the gateway's content cache
+needs GitLab's word, at most ``cache.access_check_seconds`` old, that the same credential still
+reads the project's code. A revoked token and a member removed from the project are refused once
+that window has passed, instead of being served for the cache's whole lifetime (600 s).
+
+The window is shortened to 1 s here so the test does not wait 30 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from tests.e2e.harness import GatewayProcess, mcp_client
+from tests.standin import dataset as ds
+from tests.standin.fixtures import Standin, fresh_standin, standin  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.e2e
+
+WINDOW = 1.0
+SHA = ds.REF_SHAS["main"]
+ARGS = {"project_id": ds.PROJECT_PATH, "file_path": ds.FILES["readme"], "ref": SHA}
+
+
+@pytest.fixture
+def gateway(fresh_standin: Standin, start_gateway: Callable[..., GatewayProcess]) -> GatewayProcess:  # noqa: F811
+    return start_gateway(env=fresh_standin.env(GATEWAY_CACHE__ACCESS_CHECK_SECONDS=str(WINDOW)))
+
+
+async def read(client: Client) -> tuple[bool, dict[str, Any]]:
+    result = await client.call_tool("get_repository_file", ARGS)
+    structured = result.structured_content or {}
+    assert json.loads(result.content[-1].text) == structured  # type: ignore[union-attr]
+    return bool(result.is_error), structured
+
+
+async def test_a_revoked_token_is_not_served_from_the_cache(
+    gateway: GatewayProcess,
+    fresh_standin: Standin,  # noqa: F811
+) -> None:
+    async with mcp_client(gateway.mcp_url) as client:
+        is_error, out = await read(client)
+        assert not is_error and out["content"] == ds.README_MAIN
+        fresh_standin.control.update_user("alice", tokens=[])  # the token is revoked
+        await asyncio.sleep(WINDOW + 0.3)
+        is_error, out = await read(client)
+        assert is_error, "cached content was served to a revoked token"
+        assert out["error"]["reason"] == "unauthorized"
+        assert ds.README_MAIN not in json.dumps(out)
+
+
+async def test_a_member_removed_from_the_project_is_not_served_from_the_cache(
+    gateway: GatewayProcess,
+    fresh_standin: Standin,  # noqa: F811
+) -> None:
+    async with mcp_client(gateway.mcp_url) as client:
+        assert not (await read(client))[0]
+        fresh_standin.control.update_project(ds.PROJECT_PATH, members={"alice": None})
+        await asyncio.sleep(WINDOW + 0.3)
+        is_error, out = await read(client)
+        assert is_error, "cached content was served to a user removed from the project"
+        assert out["error"]["reason"] == "not_found"
+        assert ds.README_MAIN not in json.dumps(out)
+
+
+async def test_what_the_check_costs_one_small_request_per_window(
+    gateway: GatewayProcess,
+    fresh_standin: Standin,  # noqa: F811
+) -> None:
+    async with mcp_client(gateway.mcp_url) as client:
+        assert not (await read(client))[0]
+        fresh_standin.control.clear_requests()
+        for _ in range(3):  # within the window: the cache alone
+            assert not (await read(client))[0]
+        assert fresh_standin.control.request_count() == 0
+        await asyncio.sleep(WINDOW + 0.3)
+        for _ in range(3):  # past it: one confirmation, then the cache alone again
+            assert not (await read(client))[0]
+        assert fresh_standin.control.request_count() == 1
+        assert fresh_standin.control.graphql_requests(operation="GetRepositoryFileExclusions") == 1
