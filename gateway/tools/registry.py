@@ -40,6 +40,7 @@ from gateway.errors import REASONS, ToolError
 from gateway.gitlab.operation import Operation
 from gateway.tools.failures import HANDLED, as_tool_error
 from gateway.tools.result import ToolResult as ToolResult  # re-exported: handlers and the transport use it
+from gateway.tools.result_redaction import redact_result, result_secrets
 
 if TYPE_CHECKING:
     from gateway.tools.context import ToolContext
@@ -254,6 +255,10 @@ class Registry:
         Never raises for bad input or GitLab failures; other exceptions propagate to the
         dispatcher (JSON-RPC -32603), and so does ``asyncio.CancelledError``.
         """
+        # The one edge every result crosses: no token leaves in it.
+        return redact_result(await self._run(tool, ctx, arguments), result_secrets(ctx))
+
+    async def _run(self, tool: Tool, ctx: ToolContext, arguments: dict[str, Any] | None) -> ToolResult:
         try:
             args = parse_arguments(tool, arguments or {})
             out = await tool.handler(ctx, args)

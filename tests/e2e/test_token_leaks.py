@@ -1,0 +1,119 @@
+"""No token reaches a caller: GitLab or a proxy in front of it may echo the request's token in an
+error body, and the gateway quotes GitLab's words in tool errors. Every tool result is redacted
+like the logs (``gateway.tools.result_redaction``). Checked on the raw HTTP answers, so no client
+library can hide a leak.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.harness import GatewayProcess
+from tests.standin import dataset as ds
+from tests.standin.fixtures import Standin, fresh_standin, standin  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.e2e
+
+PIPELINE_ARGS = {"id": ds.PROJECT_PATH, "pipeline_id": ds.PIPELINE_ID}
+
+
+def rpc(gateway: GatewayProcess, tool: str, arguments: dict[str, Any], headers: dict[str, str]) -> str:
+    """One stateless tools/call over plain HTTP; the whole answer body as text."""
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json", **headers}
+    with httpx.Client(timeout=60, trust_env=False) as http:
+        init = http.post(
+            gateway.mcp_url,
+            headers=headers,
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "leak-probe", "version": "1"},
+                },
+            },
+        )
+        assert init.status_code == 200, init.text
+        session = init.headers.get("Mcp-Session-Id")
+        if session:
+            headers["Mcp-Session-Id"] = session
+        headers["MCP-Protocol-Version"] = "2025-06-18"
+        http.post(
+            gateway.mcp_url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"}
+        )
+        answer = http.post(
+            gateway.mcp_url,
+            headers=headers,
+            json={
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": tool, "arguments": arguments},
+            },
+        )
+        assert answer.status_code == 200, answer.text
+        return answer.text
+
+
+def echo_bodies(token: str) -> list[tuple[int, str, str]]:
+    """Error bodies of the kinds seen in the wild: GitLab's JSON, a proxy's debug page, plain text."""
+    return [
+        (401, json.dumps({"message": f"401 Unauthorized: token {token} is invalid"}), "application/json"),
+        (400, json.dumps({"error": f"bad request, headers were PRIVATE-TOKEN: {token}"}), "application/json"),
+        (403, json.dumps({"message": f"forbidden for ?private_token={token}&x=1"}), "application/json"),
+        (502, f"upstream said: {token}\n", "text/plain"),
+    ]
+
+
+@pytest.mark.parametrize("index", range(4))
+async def test_the_service_token_echoed_in_an_error_never_reaches_the_caller(
+    fresh_standin: Standin,  # noqa: F811
+    start_gateway: Callable[..., GatewayProcess],
+    index: int,
+) -> None:
+    gateway = start_gateway(env=fresh_standin.env(GATEWAY_GITLAB__RETRY_ATTEMPTS="1"))
+    status, body, ctype = echo_bodies(ds.ALICE_TOKEN)[index]
+    fresh_standin.control.fail(status, body=body, content_type=ctype, count=None)
+    text = rpc(gateway, "get_pipeline", PIPELINE_ARGS, {})
+    assert '"isError":true' in text.replace(" ", "")
+    assert ds.ALICE_TOKEN not in text
+    assert "standin-alice" not in text
+
+
+async def test_a_callers_own_token_echoed_in_an_error_never_comes_back(
+    fresh_standin: Standin,  # noqa: F811
+    start_gateway: Callable[..., GatewayProcess],
+) -> None:
+    gateway = start_gateway(
+        env=fresh_standin.env(
+            token=None, GATEWAY_GITLAB__CREDENTIAL_MODE="passthrough", GATEWAY_GITLAB__RETRY_ATTEMPTS="1"
+        )
+    )
+    fresh_standin.control.fail(400, body=json.dumps({"message": f"token {ds.BOB_TOKEN} refused"}), count=None)
+    text = rpc(gateway, "get_pipeline", PIPELINE_ARGS, {"PRIVATE-TOKEN": ds.BOB_TOKEN})
+    assert '"isError":true' in text.replace(" ", "")
+    assert ds.BOB_TOKEN not in text
+
+
+async def test_file_content_keeps_its_bytes_but_never_the_service_token(
+    fresh_standin: Standin,  # noqa: F811
+    start_gateway: Callable[..., GatewayProcess],
+) -> None:
+    gateway = start_gateway(env=fresh_standin.env())
+    # Someone committed the gateway's own token; a neighbour file merely looks like a secret.
+    fresh_standin.control.commit_file(ds.PROJECT_PATH, "leak.txt", f"token = {ds.ALICE_TOKEN}\n")
+    lookalike = "variables:\n  token: $CI_JOB_TOKEN\nAuthorization: Bearer example-not-a-secret\n"
+    fresh_standin.control.commit_file(ds.PROJECT_PATH, "ci-notes.txt", lookalike)
+    text = rpc(gateway, "get_repository_file", {"project_id": ds.PROJECT_PATH, "file_path": "leak.txt"}, {})
+    assert ds.ALICE_TOKEN not in text and "token = [REDACTED]" in text
+    text = rpc(
+        gateway, "get_repository_file", {"project_id": ds.PROJECT_PATH, "file_path": "ci-notes.txt"}, {}
+    )
+    assert json.dumps(lookalike)[1:-1] in text  # GitLab's data, byte for byte
