@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
+from gateway.observability.log_text import escape_controls
+
 PIPELINE_LOG = "pipeline"
 
 
@@ -31,8 +33,10 @@ class UnknownLog(ValueError):
 
 
 def one_line(text: str) -> str:
-    """``text`` with CR/LF escaped so it stays one log line."""
-    return text.replace("\\", "\\\\").replace("\r", "\\r").replace("\n", "\\n")
+    """``text`` with CR/LF escaped so it stays one log line, and every other control character
+    (NUL, ESC...), line separator or lone surrogate escaped so it is never written raw."""
+    escaped = text.replace("\\", "\\\\").replace("\r", "\\r").replace("\n", "\\n")
+    return escape_controls(escaped)
 
 
 def format_line(at: str, who: str, text: str) -> str:

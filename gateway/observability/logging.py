@@ -56,6 +56,8 @@ from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
 
 from gateway.observability.access import TRACE, RequestTrace
+from gateway.observability import client_errors as malformed_requests
+from gateway.observability.log_text import MESSAGE_LIMIT, safe_fields, safe_text, safe_value
 
 if TYPE_CHECKING:
     from gateway.config import LoggingSettings, Settings
@@ -427,7 +429,7 @@ class JsonLogFormatter(JsonFormatter):
 
     def process_log_record(self, log_data: dict[str, Any]) -> dict[str, Any]:
         redacted: dict[str, Any] = self.redactor.redact_value(log_data)
-        return redacted
+        return safe_fields(redacted)  # after redaction: a cut never splits a secret
 
 
 class PlainLogFormatter(logging.Formatter):
@@ -437,9 +439,14 @@ class PlainLogFormatter(logging.Formatter):
         super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
         self.redactor = redactor
 
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        # One line, bounded, no raw control characters; redacted before the cut.
+        record.message = safe_text(self.redactor.redact(record.message), limit=MESSAGE_LIMIT)
+        return super().formatMessage(record)
+
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
-        fields = self.redactor.redact_value(record_fields(record))
+        fields = safe_value(self.redactor.redact_value(record_fields(record)))
         if fields:
             extras = " ".join(f"{key}={_plain_value(value)}" for key, value in fields.items())
             head, sep, tail = line.partition("\n")  # fields on the first line, traceback after
@@ -527,6 +534,7 @@ def configure_logging(
         logging.getLogger(name).setLevel(logging.DEBUG if level == logging.DEBUG else logging.WARNING)
     for name in _NOISY:
         logging.getLogger(name).setLevel(logging.WARNING)
+    malformed_requests.install()
     _active = redactor
     return redactor
 
