@@ -705,6 +705,24 @@ def test_other_faults(fresh_standin: Standin) -> None:
     assert [f["count"] for f in c.faults()] == [0, 0, 0, 0, 0]
 
 
+def test_reset_partial_data_and_trickle(fresh_standin: Standin) -> None:
+    c = fresh_standin.control
+    c.reset_connection(count=1)
+    with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
+        fresh_standin.rest("GET", "/version")
+    c.graphql_partial("Request timed out", count=1)
+    partial = fresh_standin.graphql("{ currentUser { username } }").json()
+    assert partial["data"] == {"currentUser": {"username": "alice"}}
+    assert partial["errors"][0]["message"] == "Request timed out"
+    assert partial["errors"][0]["path"] == ["currentUser"]
+    c.trickle(0.05, chunk=8, count=1)
+    started = time.monotonic()
+    trickled = fresh_standin.rest("GET", "/version")
+    assert trickled.status_code == 200 and trickled.json()["version"]
+    assert time.monotonic() - started >= 0.05 * (len(trickled.content) // 8)
+    assert [f["count"] for f in c.faults()] == [0, 0, 0]
+
+
 def test_fault_after_processing_applies_the_mutation(fresh_standin: Standin) -> None:
     fresh_standin.control.drop(match={"field": "pipelineCreate"}, phase="after")
     assert fresh_standin.graphql("{ currentUser { id } }").status_code == 200  # not matched

@@ -152,9 +152,10 @@ class StandinControl:
     ) -> dict[str, Any]:
         """Inject a fault into the next ``count`` matching API requests (None: until cleared).
 
-        ``kind``: ``rate_limit``, ``status``, ``html``, ``delay``, ``drop``, ``graphql_error``;
-        ``options``: ``status``, ``retry_after``, ``seconds``, ``body``, ``content_type``, ``headers``,
-        ``phase`` (``before``/``after``); ``match``: ``method``, ``path``, ``field``, ``operation``.
+        ``kind``: ``rate_limit``, ``status``, ``html``, ``delay``, ``drop``, ``reset``,
+        ``graphql_error``, ``graphql_partial``, ``trickle``; ``options``: ``status``, ``retry_after``,
+        ``seconds``, ``body``, ``content_type``, ``headers``, ``phase`` (``before``/``after``), ``chunk``;
+        ``match``: ``method``, ``path``, ``field``, ``operation``.
         See :class:`tests.standin.server.Fault`.
         """
         return self.call(
@@ -198,6 +199,33 @@ class StandinControl:
     ) -> dict[str, Any]:
         """Close the connection of the next ``count`` requests without answering."""
         return self.add_fault("drop", count=count, match=match, phase=phase)
+
+    def reset_connection(
+        self, *, count: int | None = 1, match: dict[str, str] | None = None, phase: str = "before"
+    ) -> dict[str, Any]:
+        """Abort the connection of the next ``count`` requests with a TCP RST."""
+        return self.add_fault("reset", count=count, match=match, phase=phase)
+
+    def graphql_partial(
+        self,
+        message: str = "Internal server error",
+        *,
+        count: int | None = 1,
+        match: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Process the next ``count`` GraphQL requests and answer their data plus ``errors``."""
+        return self.add_fault("graphql_partial", count=count, match=match, body=message)
+
+    def trickle(
+        self,
+        seconds: float = 1.0,
+        *,
+        chunk: int = 1,
+        count: int | None = 1,
+        match: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Send the real answer of the next ``count`` requests ``chunk`` bytes every ``seconds``."""
+        return self.add_fault("trickle", count=count, match=match, seconds=seconds, chunk=chunk)
 
     def faults(self) -> list[dict[str, Any]]:
         """Injected faults with their remaining ``count`` and ``hits``."""

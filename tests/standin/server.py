@@ -41,6 +41,7 @@ from tests.standin import dataset
 from tests.standin.graphql_api import Ctx, GraphQLEndpoint
 from tests.standin.models import STATUS_GROUPS, Access, Blob, DuoMessage, DuoWorkflow, Tag, User, World
 from tests.standin.rest_api import RestOutcome, RestRequest, dispatch, split_raw_path
+from tests.standin.shaping import SHAPING_KINDS, reset_connection, shape
 
 log = logging.getLogger("standin")
 
@@ -60,7 +61,17 @@ LOGIN_PAGE = """<!DOCTYPE html>
 </html>
 """
 
-FAULT_KINDS = ("rate_limit", "status", "html", "delay", "drop", "graphql_error")
+FAULT_KINDS = (
+    "rate_limit",
+    "status",
+    "html",
+    "delay",
+    "drop",
+    "reset",
+    "graphql_error",
+    "graphql_partial",
+    "trickle",
+)
 
 
 @dataclass
@@ -71,7 +82,10 @@ class Fault:
     ``status`` (any status, GitLab-like JSON body unless ``body``/``content_type`` are given),
     ``html`` (a GitLab sign-in page, status 200 unless given: a proxy or SSO in front of GitLab),
     ``delay`` (wait ``seconds``, then answer normally), ``drop`` (close the connection without an
-    answer), ``graphql_error`` (200 with ``{"errors":[{"message": body}]}``).
+    answer), ``reset`` (abort the connection with a TCP RST), ``graphql_error`` (200 with
+    ``{"errors":[{"message": body}]}``); and two that shape the real answer (see
+    :mod:`tests.standin.shaping`): ``graphql_partial`` (the data GitLab computed, plus ``errors``)
+    and ``trickle`` (the real body ``chunk`` bytes every ``seconds``).
 
     ``phase``: ``before`` (default) fails the request before GitLab does anything; ``after``
     processes it first (a mutation *is* applied) and then fails the answer, for "may have been
@@ -91,6 +105,7 @@ class Fault:
     headers: dict[str, str] = field(default_factory=dict)
     phase: str = "before"
     match: dict[str, str] = field(default_factory=dict)
+    chunk: int = 1
     hits: int = 0
 
     def as_dict(self) -> dict[str, Any]:
@@ -108,6 +123,7 @@ class Fault:
                 "headers",
                 "phase",
                 "match",
+                "chunk",
                 "hits",
             )
         }
@@ -245,7 +261,7 @@ async def api_handler(request: web.Request) -> web.StreamResponse:
     fault = _take_fault(state, request.method, rel or path, fields, operations)
     if fault is not None:
         record["fault"] = fault.kind
-        if fault.phase == "before":
+        if fault.phase == "before" and fault.kind not in SHAPING_KINDS:
             if fault.kind == "delay":
                 await asyncio.sleep(fault.seconds)
             else:
@@ -255,6 +271,12 @@ async def api_handler(request: web.Request) -> web.StreamResponse:
                 return response if response is not None else _dropped()
 
     response = await _serve(state, request, record, identity, rel, graphql_body)
+    if fault is not None and fault.kind in SHAPING_KINDS:
+        record["status"] = response.status
+        record["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        return await shape(
+            request, response, fault.kind, message=fault.body, seconds=fault.seconds, chunk=fault.chunk
+        )
     if fault is not None and fault.phase == "after":
         if fault.kind == "delay":
             await asyncio.sleep(fault.seconds)
@@ -331,6 +353,9 @@ def _fault_response(request: web.Request, fault: Fault) -> web.Response | None:
     if fault.kind == "drop":
         if request.transport is not None:
             request.transport.abort()
+        return None
+    if fault.kind == "reset":
+        reset_connection(request)
         return None
     if fault.kind == "rate_limit":
         status = fault.status or 429
@@ -566,6 +591,8 @@ async def c_add_fault(request: web.Request) -> web.Response:
     count = data.get("count", 1)
     if count is not None and (not isinstance(count, int) or count < 1):
         raise BadControlRequest("count must be a positive integer, or null for every request until cleared")
+    if not isinstance(data.get("chunk", 1), int) or data.get("chunk", 1) < 1:
+        raise BadControlRequest("chunk must be a positive integer (bytes per write of a trickle)")
     unknown = set(data.get("match") or {}) - {"method", "path", "field", "operation"}
     if unknown:
         raise BadControlRequest(f"unknown match keys {sorted(unknown)}; use method, path, field, operation")
@@ -581,6 +608,7 @@ async def c_add_fault(request: web.Request) -> web.Response:
         headers=dict(data.get("headers") or {}),
         phase=data.get("phase", "before"),
         match=dict(data.get("match") or {}),
+        chunk=int(data.get("chunk", 1)),
     )
     s.faults.append(fault)
     return _json_ok(fault.as_dict(), status=201)
