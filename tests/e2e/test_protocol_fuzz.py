@@ -114,6 +114,12 @@ class Connection:
             "X-Agent-Id": "dev",
         }
 
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
+
     def send(self, body: bytes, headers: dict[str, str]) -> tuple[int, bytes, bool]:
         """POST ``body`` to /mcp; ``(status, body, the server closes the connection)``."""
         self.conn.request("POST", "/mcp", body=body, headers=headers)
@@ -416,23 +422,25 @@ SURROGATE_PLACES = {
 
 @pytest.mark.parametrize("place", [pytest.param(p, marks=OPEN_SURROGATES) for p in SURROGATE_PLACES])
 def test_a_lone_surrogate_gets_a_clear_error(place: str, gateway: GatewayProcess) -> None:
-    connection = Connection(gateway)  # its own: a failure must not break the shared one
-    status, data, _ = connection.send(SURROGATE_PLACES[place], connection.base)
-    assert status != 500, data[:300]
-    text = data.decode("utf-8", "replace")
-    assert '"code":-32603' not in text.replace(" ", ""), text[:300]
-    assert "surrogate" in text.lower() or "unicode" in text.lower() or "utf" in text.lower(), text[:300]
-    connection.well_formed_ping()
+    with Connection(gateway) as connection:  # its own: a failure must not break the shared one
+        status, data, _ = connection.send(SURROGATE_PLACES[place], connection.base)
+        assert status != 500, data[:300]
+        text = data.decode("utf-8", "replace")
+        assert '"code":-32603' not in text.replace(" ", ""), text[:300]
+        assert "surrogate" in text.lower() or "unicode" in text.lower() or "utf" in text.lower(), text[:300]
+        connection.well_formed_ping()
 
 
 PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
 
 
 def test_a_gzip_body_is_decoded(gateway: GatewayProcess) -> None:
-    connection = Connection(gateway)
-    status, data, _ = connection.send(gzip.compress(PING), {**connection.base, "Content-Encoding": "gzip"})
-    assert (status, json.loads(data)) == (200, {"jsonrpc": "2.0", "id": 1, "result": {}})
-    connection.well_formed_ping()
+    with Connection(gateway) as connection:
+        status, data, _ = connection.send(
+            gzip.compress(PING), {**connection.base, "Content-Encoding": "gzip"}
+        )
+        assert (status, json.loads(data)) == (200, {"jsonrpc": "2.0", "id": 1, "result": {}})
+        connection.well_formed_ping()
 
 
 @pytest.mark.parametrize(
@@ -445,9 +453,9 @@ def test_a_gzip_body_is_decoded(gateway: GatewayProcess) -> None:
 def test_a_body_that_is_not_in_its_content_encoding_is_refused(
     encoding: str, gateway: GatewayProcess
 ) -> None:
-    connection = Connection(gateway)
-    status, data, closing = connection.send(PING, {**connection.base, "Content-Encoding": encoding})
-    assert status in (400, 415), (status, data[:300])
-    if closing:
-        connection.conn.close()
-    connection.well_formed_ping()
+    with Connection(gateway) as connection:
+        status, data, closing = connection.send(PING, {**connection.base, "Content-Encoding": encoding})
+        assert status in (400, 415), (status, data[:300])
+        if closing:
+            connection.conn.close()
+        connection.well_formed_ping()
