@@ -22,7 +22,7 @@ def decode(response: httpx.Response) -> Any:
     if response.headers.get("content-type", "").startswith("text/event-stream"):
         found: Any = None
         for line in response.text.splitlines():
-            if line.startswith("data:"):
+            if line.startswith("data:") and line[5:].strip().startswith("{"):
                 message = json.loads(line[5:])
                 if isinstance(message, dict) and ("result" in message or "error" in message):
                     found = message
