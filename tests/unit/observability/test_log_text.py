@@ -1,0 +1,60 @@
+"""Caller text in log lines: control characters escaped, values bounded."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pytest
+
+from gateway.config import LoggingSettings
+from gateway.observability.log_text import FIELD_LIMIT, escape_controls, safe_fields, safe_text
+from gateway.observability.logging import configure_logging, unconfigure_logging
+
+
+@pytest.mark.parametrize(
+    "raw, shown",
+    [
+        ("a\x00b", "a\\x00b"),
+        ("\x1b[31m", "\\x1b[31m"),
+        ("x\x9by", "x\\x9by"),
+        ("l\u2028m", "l\\u2028m"),
+        ("s\ud800", "s\\ud800"),
+        ("one\ntwo\r", "one\\x0atwo\\x0d"),
+        ("tab\tand é ✓", "tab\tand é ✓"),
+    ],
+)
+def test_unsafe_characters_are_escaped(raw: str, shown: str) -> None:
+    assert escape_controls(raw) == shown
+
+
+def test_newlines_kept_where_asked() -> None:
+    assert escape_controls("a\nb\x00", one_line=False) == "a\nb\\x00"
+
+
+def test_long_values_are_cut_and_say_so() -> None:
+    out = safe_text("m" * 10_000)
+    assert out.startswith("m" * FIELD_LIMIT) and out.endswith(f"…[{10_000 - FIELD_LIMIT} more characters]")
+
+
+def test_tracebacks_are_kept_whole() -> None:
+    trace = "Traceback\n" + "  frame\n" * 1000
+    assert safe_fields({"exc_info": trace})["exc_info"] == trace
+
+
+@pytest.mark.parametrize("fmt", ["json", "plain"])
+def test_a_log_line_with_a_hostile_method_stays_one_safe_line(fmt: str) -> None:
+    stream = io.StringIO()
+    configure_logging(LoggingSettings(format=fmt), stream=stream)
+    try:
+        logging.getLogger("gateway.mcp").warning(
+            "unknown method %s", "x\x00\n\x1b" + "m" * 100_000, extra={"method": "y\x00\ud800" * 1000}
+        )
+    finally:
+        unconfigure_logging()
+    text = stream.getvalue()
+    assert text.count("\n") == 1 and "\x00" not in text and "\x1b" not in text and "\ud800" not in text
+    assert len(text) < 20_000
+    if fmt == "json":
+        json.loads(text)
