@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ENV = {"GITLAB_URL": "http://127.0.0.1:9"}
 ROUNDS = 3
-MESSAGES_PER_ROUND = 40
+MESSAGES_PER_ROUND = 30
 ROUND_CAP_SECONDS = 30.0
 
 OPEN_DISCONNECT_LOSS = pytest.mark.xfail(

@@ -25,12 +25,14 @@ from tests.standin.fixtures import Standin
 
 pytestmark = pytest.mark.e2e
 
-TIMEOUT = 2.0
-DEADLINE = 6.0
+TIMEOUT = 1.5
+DEADLINE = 4.0
 ENV = {
     "GATEWAY_GITLAB__TIMEOUT_SECONDS": str(TIMEOUT),
     "GATEWAY_GITLAB__RETRY_DEADLINE_SECONDS": str(DEADLINE),
     "GATEWAY_GITLAB__MAX_RETRY_AFTER_SECONDS": "2",
+    # A call still stuck on a faulty GitLab holds shutdown for this long at most.
+    "GATEWAY_SERVER__SHUTDOWN_TIMEOUT_SECONDS": "1",
 }
 READ = ("get_pipeline", {"id": ds.PROJECT_PATH, "pipeline_id": ds.PIPELINE_ID})
 CREATE = ("save_pipeline", {"project_id": ds.PROJECT_PATH, "ref": "main"})
@@ -70,7 +72,7 @@ def rpc(gateway: GatewayProcess) -> Iterator[Rpc]:
 READ_FAULTS: dict[str, tuple[Callable[[StandinControl], Any], str | None, bool]] = {
     "slow": (lambda c: c.delay(0.5), None, False),
     "slower than the timeout, every time": (
-        lambda c: c.delay(TIMEOUT + 3, count=None),
+        lambda c: c.delay(TIMEOUT + 2, count=None),
         "upstream_error",
         True,
     ),
@@ -172,7 +174,7 @@ def test_a_trickled_body_does_not_outlive_the_deadline(
 MUTATION_FAULTS: dict[str, Callable[[StandinControl], Any]] = {
     "dropped after it was applied": lambda c: c.drop(match=MUTATION, phase="after"),
     "reset after it was applied": lambda c: c.reset_connection(match=MUTATION, phase="after"),
-    "answered after the timeout": lambda c: c.delay(TIMEOUT + 3, match=MUTATION, phase="after"),
+    "answered after the timeout": lambda c: c.delay(TIMEOUT + 2, match=MUTATION, phase="after"),
     "GraphQL errors beside the applied data": lambda c: c.graphql_partial(match=MUTATION),
     "503 before it was applied": lambda c: c.fail(503, match=MUTATION),
     "reset before it was applied": lambda c: c.reset_connection(match=MUTATION),

@@ -3,14 +3,14 @@ needs GitLab's word, at most ``cache.access_check_seconds`` old, that the same c
 reads the project's code. A revoked token and a member removed from the project are refused once
 that window has passed, instead of being served for the cache's whole lifetime (600 s).
 
-The window is shortened to 1 s here so the test does not wait 30 s.
+The window is shortened to 2 s here so the test does not wait 30 s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,14 +22,17 @@ from tests.standin.fixtures import Standin, fresh_standin, standin  # noqa: F401
 
 pytestmark = pytest.mark.e2e
 
-WINDOW = 1.0
+WINDOW = 2.0
 SHA = ds.REF_SHAS["main"]
 ARGS = {"project_id": ds.PROJECT_PATH, "file_path": ds.FILES["readme"], "ref": SHA}
 
 
-@pytest.fixture
-def gateway(fresh_standin: Standin, start_gateway: Callable[..., GatewayProcess]) -> GatewayProcess:  # noqa: F811
-    return start_gateway(env=fresh_standin.env(GATEWAY_CACHE__ACCESS_CHECK_SECONDS=str(WINDOW)))
+@pytest.fixture(scope="module")
+def gateway(standin: Standin, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:  # noqa: F811
+    env = standin.env(GATEWAY_CACHE__ACCESS_CHECK_SECONDS=str(WINDOW))
+    proc = GatewayProcess(env=env, state_dir=tmp_path_factory.mktemp("access") / "state").start()
+    yield proc
+    proc.stop()
 
 
 async def read(client: Client) -> tuple[bool, dict[str, Any]]:

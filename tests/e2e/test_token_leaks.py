@@ -7,7 +7,7 @@ library can hide a leak.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -20,6 +20,15 @@ from tests.standin.fixtures import Standin, fresh_standin, standin  # noqa: F401
 pytestmark = pytest.mark.e2e
 
 PIPELINE_ARGS = {"id": ds.PROJECT_PATH, "pipeline_id": ds.PIPELINE_ID}
+
+
+@pytest.fixture(scope="module")
+def gateway(standin: Standin, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:  # noqa: F811
+    """Service mode with alice's token, GitLab answers not retried (each fault is seen once)."""
+    env = standin.env(GATEWAY_GITLAB__RETRY_ATTEMPTS="1")
+    proc = GatewayProcess(env=env, state_dir=tmp_path_factory.mktemp("leaks") / "state").start()
+    yield proc
+    proc.stop()
 
 
 def rpc(gateway: GatewayProcess, tool: str, arguments: dict[str, Any], headers: dict[str, str]) -> str:
@@ -75,10 +84,9 @@ def echo_bodies(token: str) -> list[tuple[int, str, str]]:
 @pytest.mark.parametrize("index", range(4))
 async def test_the_service_token_echoed_in_an_error_never_reaches_the_caller(
     fresh_standin: Standin,  # noqa: F811
-    start_gateway: Callable[..., GatewayProcess],
+    gateway: GatewayProcess,
     index: int,
 ) -> None:
-    gateway = start_gateway(env=fresh_standin.env(GATEWAY_GITLAB__RETRY_ATTEMPTS="1"))
     status, body, ctype = echo_bodies(ds.ALICE_TOKEN)[index]
     fresh_standin.control.fail(status, body=body, content_type=ctype, count=None)
     text = rpc(gateway, "get_pipeline", PIPELINE_ARGS, {})
@@ -104,9 +112,8 @@ async def test_a_callers_own_token_echoed_in_an_error_never_comes_back(
 
 async def test_file_content_keeps_its_bytes_but_never_the_service_token(
     fresh_standin: Standin,  # noqa: F811
-    start_gateway: Callable[..., GatewayProcess],
+    gateway: GatewayProcess,
 ) -> None:
-    gateway = start_gateway(env=fresh_standin.env())
     # Someone committed the gateway's own token; a neighbour file merely looks like a secret.
     fresh_standin.control.commit_file(ds.PROJECT_PATH, "leak.txt", f"token = {ds.ALICE_TOKEN}\n")
     lookalike = "variables:\n  token: $CI_JOB_TOKEN\nAuthorization: Bearer example-not-a-secret\n"
