@@ -55,8 +55,8 @@ from typing import IO, TYPE_CHECKING, Any
 from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
 
-from gateway.observability.access import TRACE, RequestTrace
 from gateway.observability import client_errors as malformed_requests
+from gateway.observability.access import TRACE, RequestTrace
 from gateway.observability.log_text import MESSAGE_LIMIT, safe_fields, safe_text, safe_value
 
 if TYPE_CHECKING:

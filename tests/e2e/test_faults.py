@@ -40,17 +40,6 @@ MUTATION = {"field": "pipelineCreate"}
 #: How far past its deadline a call may end (the issue's target: one second).
 GRACE = 1.0
 
-OPEN_GRAPHQL_CLASSIFICATION = pytest.mark.xfail(
-    strict=True,
-    reason="open defect: GitLab's own GraphQL failures ('Internal server error', timeouts, with or "
-    "without partial data) are reported as the caller's bad_request and not retried",
-)
-OPEN_WHOLE_REQUEST_DEADLINE = pytest.mark.xfail(
-    strict=True,
-    reason="open defect: the GitLab timeout bounds each read, not the whole request, so a trickled "
-    "body holds the call far past its deadline",
-)
-
 
 @pytest.fixture(scope="module")
 def gateway(standin: Standin, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
@@ -133,9 +122,9 @@ def test_a_read_under_a_fault_gets_a_clear_result_in_time(
 @pytest.mark.parametrize(
     "message, partial",
     [
-        pytest.param("Internal server error", False, marks=OPEN_GRAPHQL_CLASSIFICATION),
-        pytest.param("Request timed out", False, marks=OPEN_GRAPHQL_CLASSIFICATION),
-        pytest.param("Internal server error", True, marks=OPEN_GRAPHQL_CLASSIFICATION),
+        ("Internal server error", False),
+        ("Request timed out", False),
+        ("Internal server error", True),
     ],
 )
 def test_gitlabs_own_graphql_failures_are_upstream_errors_retried_for_reads(
@@ -153,7 +142,6 @@ def test_gitlabs_own_graphql_failures_are_upstream_errors_retried_for_reads(
     assert control.graphql_requests() > 1, "a read failing inside GitLab is retried"
 
 
-@OPEN_WHOLE_REQUEST_DEADLINE
 def test_a_trickled_body_does_not_outlive_the_deadline(
     fresh_standin: Standin, start_gateway: Callable[..., GatewayProcess]
 ) -> None:
