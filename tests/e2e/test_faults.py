@@ -5,7 +5,7 @@ and HTML bodies, GraphQL errors with and without partial data, a trickled body, 
 after a mutation was applied): the gateway stays up, the call gets a clear result within its
 deadline, no mutation reaches GitLab twice, and ``/metrics`` counts the call under its outcome.
 
-Timeouts are shortened (2 s per GitLab request, 6 s of retries) so the whole module takes seconds.
+Timeouts are shortened (1.5 s per GitLab request, 4 s of retries) so the whole module takes seconds.
 """
 
 from __future__ import annotations
