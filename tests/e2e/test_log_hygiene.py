@@ -73,7 +73,8 @@ def test_control_bytes_and_huge_method_names_never_reach_the_log_raw(
         for method in (NASTY, huge):
             resp = http.post(gw.mcp_url, json={"jsonrpc": "2.0", "id": 7, "method": method}, headers=headers)
             assert resp.status_code in (200, 400, 404), resp.status_code
-            assert resp.json()["error"]["code"] == -32601
+            # Refused at the edge (-32600: control characters) or as an unknown method (-32601).
+            assert resp.json()["error"]["code"] in (-32600, -32601)
         agent = {**headers, "X-Agent-Id": "dev"}
         call = {
             "jsonrpc": "2.0",
