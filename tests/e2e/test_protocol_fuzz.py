@@ -343,7 +343,8 @@ def test_random_headers(connection: Connection, trap: Trap) -> None:
             st.sampled_from([ACCEPT, "application/json", "text/event-stream", "", "*/*"]), printable
         ),
         "MCP-Protocol-Version": st.one_of(
-            st.sampled_from([PROTOCOL, "2025-03-26", "2024-11-05", "1999-01-01"]), printable
+            st.sampled_from([PROTOCOL, "2026-07-28", "2025-11-25", "2025-03-26", "2024-11-05", "1999-01-01"]),
+            printable,
         ),
         "Mcp-Session-Id": st.one_of(st.just(connection.session), printable),
         "X-Agent-Id": st.one_of(st.sampled_from(["pm", "dev", "reviewer", "broker", ""]), printable),
