@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from tests.e2e.harness import GatewayProcess
+from tests.e2e.rpc import Rpc
 
 pytestmark = pytest.mark.e2e
 
@@ -19,26 +20,6 @@ HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text
 #: NUL, ESC (a terminal colour sequence), a C1 control, a line separator, a forged line.
 NASTY = "x\x00y\x1b[31mred\x9bz\u2028w\nFAKE LINE level=ERROR"
 RAW_FORBIDDEN = ("\x00", "\x1b", "\x9b", "\u2028")
-
-
-def session(http: httpx.Client, url: str) -> dict[str, str]:
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
-    resp = http.post(url, json=init, headers=HEADERS)
-    assert resp.status_code == 200
-    headers = {**HEADERS, "MCP-Protocol-Version": "2025-06-18"}
-    if "Mcp-Session-Id" in resp.headers:
-        headers["Mcp-Session-Id"] = resp.headers["Mcp-Session-Id"]
-    http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
-    return headers
 
 
 def raw_request(port: int, data: bytes) -> bytes:
@@ -68,21 +49,19 @@ def test_control_bytes_and_huge_method_names_never_reach_the_log_raw(
         }
     )
     huge = "m" * 600_000
-    with httpx.Client(timeout=30, trust_env=False) as http:
-        headers = session(http, gw.mcp_url)
+    with Rpc(gw.mcp_url) as session:
         for method in (NASTY, huge):
-            resp = http.post(gw.mcp_url, json={"jsonrpc": "2.0", "id": 7, "method": method}, headers=headers)
+            resp = session.post(json.dumps({"jsonrpc": "2.0", "id": 7, "method": method}))
             assert resp.status_code in (200, 400, 404), resp.status_code
             # Refused at the edge (-32600: control characters) or as an unknown method (-32601).
             assert resp.json()["error"]["code"] in (-32600, -32601)
-        agent = {**headers, "X-Agent-Id": "dev"}
         call = {
             "jsonrpc": "2.0",
             "id": 8,
             "method": "tools/call",
             "params": {"name": "log_activity", "arguments": {"message": NASTY}},
         }
-        http.post(gw.mcp_url, json=call, headers=agent)
+        session.post(json.dumps(call), {"X-Agent-Id": "dev"})
     gw.stop()
     log = gw.log()
     for forbidden in RAW_FORBIDDEN:

@@ -10,10 +10,10 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.e2e.harness import GatewayProcess
+from tests.e2e.rpc import Rpc
 from tests.standin import dataset as ds
 from tests.standin.fixtures import Standin, fresh_standin, standin  # noqa: F401  (fixtures)
 
@@ -32,41 +32,15 @@ def gateway(standin: Standin, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 
 def rpc(gateway: GatewayProcess, tool: str, arguments: dict[str, Any], headers: dict[str, str]) -> str:
-    """One stateless tools/call over plain HTTP; the whole answer body as text."""
-    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json", **headers}
-    with httpx.Client(timeout=60, trust_env=False) as http:
-        init = http.post(
-            gateway.mcp_url,
-            headers=headers,
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "leak-probe", "version": "1"},
-                },
-            },
-        )
-        assert init.status_code == 200, init.text
-        session = init.headers.get("Mcp-Session-Id")
-        if session:
-            headers["Mcp-Session-Id"] = session
-        headers["MCP-Protocol-Version"] = "2025-06-18"
-        http.post(
-            gateway.mcp_url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"}
-        )
-        answer = http.post(
-            gateway.mcp_url,
-            headers=headers,
-            json={
-                "jsonrpc": "2.0",
-                "id": 2,
-                "method": "tools/call",
-                "params": {"name": tool, "arguments": arguments},
-            },
-        )
+    """One tools/call in a fresh session; the whole answer body as text (no client decodes it)."""
+    with Rpc(gateway.mcp_url, headers=headers) as session:
+        message = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments},
+        }
+        answer = session.post(json.dumps(message))
         assert answer.status_code == 200, answer.text
         return answer.text
 
