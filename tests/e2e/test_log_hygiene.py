@@ -16,7 +16,6 @@ from tests.e2e.rpc import Rpc
 
 pytestmark = pytest.mark.e2e
 
-HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 #: NUL, ESC (a terminal colour sequence), a C1 control, a line separator, a forged line.
 NASTY = "x\x00y\x1b[31mred\x9bz\u2028w\nFAKE LINE level=ERROR"
 RAW_FORBIDDEN = ("\x00", "\x1b", "\x9b", "\u2028")
