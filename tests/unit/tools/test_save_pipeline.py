@@ -315,7 +315,8 @@ HINT = " Or pass `project_id` (ID or full path) instead of `url`."
         ),
         (
             "https://user:pw@gitlab.example.com/grp/sub/proj",
-            "The URL 'https://user:pw@gitlab.example.com/grp/sub/proj' is not on this gateway's GitLab as "
+            # The password is a secret: the answer quotes the URL redacted, as the logs do.
+            "The URL 'https://[REDACTED]@gitlab.example.com/grp/sub/proj' is not on this gateway's GitLab as "
             "written: it carries a user name or password (`user@`), which the gateway never follows. Give "
             "the plain URL, such as https://gitlab.example.com/<group>/<project>." + HINT,
         ),
