@@ -409,6 +409,32 @@ class Queries:
         rows = list(await self.conn.execute(stmt))
         return [_message(r) for r in reversed(rows)]
 
+    async def history_page(
+        self, issue: str | None, before_seq: int | None, limit: int, item_chars: int
+    ) -> list[tuple[MessageRow, str, int]]:
+        """Up to ``limit`` messages older than ``before_seq`` (all, if None), newest first.
+
+        Each as ``(row with an empty body, the body's JSON text cut to item_chars + 1 characters,
+        the full text's length)``: a huge body never leaves the database whole.
+        """
+        columns = [c for c in _MESSAGE_COLUMNS if c is not messages.c.body]
+        stmt = (
+            sa.select(
+                *columns,
+                sa.literal("{}").label("body"),
+                sa.func.substr(messages.c.body, 1, item_chars + 1).label("body_head"),
+                sa.func.length(messages.c.body).label("body_length"),
+            )
+            .order_by(messages.c.seq.desc())
+            .limit(limit)
+        )
+        if issue is not None:
+            stmt = stmt.where(messages.c.issue == issue)
+        if before_seq is not None:
+            stmt = stmt.where(messages.c.seq < before_seq)
+        rows = await self.conn.execute(stmt)
+        return [(_message(r), r.body_head, r.body_length) for r in rows]
+
     # agents -----------------------------------------------------------------------------------
 
     async def last_seen(self) -> dict[str, str]:

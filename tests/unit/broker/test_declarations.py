@@ -18,7 +18,7 @@ ARGUMENTS = {
     "send_message": {"to", "subject", "body", "priority"},
     "wait_for_message": {"timeout_sec"},
     "reply_message": {"replyTo", "subject", "body", "priority"},
-    "get_message_history": {"issue", "limit"},
+    "get_message_history": {"issue", "limit", "after"},
     "get_pipeline_status": set(),
     "log_activity": {"message"},
     "get_activity_log": {"agent", "tail_lines"},
