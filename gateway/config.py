@@ -226,6 +226,12 @@ class BrokerSettings(_Section):
     #: ``history_item_bytes`` is shown truncated (``bodyTruncated: true``).
     history_page_bytes: int = Field(1_048_576, ge=4096)
     history_item_bytes: int = Field(65_536, ge=1024)
+    #: Delivered messages are deleted this long after delivery (seconds; 0: at the next purge) ...
+    retain_delivered_seconds: float = Field(604_800.0, ge=0)
+    #: ... and beyond the newest this many delivered messages. Queued ones are never deleted.
+    retain_delivered_count: int = Field(10_000, ge=0)
+    #: How often the timer loop applies the retention rule (seconds; sooner while it is catching up).
+    purge_interval_seconds: float = Field(60.0, gt=0)
     #: Open waits look at their queue this often even without a wake-up (a safety net for a
     #: missed notification, and how an expired lease is noticed), seconds.
     recheck_seconds: float = Field(5.0, gt=0)

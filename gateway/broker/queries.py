@@ -484,6 +484,27 @@ class Queries:
         """No activity line stored yet (a database written before logs moved into it)."""
         return (await self.conn.execute(sa.select(activity_log.c.seq).limit(1))).first() is None
 
+    async def purge_delivered(self, before: str, keep: int, batch: int) -> int:
+        """Delete up to ``batch`` delivered messages, the oldest first, that were delivered before
+        ``before`` (ISO time) or are older than the newest ``keep`` delivered ones; how many."""
+        delivered = messages.c.delivered_at.is_not(None)
+        newest_kept = (
+            sa.select(messages.c.seq)
+            .where(delivered)
+            .order_by(messages.c.seq.desc())
+            .offset(keep)
+            .limit(1)
+            .scalar_subquery()
+        )
+        victims = (
+            sa.select(messages.c.seq)
+            .where(delivered, sa.or_(messages.c.delivered_at < before, messages.c.seq <= newest_kept))
+            .order_by(messages.c.seq)
+            .limit(batch)
+        )
+        done = await self.conn.execute(sa.delete(messages).where(messages.c.seq.in_(victims)))
+        return int(done.rowcount or 0)
+
     async def prune_log(self, name: str, keep: int) -> None:
         """Keep only the newest ``keep`` lines of log ``name``."""
         cutoff = (

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tests.unit.broker.conftest import EnvFactory
+import asyncio
+
+from tests.unit.broker.conftest import Env, EnvFactory
 
 
 async def test_body_over_the_cap_is_refused_with_the_cap_named(make_env: EnvFactory) -> None:
@@ -54,3 +56,40 @@ async def test_history_pages_within_a_byte_budget(make_env: EnvFactory) -> None:
 
     error = await env.err("pm", "get_message_history", {"after": "bm90LWEtY3Vyc29y"})
     assert error["reason"] == "bad_request" and "end_cursor" in error["message"]
+
+
+_FAST_TIMER = {"timer_poll_seconds": 0.05, "purge_interval_seconds": 0.05}
+
+
+async def _purged(env: Env, expected: float) -> float:
+    """The purged counter once the timer loop has reached ``expected`` (or after 5 s)."""
+    for _ in range(100):
+        value = env.metrics.registry.get_sample_value("gateway_broker_messages_purged_total") or 0.0
+        if value >= expected:
+            return value
+        await asyncio.sleep(0.05)
+    return value
+
+
+async def test_retention_purges_delivered_messages_by_count(make_env: EnvFactory) -> None:
+    env = await make_env(broker={"retain_delivered_count": 2, **_FAST_TIMER})
+    for i in range(5):
+        await env.ok("pm", "send_message", {"to": "dev", "subject": f"m{i}", "body": {}})
+    for _ in range(4):
+        assert (await env.wait("dev"))["message"]
+    assert await _purged(env, 2) == 2  # by the timer loop
+    history = (await env.ok("pm", "get_message_history"))["messages"]
+    # the two newest delivered are kept, and the queued one is never purged
+    assert [(m["subject"], m["delivered"]) for m in history] == [("m2", True), ("m3", True), ("m4", False)]
+    assert (await env.wait("dev"))["message"]["subject"] == "m4"
+
+
+async def test_retention_purges_delivered_messages_by_age(make_env: EnvFactory) -> None:
+    env = await make_env(broker={"retain_delivered_seconds": 0, **_FAST_TIMER})
+    for i in range(3):
+        await env.ok("pm", "send_message", {"to": "dev", "subject": f"m{i}", "body": {}})
+    assert (await env.wait("dev"))["message"]["subject"] == "m0"
+    # delivery times are stored to the second: purged within about a second
+    assert await _purged(env, 1) == 1
+    history = (await env.ok("pm", "get_message_history"))["messages"]
+    assert [m["subject"] for m in history] == ["m1", "m2"]
