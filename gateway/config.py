@@ -219,6 +219,9 @@ class BrokerSettings(_Section):
     #: A message handed to a wait is leased this long: when the transport never reports its answer
     #: as written (the replica died), it is delivered again afterwards (same messageId).
     lease_seconds: float = Field(30.0, gt=0)
+    #: For agents that acknowledge (``wait_for_message``'s ``ack``): a message written to the
+    #: agent but not acknowledged within this many seconds is delivered again (same messageId).
+    ack_timeout_seconds: float = Field(300.0, gt=0)
     #: Largest message body accepted by send_message / reply_message (its JSON text, UTF-8 bytes).
     #: Bodies are for coordination; put large content in GitLab (a file, an issue) and send its link.
     max_message_bytes: int = Field(262_144, ge=1024)

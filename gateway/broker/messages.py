@@ -119,6 +119,7 @@ class Messages:
         progress_interval_seconds: float,
         lease_seconds: float,
         recheck_seconds: float,
+        ack_timeout_seconds: float = 300.0,
         max_message_bytes: int = 262_144,
         history_page_bytes: int = 1_048_576,
         history_item_bytes: int = 65_536,
@@ -137,6 +138,9 @@ class Messages:
         self._progress_interval = progress_interval_seconds
         self._closing = closing
         self._max_message_bytes = max_message_bytes
+        self._ack_timeout = ack_timeout_seconds
+        #: Agents known to acknowledge (never forgotten: an agent that acknowledges always does).
+        self._acknowledging: set[str] = set()
         self._history_page_bytes = history_page_bytes
         self._history_item_bytes = history_item_bytes
 
@@ -225,6 +229,7 @@ class Messages:
         seconds: float,
         progress: ProgressFn | None = None,
         progress_interval: float | None = None,
+        ack: list[str] | None = None,
     ) -> WaitOutcome:
         """Block until ``agent``'s queue has a message it can lease, ``seconds`` pass, the pipeline
         stops or the gateway shuts down.
@@ -232,6 +237,8 @@ class Messages:
         Args:
             agent: the caller (already authorized).
             seconds: the longest wait; 0 looks without waiting.
+            ack: messageIds the agent has processed (taken off its queue first); sending it, even
+                empty, makes the agent one that acknowledges, for good.
             progress: ``await progress(elapsed, seconds, text)`` every ``progress_interval``
                 seconds (``broker.progress_interval_seconds``) while waiting; None: no progress.
 
@@ -242,6 +249,8 @@ class Messages:
         start = loop.time()
         if (closing := self._closing()) is not None:
             return WaitOutcome(shutdown=True, reason=closing)
+        if ack is not None:
+            await self._changes.shielded(self._acknowledge(agent, ack))
         interval = progress_interval or self._progress_interval
         deadline = start + seconds
         next_progress = start + interval
@@ -301,6 +310,22 @@ class Messages:
             finally:
                 self._metrics.broker_waits_open.dec()
                 self._roster.seen(agent)
+
+    async def _acknowledge(self, agent: str, ids: list[str]) -> None:
+        async with self._store.write() as q:
+            if agent not in self._acknowledging:
+                await q.set_acknowledges(agent)
+            done = await q.acknowledge_ids(agent, ids, iso(self._clock()))
+        self._acknowledging.add(agent)
+        if done:
+            self._metrics.broker_messages_delivered.labels(agent).inc(done)
+
+    async def _acknowledges(self, agent: str) -> bool:
+        if agent not in self._acknowledging:
+            async with self._store.read() as q:
+                if await q.acknowledges(agent):  # sent through another replica, or before a restart
+                    self._acknowledging.add(agent)
+        return agent in self._acknowledging
 
     async def _lease(self, agent: str, force: bool = True) -> tuple[State, MessageRow | None]:
         """Lease ``agent``'s next message, shielded: a cancelled caller gives back what was leased."""
@@ -370,6 +395,12 @@ class Messages:
             self._held.pop(token, None)
 
             async def mark() -> bool:
+                if await self._acknowledges(agent):
+                    # Written, but it may not have reached the agent: it stays leased until the
+                    # agent acknowledges it, and goes out again if that does not happen in time.
+                    async with self._store.write_one() as q:
+                        await q.hold_for_ack(message_id, token, self._clock() + self._ack_timeout)
+                    return False
                 async with self._store.write_one() as q:
                     return await q.acknowledge(message_id, token, iso(self._clock()))
 

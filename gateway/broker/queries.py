@@ -379,6 +379,50 @@ class Queries:
         )
         return done.rowcount == 1
 
+    async def hold_for_ack(self, message_id: str, token: str, until: float) -> bool:
+        """Keep a written message leased until ``until``: it leaves its queue when the agent
+        acknowledges it, and goes out again if that does not happen in time."""
+        done = await self.conn.execute(
+            sa.update(messages)
+            .where(
+                messages.c.id == message_id,
+                messages.c.lease_token == token,
+                messages.c.delivered_at.is_(None),
+            )
+            .values(lease_until=until)
+        )
+        return done.rowcount == 1
+
+    async def acknowledge_ids(self, recipient: str, ids: list[str], at: str) -> int:
+        """The agent processed these of its messages: off their queue; how many were still on it."""
+        if not ids:
+            return 0
+        done = await self.conn.execute(
+            sa.update(messages)
+            .where(
+                messages.c.id.in_(ids),
+                messages.c.recipient == recipient,
+                messages.c.delivered_at.is_(None),
+            )
+            .values(delivered_at=at, lease_until=None)
+        )
+        return int(done.rowcount or 0)
+
+    async def set_acknowledges(self, agent: str) -> None:
+        """Remember that ``agent`` acknowledges its messages (for good, on every replica)."""
+        insert = postgresql.insert if self.postgres else sqlite.insert
+        ins = insert(agents).values(id=agent, acknowledges=1)
+        await self.conn.execute(
+            ins.on_conflict_do_update(
+                index_elements=[agents.c.id], set_={"acknowledges": 1}, where=agents.c.acknowledges == 0
+            )
+        )
+
+    async def acknowledges(self, agent: str) -> bool:
+        """Whether ``agent`` ever sent ``ack``."""
+        r = await self.conn.execute(sa.select(agents.c.acknowledges).where(agents.c.id == agent))
+        return bool(r.scalar())
+
     async def release(self, message_id: str, token: str) -> bool:
         """End a lease without delivery (the answer never went out): free for the next wait."""
         done = await self.conn.execute(

@@ -110,7 +110,7 @@ async def wait_for_message(ctx: ToolContext, args: WaitForMessageInput) -> ToolR
             invalid_arguments=["timeout_sec"],
         )
     progress = ctx.progress if ctx.call.has_progress_token else None
-    outcome = await broker.messages.wait_for_message(agent, timeout, progress)
+    outcome = await broker.messages.wait_for_message(agent, timeout, progress, ack=args.ack)
     structured: dict[str, Any] = {
         "message": outcome.message,
         "timedOut": outcome.timed_out,

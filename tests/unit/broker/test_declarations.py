@@ -16,7 +16,7 @@ ARGUMENTS = {
     "set_auto_advance": {"enabled"},
     "cancel_auto_advance": {"reason"},
     "send_message": {"to", "subject", "body", "priority"},
-    "wait_for_message": {"timeout_sec"},
+    "wait_for_message": {"timeout_sec", "ack"},
     "reply_message": {"replyTo", "subject", "body", "priority"},
     "get_message_history": {"issue", "limit", "after"},
     "get_pipeline_status": set(),
