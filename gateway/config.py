@@ -222,6 +222,22 @@ class BrokerSettings(_Section):
     #: A message handed to a wait is leased this long: when the transport never reports its answer
     #: as written (the replica died), it is delivered again afterwards (same messageId).
     lease_seconds: float = Field(30.0, gt=0)
+    #: For agents that acknowledge (``wait_for_message``'s ``ack``): a message written to the
+    #: agent but not acknowledged within this many seconds is delivered again (same messageId).
+    ack_timeout_seconds: float = Field(300.0, gt=0)
+    #: Largest message body accepted by send_message / reply_message (its JSON text, UTF-8 bytes).
+    #: Bodies are for coordination; put large content in GitLab (a file, an issue) and send its link.
+    max_message_bytes: int = Field(262_144, ge=1024)
+    #: get_message_history answers within this many bytes of message bodies per page; a body over
+    #: ``history_item_bytes`` is shown truncated (``bodyTruncated: true``).
+    history_page_bytes: int = Field(1_048_576, ge=4096)
+    history_item_bytes: int = Field(65_536, ge=1024)
+    #: Delivered messages are deleted this long after delivery (seconds; 0: at the next purge) ...
+    retain_delivered_seconds: float = Field(604_800.0, ge=0)
+    #: ... and beyond the newest this many delivered messages. Queued ones are never deleted.
+    retain_delivered_count: int = Field(10_000, ge=0)
+    #: How often the timer loop applies the retention rule (seconds; sooner while it is catching up).
+    purge_interval_seconds: float = Field(60.0, gt=0)
     #: Open waits look at their queue this often even without a wake-up (a safety net for a
     #: missed notification, and how an expired lease is noticed), seconds.
     recheck_seconds: float = Field(5.0, gt=0)

@@ -18,7 +18,9 @@ leaves the lease to run out, and the message goes out again, through any replica
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -117,6 +119,10 @@ class Messages:
         progress_interval_seconds: float,
         lease_seconds: float,
         recheck_seconds: float,
+        ack_timeout_seconds: float = 300.0,
+        max_message_bytes: int = 262_144,
+        history_page_bytes: int = 1_048_576,
+        history_item_bytes: int = 65_536,
         closing: Callable[[], str | None],
     ) -> None:
         self._changes = changes
@@ -131,6 +137,12 @@ class Messages:
         self._clock = clock
         self._progress_interval = progress_interval_seconds
         self._closing = closing
+        self._max_message_bytes = max_message_bytes
+        self._ack_timeout = ack_timeout_seconds
+        #: Agents known to acknowledge (never forgotten: an agent that acknowledges always does).
+        self._acknowledging: set[str] = set()
+        self._history_page_bytes = history_page_bytes
+        self._history_item_bytes = history_item_bytes
 
     def _check_recipient(self, to: str) -> None:
         agents = self._roster.agents
@@ -163,6 +175,15 @@ class Messages:
         """
         if reply_to is None:
             self._check_recipient(to)
+        size = len(json.dumps(body, ensure_ascii=False).encode("utf-8"))
+        if size > self._max_message_bytes:
+            raise BrokerError(
+                "bad_request",
+                f"`body`: {size} bytes as JSON, over this broker's limit of {self._max_message_bytes} "
+                "bytes (broker.max_message_bytes). Send a smaller body: put large content in GitLab "
+                "(a file, an issue or a merge request comment) and send its link. Nothing was sent.",
+                limit=self._max_message_bytes,
+            )
 
         async def run(q: Queries, p: PipelineRow, after: After) -> dict[str, Any]:
             self._changes.decide(p, Event.REPLY_MESSAGE if reply_to is not None else Event.SEND_MESSAGE)
@@ -208,6 +229,7 @@ class Messages:
         seconds: float,
         progress: ProgressFn | None = None,
         progress_interval: float | None = None,
+        ack: list[str] | None = None,
     ) -> WaitOutcome:
         """Block until ``agent``'s queue has a message it can lease, ``seconds`` pass, the pipeline
         stops or the gateway shuts down.
@@ -215,6 +237,8 @@ class Messages:
         Args:
             agent: the caller (already authorized).
             seconds: the longest wait; 0 looks without waiting.
+            ack: messageIds the agent has processed (taken off its queue first); sending it, even
+                empty, makes the agent one that acknowledges, for good.
             progress: ``await progress(elapsed, seconds, text)`` every ``progress_interval``
                 seconds (``broker.progress_interval_seconds``) while waiting; None: no progress.
 
@@ -225,6 +249,8 @@ class Messages:
         start = loop.time()
         if (closing := self._closing()) is not None:
             return WaitOutcome(shutdown=True, reason=closing)
+        if ack is not None:
+            await self._changes.shielded(self._acknowledge(agent, ack))
         interval = progress_interval or self._progress_interval
         deadline = start + seconds
         next_progress = start + interval
@@ -284,6 +310,22 @@ class Messages:
             finally:
                 self._metrics.broker_waits_open.dec()
                 self._roster.seen(agent)
+
+    async def _acknowledge(self, agent: str, ids: list[str]) -> None:
+        async with self._store.write() as q:
+            if agent not in self._acknowledging:
+                await q.set_acknowledges(agent)
+            done = await q.acknowledge_ids(agent, ids, iso(self._clock()))
+        self._acknowledging.add(agent)
+        if done:
+            self._metrics.broker_messages_delivered.labels(agent).inc(done)
+
+    async def _acknowledges(self, agent: str) -> bool:
+        if agent not in self._acknowledging:
+            async with self._store.read() as q:
+                if await q.acknowledges(agent):  # sent through another replica, or before a restart
+                    self._acknowledging.add(agent)
+        return agent in self._acknowledging
 
     async def _lease(self, agent: str, force: bool = True) -> tuple[State, MessageRow | None]:
         """Lease ``agent``'s next message, shielded: a cancelled caller gives back what was leased."""
@@ -353,6 +395,12 @@ class Messages:
             self._held.pop(token, None)
 
             async def mark() -> bool:
+                if await self._acknowledges(agent):
+                    # Written, but it may not have reached the agent: it stays leased until the
+                    # agent acknowledges it, and goes out again if that does not happen in time.
+                    async with self._store.write_one() as q:
+                        await q.hold_for_ack(message_id, token, self._clock() + self._ack_timeout)
+                    return False
                 async with self._store.write_one() as q:
                     return await q.acknowledge(message_id, token, iso(self._clock()))
 
@@ -376,8 +424,75 @@ class Messages:
 
         return delivered, abandoned
 
-    async def message_history(self, issue: str | None, limit: int) -> dict[str, Any]:
-        """``get_message_history`` → ``{messages}``: the newest ``limit``, oldest first."""
-        async with self._store.read() as q:
-            rows = await q.history(issue, limit)
-        return {"messages": [message_json(m) for m in rows]}
+    async def message_history(
+        self, issue: str | None, limit: int, after: str | None = None
+    ) -> dict[str, Any]:
+        """``get_message_history`` → ``{messages, page_info}``: newest first by page, oldest first in a page.
+
+        A page holds up to ``limit`` messages and about ``history_page_bytes`` of bodies; a body
+        over ``history_item_bytes`` is cut (``bodyTruncated``, ``bodyPreview``). ``after`` is the
+        previous page's ``page_info.end_cursor``: the next page holds older messages.
+
+        Raises:
+            BrokerError: ``bad_request`` for a cursor this tool did not hand out.
+        """
+        before = _decode_cursor(after)
+        out: list[dict[str, Any]] = []
+        used, more, last_seq = 0, False, before
+        while len(out) < limit and not more:
+            # Small batches: rows are read only as far as the page's byte budget reaches.
+            batch = min(_HISTORY_BATCH, limit - len(out))
+            async with self._store.read() as q:
+                rows = await q.history_page(issue, last_seq, batch + 1, self._history_item_bytes)
+            for row, head, length in rows[:batch]:
+                item = message_json(row)
+                encoded = head.encode("utf-8")
+                if length > len(head) or len(encoded) > self._history_item_bytes:
+                    preview = encoded[: self._history_item_bytes].decode("utf-8", errors="ignore")
+                    item.update(body=None, bodyTruncated=True, bodyPreview=preview)
+                    cost = len(preview.encode("utf-8"))
+                else:
+                    item.update(body=json.loads(head), bodyTruncated=False, bodyPreview=None)
+                    cost = len(encoded)
+                cost += _ITEM_OVERHEAD_BYTES
+                if out and used + cost > self._history_page_bytes:
+                    more = True
+                    break
+                used += cost
+                out.append(item)
+                last_seq = row.seq
+            else:
+                if len(rows) <= batch:
+                    break
+                if len(out) >= limit:
+                    more = True
+        out.reverse()
+        end = _encode_cursor(last_seq) if more and last_seq is not None else None
+        return {"messages": out, "page_info": {"has_next_page": end is not None, "end_cursor": end}}
+
+
+#: Rows read per statement while filling a history page.
+_HISTORY_BATCH = 16
+#: What a message costs in a history page besides its body (ids, subject, times), bytes.
+_ITEM_OVERHEAD_BYTES = 512
+_CURSOR_PREFIX = "msg:"
+
+
+def _encode_cursor(seq: int) -> str:
+    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{seq}".encode()).decode("ascii")
+
+
+def _decode_cursor(cursor: str | None) -> int | None:
+    if cursor is None:
+        return None
+    try:
+        text = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii")
+        if text.startswith(_CURSOR_PREFIX):
+            return int(text[len(_CURSOR_PREFIX) :])
+    except (ValueError, UnicodeError):
+        pass
+    raise BrokerError(
+        "bad_request",
+        "`after`: not a cursor of get_message_history; pass `page_info.end_cursor` from the previous "
+        "answer as is, or leave `after` out to start from the newest messages.",
+    )

@@ -379,6 +379,50 @@ class Queries:
         )
         return done.rowcount == 1
 
+    async def hold_for_ack(self, message_id: str, token: str, until: float) -> bool:
+        """Keep a written message leased until ``until``: it leaves its queue when the agent
+        acknowledges it, and goes out again if that does not happen in time."""
+        done = await self.conn.execute(
+            sa.update(messages)
+            .where(
+                messages.c.id == message_id,
+                messages.c.lease_token == token,
+                messages.c.delivered_at.is_(None),
+            )
+            .values(lease_until=until)
+        )
+        return done.rowcount == 1
+
+    async def acknowledge_ids(self, recipient: str, ids: list[str], at: str) -> int:
+        """The agent processed these of its messages: off their queue; how many were still on it."""
+        if not ids:
+            return 0
+        done = await self.conn.execute(
+            sa.update(messages)
+            .where(
+                messages.c.id.in_(ids),
+                messages.c.recipient == recipient,
+                messages.c.delivered_at.is_(None),
+            )
+            .values(delivered_at=at, lease_until=None)
+        )
+        return int(done.rowcount or 0)
+
+    async def set_acknowledges(self, agent: str) -> None:
+        """Remember that ``agent`` acknowledges its messages (for good, on every replica)."""
+        insert = postgresql.insert if self.postgres else sqlite.insert
+        ins = insert(agents).values(id=agent, acknowledges=1)
+        await self.conn.execute(
+            ins.on_conflict_do_update(
+                index_elements=[agents.c.id], set_={"acknowledges": 1}, where=agents.c.acknowledges == 0
+            )
+        )
+
+    async def acknowledges(self, agent: str) -> bool:
+        """Whether ``agent`` ever sent ``ack``."""
+        r = await self.conn.execute(sa.select(agents.c.acknowledges).where(agents.c.id == agent))
+        return bool(r.scalar())
+
     async def release(self, message_id: str, token: str) -> bool:
         """End a lease without delivery (the answer never went out): free for the next wait."""
         done = await self.conn.execute(
@@ -408,6 +452,32 @@ class Queries:
             stmt = stmt.where(messages.c.issue == issue)
         rows = list(await self.conn.execute(stmt))
         return [_message(r) for r in reversed(rows)]
+
+    async def history_page(
+        self, issue: str | None, before_seq: int | None, limit: int, item_chars: int
+    ) -> list[tuple[MessageRow, str, int]]:
+        """Up to ``limit`` messages older than ``before_seq`` (all, if None), newest first.
+
+        Each as ``(row with an empty body, the body's JSON text cut to item_chars + 1 characters,
+        the full text's length)``: a huge body never leaves the database whole.
+        """
+        columns = [c for c in _MESSAGE_COLUMNS if c is not messages.c.body]
+        stmt = (
+            sa.select(
+                *columns,
+                sa.literal("{}").label("body"),
+                sa.func.substr(messages.c.body, 1, item_chars + 1).label("body_head"),
+                sa.func.length(messages.c.body).label("body_length"),
+            )
+            .order_by(messages.c.seq.desc())
+            .limit(limit)
+        )
+        if issue is not None:
+            stmt = stmt.where(messages.c.issue == issue)
+        if before_seq is not None:
+            stmt = stmt.where(messages.c.seq < before_seq)
+        rows = await self.conn.execute(stmt)
+        return [(_message(r), r.body_head, r.body_length) for r in rows]
 
     # agents -----------------------------------------------------------------------------------
 
@@ -457,6 +527,27 @@ class Queries:
     async def log_is_empty(self) -> bool:
         """No activity line stored yet (a database written before logs moved into it)."""
         return (await self.conn.execute(sa.select(activity_log.c.seq).limit(1))).first() is None
+
+    async def purge_delivered(self, before: str, keep: int, batch: int) -> int:
+        """Delete up to ``batch`` delivered messages, the oldest first, that were delivered before
+        ``before`` (ISO time) or are older than the newest ``keep`` delivered ones; how many."""
+        delivered = messages.c.delivered_at.is_not(None)
+        newest_kept = (
+            sa.select(messages.c.seq)
+            .where(delivered)
+            .order_by(messages.c.seq.desc())
+            .offset(keep)
+            .limit(1)
+            .scalar_subquery()
+        )
+        victims = (
+            sa.select(messages.c.seq)
+            .where(delivered, sa.or_(messages.c.delivered_at < before, messages.c.seq <= newest_kept))
+            .order_by(messages.c.seq)
+            .limit(batch)
+        )
+        done = await self.conn.execute(sa.delete(messages).where(messages.c.seq.in_(victims)))
+        return int(done.rowcount or 0)
 
     async def prune_log(self, name: str, keep: int) -> None:
         """Keep only the newest ``keep`` lines of log ``name``."""

@@ -80,6 +80,8 @@ agents = sa.Table(
     metadata,
     sa.Column("id", sa.Text, primary_key=True),
     sa.Column("last_seen", sa.Text),
+    # Added by migration 0003: 1 once the agent sent ``ack`` (its messages then wait for one).
+    sa.Column("acknowledges", sa.Integer, nullable=False, server_default="0"),
 )
 
 transitions = sa.Table(

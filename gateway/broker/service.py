@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 
 #: The agent allowed to ``resume`` (broker.md: the PM resumes, on a person's word).
 PM = "pm"
+#: Retention: rows per delete, and deletes per timer look.
+PURGE_BATCH = 500
+PURGE_MAX_BATCHES = 10
 #: Up to this many 10 ms steps for woken waits to return at shutdown.
 SHUTDOWN_GRACE_STEPS = 100
 
@@ -122,6 +125,10 @@ class BrokerService:
             clock,
             progress_interval_seconds=self.config.progress_interval_seconds,
             lease_seconds=self.config.lease_seconds,
+            ack_timeout_seconds=self.config.ack_timeout_seconds,
+            max_message_bytes=self.config.max_message_bytes,
+            history_page_bytes=self.config.history_page_bytes,
+            history_item_bytes=self.config.history_item_bytes,
             recheck_seconds=self.config.recheck_seconds,
             closing=self._closing_reason,
         )
@@ -130,6 +137,7 @@ class BrokerService:
         self._lock_fd: int | None = None
         self._listener: Listener | None = None
         self._ticks = 0
+        self._next_purge = 0.0
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
@@ -271,10 +279,29 @@ class BrokerService:
         self._ticks += 1
         if self._ticks % 5 == 0:
             await self._refresh_depths()
+        if self.clock() >= self._next_purge:
+            await self.purge_delivered()
         if self._ticks % 600 == 1:
             async with self.store.write() as q:
                 for name in self.logs.names:
                     await q.prune_log(name, self.config.log_keep_lines)
+
+    async def purge_delivered(self) -> int:
+        """The retention rule for delivered messages (``broker.retain_delivered_seconds`` and
+        ``broker.retain_delivered_count``), in short transactions of :data:`PURGE_BATCH` rows so
+        that sends and waits are never held up for long; how many were deleted."""
+        before = iso(self.clock() - self.config.retain_delivered_seconds)
+        total = 0
+        for _ in range(PURGE_MAX_BATCHES):
+            async with self.store.write() as q:
+                n = await q.purge_delivered(before, self.config.retain_delivered_count, PURGE_BATCH)
+            total += n
+            self.metrics.broker_messages_purged.inc(n)
+            if n < PURGE_BATCH:
+                # All caught up: look again later. Otherwise the next tick goes on.
+                self._next_purge = self.clock() + self.config.purge_interval_seconds
+                break
+        return total
 
     async def _refresh_depths(self) -> None:
         """The state and queue-depth gauges, as the database has them (any replica's changes)."""

@@ -140,6 +140,11 @@ class Metrics:
         self.broker_messages_sent = Counter(
             "gateway_broker_messages_sent_total", "Messages queued, by recipient", ["agent"], registry=r
         )
+        self.broker_messages_purged = Counter(
+            "gateway_broker_messages_purged_total",
+            "Delivered messages deleted by the retention rule (broker.retain_delivered_*)",
+            registry=r,
+        )
         self.broker_messages_delivered = Counter(
             "gateway_broker_messages_delivered_total",
             "Messages handed to a waiting agent",

@@ -110,7 +110,7 @@ async def wait_for_message(ctx: ToolContext, args: WaitForMessageInput) -> ToolR
             invalid_arguments=["timeout_sec"],
         )
     progress = ctx.progress if ctx.call.has_progress_token else None
-    outcome = await broker.messages.wait_for_message(agent, timeout, progress)
+    outcome = await broker.messages.wait_for_message(agent, timeout, progress, ack=args.ack)
     structured: dict[str, Any] = {
         "message": outcome.message,
         "timedOut": outcome.timed_out,
@@ -138,7 +138,7 @@ async def wait_for_message(ctx: ToolContext, args: WaitForMessageInput) -> ToolR
 
 async def get_message_history(ctx: ToolContext, args: GetMessageHistoryInput) -> dict[str, Any]:
     broker, _ = _caller(ctx)
-    return await broker.messages.message_history(args.issue, args.limit)
+    return await broker.messages.message_history(args.issue, args.limit, args.after)
 
 
 async def get_pipeline_status(ctx: ToolContext, args: NoArguments) -> dict[str, Any]:

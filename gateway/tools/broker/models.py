@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, StringConstraints, field_validator
 
+from gateway.tools.pagination import Cursor, PageInfo, after_field
 from gateway.tools.registry import ToolInput, ToolOutput
 
 # No control characters (line breaks included): ids end up in log lines and messages.
@@ -119,13 +120,27 @@ class WaitForMessageInput(ToolInput):
         description="Seconds to wait at most (default 3600, or the gateway's broker.max_wait_seconds "
         "when lower); 0 looks without waiting",
     )
+    ack: list[Annotated[str, StringConstraints(min_length=1, max_length=255)]] | None = Field(
+        None,
+        max_length=1000,
+        description="messageIds of messages you have finished processing. Once you send `ack` (even []), "
+        "each message you receive stays yours until you acknowledge it here; one not acknowledged in "
+        "time is delivered again (same messageId, higher deliveryAttempt)",
+    )
 
 
 class GetMessageHistoryInput(ToolInput):
     issue: str | None = Field(
         None, max_length=255, description="Only messages whose body.issue is this issue id"
     )
-    limit: int = Field(50, ge=1, le=1000, description="The newest this many messages (default 50)")
+    limit: int = Field(
+        50,
+        ge=1,
+        le=1000,
+        description="At most this many messages per page (default 50, max 1000); a page also ends "
+        "at about 1 MB of bodies",
+    )
+    after: Cursor = after_field("older messages")
 
 
 class LogActivityInput(ToolInput):
@@ -238,8 +253,15 @@ class WaitForMessageOutput(_Out):
     waitedSeconds: float | None = None
 
 
+class HistoryMessage(Message):
+    body: dict[str, Any] | None = Field(description="The body; null when bodyTruncated")  # type: ignore[assignment]
+    bodyTruncated: bool = Field(description="True when the body was too large to show whole here")
+    bodyPreview: str | None = Field(description="When bodyTruncated: the start of the body's JSON text")
+
+
 class GetMessageHistoryOutput(_Out):
-    messages: list[Message]
+    messages: list[HistoryMessage]
+    page_info: PageInfo
 
 
 class IssueStatus(_Out):

@@ -199,7 +199,11 @@ TOOLS: list[Tool] = [
             "Wait for the next message in your queue (priority, then time) for at most timeout_sec "
             "seconds (default 3600). Returns {message, timedOut}; on timedOut call it again. A message "
             "can reach you twice after a gateway crash: it then carries the same messageId "
-            "(deliveryAttempt > 1), so skip ids you have handled."
+            "(deliveryAttempt > 1), so skip ids you have handled. To lose none even when your connection "
+            "drops while an answer is on its way, acknowledge: pass `ack` with the messageIds you finished "
+            "processing (e.g. the previous message's id) on each call. Once you have sent `ack`, a message "
+            "you do not acknowledge within the gateway's ack timeout (broker.ack_timeout_seconds, 300 s by "
+            "default) comes back to you."
         ),
         input_model=WaitForMessageInput,
         output_model=WaitForMessageOutput,
@@ -223,8 +227,11 @@ TOOLS: list[Tool] = [
     Tool(
         name="get_message_history",
         description=(
-            "Past and queued messages, newest `limit` (default 50) in time order; `issue` keeps those "
-            "whose body.issue is that issue."
+            "Past and queued messages, newest first by page and in time order within a page; `issue` "
+            "keeps those whose body.issue is that issue. A page holds up to `limit` messages (default 50) "
+            "and about 1 MB of bodies; a larger body is shown cut (bodyTruncated, bodyPreview). While "
+            "`page_info.has_next_page` is true, call again with `after: page_info.end_cursor` for older "
+            "messages."
         ),
         input_model=GetMessageHistoryInput,
         output_model=GetMessageHistoryOutput,

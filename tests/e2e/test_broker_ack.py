@@ -1,0 +1,158 @@
+"""Receivers that abandon their waits 5 to 80 ms in, a fresh connection per wait, while messages
+flow: an agent that acknowledges (``wait_for_message``'s ``ack``) loses none of them.
+
+An answer can be written to a connection the client is already closing: the gateway cannot tell,
+so only the agent's acknowledgement closes that window. Black-box over HTTP, one gateway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.harness import GatewayProcess
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+PROTOCOL = "2025-06-18"
+MESSAGES = 60
+ACK_TIMEOUT = 1.0
+
+
+class Agent:
+    """One MCP session of a broker agent over raw HTTP; any connection can carry its calls."""
+
+    def __init__(self, url: str, agent: str) -> None:
+        self.url = url
+        self.headers = {
+            "X-Agent-Id": agent,
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+        }
+        self.next_id = 0
+
+    async def open(self, http: httpx.AsyncClient) -> Agent:
+        init = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": PROTOCOL,
+                "capabilities": {},
+                "clientInfo": {"name": "ack", "version": "1"},
+            },
+        }
+        answer = await http.post(self.url, json=init, headers=self.headers)
+        answer.raise_for_status()
+        if "mcp-session-id" in answer.headers:
+            self.headers["Mcp-Session-Id"] = answer.headers["mcp-session-id"]
+        self.headers["MCP-Protocol-Version"] = PROTOCOL
+        await http.post(
+            self.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=self.headers
+        )
+        return self
+
+    async def call(self, http: httpx.AsyncClient, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        self.next_id += 1
+        message = {
+            "jsonrpc": "2.0",
+            "id": self.next_id,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments},
+        }
+        body: Any = None
+        async with http.stream("POST", self.url, json=message, headers=self.headers) as answer:
+            answer.raise_for_status()
+            if not answer.headers.get("content-type", "").startswith("text/event-stream"):
+                body = json.loads(await answer.aread())
+            else:
+                async for line in answer.aiter_lines():
+                    if line.startswith("data:") and line[5:].strip().startswith("{"):
+                        candidate = json.loads(line[5:])
+                        if "result" in candidate or "error" in candidate:
+                            body = candidate
+                            break
+        assert body is not None and "result" in body, body
+        assert not body["result"].get("isError"), body
+        return dict(body["result"]["structuredContent"])
+
+
+class Receiver:
+    """dev, acknowledging: every id it got is acknowledged on a later call that returned."""
+
+    def __init__(self, agent: Agent, received: set[str]) -> None:
+        self.agent = agent
+        self.received = received
+        self.pending: set[str] = set()
+
+    async def wait(self, http: httpx.AsyncClient, timeout: float) -> dict[str, Any] | None:
+        sent = sorted(self.pending)
+        out = await self.agent.call(http, "wait_for_message", {"timeout_sec": timeout, "ack": sent})
+        self.pending.difference_update(sent)  # the call returned: its ack was applied
+        message: dict[str, Any] | None = out.get("message")
+        if message:
+            self.received.add(str(message["messageId"]))
+            self.pending.add(str(message["messageId"]))
+        return message
+
+
+async def test_receivers_that_abandon_waits_lose_nothing_when_they_acknowledge(
+    broker_env: dict[str, str], start_gateway: Callable[..., GatewayProcess]
+) -> None:
+    env = {
+        "GITLAB_URL": "http://127.0.0.1:9",
+        "GATEWAY_BROKER__ACK_TIMEOUT_SECONDS": str(ACK_TIMEOUT),
+        "GATEWAY_BROKER__RECHECK_SECONDS": "0.2",
+        **broker_env,
+    }
+    gateway = start_gateway(env=env)
+    rng = random.Random(14)
+    queued: set[str] = set()
+    received: set[str] = set()
+    abandoned = 0
+    sending_done = asyncio.Event()
+
+    async def send_all() -> None:
+        async with httpx.AsyncClient(timeout=10, trust_env=False) as http:
+            pm = await Agent(gateway.mcp_url, "pm").open(http)
+            for n in range(MESSAGES):
+                out = await pm.call(http, "send_message", {"to": "dev", "subject": "work", "body": {"n": n}})
+                assert out["queued"] is True
+                queued.add(str(out["messageId"]))
+                await asyncio.sleep(0.01)
+        sending_done.set()
+
+    async def dropping(receiver: Receiver) -> None:
+        nonlocal abandoned
+        while not sending_done.is_set():
+            async with httpx.AsyncClient(timeout=10, trust_env=False) as fresh:  # a fresh connection per wait
+                try:
+                    await asyncio.wait_for(receiver.wait(fresh, 5), timeout=rng.uniform(0.005, 0.08))
+                except TimeoutError:
+                    abandoned += 1  # the connection closes with the client
+
+    async with httpx.AsyncClient(timeout=10, trust_env=False) as http:
+        receivers = [Receiver(await Agent(gateway.mcp_url, "dev").open(http), received) for _ in range(2)]
+    await asyncio.wait_for(asyncio.gather(send_all(), *(dropping(r) for r in receivers)), 120)
+
+    # Drain: a steady receiver that acknowledges, until nothing came back for a few ack timeouts.
+    async with httpx.AsyncClient(timeout=30, trust_env=False) as http:
+        steady = Receiver(await Agent(gateway.mcp_url, "dev").open(http), received)
+        steady.pending = set().union(*(r.pending for r in receivers))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        while loop.time() < deadline:
+            if await steady.wait(http, 3 * ACK_TIMEOUT) is None:
+                break
+        await steady.wait(http, 0)  # the last acknowledgements
+
+    lost = queued - received
+    print(f"queued {len(queued)}, received {len(received)}, abandoned waits {abandoned}, lost {len(lost)}")
+    assert abandoned > 10, "too few abandoned waits to prove anything"
+    assert not lost
