@@ -36,7 +36,7 @@ async def history_pages(pm: Session, ledger: Ledger, limit: int) -> tuple[int, i
     while True:
         arguments: dict[str, Any] = {"limit": limit}
         if cursor:
-            arguments["cursor"] = cursor
+            arguments["after"] = cursor
         pm.next_id += 1
         message = {
             "jsonrpc": "2.0",
@@ -50,7 +50,7 @@ async def history_pages(pm: Session, ledger: Ledger, limit: int) -> tuple[int, i
         result = answer.json().get("result", {})
         if result.get("isError"):
             raise RuntimeError(str(result)[:300])
-        cursor = (result.get("structuredContent") or {}).get("nextCursor")
+        cursor = ((result.get("structuredContent") or {}).get("page_info") or {}).get("end_cursor")
         if not cursor:
             return pages, size, time.perf_counter() - started
 
