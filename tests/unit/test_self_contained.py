@@ -53,10 +53,10 @@ def test_no_file_names_the_authors_notes() -> None:
 
 def test_the_check_would_catch_each_kind() -> None:
     for line in (
-        "read ../shared/gitlab/x",
+        "read ../" + "shared/gitlab/x",  # split so that this file does not match itself
         'REPO.parent / "shared" / "gitlab"',
-        "see shared/spec/design.md",
-        "(seed 000)",
+        "see shared/" + "spec/design.md",
+        "(seed " + "000)",
         "the seed-004 URL",
         "restating 003_36619a0b57b5c62f.txt",
         "as the seed asks",
