@@ -20,10 +20,9 @@ import re
 import time
 from datetime import UTC
 from typing import Any
+from urllib.parse import urlsplit
 
-import httpx
-
-from gateway.gitlab.call import GitLabCall, Transient
+from gateway.gitlab.call import Answer, GitLabCall, Headers, Transient
 from gateway.gitlab.errors import (
     GitLabBadRequest,
     GitLabConflict,
@@ -49,9 +48,7 @@ _GRAPHQL_UPSTREAM = re.compile(
 )
 
 
-def check_status(
-    call: GitLabCall, response: httpx.Response, *, where: str, max_retry_after: float
-) -> httpx.Response:
+def check_status(call: GitLabCall, response: Answer, *, where: str, max_retry_after: float) -> Answer:
     """``response`` when it is a success with GitLab's JSON; else the typed error or transient.
 
     Args:
@@ -115,7 +112,7 @@ def check_status(
         # GraphQL reports a missing resource as null data, never 404: the endpoint itself is missing.
         raise GitLabUpstreamError(
             f"GitLab at {where} has no {'GraphQL endpoint' if call.graphql else 'such API route'} "
-            f"({response.request.url.path} answered 404){html_note}. Check GITLAB_URL, including any "
+            f"({urlsplit(call.url).path} answered 404){html_note}. Check GITLAB_URL, including any "
             "sub-path such as https://host/gitlab.",
             status=status,
             request_id=rid,
@@ -143,7 +140,7 @@ def check_status(
     )
 
 
-def decode_json(call: GitLabCall, response: httpx.Response) -> Any:
+def decode_json(call: GitLabCall, response: Answer) -> Any:
     """The JSON body of a success ``response``.
 
     Raises:
@@ -215,7 +212,7 @@ def graphql_data(call: GitLabCall, payload: Any) -> dict[str, Any]:
     return data
 
 
-def _looks_like_html(response: httpx.Response) -> bool:
+def _looks_like_html(response: Answer) -> bool:
     content_type = response.headers.get("content-type", "").lower()
     if "html" in content_type:
         return True
@@ -224,7 +221,7 @@ def _looks_like_html(response: httpx.Response) -> bool:
     return response.content[:64].lstrip().lower().startswith((b"<!doctype html", b"<html"))
 
 
-def retry_after_seconds(headers: httpx.Headers) -> float | None:
+def retry_after_seconds(headers: Headers) -> float | None:
     """Seconds GitLab asks to wait: ``Retry-After`` (delta-seconds or an HTTP date, RFC 9110
     §10.2.3), else ``RateLimit-Reset`` (unix time; GitLab docs "Rate limits"), else None."""
     value = (headers.get("Retry-After") or "").strip()
@@ -249,7 +246,7 @@ def retry_after_seconds(headers: httpx.Headers) -> float | None:
     return None
 
 
-def _error_message(response: httpx.Response) -> str:
+def _error_message(response: Answer) -> str:
     """GitLab's own words from an error body (``message`` or ``error``), briefly."""
     try:
         body = response.json()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,27 @@ class GitLabCall:
             "pipeline, the project's pipelines list) before trying again.",
             request_id=self.request_id,
         )
+
+
+#: Response headers, looked up case-insensitively (``httpx.Headers``, aiohttp's ``CIMultiDictProxy``).
+Headers = Mapping[str, str]
+
+
+@dataclass(slots=True)
+class Answer:
+    """What one attempt got back: the status, headers and whole body."""
+
+    status_code: int
+    headers: Headers
+    content: bytes
+
+    def json(self) -> Any:
+        """The body decoded as JSON.
+
+        Raises:
+            ValueError: it is not JSON.
+        """
+        return json.loads(self.content)
 
 
 class Transient(Exception):

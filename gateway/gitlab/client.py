@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import asyncio
+import json as json_lib
 import logging
 import re
 import time
@@ -34,10 +35,10 @@ from gitlab.utils import EncodedId
 from gateway import __version__
 from gateway.config import GitLabSettings
 from gateway.gitlab.answers import check_status, decode_json, graphql_data
-from gateway.gitlab.call import GitLabCall, Transient
+from gateway.gitlab.call import Answer, GitLabCall, Transient
 from gateway.gitlab.credentials import Credential
 from gateway.gitlab.errors import GitLabUpstreamError
-from gateway.gitlab.http import build_http_client
+from gateway.gitlab.http import build_http_client, build_transport
 from gateway.gitlab.operation_loader import graphql_body
 from gateway.gitlab.retries import SleepFn, with_retries
 from gateway.gitlab.urls import GitLabBase, normalize_base_url
@@ -82,7 +83,12 @@ class GitLabClient:
         self.metrics = metrics
         self._sleep = sleep
         self._own_http = http is None
-        self.http = http if http is not None else build_http_client(settings)
+        # Calls go straight to aiohttp's pool when the HTTP client is the gateway's own (an
+        # httpx Request and Response per call cost more CPU than the exchange itself); an
+        # injected httpx client (respx in the unit tests) is sent through as given.
+        self._direct = build_transport(settings) if http is None else None
+        self.http = http if http is not None else build_http_client(settings, self._direct)
+        self._timeouts = self.http.timeout.as_dict()
         self._static_headers = {
             "User-Agent": f"gitlab-mcp-gateway/{__version__}",
             "Accept": "application/json",
@@ -195,18 +201,35 @@ class GitLabClient:
 
     async def _call(self, call: GitLabCall) -> Any:
         async def attempt(deadline: float) -> Any:
-            response = await self._send_once(call, deadline)
-            try:
-                payload = decode_json(call, response)
-            finally:
-                # httpx links a response and its stream both ways; that cycle would keep the body
-                # (up to 10 MiB for a repository file) alive until the garbage collector next runs.
-                response.stream = httpx.ByteStream(b"")
+            payload = decode_json(call, await self._send_once(call, deadline))
             return graphql_data(call, payload) if call.graphql else payload
 
         return await with_retries(call, attempt, self.settings, sleep=self._sleep, metrics=self.metrics)
 
-    async def _send_once(self, call: GitLabCall, deadline: float) -> httpx.Response:
+    async def _exchange(self, call: GitLabCall, headers: dict[str, str], deadline: float) -> Answer:
+        if self._direct is None:
+            response = await self.http.request(
+                call.method,
+                call.url,
+                params=call.params,
+                json=call.json,
+                content=call.content,
+                headers=headers,
+                extensions={"deadline": deadline},
+            )
+            return Answer(response.status_code, response.headers, response.content)
+        url, body = call.url, call.content
+        if call.params:
+            url = str(httpx.URL(url, params=call.params))  # httpx's query encoding, as above
+        if call.json is not None:
+            body = _json_body(call.json)
+            headers["Content-Type"] = "application/json"
+        status, _, answer_headers, content = await self._direct.exchange(
+            call.method, url, headers, body, timeouts=self._timeouts, deadline=deadline
+        )
+        return Answer(status, answer_headers, content)
+
+    async def _send_once(self, call: GitLabCall, deadline: float) -> Answer:
         """One attempt, over by ``deadline`` (``loop.time()``), its body read; a success or a
         :class:`Transient`, else the typed error."""
         base = self._json_headers if call.content is not None else self._static_headers
@@ -216,15 +239,7 @@ class GitLabClient:
         started = time.perf_counter()
         try:
             async with asyncio.timeout_at(deadline + _DEADLINE_GRACE):
-                response = await self.http.request(
-                    call.method,
-                    call.url,
-                    params=call.params,
-                    json=call.json,
-                    content=call.content,
-                    headers=headers,
-                    extensions={"deadline": deadline},
-                )
+                response = await self._exchange(call, headers, deadline)
         except _NOT_SENT as exc:
             self._record(call, "error", started, error=type(exc).__name__)
             raise Transient(
@@ -311,6 +326,11 @@ class GitLabSession:
         return await self.client.rest(
             method, route, credential=self.credential, request_id=self.request_id, **kwargs
         )
+
+
+def _json_body(value: Any) -> bytes:
+    """A JSON request body, encoded as httpx encodes ``json=``."""
+    return json_lib.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 def _segment(name: str, value: str | int) -> str:

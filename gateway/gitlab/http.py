@@ -88,9 +88,27 @@ def proxy_for(url: str) -> str | None:
     return proxy
 
 
-def build_http_client(settings: GitLabSettings) -> httpx.AsyncClient:
+def build_transport(settings: GitLabSettings) -> AiohttpTransport:
+    """aiohttp's pool for the configured GitLab: TLS on (plus ``ca_bundle``), the environment's
+    proxy, no redirects, no cookies.
+
+    Raises:
+        ValueError: see :func:`build_ssl_context` and :func:`proxy_for`.
+    """
+    return AiohttpTransport(
+        ssl_context=build_ssl_context(settings.ca_bundle),
+        proxy=proxy_for(settings.url),
+        max_connections=MAX_CONNECTIONS,
+    )
+
+
+def build_http_client(
+    settings: GitLabSettings, transport: AiohttpTransport | None = None
+) -> httpx.AsyncClient:
     """The shared ``httpx.AsyncClient`` over aiohttp's pool: TLS on (plus ``ca_bundle``), the
     environment's proxy, timeouts, no redirects, no cookies.
+
+    ``transport``: the pool to send over (the GitLab client shares its own); a new one by default.
 
     ``timeout_seconds`` bounds every socket read and, through the GitLab client's deadline, the
     whole request; ``connect_timeout_seconds`` bounds connecting and waiting for a pooled
@@ -99,13 +117,8 @@ def build_http_client(settings: GitLabSettings) -> httpx.AsyncClient:
     Raises:
         ValueError: see :func:`build_ssl_context` and :func:`proxy_for`.
     """
-    transport = AiohttpTransport(
-        ssl_context=build_ssl_context(settings.ca_bundle),
-        proxy=proxy_for(settings.url),
-        max_connections=MAX_CONNECTIONS,
-    )
     return httpx.AsyncClient(
-        transport=transport,
+        transport=transport or build_transport(settings),
         timeout=httpx.Timeout(settings.timeout_seconds, connect=settings.connect_timeout_seconds),
         follow_redirects=False,
         cookies=NoCookies(),

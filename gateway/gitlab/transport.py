@@ -32,10 +32,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import ssl
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
 import httpx
+from multidict import CIMultiDictProxy
 from yarl import URL
 
 #: How long an idle pooled connection is kept. Below the usual keep-alive of GitLab's front
@@ -80,7 +82,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 # One pool serves every caller: a cookie set for one caller's token (a session, a
                 # load balancer's affinity) must never ride along with the next caller's request.
                 cookie_jar=aiohttp.DummyCookieJar(),
-                # httpx decodes Content-Encoding itself (it set Accept-Encoding).
+                # Each request says whether aiohttp decodes Content-Encoding: not for httpx,
+                # which decodes it itself (it set Accept-Encoding).
                 auto_decompress=False,
                 # Proxies were resolved at start (trust_env would re-read the environment and
                 # ~/.netrc on every request).
@@ -89,8 +92,49 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         return self._session
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
-        deadline: float | None = request.extensions.get("deadline")
+        status, reason, headers, content = await self.exchange(
+            request.method,
+            str(request.url),
+            self._headers(request),
+            request.content or None,
+            timeouts=request.extensions.get("timeout", {}),
+            deadline=request.extensions.get("deadline"),
+            request=request,
+            decompress=False,  # httpx decodes Content-Encoding itself (it set Accept-Encoding)
+        )
+        extensions: dict[str, Any] = {"http_version": b"HTTP/1.1"}
+        if reason:
+            extensions["reason_phrase"] = reason.encode("latin-1", "replace")
+        return httpx.Response(
+            status_code=status,
+            headers=list(headers.items()),
+            content=content,
+            request=request,
+            extensions=extensions,
+        )
+
+    async def exchange(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str] | list[tuple[str, str]],
+        body: bytes | None,
+        *,
+        timeouts: Mapping[str, float | None],
+        deadline: float | None,
+        request: httpx.Request | None = None,
+        decompress: bool = True,
+    ) -> tuple[int, str | None, CIMultiDictProxy[str], bytes]:
+        """One request over the pool, its body read whole: status, reason, headers, body.
+
+        The GitLab client sends through here directly (building an ``httpx.Request`` and
+        ``httpx.Response`` per call cost more CPU than the rest of the GitLab request); failures
+        are raised as the httpx errors :func:`_map_error` chooses, on either path.
+
+        Args:
+            timeouts: httpx's ``pool``/``connect``/``read`` timeouts, seconds.
+            deadline: ``loop.time()`` by which the whole exchange is over, body included.
+        """
         total = None
         if deadline is not None:
             # aiohttp reads a total of 0 as "no limit": a deadline already passed gets a moment.
@@ -101,17 +145,21 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             sock_connect=timeouts.get("connect"),
             sock_read=timeouts.get("read"),
         )
-        body = request.content or None
+        if self._proxy_headers and url.startswith("http:"):
+            # A plain-HTTP request goes to the proxy whole (no CONNECT tunnel carries them).
+            headers = [*(headers.items() if isinstance(headers, Mapping) else headers)]
+            headers.extend(self._proxy_headers.items())
         try:
             async with self._client().request(
-                request.method,
-                str(request.url),
-                headers=self._headers(request),
+                method,
+                url,
+                headers=headers,
                 data=body,
                 allow_redirects=False,
                 timeout=timeout,
                 proxy=self._proxy,
                 proxy_headers=self._proxy_headers,
+                auto_decompress=decompress,
             ) as response:
                 content = await response.read()
         except Exception as exc:
@@ -119,23 +167,11 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             if mapped is None:
                 raise
             raise mapped from exc
-        extensions: dict[str, Any] = {"http_version": b"HTTP/1.1"}
-        if response.reason:
-            extensions["reason_phrase"] = response.reason.encode("latin-1", "replace")
-        return httpx.Response(
-            status_code=response.status,
-            headers=response.raw_headers,
-            content=content,
-            request=request,
-            extensions=extensions,
-        )
+        return response.status, response.reason, response.headers, content
 
-    def _headers(self, request: httpx.Request) -> list[tuple[str, str]]:
-        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
-        if self._proxy_headers and request.url.scheme == "http":
-            # A plain-HTTP request goes to the proxy whole (no CONNECT tunnel carries them).
-            headers.extend(self._proxy_headers.items())
-        return headers
+    @staticmethod
+    def _headers(request: httpx.Request) -> list[tuple[str, str]]:
+        return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
 
     async def aclose(self) -> None:
         if self._session is not None:
@@ -143,7 +179,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             self._session = None
 
 
-def _map_error(exc: BaseException, request: httpx.Request) -> httpx.TransportError | None:
+def _map_error(exc: BaseException, request: httpx.Request | None) -> httpx.TransportError | None:
     """The httpx error that says as much as is known about whether ``request`` was sent."""
     message = f"{type(exc).__name__}: {exc}"
     # Nothing was sent: the connection (or the proxy's tunnel) was never established.
