@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -34,10 +35,15 @@ class ToolResult:
     on_delivered: Callable[[], Awaitable[None]] | None = None
     on_abandoned: Callable[[], Awaitable[None]] | None = None
 
+    @functools.cached_property
+    def structured_json(self) -> str:
+        """``structured`` as compact JSON: the text block, and what the result redaction scans.
+        Encoded once; ``structured`` is not changed after a handler returned it."""
+        return _compact_json(self.structured)
+
     def to_mcp(self) -> dict[str, Any]:
         """The ``CallToolResult`` JSON object."""
-        dumped = _compact_json(self.structured)
-        content = [{"type": "text", "text": dumped}]
+        content = [{"type": "text", "text": self.structured_json}]
         if self.text is not None:
             content.insert(0, {"type": "text", "text": self.text})
         out: dict[str, Any] = {"content": content, "structuredContent": self.structured}

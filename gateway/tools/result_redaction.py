@@ -18,6 +18,8 @@ gateway holds is removed from them all the same.
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -43,11 +45,17 @@ def redact_result(result: ToolResult, secrets: Iterable[str]) -> ToolResult:
     """``result`` without ``secrets`` (and, for an error, without anything the log rules catch).
 
     Returns ``result`` itself when nothing had to change, so a clean answer costs one substring
-    scan per string and secret, and no copy.
+    scan of its encoded JSON per secret, and no copy.
     """
     wanted = tuple(secrets)
     if not wanted and not result.is_error:
         return result  # anonymous access: no secret held, and data is never pattern-redacted
+    if not result.is_error and all(map(_same_in_json, wanted)):
+        # A secret JSON writes as is appears in the encoded result exactly when it appears in one
+        # of its strings: one scan of the text a caller receives anyway, not a walk of the tree.
+        shown_text = result.text or ""
+        if not any(secret in result.structured_json or secret in shown_text for secret in wanted):
+            return result
 
     def text(value: str) -> str:
         for secret in wanted:
@@ -60,6 +68,12 @@ def redact_result(result: ToolResult, secrets: Iterable[str]) -> ToolResult:
     if structured is result.structured and shown is result.text:
         return result
     return replace(result, structured=structured, text=shown)
+
+
+@functools.lru_cache(maxsize=64)
+def _same_in_json(secret: str) -> bool:
+    """``secret`` is written in a JSON string as is (nothing in it is escaped)."""
+    return json.dumps(secret, ensure_ascii=False)[1:-1] == secret
 
 
 def _walk(value: Any, text: Any) -> Any:

@@ -52,3 +52,20 @@ def test_delivery_callbacks_survive_redaction() -> None:
 
     result = ToolResult(structured={"body": SERVICE}, on_delivered=delivered)
     assert redact_result(result, (SERVICE,)).on_delivered is delivered
+
+
+def test_a_secret_json_escapes_is_found_all_the_same() -> None:
+    # The clean-result check scans the encoded JSON; a secret with a quote, a backslash or a
+    # control character is written differently there, so the result is walked instead.
+    odd = 'pa"ss\\word\tsecret-1234'
+    result = ToolResult(structured={"log": f"login with {odd} done", "ok": [odd]})
+    out = redact_result(result, (odd,))
+    assert out.structured == {"log": f"login with {REDACTED} done", "ok": [REDACTED]}
+    assert odd not in out.to_mcp()["content"][0]["text"]
+
+
+def test_the_text_block_is_the_redacted_json() -> None:
+    result = ToolResult(structured={"body": f"x {SERVICE} y"})
+    assert SERVICE in result.to_mcp()["content"][0]["text"]  # encoded before redaction
+    out = redact_result(result, (SERVICE,))
+    assert out.to_mcp()["content"][0]["text"] == f'{{"body":"x {REDACTED} y"}}'
