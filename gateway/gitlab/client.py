@@ -10,9 +10,8 @@
   turned into data or a typed error by :mod:`gateway.gitlab.answers`. A mutation is resent only
   when the request provably never reached GitLab (connect error, connect or pool timeout, 429);
   any later failure is :class:`GitLabMaybeSent`.
-- python-gitlab's own clients stay off the request path: its sync REST client blocks and its
-  ``AsyncGraphQL`` retries with ``time.sleep`` and cannot tell queries from mutations; only
-  ``gitlab.utils.EncodedId`` is used.
+- python-gitlab stays out: its sync REST client blocks and its ``AsyncGraphQL`` retries with
+  ``time.sleep`` and cannot tell queries from mutations.
 - The HTTP client itself (TLS, proxies, timeouts, no redirects, no cookies) is built by
   :mod:`gateway.gitlab.http`.
 - Each request carries ``X-Request-Id`` (the gateway's request id), returned in errors. Each
@@ -30,7 +29,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx
-from gitlab.utils import EncodedId
 
 from gateway import __version__
 from gateway.config import GitLabSettings
@@ -41,7 +39,7 @@ from gateway.gitlab.errors import GitLabUpstreamError
 from gateway.gitlab.http import build_http_client, build_transport
 from gateway.gitlab.operation_loader import graphql_body
 from gateway.gitlab.retries import SleepFn, with_retries
-from gateway.gitlab.urls import GitLabBase, normalize_base_url
+from gateway.gitlab.urls import EncodedId, GitLabBase, normalize_base_url
 from gateway.observability.access import note_gitlab_request
 from gateway.observability.metrics import Metrics
 
@@ -175,7 +173,7 @@ class GitLabClient:
         Args:
             route: a template such as ``/projects/{id}/repository/tags`` (the metrics label).
             path_params: values for the template, each already one encoded segment (integers,
-                ``gitlab.utils.EncodedId``, or the result of
+                :class:`~gateway.gitlab.urls.EncodedId`, or the result of
                 :func:`gateway.gitlab.urls.encode_project`, or ``urllib.parse.quote(x, safe="")``).
             idempotent: defaults to True for GET/HEAD, False otherwise.
 

@@ -8,7 +8,7 @@ pipeline web URLs, and GraphQL global IDs.
   REST docs "Namespaced path encoding"), and a file path fully encoded (``/`` → ``%2F``, repository
   files API). GraphQL takes the *decoded* full path (``Query.project(fullPath: ID!)``). Callers
   may send either form; :func:`project_full_path` decodes exactly once and :func:`encode_project`
-  encodes exactly once (``gitlab.utils.EncodedId``), so ``grp/sub/proj`` and ``grp%2Fsub%2Fproj``
+  encodes exactly once (:class:`EncodedId`), so ``grp/sub/proj`` and ``grp%2Fsub%2Fproj``
   reach GitLab identically.
 - A ``url`` argument is followed only when its host and sub-path are the configured GitLab's
   (a token is never sent elsewhere); anything else is ``bad_request`` before any request.
@@ -22,9 +22,7 @@ import functools
 import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
-
-from gitlab.utils import EncodedId
+from urllib.parse import quote, unquote, urlsplit
 
 from gateway.gitlab.errors import InvalidReference
 
@@ -184,11 +182,27 @@ def project_full_path(project: str) -> str:
     return path
 
 
+class EncodedId(str):
+    """A REST path segment already URL-encoded (``/`` → ``%2F``; GitLab REST docs "Namespaced
+    path encoding"); wrapping one again leaves it as is.
+
+    python-gitlab has the same class in ``gitlab.utils``, but importing it loads python-gitlab
+    and ``requests``: about 6 MiB of resident memory the gateway otherwise never uses.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, value: str | int) -> EncodedId:
+        if isinstance(value, EncodedId):
+            return value
+        return super().__new__(cls, quote(value, safe="") if isinstance(value, str) else str(value))
+
+
 def encode_project(project: str | int) -> str:
     """A project id or path as one REST path segment, encoded exactly once.
 
     ``12`` → ``12``; ``grp/sub/proj`` and ``grp%2Fsub%2Fproj`` → ``grp%2Fsub%2Fproj``. The result
-    is a ``gitlab.utils.EncodedId``, which :meth:`GitLabClient.rest` trusts as encoded.
+    is an :class:`EncodedId`, which :meth:`GitLabClient.rest` trusts as encoded.
 
     Raises:
         InvalidReference: as :func:`project_full_path`, or a negative id.

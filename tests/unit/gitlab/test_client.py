@@ -16,7 +16,6 @@ from typing import Any
 import httpx
 import pytest
 import respx
-from gitlab.utils import EncodedId
 
 from gateway.config import Settings
 from gateway.gitlab.client import GitLabClient
@@ -33,7 +32,7 @@ from gateway.gitlab.errors import (
 )
 from gateway.gitlab.http import build_ssl_context
 from gateway.gitlab.operation_loader import load_operation, operation_name
-from gateway.gitlab.urls import encode_project
+from gateway.gitlab.urls import EncodedId, encode_project
 from gateway.observability.metrics import Metrics
 from gateway.tools.failures import as_tool_error
 
