@@ -1,10 +1,11 @@
-"""The production HTTP client (aiohttp's pool under httpx) against GitLab stand-ins on real
+"""The production HTTP client (aiohttp's pool; httpx's API for the rest) against GitLab stand-ins on real
 sockets: what is resent and what is not, the deadline over a whole request, timeouts, redirects
 and cookies."""
 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import ssl
 import time
@@ -290,3 +291,51 @@ async def test_a_deadline_already_passed_is_not_read_as_no_limit() -> None:
         await http.aclose()
         await gitlab.stop()
     assert time.monotonic() - started < 2.0
+
+
+async def test_rest_requests_carry_the_same_query_body_and_headers_as_through_httpx(
+    make_settings: Callable[..., Settings],
+) -> None:
+    # Tool calls skip httpx's request building on the gateway's own client: what reaches GitLab
+    # must stay what httpx sends (query encoding, JSON body, headers), gzip answers decoded.
+    async def answer(request: Received, writer: asyncio.StreamWriter) -> bool:
+        body = gzip.compress(json.dumps([{"name": "v1.0"}]).encode())
+        writer.write(http_response(200, body, {"Content-Encoding": "gzip"}))
+        await writer.drain()
+        return True
+
+    gitlab = SocketGitLab(answer)
+    await gitlab.start()
+    client = _client(make_settings, gitlab.url)
+    credential = service_credential("glpat-x")
+    try:
+        tags = await client.rest(
+            "GET",
+            "/projects/{id}/repository/tags",
+            credential=credential,
+            path_params={"id": "g%2Fp"},
+            params={"search": "^v1 é&x", "per_page": 100, "page": 2, "skip": None, "flag": True},
+            request_id="req-7",
+        )
+        await client.rest(
+            "POST",
+            "/projects/{id}/thing",
+            credential=credential,
+            path_params={"id": 3},
+            json={"a": "é", "n": 1},
+        )
+    finally:
+        await client.aclose()
+        await gitlab.stop()
+    assert tags == [{"name": "v1.0"}]
+    expected = httpx.Request(
+        "GET",
+        f"{gitlab.url}/api/v4/projects/g%2Fp/repository/tags",
+        params={"search": "^v1 é&x", "per_page": 100, "page": 2, "skip": None, "flag": True},
+    )
+    get, post = gitlab.received
+    assert get.line.split()[1] == expected.url.raw_path.decode()
+    assert get.headers["private-token"] == "glpat-x" and get.headers["x-request-id"] == "req-7"
+    assert "gzip" in get.headers["accept-encoding"] and get.headers["accept"] == "application/json"
+    assert post.body == httpx.Request("POST", gitlab.url, json={"a": "é", "n": 1}).content
+    assert post.headers["content-type"] == "application/json"
