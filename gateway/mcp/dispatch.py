@@ -101,7 +101,7 @@ def shaped_tool_result(version: str, result: ToolResult) -> dict[str, Any]:
     answer = result.to_mcp()
     structured = answer.pop("structuredContent")
     out = shaped("tools/call", version, {**answer, "structuredContent": {}})
-    if "structuredContent" in out:  # revisions before 2025-06-18 have no such field
+    if "structuredContent" in out:  # where the revision's result type keeps it
         out["structuredContent"] = structured
     return out
 

@@ -33,6 +33,7 @@ from mcp_types import (
     JSONRPCError,
     JSONRPCMessage,
     JSONRPCNotification,
+    JSONRPCResponse,
     jsonrpc_message_adapter,
 )
 from pydantic import BaseModel
@@ -159,8 +160,12 @@ def response(request_id: RequestId, result: dict[str, Any]) -> bytes:
     """An encoded JSON-RPC result response; ``result`` is already shaped (JSON values only).
 
     Written by orjson, as :func:`encode` would write it: a tool result's JSON-RPC envelope
-    through pydantic cost several times as much CPU."""
-    return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
+    through pydantic cost several times as much CPU. pydantic remains for what orjson refuses
+    (an integer past 64 bits)."""
+    try:
+        return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
+    except TypeError:
+        return encode(JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result))
 
 
 def notification(method: str, params: dict[str, Any]) -> bytes:

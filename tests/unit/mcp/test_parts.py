@@ -1,15 +1,20 @@
-"""The transport's parts on their own: Host/Origin rules, sealed sessions, Accept parsing."""
+"""The transport's parts on their own: Host/Origin rules, sealed sessions, Accept parsing, the
+encoding of tool results."""
 
 from __future__ import annotations
 
 import base64
 
 import pytest
+from mcp_types import JSONRPCResponse
 
 from gateway.config import ServerSettings
+from gateway.mcp.dispatch import shaped, shaped_tool_result
 from gateway.mcp.middlewares import _acceptable
 from gateway.mcp.security import OriginHostGuard, split_host
 from gateway.mcp.sessions import SessionSealer, decode_key
+from gateway.mcp.wire import encode, response
+from gateway.tools.result import ToolResult
 
 
 @pytest.mark.parametrize(
@@ -128,3 +133,19 @@ def test_session_key_must_be_32_bytes() -> None:
 )
 def test_acceptable(accept: str, expected: bool) -> None:
     assert _acceptable(accept) == expected
+
+
+@pytest.mark.parametrize("version", ["2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"])
+def test_a_tool_result_is_written_as_the_full_surface_shaping_writes_it(version: str) -> None:
+    # The tool result path shapes the envelope alone and writes it with orjson; what a client
+    # reads must stay what the protocol's result type gives, an integer past 64 bits included.
+    structured = {"jobs": [{"id": 1, "name": "rspec é", "tags": ["a"], "duration": 1.5, "x": None}]}
+    for result in (
+        ToolResult(structured=structured),
+        ToolResult(structured={"big": 2**70}, text="a note"),
+        ToolResult(structured={"error": {"reason": "not_found", "message": "m"}}, text="m", is_error=True),
+    ):
+        full = encode(
+            JSONRPCResponse(jsonrpc="2.0", id=7, result=shaped("tools/call", version, result.to_mcp()))
+        )
+        assert response(7, shaped_tool_result(version, result)) == full
