@@ -174,10 +174,12 @@ def main(argv: list[str] | None = None) -> int:
 
     configure_logging(settings.logging, secrets=secrets_of(settings))
 
+    from gateway.allocator import fix_mmap_threshold
     from gateway.app import create_app
     from gateway.broker.store import DatabaseUnusable, StoreError
     from gateway.observability.metrics_listener import serve_metrics_port
 
+    fix_mmap_threshold()
     app = create_app(settings)
     serve_metrics_port(app, settings)
     if settings.gitlab.startup_check:
