@@ -31,10 +31,11 @@ import asyncio
 import contextlib
 import json
 import random
+import ssl
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,10 @@ from tests.e2e.harness import GatewayProcess  # noqa: E402
 PROTOCOL = "2025-06-18"
 LEASE_SECONDS = 2.0
 ACK_TIMEOUT_SECONDS = 1.0
+#: One TLS context for all clients: building one per client (httpx's default) blocks this
+#: process's event loop 30-80 ms, long enough for the other receivers' answers to sit unread
+#: until their waits are abandoned (``--stalling-clients`` keeps that default, to show it).
+_TLS: ssl.SSLContext | bool = ssl.create_default_context()
 CASES = [
     f"{scenario}-{connection}-{mode}"
     for scenario in ("flow", "left")
@@ -90,8 +95,15 @@ class Agent:
         )
         return self
 
-    async def call(self, http: httpx.AsyncClient, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """One tools/call; an SSE answer counts as soon as its result event arrived."""
+    async def call(
+        self,
+        http: httpx.AsyncClient,
+        tool: str,
+        arguments: dict[str, Any],
+        on_result: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
+        """One tools/call. An SSE answer counts as soon as its result event arrived (``on_result``),
+        as in MCP clients, even when the wait is abandoned while the response is being closed."""
         self.next_id += 1
         message = {
             "jsonrpc": "2.0",
@@ -110,6 +122,8 @@ class Agent:
                         candidate = json.loads(line[5:])
                         if "result" in candidate or "error" in candidate:
                             body = candidate
+                            if on_result is not None and "result" in body:
+                                on_result(body["result"].get("structuredContent") or {})
                             break
         if body is None or "result" not in body or body["result"].get("isError"):
             raise RuntimeError(f"{tool}: {str(body)[:300]}")
@@ -139,7 +153,7 @@ class Receiver:
         if not self.fresh:
             yield self._http
             return
-        async with httpx.AsyncClient(timeout=10, trust_env=False) as http:
+        async with httpx.AsyncClient(timeout=10, trust_env=False, verify=_TLS) as http:
             yield http
 
     async def wait(self, timeout: float, abandon_after: float | None) -> bool:
@@ -148,21 +162,24 @@ class Receiver:
         arguments: dict[str, Any] = {"timeout_sec": timeout}
         if self.ack:
             arguments["ack"] = sent
+        got: list[str] = []
+
+        def arrived(out: dict[str, Any]) -> None:
+            if message := out.get("message"):
+                got.append(str(message["messageId"]))
+                self.ledger.received.add(got[-1])
+                self.pending.add(got[-1])
+
         async with self._client() as http:
             try:
-                out = await asyncio.wait_for(
-                    self.agent.call(http, "wait_for_message", arguments), timeout=abandon_after
+                await asyncio.wait_for(
+                    self.agent.call(http, "wait_for_message", arguments, arrived), timeout=abandon_after
                 )
             except TimeoutError:
-                self.ledger.abandoned += 1  # unread: its connection closes (acks are re-sent)
-                return False
+                self.ledger.abandoned += 1  # its connection closes; acks not known applied are re-sent
+                return bool(got)
         self.pending.difference_update(sent)
-        message = out.get("message")
-        if not message:
-            return False
-        self.ledger.received.add(str(message["messageId"]))
-        self.pending.add(str(message["messageId"]))
-        return True
+        return bool(got)
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -190,7 +207,9 @@ async def drain(url: str, ledger: Ledger, pending: set[str], ack: bool) -> None:
         await steady.close()
 
 
-async def flow(url: str, ledger: Ledger, messages: int, *, ack: bool, fresh: bool, rng: random.Random) -> set[str]:
+async def flow(
+    url: str, ledger: Ledger, messages: int, *, ack: bool, fresh: bool, rng: random.Random
+) -> set[str]:
     async with httpx.AsyncClient(timeout=10, trust_env=False) as http:
         receivers = [
             Receiver(await Agent(url, "dev").open(http), ledger, ack=ack, fresh=fresh) for _ in range(2)
@@ -215,7 +234,9 @@ async def flow(url: str, ledger: Ledger, messages: int, *, ack: bool, fresh: boo
     return set().union(*(r.pending for r in receivers))
 
 
-async def left(url: str, ledger: Ledger, messages: int, *, ack: bool, fresh: bool, rng: random.Random) -> set[str]:
+async def left(
+    url: str, ledger: Ledger, messages: int, *, ack: bool, fresh: bool, rng: random.Random
+) -> set[str]:
     async with httpx.AsyncClient(timeout=10, trust_env=False) as http:
         receiver = Receiver(await Agent(url, "dev").open(http), ledger, ack=ack, fresh=fresh)
         steady = Receiver(await Agent(url, "dev").open(http), ledger, ack=ack, fresh=False)
@@ -242,12 +263,22 @@ async def run_case(case: str, url: str, messages: int, seed: int) -> Ledger:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--messages", type=int, default=200, help="messages per case")
     parser.add_argument("--cases", nargs="*", default=CASES, choices=CASES)
     parser.add_argument("--postgres", action="store_true", help="broker on PostgreSQL (tests/pg_server.py)")
     parser.add_argument("--seed", type=int, default=14)
+    parser.add_argument(
+        "--stalling-clients",
+        action="store_true",
+        help="a new TLS context per fresh client (httpx's default): receivers stall 30-80 ms",
+    )
     args = parser.parse_args()
+    if args.stalling_clients:
+        global _TLS
+        _TLS = True
     server = None
     if args.postgres:
         from tests.pg_server import PostgresServer

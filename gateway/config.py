@@ -228,8 +228,9 @@ class BrokerSettings(_Section):
     #: Largest message body accepted by send_message / reply_message (its JSON text, UTF-8 bytes).
     #: Bodies are for coordination; put large content in GitLab (a file, an issue) and send its link.
     max_message_bytes: int = Field(262_144, ge=1024)
-    #: get_message_history answers within this many bytes of message bodies per page; a body over
-    #: ``history_item_bytes`` is shown truncated (``bodyTruncated: true``).
+    #: A get_message_history answer (structuredContent and its JSON text block) stays within about
+    #: this many bytes per page; a body over ``history_item_bytes`` is shown truncated
+    #: (``bodyTruncated: true``).
     history_page_bytes: int = Field(1_048_576, ge=4096)
     history_item_bytes: int = Field(65_536, ge=1024)
     #: Delivered messages are deleted this long after delivery (seconds; 0: at the next purge) ...

@@ -429,16 +429,19 @@ class Messages:
     ) -> dict[str, Any]:
         """``get_message_history`` → ``{messages, page_info}``: newest first by page, oldest first in a page.
 
-        A page holds up to ``limit`` messages and about ``history_page_bytes`` of bodies; a body
-        over ``history_item_bytes`` is cut (``bodyTruncated``, ``bodyPreview``). ``after`` is the
-        previous page's ``page_info.end_cursor``: the next page holds older messages.
+        A page holds up to ``limit`` messages, and its whole answer stays within about
+        ``history_page_bytes``: a tool result carries its ``structuredContent`` twice, as the object
+        and as its JSON text (the text block MCP asks for, for clients that read only text), so each
+        message is counted as both. A body over ``history_item_bytes`` is cut (``bodyTruncated``,
+        ``bodyPreview``). ``after`` is the previous page's ``page_info.end_cursor``: the next page
+        holds older messages. A page always holds at least one message.
 
         Raises:
             BrokerError: ``bad_request`` for a cursor this tool did not hand out.
         """
         before = _decode_cursor(after)
         out: list[dict[str, Any]] = []
-        used, more, last_seq = 0, False, before
+        used, more, last_seq = _PAGE_OVERHEAD_BYTES, False, before
         while len(out) < limit and not more:
             # Small batches: rows are read only as far as the page's byte budget reaches.
             batch = min(_HISTORY_BATCH, limit - len(out))
@@ -450,11 +453,9 @@ class Messages:
                 if length > len(head) or len(encoded) > self._history_item_bytes:
                     preview = encoded[: self._history_item_bytes].decode("utf-8", errors="ignore")
                     item.update(body=None, bodyTruncated=True, bodyPreview=preview)
-                    cost = len(preview.encode("utf-8"))
                 else:
                     item.update(body=json.loads(head), bodyTruncated=False, bodyPreview=None)
-                    cost = len(encoded)
-                cost += _ITEM_OVERHEAD_BYTES
+                cost = _answer_bytes(item)
                 if out and used + cost > self._history_page_bytes:
                     more = True
                     break
@@ -471,10 +472,18 @@ class Messages:
         return {"messages": out, "page_info": {"has_next_page": end is not None, "end_cursor": end}}
 
 
+def _answer_bytes(item: dict[str, Any]) -> int:
+    """What ``item`` adds to a history answer: its compact JSON in ``structuredContent`` and again,
+    escaped, in the JSON text block, plus the separators."""
+    dumped = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+    escaped = json.dumps(dumped, ensure_ascii=False)
+    return len(dumped.encode("utf-8")) + len(escaped.encode("utf-8")) - 2 + 2
+
+
 #: Rows read per statement while filling a history page.
 _HISTORY_BATCH = 16
-#: What a message costs in a history page besides its body (ids, subject, times), bytes.
-_ITEM_OVERHEAD_BYTES = 512
+#: A history answer besides its messages (the JSON-RPC and result envelope, ``page_info``), twice.
+_PAGE_OVERHEAD_BYTES = 1024
 _CURSOR_PREFIX = "msg:"
 
 

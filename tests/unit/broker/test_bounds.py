@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 from tests.unit.broker.conftest import Env, EnvFactory
 
@@ -31,11 +32,13 @@ async def test_history_pages_within_a_byte_budget(make_env: EnvFactory) -> None:
         args: dict[str, object] = {"limit": 1000}
         if after:
             args["after"] = after
-        page = await env.ok("pm", "get_message_history", args)
+        result = await env.call("pm", "get_message_history", args)
+        page = result.structured
         pages += 1
         assert page["messages"], page
-        size = sum(len(m["body"]["text"]) if m["body"] else len(m["bodyPreview"]) for m in page["messages"])
-        assert size <= 40_000
+        # The whole answer, structuredContent and its JSON text block, within the budget.
+        answer = json.dumps({"jsonrpc": "2.0", "id": 1, "result": result.to_mcp()}, ensure_ascii=False)
+        assert len(answer.encode()) <= 40_000
         for m in page["messages"]:
             big = int(m["subject"][1:]) % 3 == 0
             assert m["bodyTruncated"] is big
