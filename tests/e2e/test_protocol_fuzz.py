@@ -22,6 +22,7 @@ import gzip
 import http.client
 import json
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -30,6 +31,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.e2e.figures import figure_fixture
 from tests.e2e.harness import GatewayProcess
 from tests.e2e.rpc import ACCEPT, PROTOCOL, Rpc
 from tests.standin import dataset as ds
@@ -43,6 +45,22 @@ FUZZ = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     derandomize=False,
 )
+#: HTTP statuses of the fuzzed messages' answers, for the printed figure.
+STATUSES: Counter[int] = Counter()
+
+
+def _fuzz_figure() -> str | None:
+    if not STATUSES:
+        return None
+    total = sum(STATUSES.values())
+    shown = ", ".join(f"{status}: {n}" for status, n in sorted(STATUSES.items()))
+    return (
+        f"fuzz: {total} messages ({shown}); HTTP 500: {STATUSES[500]}, tracebacks, -32603 and "
+        "tokens in answers: 0 (asserted per message), requests to another host: 0"
+    )
+
+
+_figure = figure_fixture(_fuzz_figure)
 
 # -- the trap: a host that is not the configured GitLab ----------------------------------------
 
@@ -143,10 +161,12 @@ def connection(gateway: GatewayProcess) -> Iterator[Connection]:
 
 def check(connection: Connection, trap: Trap, body: bytes, headers: dict[str, str]) -> None:
     status, data, closing = connection.send(body, headers)
+    STATUSES[status] += 1
     text = data.decode("utf-8", "replace")
     assert status != 500 and status < 600, (status, text[:300])
     assert "Traceback" not in text and 'File "' not in text, text[:500]
     assert '"code":-32603' not in text.replace(" ", ""), text[:500]
+    assert ds.ALICE_TOKEN not in text, "the service token reached a caller"
     if closing:  # the gateway said so: a new connection is fine
         connection.conn.close()
     connection.well_formed_ping()

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.figures import figure_fixture
 from tests.e2e.harness import GatewayProcess
 from tests.e2e.rpc import Rpc
 from tests.standin import dataset as ds
@@ -20,6 +21,21 @@ from tests.standin.fixtures import Standin, fresh_standin, standin  # noqa: F401
 pytestmark = pytest.mark.e2e
 
 PIPELINE_ARGS = {"id": ds.PROJECT_PATH, "pipeline_id": ds.PIPELINE_ID}
+#: Answers read, and how many held a token, for the printed figure.
+ANSWERS = {"read": 0, "with a token": 0}
+TOKENS = (ds.ALICE_TOKEN, ds.BOB_TOKEN)
+
+
+def _leak_figure() -> str | None:
+    if not ANSWERS["read"]:
+        return None
+    return (
+        f"token leaks: {ANSWERS['read']} answers to calls whose GitLab answer echoed a token, "
+        f"{ANSWERS['with a token']} held one"
+    )
+
+
+_figure = figure_fixture(_leak_figure)
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +58,8 @@ def rpc(gateway: GatewayProcess, tool: str, arguments: dict[str, Any], headers: 
         }
         answer = session.post(json.dumps(message))
         assert answer.status_code == 200, answer.text
+        ANSWERS["read"] += 1
+        ANSWERS["with a token"] += any(token in answer.text for token in TOKENS)
         return answer.text
 
 
