@@ -474,10 +474,10 @@ class Messages:
 
 def _answer_bytes(item: dict[str, Any]) -> int:
     """What ``item`` adds to a history answer: its compact JSON in ``structuredContent`` and again,
-    escaped, in the JSON text block, plus the separators."""
+    escaped, in the JSON text block (the two quotes counted there stand for the two commas)."""
     dumped = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
     escaped = json.dumps(dumped, ensure_ascii=False)
-    return len(dumped.encode("utf-8")) + len(escaped.encode("utf-8")) - 2 + 2
+    return len(dumped.encode("utf-8")) + len(escaped.encode("utf-8"))
 
 
 #: Rows read per statement while filling a history page.
