@@ -17,7 +17,8 @@ message only once an agent has it):
 
 - :meth:`SseStream.send` and :func:`write_json` return True only when the whole response was
   handed to an open connection (``StreamResponse.write``/``write_eof`` returned), False when the
-  client was gone or the write failed.
+  client was gone or the write failed. Before a response they look at the socket itself, so a
+  client that closed while the process was busy is not taken for one still there.
 - The caller then awaits the tool result's ``on_delivered`` (True) or ``on_abandoned`` (False),
   through :func:`gateway.mcp.calls.settle`; exactly one of them runs per result.
 - When the client closes a stream the call is cancelled (``on_broken``); a watcher notices a
@@ -30,7 +31,9 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import secrets
+import socket
 from collections.abc import Callable, Mapping
 
 from aiohttp import web
@@ -60,6 +63,8 @@ def json_response(body: bytes | None, headers: Mapping[str, str], status: int = 
 
 async def write_json(request: web.Request, response: web.StreamResponse) -> bool:
     """Send ``response`` now; True when it was handed in full to the open connection."""
+    if _peer_closed(request):
+        return False
     try:
         await response.prepare(request)
         await response.write_eof()
@@ -71,6 +76,28 @@ async def write_json(request: web.Request, response: web.StreamResponse) -> bool
 def _connected(request: web.Request) -> bool:
     transport = request.transport
     return transport is not None and not transport.is_closing()
+
+
+def _peer_closed(request: web.Request) -> bool:
+    """The client already closed the connection, even if the event loop has not read that yet.
+
+    A close that reached the socket while this process was busy (a database round trip, say) is
+    seen by the loop only after the current task yields: an answer written before then is
+    accepted by the socket and lost. Peeking at the socket (``MSG_PEEK``, nothing is consumed)
+    finds the end of stream at once. Used before an answer whose delivery is acknowledged.
+    """
+    if not _connected(request):
+        return True
+    sock = request.transport.get_extra_info("socket") if request.transport is not None else None
+    if sock is None:
+        return False
+    try:
+        with socket.socket(fileno=os.dup(sock.fileno())) as peek:
+            return peek.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False  # open, nothing to read
+    except OSError:
+        return True  # reset
 
 
 class SseStream:
@@ -136,6 +163,9 @@ class SseStream:
         notification racing with the response is dropped rather than sent after it.
         """
         if not self._open and not await self.open():
+            return False
+        if final and _peer_closed(self._request):
+            self._mark_broken()
             return False
         head = b"id: " + self._next_id().encode() + b"\n" if self._resumable else b""
         return await self._write(head + b"event: message\ndata: " + message + b"\n\n", final=final)
