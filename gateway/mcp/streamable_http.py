@@ -84,7 +84,9 @@ def _peer_closed(request: web.Request) -> bool:
     A close that reached the socket while this process was busy (a database round trip, say) is
     seen by the loop only after the current task yields: an answer written before then is
     accepted by the socket and lost. Peeking at the socket (``MSG_PEEK``, nothing is consumed)
-    finds the end of stream at once. Used before an answer whose delivery is acknowledged.
+    finds the end of stream at once (a client that only half-closes is no worse off: aiohttp
+    closes the connection at the end of stream anyway). Used before an answer whose delivery is
+    acknowledged.
     """
     if not _connected(request):
         return True
