@@ -31,7 +31,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from gateway.broker.changes import Changes
 from gateway.broker.effects import After, queue_message
 from gateway.broker.errors import BrokerError
-from gateway.broker.formats import PRIORITIES, PRIORITY_NAMES, iso
+from gateway.broker.formats import PRIORITIES, PRIORITY_NAMES, iso, new_message_id
 from gateway.broker.machine import Event, Refused, State, decide
 from gateway.broker.roster import Roster
 from gateway.broker.store import MessageRow, PipelineRow, Queries, Store, StoreError
@@ -185,6 +185,9 @@ class Messages:
                 limit=self._max_message_bytes,
             )
 
+        if reply_to is None:
+            return await self._changes.shielded(self._send(agent, to, subject, body, PRIORITIES[priority]))
+
         async def run(q: Queries, p: PipelineRow, after: After) -> dict[str, Any]:
             self._changes.decide(p, Event.REPLY_MESSAGE if reply_to is not None else Event.SEND_MESSAGE)
             recipient, thread = to, None
@@ -222,6 +225,33 @@ class Messages:
             return out
 
         return await self._changes.run(agent, run, lock="share", save_seen=False)
+
+    async def _send(
+        self, agent: str, to: str, subject: str, body: dict[str, Any], priority: int
+    ) -> dict[str, Any]:
+        """A message that starts its own thread: one statement (the busiest change, kept short:
+        sending changes no state, so it needs neither the change unit's transaction nor a log line)."""
+        message_id = new_message_id()
+        async with self._store.write_one() as q:
+            queued = await q.queue_if_running(
+                id=message_id,
+                sender=agent,
+                recipient=to,
+                subject=subject,
+                body=body,
+                priority=priority,
+                created_at=iso(self._clock()),
+            )
+        if not queued:
+            async with self._store.read() as q:
+                p = await q.pipeline()
+            self._changes.decide(p, Event.SEND_MESSAGE)  # STOPPED: refused, saying by whom and when
+            raise StoreError(f"message to {to} not queued in state {p.state}")  # only a stop does that
+        after = After()
+        after.sent.append(to)
+        after.wake.add(to)
+        self._changes.after_commit(after)
+        return {"messageId": message_id, "queued": True}
 
     async def wait_for_message(
         self,
@@ -320,13 +350,6 @@ class Messages:
         if done:
             self._metrics.broker_messages_delivered.labels(agent).inc(done)
 
-    async def _acknowledges(self, agent: str) -> bool:
-        if agent not in self._acknowledging:
-            async with self._store.read() as q:
-                if await q.acknowledges(agent):  # sent through another replica, or before a restart
-                    self._acknowledging.add(agent)
-        return agent in self._acknowledging
-
     async def _lease(self, agent: str, force: bool = True) -> tuple[State, MessageRow | None]:
         """Lease ``agent``'s next message, shielded: a cancelled caller gives back what was leased."""
 
@@ -348,6 +371,8 @@ class Messages:
         if row is not None:
             assert row.lease_token is not None
             self._held[row.lease_token] = row.id
+            if not row.more:
+                self._wakeups.looked_empty(agent, mark)
             return self._changes.state, row
         self._wakeups.looked_empty(agent, mark)
         # The claim hands nothing out in STOPPED; the state as this process knows it says why
@@ -395,7 +420,9 @@ class Messages:
             self._held.pop(token, None)
 
             async def mark() -> bool:
-                if await self._acknowledges(agent):
+                if row.acknowledges:
+                    self._acknowledging.add(agent)  # told by another replica, or before a restart
+                if agent in self._acknowledging:
                     # Written, but it may not have reached the agent: it stays leased until the
                     # agent acknowledges it, and goes out again if that does not happen in time.
                     async with self._store.write_one() as q:

@@ -82,6 +82,10 @@ class MessageRow:
     delivered_at: str | None
     delivery_attempts: int
     lease_token: str | None = None
+    #: The recipient acknowledges its messages (as its row said when the message was claimed).
+    acknowledges: bool = False
+    #: Another free message of the recipient was queued behind this one when it was claimed.
+    more: bool = True
 
 
 _MESSAGE_COLUMNS = (
@@ -151,6 +155,21 @@ def _pipeline(r: Any) -> PipelineRow:
         stopped_by=r.stopped_by,
         stopped_at=r.stopped_at,
     )
+
+
+def _queue_statements() -> tuple[sa.Insert, sa.Select[Any]]:
+    """The statements of :meth:`Queries.queue_if_running`, built once: executing them again only
+    looks their compiled form up in SQLAlchemy's cache, with nothing to construct per message."""
+    names = ("id", "sender", "recipient", "subject", "body", "priority", "created_at", "issue")
+    values = [sa.bindparam(n, type_=messages.c[n].type) for n in names]
+    source = (
+        sa.select(*values, sa.bindparam("id", type_=messages.c.thread_id.type))  # its own thread
+        .where(pipeline.c.id == 1, pipeline.c.state != State.STOPPED.value)
+        .with_for_update(read=True)
+    )
+    insert = sa.insert(messages).from_select([*names, "thread_id"], source).returning(messages.c.recipient)
+    queued = insert.cte("queued")
+    return insert, sa.select(sa.func.pg_notify(CHANNEL, queued.c.recipient))
 
 
 def issue_key(body: Mapping[str, Any]) -> str | None:
@@ -317,6 +336,34 @@ class Queries:
             )
         )
 
+    async def queue_if_running(
+        self,
+        *,
+        id: str,
+        sender: str,
+        recipient: str,
+        subject: str,
+        body: dict[str, Any],
+        priority: int,
+        created_at: str,
+    ) -> bool:
+        """Queue one message that starts its own thread, unless the pipeline is STOPPED; whether it
+        was queued. One statement, atomic by itself: the pipeline row is read ``FOR SHARE`` (a
+        stop committing meanwhile is waited for and then seen), and on PostgreSQL the recipient is
+        signalled (:meth:`notify`) in the same statement."""
+        params = {
+            "id": id,
+            "sender": sender,
+            "recipient": recipient,
+            "subject": subject,
+            "body": json.dumps(body, ensure_ascii=False),
+            "priority": priority,
+            "created_at": created_at,
+            "issue": issue_key(body),
+        }
+        stmt = _QUEUE_AND_NOTIFY if self.postgres else _QUEUE
+        return (await self.conn.execute(stmt, params)).first() is not None
+
     async def notify(self, payload: str) -> None:
         """``pg_notify`` on the broker's channel, delivered at commit and dropped on rollback.
 
@@ -339,58 +386,30 @@ class Queries:
         reached the agent: it goes out again with the same id and one more attempt). Rows other
         transactions are claiming are skipped (``FOR UPDATE SKIP LOCKED``). One statement.
         """
-        running = sa.select(pipeline.c.id).where(pipeline.c.id == 1, pipeline.c.state != State.STOPPED.value)
-        first = (
-            sa.select(messages.c.seq)
-            .where(
-                messages.c.recipient == recipient,
-                messages.c.delivered_at.is_(None),
-                sa.or_(messages.c.lease_until.is_(None), messages.c.lease_until <= now),
-            )
-            .order_by(messages.c.priority, messages.c.seq)
-            .limit(1)
-            .with_for_update(skip_locked=True)
-            .scalar_subquery()
-        )
-        stmt = (
-            sa.update(messages)
-            .where(messages.c.seq == first, running.exists())
-            .values(
-                lease_until=now + lease_seconds,
-                lease_token=secrets.token_hex(8),
-                delivery_attempts=messages.c.delivery_attempts + 1,
-            )
-            .returning(*_MESSAGE_COLUMNS)
-        )
-        r = (await self.conn.execute(stmt)).first()
-        return _message(r) if r else None
+        params = {
+            "b_recipient": recipient,
+            "now": now,
+            "b_lease_until": now + lease_seconds,
+            "b_lease_token": secrets.token_hex(8),
+        }
+        r = (await self.conn.execute(_CLAIM, params)).first()
+        if r is None:
+            return None
+        row = _message(r)
+        row.acknowledges = bool(r.acknowledges)
+        row.more = bool(r.more)
+        return row
 
     async def acknowledge(self, message_id: str, token: str, at: str) -> bool:
         """Take a delivered message off its queue, fenced by its lease token; False when that
         lease is no longer the message's (it was delivered, or leased again after running out)."""
-        done = await self.conn.execute(
-            sa.update(messages)
-            .where(
-                messages.c.id == message_id,
-                messages.c.lease_token == token,
-                messages.c.delivered_at.is_(None),
-            )
-            .values(delivered_at=at, lease_until=None)
-        )
+        done = await self.conn.execute(_ACKNOWLEDGE, {"b_id": message_id, "token": token, "at": at})
         return done.rowcount == 1
 
     async def hold_for_ack(self, message_id: str, token: str, until: float) -> bool:
         """Keep a written message leased until ``until``: it leaves its queue when the agent
         acknowledges it, and goes out again if that does not happen in time."""
-        done = await self.conn.execute(
-            sa.update(messages)
-            .where(
-                messages.c.id == message_id,
-                messages.c.lease_token == token,
-                messages.c.delivered_at.is_(None),
-            )
-            .values(lease_until=until)
-        )
+        done = await self.conn.execute(_HOLD, {"b_id": message_id, "token": token, "until": until})
         return done.rowcount == 1
 
     async def acknowledge_ids(self, recipient: str, ids: list[str], at: str) -> int:
@@ -417,11 +436,6 @@ class Queries:
                 index_elements=[agents.c.id], set_={"acknowledges": 1}, where=agents.c.acknowledges == 0
             )
         )
-
-    async def acknowledges(self, agent: str) -> bool:
-        """Whether ``agent`` ever sent ``ack``."""
-        r = await self.conn.execute(sa.select(agents.c.acknowledges).where(agents.c.id == agent))
-        return bool(r.scalar())
 
     async def release(self, message_id: str, token: str) -> bool:
         """End a lease without delivery (the answer never went out): free for the next wait."""
@@ -562,3 +576,65 @@ class Queries:
         await self.conn.execute(
             sa.delete(activity_log).where(activity_log.c.name == name, activity_log.c.seq <= cutoff)
         )
+
+
+_QUEUE, _QUEUE_AND_NOTIFY = _queue_statements()
+
+
+def _claim_statement() -> sa.Update:
+    """:meth:`Queries.claim`, built once (see :func:`_queue_statements`)."""
+    running = sa.select(pipeline.c.id).where(pipeline.c.id == 1, pipeline.c.state != State.STOPPED.value)
+    now = sa.bindparam("now", type_=sa.Float)
+    recipient = sa.bindparam("b_recipient", type_=sa.Text)
+    # Read with the claim, so that the answer's delivery needs no look of its own.
+    acknowledges = sa.select(agents.c.acknowledges).where(agents.c.id == recipient).scalar_subquery()
+    # Whether another message waits behind this one: when not, the next look of this agent's
+    # waits needs no round trip until something is sent to it (``Wakeups.looked_empty``).
+    other = messages.alias("other")
+    more = sa.exists().where(
+        other.c.recipient == recipient,
+        other.c.delivered_at.is_(None),
+        sa.or_(other.c.lease_until.is_(None), other.c.lease_until <= now),
+        # Spelled out: SQLite's RETURNING renders column names without their table.
+        other.c.seq != sa.literal_column("messages.seq"),
+    )
+    first = (
+        sa.select(messages.c.seq)
+        .where(
+            messages.c.recipient == recipient,
+            messages.c.delivered_at.is_(None),
+            sa.or_(messages.c.lease_until.is_(None), messages.c.lease_until <= now),
+        )
+        .order_by(messages.c.priority, messages.c.seq)
+        .limit(1)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    return (
+        sa.update(messages)
+        .where(messages.c.seq == first, running.exists())
+        .values(
+            lease_until=sa.bindparam("b_lease_until", type_=sa.Float),
+            lease_token=sa.bindparam("b_lease_token", type_=sa.Text),
+            delivery_attempts=messages.c.delivery_attempts + 1,
+        )
+        .returning(*_MESSAGE_COLUMNS, acknowledges.label("acknowledges"), more.label("more"))
+    )
+
+
+def _leased_update(**values: sa.BindParameter[Any] | None) -> sa.Update:
+    """An update of the message ``:id`` while the lease ``:token`` is still its own."""
+    return (
+        sa.update(messages)
+        .where(
+            messages.c.id == sa.bindparam("b_id", type_=sa.Text),
+            messages.c.lease_token == sa.bindparam("token", type_=sa.Text),
+            messages.c.delivered_at.is_(None),
+        )
+        .values(**values)
+    )
+
+
+_CLAIM = _claim_statement()
+_ACKNOWLEDGE = _leased_update(delivered_at=sa.bindparam("at", type_=sa.Text), lease_until=None)
+_HOLD = _leased_update(lease_until=sa.bindparam("until", type_=sa.Float))
