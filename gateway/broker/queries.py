@@ -18,10 +18,18 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gateway.broker.machine import State
+from gateway.broker.prepared import (
+    ACKNOWLEDGE,
+    CHANNEL,
+    CLAIM,
+    HOLD,
+    MESSAGE_COLUMNS,
+    QUEUE,
+    QUEUE_AND_NOTIFY,
+    Driver,
+    run_prepared,
+)
 from gateway.broker.schema import activity_log, agents, issues, messages, pipeline, plan, transitions
-
-#: PostgreSQL channel of the broker's wake-ups (``gateway.broker.wakeups``).
-CHANNEL = "gateway_broker"
 
 RowLock = Literal["update", "share"] | None
 
@@ -88,21 +96,7 @@ class MessageRow:
     more: bool = True
 
 
-_MESSAGE_COLUMNS = (
-    messages.c.seq,
-    messages.c.id,
-    messages.c.sender,
-    messages.c.recipient,
-    messages.c.subject,
-    messages.c.body,
-    messages.c.priority,
-    messages.c.reply_to,
-    messages.c.thread_id,
-    messages.c.created_at,
-    messages.c.delivered_at,
-    messages.c.delivery_attempts,
-    messages.c.lease_token,
-)
+_MESSAGE_COLUMNS = MESSAGE_COLUMNS
 
 _PIPELINE_COLUMNS = (
     pipeline.c.state,
@@ -157,21 +151,6 @@ def _pipeline(r: Any) -> PipelineRow:
     )
 
 
-def _queue_statements() -> tuple[sa.Insert, sa.Select[Any]]:
-    """The statements of :meth:`Queries.queue_if_running`, built once: executing them again only
-    looks their compiled form up in SQLAlchemy's cache, with nothing to construct per message."""
-    names = ("id", "sender", "recipient", "subject", "body", "priority", "created_at", "issue")
-    values = [sa.bindparam(n, type_=messages.c[n].type) for n in names]
-    source = (
-        sa.select(*values, sa.bindparam("id", type_=messages.c.thread_id.type))  # its own thread
-        .where(pipeline.c.id == 1, pipeline.c.state != State.STOPPED.value)
-        .with_for_update(read=True)
-    )
-    insert = sa.insert(messages).from_select([*names, "thread_id"], source).returning(messages.c.recipient)
-    queued = insert.cte("queued")
-    return insert, sa.select(sa.func.pg_notify(CHANNEL, queued.c.recipient))
-
-
 def issue_key(body: Mapping[str, Any]) -> str | None:
     """``body.issue`` as the history filter compares it (SQLite's ``CAST(json_extract(..) AS TEXT)``)."""
     value = body.get("issue")
@@ -187,9 +166,11 @@ def issue_key(body: Mapping[str, Any]) -> str | None:
 class Queries:
     """The broker's statements on one connection (a transaction the caller opened)."""
 
-    def __init__(self, conn: AsyncConnection, *, postgres: bool) -> None:
+    def __init__(self, conn: AsyncConnection, *, postgres: bool, driver: Driver | None = None) -> None:
         self.conn = conn
         self.postgres = postgres
+        #: The aiosqlite connection under ``conn`` for one-statement uses (``Store.write_one``).
+        self._driver = driver
 
     # pipeline ---------------------------------------------------------------------------------
 
@@ -361,8 +342,8 @@ class Queries:
             "created_at": created_at,
             "issue": issue_key(body),
         }
-        stmt = _QUEUE_AND_NOTIFY if self.postgres else _QUEUE
-        return (await self.conn.execute(stmt, params)).first() is not None
+        stmt = QUEUE_AND_NOTIFY if self.postgres else QUEUE
+        return bool(await run_prepared(self.conn, self._driver, stmt, params))
 
     async def notify(self, payload: str) -> None:
         """``pg_notify`` on the broker's channel, delivered at commit and dropped on rollback.
@@ -392,9 +373,10 @@ class Queries:
             "b_lease_until": now + lease_seconds,
             "b_lease_token": secrets.token_hex(8),
         }
-        r = (await self.conn.execute(_CLAIM, params)).first()
-        if r is None:
+        rows = await run_prepared(self.conn, self._driver, CLAIM, params)
+        if not rows:
             return None
+        r = rows[0]
         row = _message(r)
         row.acknowledges = bool(r.acknowledges)
         row.more = bool(r.more)
@@ -403,14 +385,14 @@ class Queries:
     async def acknowledge(self, message_id: str, token: str, at: str) -> bool:
         """Take a delivered message off its queue, fenced by its lease token; False when that
         lease is no longer the message's (it was delivered, or leased again after running out)."""
-        done = await self.conn.execute(_ACKNOWLEDGE, {"b_id": message_id, "token": token, "at": at})
-        return done.rowcount == 1
+        params = {"b_id": message_id, "token": token, "at": at}
+        return bool(await run_prepared(self.conn, self._driver, ACKNOWLEDGE, params))
 
     async def hold_for_ack(self, message_id: str, token: str, until: float) -> bool:
         """Keep a written message leased until ``until``: it leaves its queue when the agent
         acknowledges it, and goes out again if that does not happen in time."""
-        done = await self.conn.execute(_HOLD, {"b_id": message_id, "token": token, "until": until})
-        return done.rowcount == 1
+        params = {"b_id": message_id, "token": token, "until": until}
+        return bool(await run_prepared(self.conn, self._driver, HOLD, params))
 
     async def acknowledge_ids(self, recipient: str, ids: list[str], at: str) -> int:
         """The agent processed these of its messages: off their queue; how many were still on it."""
@@ -576,65 +558,3 @@ class Queries:
         await self.conn.execute(
             sa.delete(activity_log).where(activity_log.c.name == name, activity_log.c.seq <= cutoff)
         )
-
-
-_QUEUE, _QUEUE_AND_NOTIFY = _queue_statements()
-
-
-def _claim_statement() -> sa.Update:
-    """:meth:`Queries.claim`, built once (see :func:`_queue_statements`)."""
-    running = sa.select(pipeline.c.id).where(pipeline.c.id == 1, pipeline.c.state != State.STOPPED.value)
-    now = sa.bindparam("now", type_=sa.Float)
-    recipient = sa.bindparam("b_recipient", type_=sa.Text)
-    # Read with the claim, so that the answer's delivery needs no look of its own.
-    acknowledges = sa.select(agents.c.acknowledges).where(agents.c.id == recipient).scalar_subquery()
-    # Whether another message waits behind this one: when not, the next look of this agent's
-    # waits needs no round trip until something is sent to it (``Wakeups.looked_empty``).
-    other = messages.alias("other")
-    more = sa.exists().where(
-        other.c.recipient == recipient,
-        other.c.delivered_at.is_(None),
-        sa.or_(other.c.lease_until.is_(None), other.c.lease_until <= now),
-        # Spelled out: SQLite's RETURNING renders column names without their table.
-        other.c.seq != sa.literal_column("messages.seq"),
-    )
-    first = (
-        sa.select(messages.c.seq)
-        .where(
-            messages.c.recipient == recipient,
-            messages.c.delivered_at.is_(None),
-            sa.or_(messages.c.lease_until.is_(None), messages.c.lease_until <= now),
-        )
-        .order_by(messages.c.priority, messages.c.seq)
-        .limit(1)
-        .with_for_update(skip_locked=True)
-        .scalar_subquery()
-    )
-    return (
-        sa.update(messages)
-        .where(messages.c.seq == first, running.exists())
-        .values(
-            lease_until=sa.bindparam("b_lease_until", type_=sa.Float),
-            lease_token=sa.bindparam("b_lease_token", type_=sa.Text),
-            delivery_attempts=messages.c.delivery_attempts + 1,
-        )
-        .returning(*_MESSAGE_COLUMNS, acknowledges.label("acknowledges"), more.label("more"))
-    )
-
-
-def _leased_update(**values: sa.BindParameter[Any] | None) -> sa.Update:
-    """An update of the message ``:id`` while the lease ``:token`` is still its own."""
-    return (
-        sa.update(messages)
-        .where(
-            messages.c.id == sa.bindparam("b_id", type_=sa.Text),
-            messages.c.lease_token == sa.bindparam("token", type_=sa.Text),
-            messages.c.delivered_at.is_(None),
-        )
-        .values(**values)
-    )
-
-
-_CLAIM = _claim_statement()
-_ACKNOWLEDGE = _leased_update(delivered_at=sa.bindparam("at", type_=sa.Text), lease_until=None)
-_HOLD = _leased_update(lease_until=sa.bindparam("until", type_=sa.Float))

@@ -42,7 +42,7 @@ from gateway.broker.formats import BROKER, iso
 from gateway.broker.machine import Event, State, completion_event, resume_event, review_event
 from gateway.broker.messages import Messages
 from gateway.broker.monitoring import Monitoring
-from gateway.broker.queries import CHANNEL
+from gateway.broker.prepared import CHANNEL
 from gateway.broker.roster import Roster
 from gateway.broker.state_dir import STOP_FILE, lock_state_dir
 from gateway.broker.store import PipelineRow, PlanRow, Queries, Store, StoreError

@@ -221,7 +221,8 @@ class Store:
             # trips of an empty BEGIN/COMMIT pair.
             async with self.engine.connect() as conn:
                 conn = await conn.execution_options(broker_single=True)
-                yield Queries(conn, postgres=False)
+                raw = await conn.get_raw_connection()
+                yield Queries(conn, postgres=False, driver=raw.driver_connection)
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection]:
