@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -115,9 +116,8 @@ class Store:
             engine = create_async_engine(url, pool_size=5, max_overflow=5, pool_reset_on_return=None)
             _sqlite_pragmas(engine)
         else:
-            engine = create_async_engine(
-                url, pool_size=config.pool_size, max_overflow=config.pool_size, pool_pre_ping=True
-            )
+            engine = create_async_engine(url, pool_size=config.pool_size, max_overflow=config.pool_size)
+            _drop_ended_sessions(engine)
         store = cls(engine, describe(url))
         try:
             if store.postgres:
@@ -247,6 +247,24 @@ class Store:
                 except sa.exc.DBAPIError as err:
                     log.debug("WAL checkpoint at close failed: %s", err)
             await self.engine.dispose()
+
+
+def _drop_ended_sessions(engine: AsyncEngine) -> None:
+    """Never hand out a pooled PostgreSQL connection whose session the server ended.
+
+    A server that restarts, fails over or ends idle sessions (``idle_session_timeout``,
+    ``pg_terminate_backend``) sends an error and closes the socket, so an idle connection with
+    something to read is one it ended. Checked at each checkout without a round trip (a pre-ping
+    would be one more per statement); the pool then connects afresh (``DisconnectionError``:
+    https://docs.sqlalchemy.org/en/20/core/pooling.html#disconnect-handling-pessimistic).
+    A connection that breaks in use is dropped by SQLAlchemy as usual.
+    """
+
+    @sa.event.listens_for(engine.sync_engine, "checkout")
+    def _checkout(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
+        conn = dbapi_conn.driver_connection
+        if conn.closed or select.select([conn.pgconn.socket], [], [], 0)[0]:
+            raise sa.exc.DisconnectionError("the server ended this session")
 
 
 def _sqlite_pragmas(engine: AsyncEngine) -> None:

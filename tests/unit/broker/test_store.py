@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from pydantic import SecretStr
 
 from gateway.broker.store import DatabaseUnusable, Store, StoreError, head_revision
@@ -152,3 +153,30 @@ async def test_unreachable_server_is_retried_then_refused(
         await Store.open(config(url), tmp_path)
     retries = [r.getMessage() for r in caplog.records if "not reachable yet" in r.getMessage()]
     assert retries and all("secret-pw-123" not in r for r in retries)
+
+
+async def test_sessions_the_server_ended_are_not_used_again(tmp_path: Path, postgres_url: str) -> None:
+    """PostgreSQL restarting or failing over ends every session: the next statements open new ones."""
+    store = await Store.open(config(postgres_url), tmp_path)
+
+    async def send(n: int) -> bool:
+        async with store.write_one() as q:
+            return await q.queue_if_running(
+                id=f"msg-{n}", sender="pm", recipient="dev", subject="s", body={}, priority=1, created_at="t"
+            )
+
+    try:
+        await asyncio.gather(*(send(n) for n in range(4)))  # several connections in the pool
+        async with store.connection() as conn:
+            ended = await conn.scalar(
+                sa.text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            )
+            await conn.commit()
+        assert ended is not None and ended >= 2
+        await asyncio.sleep(0.2)  # the server's goodbye reaches the idle sockets
+        assert [await send(n) for n in range(4, 10)] == [True] * 6
+    finally:
+        await store.close()
