@@ -1,8 +1,9 @@
 """Messages between agents: send and reply, wait with leases and delivery callbacks, history.
 
 Contract: broker.md ("send_message", "reply_message", "wait_for_message", "get_message_history",
-"Delivery"). A send is a change (``gateway.broker.changes``): refused in
-STOPPED, committed before the recipient's waits are woken.
+"Delivery"). A send is refused in STOPPED and committed before the recipient's waits are woken:
+a reply is a change (``gateway.broker.changes``); a message starting its own thread, the busiest
+call, is one statement that changes no state (``gateway.broker.prepared``).
 
 Delivery (broker.md "Delivery"; MCP basic/utilities/cancellation): :meth:`Messages.wait_for_message`
 claims the first free message of the caller (priority, then age) with a lease in the database
