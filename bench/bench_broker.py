@@ -14,7 +14,9 @@ Printed per number of waiting agents (each agent has one ``wait_for_message`` op
 - latency: ``send_message`` issued → the waiting agent holds the answer, one message in flight at a
   time (p50, p99, ms);
 - throughput: 4 concurrent senders push ``--messages`` messages round-robin to the agents;
-  messages per second from the first send to the last answer received.
+  messages per second from the first send to the last answer received;
+- gateway CPU per message in that run (user + system time of the gateway processes, all their
+  threads, from ``/proc``): the figure that other load on a shared machine disturbs least.
 
 Then the memory cost of ``--open-waits`` concurrent ``wait_for_message`` calls: the gateway's RSS
 with them open minus its RSS before (``/proc/<pid>/status``), per wait.
@@ -110,6 +112,12 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far, all threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -176,10 +184,13 @@ async def run_agents(
         for i in counter:
             await s.call("send_message", {"to": names[i % n], "subject": "load", "body": {"key": f"m{i}"}})
 
+    pids = [g.proc.pid for g in (gw, send_gw) if g is not None and g.proc is not None]
+    cpu0 = sum(cpu_seconds(pid) for pid in pids)
     t0 = time.perf_counter()
     await asyncio.gather(*(blast(s) for s in senders))
     await asyncio.wait_for(all_done.wait(), 300)
     elapsed = time.perf_counter() - t0
+    cpu = sum(cpu_seconds(pid) for pid in pids) - cpu0
     for task in loops:
         task.cancel()
     await asyncio.gather(*loops, return_exceptions=True)
@@ -187,7 +198,8 @@ async def run_agents(
     print(
         f"{label:<22} {n:>4} waiting agents: latency p50 {statistics.median(ms):6.2f} ms  "
         f"p99 {pct(ms, 99):6.2f} ms  | throughput {messages / elapsed:7.0f} msg/s "
-        f"({messages} messages, 4 senders, {elapsed:.2f} s)",
+        f"({messages} messages, 4 senders, {elapsed:.2f} s)"
+        f" | gateway CPU {cpu * 1000 / messages:.2f} ms/message",
         flush=True,
     )
 
