@@ -15,8 +15,9 @@ Printed per number of waiting agents (each agent has one ``wait_for_message`` op
   time (p50, p99, ms);
 - throughput: 4 concurrent senders push ``--messages`` messages round-robin to the agents;
   messages per second from the first send to the last answer received;
-- gateway CPU per message in that run (user + system time of the gateway processes, all their
-  threads, from ``/proc``): the figure that other load on a shared machine disturbs least.
+- CPU per message in that run, of the gateway processes (user + system time, all threads, from
+  ``/proc``) and of this client (its HTTP calls): the figures other load on a shared machine
+  disturbs least, and they tell the gateway's cost from the client's.
 
 Then the memory cost of ``--open-waits`` concurrent ``wait_for_message`` calls: the gateway's RSS
 with them open minus its RSS before (``/proc/<pid>/status``), per wait.
@@ -186,11 +187,13 @@ async def run_agents(
 
     pids = [g.proc.pid for g in (gw, send_gw) if g is not None and g.proc is not None]
     cpu0 = sum(cpu_seconds(pid) for pid in pids)
+    client0 = time.process_time()
     t0 = time.perf_counter()
     await asyncio.gather(*(blast(s) for s in senders))
     await asyncio.wait_for(all_done.wait(), 300)
     elapsed = time.perf_counter() - t0
     cpu = sum(cpu_seconds(pid) for pid in pids) - cpu0
+    client = time.process_time() - client0
     for task in loops:
         task.cancel()
     await asyncio.gather(*loops, return_exceptions=True)
@@ -199,7 +202,8 @@ async def run_agents(
         f"{label:<22} {n:>4} waiting agents: latency p50 {statistics.median(ms):6.2f} ms  "
         f"p99 {pct(ms, 99):6.2f} ms  | throughput {messages / elapsed:7.0f} msg/s "
         f"({messages} messages, 4 senders, {elapsed:.2f} s)"
-        f" | gateway CPU {cpu * 1000 / messages:.2f} ms/message",
+        f" | CPU per message: gateway {cpu * 1000 / messages:.2f} ms,"
+        f" this client {client * 1000 / messages:.2f} ms",
         flush=True,
     )
 
