@@ -263,7 +263,11 @@ def _drop_ended_sessions(engine: AsyncEngine) -> None:
     @sa.event.listens_for(engine.sync_engine, "checkout")
     def _checkout(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
         conn = dbapi_conn.driver_connection
-        if conn.closed or select.select([conn.pgconn.socket], [], [], 0)[0]:
+        if conn.closed:
+            raise sa.exc.DisconnectionError("the connection is closed")
+        readable = select.poll()  # poll, not select: a busy gateway has descriptors past FD_SETSIZE
+        readable.register(conn.pgconn.socket, select.POLLIN)
+        if readable.poll(0):
             raise sa.exc.DisconnectionError("the server ended this session")
 
 
