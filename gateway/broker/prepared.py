@@ -10,7 +10,8 @@ On PostgreSQL they run through SQLAlchemy as any statement (psycopg is asyncio-n
 aiosqlite runs the database in a thread of its own and every call into it is a hand-off to that
 thread and back; SQLAlchemy's asyncio adapter makes five per statement (open a cursor, execute,
 fetch, close, and the rollback ending its implicit transaction). :func:`run_prepared` hands the
-SQL SQLAlchemy compiled to aiosqlite's ``execute_fetchall``: one hand-off per statement
+SQL SQLAlchemy compiled to aiosqlite's ``execute_fetchall`` (values go to the driver as they are:
+these statements bind only text and numbers, which need no type processing): one hand-off per statement
 (https://aiosqlite.omnilib.dev/en/stable/api.html, https://docs.sqlalchemy.org/en/20/orm/extensions/asyncio.html
 "Using awaitables-only driver methods").
 """
@@ -156,7 +157,7 @@ def _compile(stmt: sa.Insert | sa.Update, dialect: Dialect) -> _Compiled:
         names = [str(c.key) for c in stmt.exported_columns]
         found = _compiled[key] = _Compiled(
             sql=compiled.string,
-            defaults=dict(compiled.construct_params(_check=False)),
+            defaults=dict(compiled.params),
             order=tuple(compiled.positiontup or ()),
             row=namedtuple("PreparedRow", names),
         )
