@@ -419,6 +419,15 @@ class Queries:
             )
         )
 
+    async def release_every_lease(self) -> int:
+        """End every lease (SQLite at start: the process that held them is gone); how many."""
+        done = await self.conn.execute(
+            sa.update(messages)
+            .where(messages.c.delivered_at.is_(None), messages.c.lease_until.is_not(None))
+            .values(lease_until=None)
+        )
+        return int(done.rowcount or 0)
+
     async def release(self, message_id: str, token: str) -> bool:
         """End a lease without delivery (the answer never went out): free for the next wait."""
         done = await self.conn.execute(

@@ -225,6 +225,11 @@ class BrokerService:
         after = After()
         async with self.store.write() as q:
             p = await q.pipeline("update")
+            if not self.store.postgres:
+                # One gateway owns a SQLite file (the state folder's lock): a lease found at start
+                # was held by a process that is gone, and its message can go out now, not when the
+                # lease runs out (an agent that acknowledges sends its ack before its next claim).
+                await q.release_every_lease()
             if stop_file.exists() and p.state is not State.STOPPED:
                 # A .stop-pipeline present at start means STOPPED.
                 facts = Facts(agent=None, now=self.clock(), reason=f"{STOP_FILE} was present at start")
