@@ -7,9 +7,11 @@ request params are checked against the schema of the request's protocol version
 (``mcp_types.methods``). What is ours: :class:`RpcError`, the exception that carries a JSON-RPC
 error together with the HTTP status it travels with.
 
-Error ids (MCP basic, JSON-RPC 2.0 §5): an error echoes the request's ``id`` whenever the body
-parsed far enough to read one, and omits ``id`` otherwise (``"id": null`` is valid in neither
-era's schema).
+Error ids (JSON-RPC 2.0 §5, https://www.jsonrpc.org/specification#response_object): an error
+echoes the request's ``id`` whenever the body parsed far enough to read one, and is ``"id": null``
+otherwise, as JSON-RPC requires and the MCP SDKs' clients expect (the Python SDK's client discards
+an error response without an ``id`` member and shows its caller only "Server returned an error
+response").
 """
 
 from __future__ import annotations
@@ -136,8 +138,10 @@ class RpcError(Exception):
         )
 
     def encode(self, request_id: RequestId | None) -> bytes:
-        """The encoded error response (without ``id`` when ``request_id`` is None)."""
-        return encode(self.message_for(request_id))
+        """The encoded error response (``"id": null`` when ``request_id`` is None)."""
+        body = self.message_for(request_id).model_dump(mode="json", by_alias=True, exclude_none=True)
+        body["id"] = request_id  # kept when None: exclude_none drops it with error.data
+        return orjson.dumps(body)
 
 
 def invalid_params(message: str, *, http_status: int = 200) -> RpcError:
@@ -151,8 +155,8 @@ def invalid_request(message: str, *, http_status: int = 400) -> RpcError:
 
 
 def encode(message: BaseModel) -> bytes:
-    """A wire message as compact UTF-8 JSON; ``None`` fields of the envelope are left out
-    (so an error without a known id has no ``id``), values inside ``result`` are kept."""
+    """A wire message as compact UTF-8 JSON; ``None`` fields of the envelope are left out,
+    values inside ``result`` are kept."""
     return message.model_dump_json(by_alias=True, exclude_none=True).encode()
 
 

@@ -133,3 +133,15 @@ def test_inspector_runs_every_tool_in_each_era(
     log = gateway.log()[before:]
     assert f"era={'modern' if era == 'modern' else 'legacy'}" in log
     assert f"era={'legacy' if era == 'modern' else 'modern'}" not in log
+
+
+@pytest.mark.parametrize("mode", sorted(ERAS))
+async def test_python_client_shows_why_a_request_was_refused_before_it_was_read(
+    gateway: GatewayProcess, mode: str
+) -> None:
+    """A body over ``server.max_request_bytes`` is refused before its id is read: the SDK client
+    must still show the gateway's reason (the error carries ``"id": null``), not a generic one."""
+    async with mcp_client(gateway.mcp_url, mode=mode, headers={"X-Agent-Id": "pm"}) as client:
+        with pytest.raises(Exception) as refused:
+            await client.call_tool("send_message", {"to": "dev", "subject": "big", "body": "x" * 2_000_000})
+    assert "max_request_bytes" in str(refused.value), refused.value

@@ -54,7 +54,7 @@ async def test_batch_is_refused_for_2025_11_25(mcp: Mcp) -> None:
     assert resp.status == 400
     body = await resp.json()
     assert body["error"]["code"] == -32600
-    assert "id" not in body  # a batch has no single id to echo
+    assert body["id"] is None  # a batch has no single id to echo
     assert "one message per POST" in body["error"]["message"]
 
 
@@ -114,12 +114,12 @@ async def test_empty_batch_is_invalid(mcp_factory: MakeMcp) -> None:
 # -- JSON-RPC shape ------------------------------------------------------------------------
 
 
-async def test_invalid_json_is_parse_error_without_id(mcp: Mcp) -> None:
+async def test_invalid_json_is_parse_error_with_null_id(mcp: Mcp) -> None:
     resp = await mcp.post(b'{"jsonrpc": "2.0", "id": 1, "method": ')
     assert resp.status == 400
     body = await resp.json()
-    # "id": null is valid in neither era's schema: an error whose request id is unknown has none.
-    assert body == {"jsonrpc": "2.0", "error": {"code": -32700, "message": body["error"]["message"]}}
+    # JSON-RPC 2.0: null when the request's id could not be read (the SDK client needs the member).
+    assert body == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": body["error"]["message"]}}
     assert "not valid JSON" in body["error"]["message"]
 
 
@@ -192,8 +192,7 @@ async def test_wrong_shape_is_invalid_request(mcp: Mcp, message: object, expecte
     assert resp.status == 400
     body = await resp.json()
     assert body["error"]["code"] == -32600
-    assert body.get("id") == expected_id
-    assert ("id" in body) is (expected_id is not None)  # never "id": null
+    assert "id" in body and body["id"] == expected_id  # null when the id could not be read
 
 
 async def test_unknown_method_is_32601(mcp: Mcp) -> None:
@@ -270,7 +269,7 @@ async def test_bad_origin_is_403(mcp: Mcp) -> None:
     resp = await mcp.post(PING, headers={"Origin": "http://evil.example.com"})
     assert resp.status == 403
     body = await resp.json()
-    assert "id" not in body  # refused before the body was read
+    assert body["id"] is None  # refused before the body was read
     assert "allowed_origins" in body["error"]["message"]
 
 
