@@ -11,12 +11,8 @@ from collections.abc import Callable
 
 import pytest
 
-from gateway.observability.logging import (
-    REDACTED,
-    Redactor,
-    bind_request_id,
-    register_secret,
-)
+from gateway.observability.logging import bind_request_id, register_secret
+from gateway.observability.redaction import REDACTED, Redactor
 from tests.unit.observability.conftest import LogCapture
 
 SERVICE_TOKEN = "svc-0f3c9a7d2b1e4c5a"  # configured, no recognisable prefix
