@@ -36,7 +36,7 @@ from pythonjsonlogger.json import JsonFormatter
 from gateway.observability import client_errors as malformed_requests
 from gateway.observability.access import TRACE, RequestTrace
 from gateway.observability.log_text import MESSAGE_LIMIT, safe_fields, safe_text, safe_value
-from gateway.observability.redaction import Redactor
+from gateway.observability.redaction import PLAIN_KEY, REDACTED, Redactor, is_sensitive_key
 
 if TYPE_CHECKING:
     from gateway.config import LoggingSettings, Settings
@@ -124,7 +124,7 @@ class JsonLogFormatter(JsonFormatter):
 
 
 class PlainLogFormatter(logging.Formatter):
-    """A line for people: ``time level logger message key=value...``, redacted as a whole."""
+    """A line for people: ``time level logger message key=value...``, redacted part by part."""
 
     def __init__(self, redactor: Redactor) -> None:
         super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
@@ -136,13 +136,32 @@ class PlainLogFormatter(logging.Formatter):
         return super().formatMessage(record)
 
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
-        fields = safe_value(self.redactor.redact_value(record_fields(record)))
-        if fields:
-            extras = " ".join(f"{key}={_plain_value(value)}" for key, value in fields.items())
-            head, sep, tail = line.partition("\n")  # fields on the first line, traceback after
-            line = f"{head} {extras}{sep}{tail}"
-        return self.redactor.redact(line)
+        # The message is one line (formatMessage), so a traceback or stack starts at the first
+        # newline. Every part is redacted once on its own: the message, each field below, the
+        # traceback here; the rest of the line is the time, the level and the logger's name.
+        head, sep, tail = super().format(record).partition("\n")
+        extras = self._fields(record)
+        if extras:
+            head = f"{head} {extras}"
+        return f"{head}{sep}{self.redactor.redact(tail)}" if sep else head
+
+    def _fields(self, record: logging.LogRecord) -> str:
+        """``key=value`` for each extra field, each value redacted, then made one bounded line."""
+        redactor = self.redactor
+        parts = []
+        for key, value in record_fields(record).items():
+            if is_sensitive_key(key):
+                text = REDACTED
+            elif isinstance(value, bool | int | float):
+                text = str(value)
+            elif isinstance(value, str):
+                # Redacted before the cut: a cut never splits a secret.
+                text = _plain_value(safe_text(redactor.redact(value)))
+            else:
+                text = _plain_value(safe_value(redactor.redact_value(value)))
+            name = key if PLAIN_KEY.fullmatch(key) else safe_text(redactor.redact(key))
+            parts.append(f"{name}={text}")
+        return " ".join(parts)
 
 
 #: A character that makes a plain ``key=value`` ambiguous (``\s`` is ``str.isspace``'s set).

@@ -124,7 +124,7 @@ _TEXT_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 #: A field or header name that cannot hold a secret itself (only its value may).
-_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+PLAIN_KEY = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 #: Matches wherever one of :data:`_TEXT_RULES` could: a text without it needs none of them.
 _RULE_TRIGGER = re.compile(
     r"(?i)://|authoriz|token|cookie|bearer|basic|passw|secret|api[_-]?key|_gitlab_session"
@@ -288,7 +288,7 @@ class Redactor:
         if isinstance(value, Mapping):
             out: dict[str, Any] = {}
             for key, item in value.items():
-                name = key if isinstance(key, str) and _PLAIN_KEY.fullmatch(key) else self.redact(str(key))
+                name = key if isinstance(key, str) and PLAIN_KEY.fullmatch(key) else self.redact(str(key))
                 out[name] = (
                     REDACTED if is_sensitive_key(str(key)) else self.redact_value(item, _depth=_depth + 1)
                 )
@@ -315,7 +315,13 @@ def _literal_pattern(values: Iterable[str]) -> re.Pattern[str] | None:
     return re.compile("|".join(map(re.escape, ordered))) if ordered else None
 
 
+#: A name ending in a parameter name the text rules redact after ``=`` (``feed_token``,
+#: ``db_password``): the value of such a field is as secret as ``feed_token=...`` in a URL.
+_SECRET_NAME_END = re.compile(rf"(?i)(?<![A-Za-z0-9])(?:{_QUERY_KEYS})\Z")
+
+
 @functools.lru_cache(maxsize=1024)
 def is_sensitive_key(name: str) -> bool:
     """True when a header or field called ``name`` holds a secret (case and ``_``/``-`` ignored)."""
-    return name.strip().lower().replace("_", "-") in SENSITIVE_KEYS
+    name = name.strip()
+    return name.lower().replace("_", "-") in SENSITIVE_KEYS or _SECRET_NAME_END.search(name) is not None
