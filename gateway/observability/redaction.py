@@ -3,7 +3,8 @@
 Redaction (:class:`Redactor`) runs on every line, whatever logged it, before it is written:
 
 - values of sensitive keys in structured fields (``Authorization``, ``PRIVATE-TOKEN``,
-  ``Job-Token``, ``Cookie``, ``token``, ``password``, ``client_secret``...), at any depth;
+  ``Job-Token``, ``Cookie``, ``token``, ``password``, ``client_secret``..., and names ending in
+  a parameter name the text rules know, such as ``feed_token`` or ``db_password``), at any depth;
 - in any text (messages, field values, exception text, stack traces, access-log lines):
   ``Bearer``/``Basic`` credentials, ``Header: value`` pairs of those headers, URL query
   parameters such as ``private_token=`` or ``access_token=``, passwords in URLs
@@ -13,7 +14,7 @@ Redaction (:class:`Redactor`) runs on every line, whatever logged it, before it 
   https://docs.gitlab.com/security/tokens/#token-prefixes), and the runner registration prefix
   ``GR1348941``;
 - every known secret verbatim: the configured service token, the client tokens, and secrets
-  registered at run time with :func:`register_secret` (a bounded LRU of callers' passthrough
+  registered at run time with :meth:`Redactor.add_secret` (a bounded LRU of callers' passthrough
   tokens of at least 8 characters, looked up by set membership, never by a regular expression
   rebuilt per caller; found as whole runs of token characters, so one glued to other letters or
   digits without a separator is not).
