@@ -119,7 +119,7 @@ class JsonLogFormatter(JsonFormatter):
             del log_data[key]
 
     def process_log_record(self, log_data: dict[str, Any]) -> dict[str, Any]:
-        redacted: dict[str, Any] = self.redactor.redact_value(log_data)
+        redacted: dict[str, Any] = self.redactor.redact_fields(log_data)
         return safe_fields(redacted)  # after redaction: a cut never splits a secret
 
 

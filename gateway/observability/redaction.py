@@ -289,8 +289,8 @@ class Redactor:
         if isinstance(value, Mapping):
             out: dict[str, Any] = {}
             for key, item in value.items():
-                name = key if isinstance(key, str) and PLAIN_KEY.fullmatch(key) else self.redact(str(key))
-                out[name] = (
+                # A key inside a value may be anyone's (a header name, a caller's map), even a token.
+                out[self.redact(str(key))] = (
                     REDACTED if is_sensitive_key(str(key)) else self.redact_value(item, _depth=_depth + 1)
                 )
             return out
@@ -299,6 +299,16 @@ class Redactor:
         if isinstance(value, datetime):
             return value.isoformat()
         return self.redact(str(value))
+
+    def redact_fields(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """A log line's fields safe to log: the names are the code's (kept when :data:`PLAIN_KEY`),
+        the values as :meth:`redact_value` makes them (sensitive names lose theirs)."""
+        return {
+            key if PLAIN_KEY.fullmatch(key) else self.redact(key): (
+                REDACTED if is_sensitive_key(key) else self.redact_value(value)
+            )
+            for key, value in fields.items()
+        }
 
     def redact_strings(self, value: Any) -> Any:
         """A copy of JSON-like ``value`` with every string redacted; keys and structure kept."""

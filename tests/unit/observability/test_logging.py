@@ -284,3 +284,11 @@ def test_fields_named_like_secret_parameters_are_redacted(
     assert "feedvalue123" not in capture.text
     assert "hunter2hunter2" not in capture.text
     assert "x" in capture.text
+
+
+@pytest.mark.parametrize("fmt", ["json", "plain"])
+def test_a_token_used_as_a_key_is_redacted(fmt: str, capture_logs: Callable[..., LogCapture]) -> None:
+    capture = capture_logs(format=fmt)
+    logging.getLogger("gateway.mcp").info("mcp request", extra={"seen": {PASSTHROUGH: "x", "ok": 1}})
+    assert PASSTHROUGH not in capture.text
+    assert "glpat-" + REDACTED in capture.text
