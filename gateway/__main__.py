@@ -111,7 +111,8 @@ def masked_config(settings: Settings) -> dict[str, Any]:
     Tokens (``SecretStr``) print as ``**********`` (None when unset); passwords in URLs and any
     configured secret found elsewhere are redacted as in the logs.
     """
-    from gateway.observability.logging import Redactor, secrets_of
+    from gateway.observability.logging import secrets_of
+    from gateway.observability.redaction import Redactor
 
     redactor = Redactor(secrets_of(settings))
     data: dict[str, Any] = redactor.redact_strings(settings.model_dump(mode="json"))

@@ -24,7 +24,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from gateway.observability.logging import MIN_SECRET_LENGTH, REDACTED, redact, secrets_of
+from gateway.observability.logging import redact, secrets_of
+from gateway.observability.redaction import MIN_SECRET_LENGTH, REDACTED
 
 if TYPE_CHECKING:  # registry imports this module
     from gateway.tools.context import ToolContext

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.observability.logging import _RULE_TRIGGER, _may_hold_secret
+from gateway.observability.redaction import _RULE_TRIGGER, _may_hold_secret
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from gateway.config import LoggingSettings
-from gateway.observability.logging import Redactor, configure_logging, unconfigure_logging
+from gateway.observability.logging import configure_logging, unconfigure_logging
+from gateway.observability.redaction import Redactor
 from tests.unit.mcp.conftest import mcp_factory, probe  # noqa: F401 (fixtures: in-process apps)
 
 

@@ -11,12 +11,8 @@ from collections.abc import Callable
 
 import pytest
 
-from gateway.observability.logging import (
-    REDACTED,
-    Redactor,
-    bind_request_id,
-    register_secret,
-)
+from gateway.observability.logging import bind_request_id, register_secret
+from gateway.observability.redaction import REDACTED, Redactor
 from tests.unit.observability.conftest import LogCapture
 
 SERVICE_TOKEN = "svc-0f3c9a7d2b1e4c5a"  # configured, no recognisable prefix
@@ -274,3 +270,25 @@ def test_many_distinct_odd_runtime_secrets_register_in_bounded_time_and_memory()
     for _ in range(200):
         redactor.redact(line)
     assert (time.perf_counter() - started) / 200 < 0.002
+
+
+@pytest.mark.parametrize("fmt", ["json", "plain"])
+def test_fields_named_like_secret_parameters_are_redacted(
+    fmt: str, capture_logs: Callable[..., LogCapture]
+) -> None:
+    # feed_token=..., db_password=...: as secret in a field as in a URL's query.
+    capture = capture_logs(format=fmt)
+    logging.getLogger("gateway.mcp").info(
+        "mcp request", extra={"feed_token": "feedvalue123", "db_password": "hunter2hunter2", "tool": "x"}
+    )
+    assert "feedvalue123" not in capture.text
+    assert "hunter2hunter2" not in capture.text
+    assert "x" in capture.text
+
+
+@pytest.mark.parametrize("fmt", ["json", "plain"])
+def test_a_token_used_as_a_key_is_redacted(fmt: str, capture_logs: Callable[..., LogCapture]) -> None:
+    capture = capture_logs(format=fmt)
+    logging.getLogger("gateway.mcp").info("mcp request", extra={"seen": {PASSTHROUGH: "x", "ok": 1}})
+    assert PASSTHROUGH not in capture.text
+    assert "glpat-" + REDACTED in capture.text

@@ -3,7 +3,7 @@ results pass untouched (same object: no copy on the hot path)."""
 
 from __future__ import annotations
 
-from gateway.observability.logging import REDACTED
+from gateway.observability.redaction import REDACTED
 from gateway.tools.registry import ToolResult
 from gateway.tools.result_redaction import redact_result
 
