@@ -24,6 +24,7 @@ from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
 from gateway.observability.log_text import escape_controls
+from gateway.observability.logging import redact
 
 PIPELINE_LOG = "pipeline"
 
@@ -124,7 +125,8 @@ class ActivityLogs:
         Raises:
             UnknownLog: ``name`` is not an agent id or ``pipeline``.
         """
-        record = logging.makeLogRecord({"msg": format_line(at, who, text), "levelno": logging.INFO})
+        # Redacted here as well as in the database: this file is what people tail and ship.
+        record = logging.makeLogRecord({"msg": format_line(at, who, redact(text)), "levelno": logging.INFO})
         self._handler(name).handle(record)
 
     async def tail(self, name: str, lines: int) -> list[str]:

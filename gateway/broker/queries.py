@@ -30,6 +30,7 @@ from gateway.broker.prepared import (
     run_prepared,
 )
 from gateway.broker.schema import activity_log, agents, issues, messages, pipeline, plan, transitions
+from gateway.observability.logging import redact
 
 RowLock = Literal["update", "share"] | None
 
@@ -512,8 +513,9 @@ class Queries:
     # activity logs ----------------------------------------------------------------------------
 
     async def append_log(self, lines: Iterable[tuple[str, str, str, str]]) -> None:
-        """Append ``(name, at, who, text)`` lines to the activity logs."""
-        rows = [{"name": n, "at": at, "who": who, "text": text} for n, at, who, text in lines]
+        """Append ``(name, at, who, text)`` lines to the activity logs, redacted as the gateway's
+        own log lines are (an agent may paste a token into a line; it must not be stored)."""
+        rows = [{"name": n, "at": at, "who": who, "text": redact(text)} for n, at, who, text in lines]
         if rows:
             await self.conn.execute(sa.insert(activity_log), rows)
 

@@ -116,3 +116,16 @@ async def test_file_content_keeps_its_bytes_but_never_the_service_token(
         gateway, "get_repository_file", {"project_id": ds.PROJECT_PATH, "file_path": "ci-notes.txt"}, {}
     )
     assert json.dumps(lookalike)[1:-1] in text  # GitLab's data, byte for byte
+
+
+async def test_a_token_pasted_into_an_activity_line_is_stored_redacted(gateway: GatewayProcess) -> None:
+    # An agent logs what it did, token and all: neither the file people tail, nor the database
+    # behind get_activity_log, nor the answer may keep it.
+    pasted = "glpat-" + "abcdefghij" * 2
+    line = f"pushed with {ds.ALICE_TOKEN} and {pasted}"
+    rpc(gateway, "log_activity", {"message": line}, {"X-Agent-Id": "dev"})
+    text = rpc(gateway, "get_activity_log", {"agent": "dev"}, {"X-Agent-Id": "dev"})
+    on_disk = (gateway.state_dir / "logs" / "dev.log").read_text(encoding="utf-8")
+    for stored in (text, on_disk):
+        assert "pushed with [REDACTED] and glpat-[REDACTED]" in stored
+        assert ds.ALICE_TOKEN not in stored and pasted not in stored
