@@ -119,7 +119,11 @@ async def test_invalid_json_is_parse_error_with_null_id(mcp: Mcp) -> None:
     assert resp.status == 400
     body = await resp.json()
     # JSON-RPC 2.0: null when the request's id could not be read (the SDK client needs the member).
-    assert body == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": body["error"]["message"]}}
+    assert body == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32700, "message": body["error"]["message"]},
+    }
     assert "not valid JSON" in body["error"]["message"]
 
 
