@@ -120,7 +120,7 @@ async def wait_for_message(ctx: ToolContext, args: WaitForMessageInput) -> ToolR
     if outcome.shutdown:
         structured.update(shutdown=True, reason=outcome.reason)
         text = (
-            f"The gateway is shutting down ({outcome.reason}). No message was taken from your queue: "
+            "The gateway is shutting down. No message was taken from your queue: "
             "reconnect to the gateway and call wait_for_message again."
         )
     elif outcome.stopped:
