@@ -29,13 +29,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import random
 import ssl
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,9 +44,9 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tests.e2e.broker_agent import BrokerAgent as Agent  # noqa: E402
 from tests.e2e.harness import GatewayProcess  # noqa: E402
 
-PROTOCOL = "2025-06-18"
 LEASE_SECONDS = 2.0
 ACK_TIMEOUT_SECONDS = 1.0
 #: One TLS context for all clients: building one per client (httpx's default) blocks this
@@ -60,74 +59,6 @@ CASES = [
     for mode in ("noack", "ack")
     for connection in ("same", "fresh")
 ]
-
-
-class Agent:
-    """One MCP session of a broker agent over raw HTTP; any connection can carry its calls."""
-
-    def __init__(self, url: str, agent: str) -> None:
-        self.url = url
-        self.headers = {
-            "X-Agent-Id": agent,
-            "Accept": "application/json, text/event-stream",
-            "Content-Type": "application/json",
-        }
-        self.next_id = 0
-
-    async def open(self, http: httpx.AsyncClient) -> Agent:
-        init = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": PROTOCOL,
-                "capabilities": {},
-                "clientInfo": {"name": "disconnects", "version": "1"},
-            },
-        }
-        answer = await http.post(self.url, json=init, headers=self.headers)
-        answer.raise_for_status()
-        if "mcp-session-id" in answer.headers:
-            self.headers["Mcp-Session-Id"] = answer.headers["mcp-session-id"]
-        self.headers["MCP-Protocol-Version"] = PROTOCOL
-        await http.post(
-            self.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=self.headers
-        )
-        return self
-
-    async def call(
-        self,
-        http: httpx.AsyncClient,
-        tool: str,
-        arguments: dict[str, Any],
-        on_result: Callable[[dict[str, Any]], None] | None = None,
-    ) -> dict[str, Any]:
-        """One tools/call. An SSE answer counts as soon as its result event arrived (``on_result``),
-        as in MCP clients, even when the wait is abandoned while the response is being closed."""
-        self.next_id += 1
-        message = {
-            "jsonrpc": "2.0",
-            "id": self.next_id,
-            "method": "tools/call",
-            "params": {"name": tool, "arguments": arguments},
-        }
-        body: Any = None
-        async with http.stream("POST", self.url, json=message, headers=self.headers) as answer:
-            answer.raise_for_status()
-            if not answer.headers.get("content-type", "").startswith("text/event-stream"):
-                body = json.loads(await answer.aread())
-            else:
-                async for line in answer.aiter_lines():
-                    if line.startswith("data:") and line[5:].strip().startswith("{"):
-                        candidate = json.loads(line[5:])
-                        if "result" in candidate or "error" in candidate:
-                            body = candidate
-                            if on_result is not None and "result" in body:
-                                on_result(body["result"].get("structuredContent") or {})
-                            break
-        if body is None or "result" not in body or body["result"].get("isError"):
-            raise RuntimeError(f"{tool}: {str(body)[:300]}")
-        return dict(body["result"]["structuredContent"])
 
 
 @dataclass

@@ -8,7 +8,6 @@ so only the agent's acknowledgement closes that window. Black-box over HTTP, one
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 from collections.abc import Callable
 from typing import Any
@@ -16,71 +15,13 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.e2e.broker_agent import BrokerAgent as Agent
 from tests.e2e.harness import GatewayProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-PROTOCOL = "2025-06-18"
 MESSAGES = 60
 ACK_TIMEOUT = 1.0
-
-
-class Agent:
-    """One MCP session of a broker agent over raw HTTP; any connection can carry its calls."""
-
-    def __init__(self, url: str, agent: str) -> None:
-        self.url = url
-        self.headers = {
-            "X-Agent-Id": agent,
-            "Accept": "application/json, text/event-stream",
-            "Content-Type": "application/json",
-        }
-        self.next_id = 0
-
-    async def open(self, http: httpx.AsyncClient) -> Agent:
-        init = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": PROTOCOL,
-                "capabilities": {},
-                "clientInfo": {"name": "ack", "version": "1"},
-            },
-        }
-        answer = await http.post(self.url, json=init, headers=self.headers)
-        answer.raise_for_status()
-        if "mcp-session-id" in answer.headers:
-            self.headers["Mcp-Session-Id"] = answer.headers["mcp-session-id"]
-        self.headers["MCP-Protocol-Version"] = PROTOCOL
-        await http.post(
-            self.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=self.headers
-        )
-        return self
-
-    async def call(self, http: httpx.AsyncClient, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        self.next_id += 1
-        message = {
-            "jsonrpc": "2.0",
-            "id": self.next_id,
-            "method": "tools/call",
-            "params": {"name": tool, "arguments": arguments},
-        }
-        body: Any = None
-        async with http.stream("POST", self.url, json=message, headers=self.headers) as answer:
-            answer.raise_for_status()
-            if not answer.headers.get("content-type", "").startswith("text/event-stream"):
-                body = json.loads(await answer.aread())
-            else:
-                async for line in answer.aiter_lines():
-                    if line.startswith("data:") and line[5:].strip().startswith("{"):
-                        candidate = json.loads(line[5:])
-                        if "result" in candidate or "error" in candidate:
-                            body = candidate
-                            break
-        assert body is not None and "result" in body, body
-        assert not body["result"].get("isError"), body
-        return dict(body["result"]["structuredContent"])
 
 
 class Receiver:
