@@ -1,12 +1,12 @@
-"""GraphQL operations: one ``.graphql`` document per operation, sent by file stem.
+"""GraphQL operations: named operations in ``.graphql`` documents, sent by name.
 
-Documents live in ``gateway/gitlab/operations/<domain>/<name>.graphql`` (validated against
-GitLab's published schema by the tests); ``<name>`` is unique across domains and is what the
-client sends and metrics label. A selection repeated by several operations is a fragment in
-``<name>.fragment.graphql``: a document that spreads ``...Fragment`` gets the fragment's
-definition appended when loaded, so GitLab receives one self-contained document.
-:func:`graphql_body` builds the request body GitLab's ``/api/graphql`` takes:
-``{"query", "operationName", "variables"}``.
+Documents live in ``gateway/gitlab/operations/<domain>/<file>.graphql`` (validated against
+GitLab's published schema by the tests). Every file is self-contained, exactly what GitLab
+receives: it holds the fragments it spreads, and operations that share a fragment share a file
+(``ci/pipeline_mutations.graphql``). An operation is known by the snake_case form of its GraphQL
+name (``query GetPipeline`` is ``get_pipeline``), unique across files; that is what the client is
+asked for and what metrics label. :func:`graphql_body` builds the request body GitLab's
+``/api/graphql`` takes: ``{"query", "operationName", "variables"}``, the query being the whole file.
 """
 
 from __future__ import annotations
@@ -16,78 +16,71 @@ import re
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 OPERATIONS_DIR = Path(__file__).parent / "operations"
-FRAGMENT_SUFFIX = ".fragment.graphql"
 _OPERATION_NAME = re.compile(r"^\s*(?:query|mutation|subscription)\s+([_A-Za-z][_0-9A-Za-z]*)", re.MULTILINE)
-_FRAGMENT_DEFINITION = re.compile(r"^\s*fragment\s+([_A-Za-z][_0-9A-Za-z]*)\s+on\b", re.MULTILINE)
-#: ``...Name`` (a fragment spread), not ``... on Type`` (an inline fragment).
-_SPREAD = re.compile(r"\.\.\.\s*(?!on\b)([_A-Za-z][_0-9A-Za-z]*)")
+_WORD_START = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+class _Operation(NamedTuple):
+    path: Path
+    declared: str  # the name in the document, sent as ``operationName``
+
+
+def snake_case(graphql_name: str) -> str:
+    """``GetPipeline`` and ``getPipeline`` → ``get_pipeline``."""
+    return _WORD_START.sub("_", graphql_name).lower()
 
 
 @cache
-def _files() -> tuple[dict[str, Path], dict[str, Path]]:
-    """Operation files by name and fragment files by fragment name, found once."""
-    operations: dict[str, Path] = {}  # a name is unique across domains
-    fragments: dict[str, Path] = {}
+def _operations() -> dict[str, _Operation]:
+    """Every named operation under :data:`OPERATIONS_DIR`, by name, found once."""
+    operations: dict[str, _Operation] = {}
     for path in sorted(OPERATIONS_DIR.rglob("*.graphql")):
-        if path.name.endswith(FRAGMENT_SUFFIX):
-            for name in _FRAGMENT_DEFINITION.findall(path.read_text(encoding="utf-8")):
-                fragments[name] = path
-            continue
-        if path.stem in operations:
-            raise RuntimeError(
-                f"two GraphQL operations are named {path.stem!r}: {operations[path.stem]}, {path}"
-            )
-        operations[path.stem] = path
-    return operations, fragments
+        for declared in _OPERATION_NAME.findall(path.read_text(encoding="utf-8")):
+            name = snake_case(declared)
+            if name in operations:
+                raise RuntimeError(
+                    f"two GraphQL operations are named {name!r}: {operations[name].path}, {path}"
+                )
+            operations[name] = _Operation(path, declared)
+    return operations
+
+
+def _operation(name: str) -> _Operation:
+    found = _operations().get(name)
+    if found is None:
+        raise FileNotFoundError(f"no GraphQL operation {name!r} under {OPERATIONS_DIR}")
+    return found
 
 
 def operation_path(name: str) -> Path:
-    """The file of operation ``name``.
+    """The file that holds operation ``name``.
 
     Raises:
         FileNotFoundError: no such operation.
     """
-    path = _files()[0].get(name)
-    if path is None:
-        raise FileNotFoundError(f"no GraphQL operation {name!r} under {OPERATIONS_DIR}")
-    return path
+    return _operation(name).path
 
 
 @cache
 def load_operation(name: str) -> str:
-    """The document sent for operation ``name``: its file plus every fragment file it spreads.
+    """The document sent for operation ``name``: the whole file that holds it.
 
     Raises:
-        FileNotFoundError: no such operation, or it spreads a fragment no file defines.
+        FileNotFoundError: no such operation.
     """
-    text = operation_path(name).read_text(encoding="utf-8")
-    fragments = _files()[1]
-    included: list[Path] = []
-    defined = set(_FRAGMENT_DEFINITION.findall(text))  # fragments the file defines itself
-    pending = list(_SPREAD.findall(text))
-    while pending:
-        fragment = pending.pop()
-        if fragment in defined:
-            continue
-        path = fragments.get(fragment)
-        if path is None:
-            raise FileNotFoundError(
-                f"operation {name!r} spreads ...{fragment}, which no fragment file defines"
-            )
-        if path not in included:
-            included.append(path)
-            pending.extend(_SPREAD.findall(path.read_text(encoding="utf-8")))
-    return "\n".join([text, *(p.read_text(encoding="utf-8") for p in included)]) if included else text
+    return operation_path(name).read_text(encoding="utf-8")
 
 
-@cache
-def operation_name(name: str) -> str | None:
-    """The operation name declared in operation ``name``'s file (sent as ``operationName``)."""
-    names = _OPERATION_NAME.findall(load_operation(name))
-    return names[0] if len(names) == 1 else None
+def operation_name(name: str) -> str:
+    """The GraphQL name of operation ``name`` (sent as ``operationName``).
+
+    Raises:
+        FileNotFoundError: no such operation.
+    """
+    return _operation(name).declared
 
 
 def graphql_body(name: str, variables: Mapping[str, Any]) -> bytes:
@@ -105,10 +98,7 @@ def graphql_body(name: str, variables: Mapping[str, Any]) -> bytes:
 def _body_head(name: str) -> bytes:
     """``{"query":…,"operationName":…,"variables":`` of operation ``name``, encoded once: the
     document is kilobytes of text that JSON escaping would otherwise go over on every call."""
-    head: dict[str, Any] = {"query": load_operation(name)}
-    declared = operation_name(name)
-    if declared is not None:
-        head["operationName"] = declared
+    head = {"query": load_operation(name), "operationName": operation_name(name)}
     return _compact(head)[:-1].encode() + b',"variables":'
 
 

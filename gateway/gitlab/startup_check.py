@@ -27,7 +27,7 @@ from aiohttp import web
 
 from gateway.gitlab.client import GitLabClient
 from gateway.gitlab.credentials import service_credential
-from gateway.gitlab.operation_loader import load_operation
+from gateway.gitlab.operation_loader import load_operation, operation_name
 from gateway.observability.logging import redact
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ async def check_gitlab(gitlab: GitLabClient, token: str | None, *, passthrough: 
     try:
         response = await gitlab.http.post(
             gitlab.base.graphql_url,
-            json={"query": load_operation("startup_check"), "operationName": "StartupCheck"},
+            json={"query": load_operation("startup_check"), "operationName": operation_name("startup_check")},
             headers=credential.headers(),
             timeout=TIMEOUT_SECONDS,
         )

@@ -11,6 +11,7 @@ when a committed file is stale; a test runs it).
 
 from __future__ import annotations
 
+import argparse
 import sys
 from dataclasses import dataclass
 from importlib import import_module
@@ -148,7 +149,8 @@ def render_page(page: Page) -> str:
     ]
     code = f"Code: `{page.source.relative_to(ROOT)}`"
     if page.operations:
-        documents = ", ".join(f"`{operation_path(op.name).relative_to(ROOT)}`" for op in page.operations)
+        paths = dict.fromkeys(operation_path(op.name).relative_to(ROOT) for op in page.operations)
+        documents = ", ".join(f"`{path}`" for path in paths)
         code += f"; GraphQL: {documents}"
     lines += [code + ".", ""]
     for tool in page.tools:
@@ -219,9 +221,14 @@ def stale() -> list[Path]:
     return [p for p, text in outputs().items() if not p.exists() or p.read_text(encoding="utf-8") != text]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     """Write the docs (or, with ``--check``, print the stale files and exit 1 when there are any)."""
-    if "--check" in sys.argv[1:]:
+    parser = argparse.ArgumentParser(
+        prog="python -m gateway.tools.docs",
+        description="Write docs/tools/*.md and the README's tool table from the tool declarations.",
+    )
+    parser.add_argument("--check", action="store_true", help="write nothing; list stale files, exit 1 if any")
+    if parser.parse_args(argv).check:
         old = stale()
         for path in old:
             print(f"stale: {path.relative_to(ROOT)} (run python -m gateway.tools.docs)")

@@ -18,14 +18,11 @@ from pathlib import Path
 import pytest
 from graphql import GraphQLSchema, OperationDefinitionNode, build_schema, parse, validate
 
-from gateway.gitlab.operation_loader import FRAGMENT_SUFFIX, OPERATIONS_DIR, load_operation, operation_name
+from gateway.gitlab.operation_loader import OPERATIONS_DIR, load_operation, operation_name, snake_case
 from tests.conftest import EXTRA_SCHEMA_ENV, GITLAB_SCHEMA, REPO
 from tests.unit.gitlab.fake_gitlab import gitlab_schema
 
-FILES = sorted((REPO / "gateway").rglob("*.graphql"))
-#: Operation files; fragment files are checked inside every operation that spreads them.
-DOCUMENTS = [p for p in FILES if not p.name.endswith(FRAGMENT_SUFFIX)]
-FRAGMENTS = [p for p in FILES if p.name.endswith(FRAGMENT_SUFFIX)]
+DOCUMENTS = sorted((REPO / "gateway").rglob("*.graphql"))
 
 
 def schema_files() -> list[Path]:
@@ -42,7 +39,7 @@ def load(path: Path) -> GraphQLSchema:
 
 def document_errors(schema: GraphQLSchema, path: Path) -> list[str]:
     """``file:line:column: message`` for each way the document at ``path`` breaks ``schema``."""
-    document = parse(load_operation(path.stem))  # a syntax error fails here, with its line
+    document = parse(path.read_text(encoding="utf-8"))  # a syntax error fails here, with its line
     return [
         f"{path.name}:{','.join(f'{loc.line}:{loc.column}' for loc in e.locations or [])}: {e.message}"
         for e in validate(schema, document)
@@ -59,7 +56,7 @@ def _operations(path: Path) -> list[OperationDefinitionNode]:
 
 def test_there_are_documents_to_check() -> None:
     assert OPERATIONS_DIR / "ci" / "get_pipeline.graphql" in DOCUMENTS
-    assert OPERATIONS_DIR / "ci" / "pipeline_payload.fragment.graphql" in FRAGMENTS
+    assert OPERATIONS_DIR / "ci" / "pipeline_mutations.graphql" in DOCUMENTS
 
 
 # The schema files are read at collection, before the autouse fixture clears GITLAB_* variables.
@@ -90,21 +87,17 @@ def test_a_schema_named_by_the_environment_is_checked_too(
 
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: str(p.relative_to(REPO)))
-def test_document_holds_one_named_operation_the_client_sends_by_name(path: Path) -> None:
+def test_every_operation_is_named_and_sent_whole_by_its_name(path: Path) -> None:
     operations = _operations(path)
-    assert len(operations) == 1, f"{path.name}: one operation per file, found {len(operations)}"
-    assert operations[0].name is not None, f"{path.name}: name the operation (it is sent as operationName)"
+    assert operations, f"{path.name}: no operation"
     assert path.parent.parent == OPERATIONS_DIR, (
         f"{path.name}: operations live in gateway/gitlab/operations/<domain>/"
     )
-    assert load_operation(path.stem).startswith(path.read_text(encoding="utf-8"))
-    assert operation_name(path.stem) == operations[0].name.value
-
-
-@pytest.mark.parametrize("path", FRAGMENTS, ids=lambda p: str(p.relative_to(REPO)))
-def test_every_fragment_is_spread_by_an_operation(path: Path) -> None:
-    text = path.read_text(encoding="utf-8")
-    assert any(text in load_operation(p.stem) for p in DOCUMENTS), f"{path.name} is used by no operation"
+    for operation in operations:
+        assert operation.name is not None, f"{path.name}: name every operation (it is sent as operationName)"
+        name = snake_case(operation.name.value)
+        assert load_operation(name) == path.read_text(encoding="utf-8")
+        assert operation_name(name) == operation.name.value
 
 
 def test_operation_names_are_unique() -> None:

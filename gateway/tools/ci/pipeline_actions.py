@@ -41,7 +41,7 @@ class SavedProject(Answer):
 
 
 class SavedPipeline(Answer):
-    """``fragment SavedPipeline on Pipeline`` (``operations/ci/pipeline_payload.fragment.graphql``)."""
+    """``fragment SavedPipeline on Pipeline`` (``operations/ci/pipeline_mutations.graphql``)."""
 
     id: str | None = None
     status: str | None = None

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 import respx
-from graphql import OperationDefinitionNode, parse, validate
+from graphql import get_operation_ast, parse, validate
 from graphql.execution.values import get_variable_values
 from jsonschema import Draft202012Validator
 
@@ -60,8 +60,8 @@ class GraphQL:
         document = parse(body["query"])
         errors = validate(gitlab_schema(), document)
         assert not errors, errors
-        operation = next(d for d in document.definitions if isinstance(d, OperationDefinitionNode))
-        assert operation.name is not None and operation.name.value == body["operationName"]
+        operation = get_operation_ast(document, body["operationName"])
+        assert operation is not None, f"the document holds no operation {body['operationName']}"
         coerced = get_variable_values(
             gitlab_schema(), operation.variable_definitions or [], body["variables"]
         )
