@@ -332,7 +332,7 @@ def describe_validation_error(tool: Tool, err: ValidationError) -> str:
             )
             continue
         if e["type"] == "missing":
-            parts.append(f"`{name}` is required" + _accepts(props.get(name)))
+            parts.append(f"`{name}` is required" + _accepts(props.get(name.split(".")[0])))
             continue
         msg = e["msg"]
         if msg.startswith("Value error, "):
@@ -346,12 +346,25 @@ def _arg_name(loc: tuple[int | str, ...]) -> str:
 
 
 def _accepts(prop: dict[str, Any] | None) -> str:
+    """What an argument takes, from its JSON Schema: its values, or the shape of its items and its
+    description (after a dash: descriptions have parentheses of their own)."""
     if not prop:
         return ""
     if "enum" in prop:
         return f" (accepts one of: {', '.join(map(str, prop['enum']))})"
-    desc = prop.get("description")
-    return f" ({desc})" if desc else ""
+    said = [part for part in (_list_shape(prop), str(prop.get("description", "")).rstrip(".")) if part]
+    return " — " + ": ".join(said) if said else ""
+
+
+def _list_shape(prop: dict[str, Any]) -> str:
+    """``a list of objects {key, value, variable_type?}`` for an array of objects (``?``: optional)."""
+    for branch in [prop, *prop.get("anyOf", [])]:
+        items = branch.get("items") if branch.get("type") == "array" else None
+        if isinstance(items, dict) and items.get("type") == "object" and items.get("properties"):
+            required = set(items.get("required", []))
+            keys = [key if key in required else f"{key}?" for key in items["properties"]]
+            return "a list of objects {" + ", ".join(keys) + "}"
+    return ""
 
 
 def json_schema(model: type[BaseModel]) -> dict[str, Any]:

@@ -118,10 +118,10 @@ async def test_unknown_argument_is_a_tool_error_naming_it() -> None:
     [
         (
             {"id": "g/p", "first": 0},
-            "`first`: Input should be greater than or equal to 1 (page size, 1..100)",
+            "`first`: Input should be greater than or equal to 1 — page size, 1..100",
         ),
         ({"id": "g/p", "first": 101}, "`first`: Input should be less than or equal to 100"),
-        ({}, "`id` is required (ID or full path of the project)"),
+        ({}, "`id` is required — ID or full path of the project"),
         ({"id": "g/p", "include": ["nope"]}, "`include.0`: Input should be 'jobs' or 'bridge_jobs'"),
         ({"id": "g/p", "include": ["jobs", "bridge_jobs"]}, "`include`: List should have at most 1 item"),
     ],
@@ -150,7 +150,7 @@ async def test_invalid_calls_build_the_input_schema_once(monkeypatch: pytest.Mon
     builds.clear()  # tools/list is built once by the registry
     for _ in range(50):
         result = await reg.call(tool, ctx(), {"id": "g/p", "first": 0})
-        assert "(page size, 1..100)" in result.to_mcp()["content"][0]["text"]
+        assert "— page size, 1..100" in result.to_mcp()["content"][0]["text"]
     assert len(builds) == 1
 
 
