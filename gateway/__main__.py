@@ -170,6 +170,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.print_config:
         print(json.dumps(masked_config(settings), indent=2))
         return 0
+    from gateway.gitlab.urls import normalize_base_url
+
+    try:
+        gitlab_url = normalize_base_url(settings.gitlab.url).url
+    except ValueError as err:  # credentials, a query or a fragment in the URL
+        print(f"{PROG}: configuration error: gitlab.url: {err}", file=sys.stderr)
+        return 2
 
     from gateway.observability.logging import configure_logging, redact, secrets_of
 
@@ -205,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         "starting gitlab-mcp-gateway %s",
         __version__,
         extra={
-            "gitlab_url": redact(settings.gitlab.url),
+            "gitlab_url": redact(gitlab_url),
             "credential_mode": settings.gitlab.credential_mode,
             "state_dir": str(settings.state_dir),
             "read_only": settings.read_only,

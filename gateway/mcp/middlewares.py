@@ -89,6 +89,9 @@ def exchange_middleware(telemetry: Telemetry) -> Middleware:
             request.headers,
             request.remote or "",
             response_headers={REQUEST_ID_HEADER: request_id},
+            # The header's era until the body is read (which may also be 2026-07-28 by _meta), so a
+            # request refused before then (415, 406, 413) is answered and logged in its era.
+            era=Era.MODERN if request.headers.get(VERSION_HEADER) in MODERN_VERSIONS else Era.LEGACY,
         )
         counted = request.method == "POST"
         if not counted:

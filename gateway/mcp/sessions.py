@@ -124,10 +124,11 @@ class SessionSealer:
         clock: Callable[[], float] = time.time,
     ) -> None:
         if key is None:
-            log.warning(
-                "no server.session_key configured: generated one for this process; MCP sessions will not "
-                "survive a restart nor be accepted by other replicas (set GATEWAY_SERVER__SESSION_KEY to "
-                "32 random bytes in base64 on every replica)"
+            # INFO, not WARNING: one gateway beside its agents (the default) needs nothing more.
+            log.info(
+                "MCP sessions are sealed with a key generated for this process: they end at a restart "
+                "and other replicas refuse them; to keep them, set GATEWAY_SERVER__SESSION_KEY to 32 "
+                "random bytes in base64 on every replica"
             )
             key = os.urandom(32)
         self._current = AESGCM(key)

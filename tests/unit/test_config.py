@@ -147,6 +147,11 @@ def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "client_tokens: agent_id 'qa' is not one of broker.agents ['pm', 'dev', 'reviewer']",
         ),
         ("[server\nport = 1", {}, "gateway.toml: "),  # TOML syntax: the file is named
+        (
+            "",
+            {"GITLAB_URL": "https://user:secret@gitlab.example.com"},
+            "gitlab.url: the GitLab URL must not carry credentials; set GITLAB_TOKEN instead",
+        ),
     ],
 )
 def test_bad_options_are_named_in_one_clean_line(

@@ -237,6 +237,17 @@ async def test_non_json_content_type_is_415(mcp: Mcp, content_type: str) -> None
     assert "Content-Type: application/json" in (await resp.json())["error"]["message"]
 
 
+@pytest.mark.parametrize(("version", "era"), [("2026-07-28", "modern"), ("2025-11-25", "legacy")])
+async def test_a_request_refused_before_its_body_is_read_is_logged_in_its_headers_era(
+    mcp: Mcp, caplog: pytest.LogCaptureFixture, version: str, era: str
+) -> None:
+    caplog.set_level(logging.INFO, logger="gateway.mcp")
+    resp = await mcp.post(PING, headers={"Content-Type": "text/plain", "MCP-Protocol-Version": version})
+    assert resp.status == 415
+    [line] = [r for r in caplog.records if r.name == "gateway.mcp" and r.getMessage() == "mcp request"]
+    assert (line.__dict__["era"], line.__dict__["outcome"], line.__dict__["status"]) == (era, "rejected", 415)
+
+
 async def test_json_with_charset_passes(mcp: Mcp) -> None:
     assert (await mcp.post(PING, headers={"Content-Type": "application/json; charset=utf-8"})).status == 200
 
