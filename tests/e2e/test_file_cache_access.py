@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -42,32 +42,31 @@ async def read(client: Client) -> tuple[bool, dict[str, Any]]:
     return bool(result.is_error), structured
 
 
-async def test_a_revoked_token_is_not_served_from_the_cache(
+@pytest.mark.parametrize(
+    ("lose_access", "reason"),
+    [
+        (lambda s: s.control.update_user("alice", tokens=[]), "unauthorized"),  # revoked
+        (
+            lambda s: s.control.update_project(ds.PROJECT_PATH, members={"alice": None}),
+            "not_found",
+        ),
+    ],
+    ids=["token-revoked", "removed-from-project"],
+)
+async def test_a_caller_who_lost_access_is_not_served_from_the_cache(
     gateway: GatewayProcess,
     fresh_standin: Standin,  # noqa: F811
+    lose_access: Callable[[Standin], object],
+    reason: str,
 ) -> None:
     async with mcp_client(gateway.mcp_url) as client:
         is_error, out = await read(client)
         assert not is_error and out["content"] == ds.README_MAIN
-        fresh_standin.control.update_user("alice", tokens=[])  # the token is revoked
+        lose_access(fresh_standin)
         await asyncio.sleep(WINDOW + 0.3)
         is_error, out = await read(client)
-        assert is_error, "cached content was served to a revoked token"
-        assert out["error"]["reason"] == "unauthorized"
-        assert ds.README_MAIN not in json.dumps(out)
-
-
-async def test_a_member_removed_from_the_project_is_not_served_from_the_cache(
-    gateway: GatewayProcess,
-    fresh_standin: Standin,  # noqa: F811
-) -> None:
-    async with mcp_client(gateway.mcp_url) as client:
-        assert not (await read(client))[0]
-        fresh_standin.control.update_project(ds.PROJECT_PATH, members={"alice": None})
-        await asyncio.sleep(WINDOW + 0.3)
-        is_error, out = await read(client)
-        assert is_error, "cached content was served to a user removed from the project"
-        assert out["error"]["reason"] == "not_found"
+        assert is_error, "cached content was served to a caller who lost access"
+        assert out["error"]["reason"] == reason
         assert ds.README_MAIN not in json.dumps(out)
 
 
