@@ -117,11 +117,26 @@ def _result(tool: Tool) -> list[str]:
         "| --- | --- | --- | --- |",
     ]
     for name, prop in schema.get("properties", {}).items():
-        if name == "error":
-            continue
-        always = "yes" if name in required else ""
-        lines.append(f"| `{name}` | {_type(prop)} | {always} | {_cell(prop.get('description', ''))} |")
+        if name != "error":
+            lines += _field_rows(name, prop, name in required, nested=True)
     return lines
+
+
+def _field_rows(name: str, prop: dict[str, Any], always: bool, *, nested: bool) -> list[str]:
+    """The row of one result field and, one level down, the rows of the fields of the object it
+    holds (``message.messageId``, ``messages[].bodyTruncated``): an agent needs that shape."""
+    rows = [
+        f"| `{name}` | {_type(prop)} | {'yes' if always else ''} | {_cell(prop.get('description', ''))} |"
+    ]
+    if not nested:
+        return rows
+    for node in [prop, *prop.get("anyOf", [])]:
+        inner, prefix = (node.get("items", {}), f"{name}[]") if node.get("type") == "array" else (node, name)
+        fields: dict[str, Any] = inner.get("properties", {}) if inner.get("type") == "object" else {}
+        required = set(inner.get("required", []))
+        for field_name, field in fields.items():
+            rows += _field_rows(f"{prefix}.{field_name}", field, field_name in required, nested=False)
+    return rows
 
 
 def _annotations(tool: Tool) -> str:

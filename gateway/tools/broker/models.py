@@ -229,19 +229,21 @@ class SendMessageOutput(_Out):
 
 
 class Message(_Out):
-    messageId: str
-    from_: str = Field(alias="from")
-    to: str
-    subject: str
-    body: dict[str, Any]
-    priority: Priority
-    replyTo: str | None
-    threadId: str
-    createdAt: str
+    messageId: str = Field(description="The message's id; a redelivery keeps it, so skip ids you handled")
+    from_: str = Field(
+        alias="from", description="The sender: an agent id, or broker for the broker's notices"
+    )
+    to: str = Field(description="The recipient's agent id")
+    subject: str = Field(description="The message type the sender chose, e.g. develop")
+    body: dict[str, Any] = Field(description="The JSON object the sender sent")
+    priority: Priority = Field(description="high, normal or low; higher is delivered first")
+    replyTo: str | None = Field(description="The messageId this message answers; null for a new thread")
+    threadId: str = Field(description="The conversation: the messageId of its first message")
+    createdAt: str = Field(description="When it was sent, ISO 8601 UTC (2026-04-11T01:10:00Z)")
     deliveryAttempt: int = Field(
         description="1 on the first hand-out; more means it may have reached you before"
     )
-    delivered: bool
+    delivered: bool = Field(description="Whether it has been handed to its recipient (false: still queued)")
 
 
 class WaitForMessageOutput(_Out):

@@ -227,7 +227,8 @@ TOOLS: list[Tool] = [
     Tool(
         name="get_message_history",
         description=(
-            "Past and queued messages, newest first by page and in time order within a page; `issue` "
+            "Past and queued messages between all agents (not only yours), newest first by page and in "
+            "time order within a page; `issue` "
             "keeps those whose body.issue is that issue. A page holds up to `limit` messages (default 50) "
             "and about 1 MB of bodies; a larger body is shown cut (bodyTruncated, bodyPreview). While "
             "`page_info.has_next_page` is true, call again with `after: page_info.end_cursor` for older "
