@@ -44,6 +44,7 @@ sys.path.insert(0, str(REPO))
 
 from tests import pg_server  # noqa: E402
 from tests.e2e.harness import GatewayProcess  # noqa: E402
+from tests.e2e.rpc import initialize_request  # noqa: E402
 
 PROTOCOL = "2025-11-25"
 
@@ -66,16 +67,7 @@ class Session:
         r = await self.http.post(
             self.url,
             headers=self.headers,
-            json={
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": PROTOCOL,
-                    "capabilities": {},
-                    "clientInfo": {"name": "bench", "version": "0"},
-                },
-            },
+            json=initialize_request("bench", PROTOCOL),
         )
         r.raise_for_status()
         self.headers["Mcp-Session-Id"] = r.headers["Mcp-Session-Id"]

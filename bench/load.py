@@ -21,6 +21,8 @@ from typing import Any
 
 import aiohttp
 
+from tests.e2e.rpc import initialize_request
+
 SOURCES = [f"127.0.1.{i}" for i in range(1, 65)]
 ACCEPT = "application/json, text/event-stream"
 PROTOCOL = "2025-06-18"
@@ -67,16 +69,7 @@ async def mcp_session(
 ) -> dict[str, str]:
     """Open an MCP session; the headers every later request of it carries."""
     headers = {"Content-Type": "application/json", "Accept": ACCEPT, **(extra or {})}
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": PROTOCOL,
-            "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "1"},
-        },
-    }
+    init = initialize_request("bench", PROTOCOL)
     async with http.post(url, data=json.dumps(init), headers=headers) as response:
         await response.read()
         if response.status != 200:

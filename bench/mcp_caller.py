@@ -13,6 +13,8 @@ from typing import Any
 
 import httpx
 
+from tests.e2e.rpc import initialize_request
+
 PROTOCOL = "2025-11-25"
 MODERN = "2026-07-28"
 
@@ -59,18 +61,7 @@ class McpCaller:
         """Open the session (legacy era); nothing to do in the stateless era."""
         if self.era == "modern":
             return
-        response = await self._post(
-            {
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": PROTOCOL,
-                    "capabilities": {},
-                    "clientInfo": {"name": self.client_name, "version": "1"},
-                },
-            }
-        )
+        response = await self._post(initialize_request(self.client_name, PROTOCOL))
         self._result(response)
         session = response.headers.get("mcp-session-id")
         if session:

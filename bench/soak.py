@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.e2e.harness import GatewayProcess  # noqa: E402
+from tests.e2e.rpc import initialize_request  # noqa: E402
 from tests.standin import dataset as ds  # noqa: E402
 from tests.standin.fixtures import StandinProcess  # noqa: E402
 
@@ -74,16 +75,7 @@ class Session:
         self.next_id = 0
 
     async def open(self) -> Session:
-        init = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": PROTOCOL,
-                "capabilities": {},
-                "clientInfo": {"name": "soak", "version": "1"},
-            },
-        }
+        init = initialize_request("soak", PROTOCOL)
         answer = await self.http.post(self.url, json=init, headers=self.headers)
         answer.raise_for_status()
         if "mcp-session-id" in answer.headers:

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from tests.e2e.rpc import ACCEPT, PROTOCOL
+from tests.e2e.rpc import ACCEPT, PROTOCOL, initialize_request
 
 
 class BrokerAgent:
@@ -26,16 +26,7 @@ class BrokerAgent:
 
     async def open(self, http: httpx.AsyncClient) -> BrokerAgent:
         """Initialize the session through ``http``."""
-        init = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": PROTOCOL,
-                "capabilities": {},
-                "clientInfo": {"name": self.client_name, "version": "1"},
-            },
-        }
+        init = initialize_request(self.client_name, PROTOCOL)
         answer = await http.post(self.url, json=init, headers=self.headers)
         answer.raise_for_status()
         if "mcp-session-id" in answer.headers:

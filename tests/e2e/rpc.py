@@ -17,6 +17,20 @@ PROTOCOL = "2025-06-18"
 ACCEPT = "application/json, text/event-stream"
 
 
+def initialize_request(client_name: str, protocol: str = PROTOCOL) -> dict[str, Any]:
+    """The JSON-RPC ``initialize`` request a legacy-era client opens its session with."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": protocol,
+            "capabilities": {},
+            "clientInfo": {"name": client_name, "version": "1"},
+        },
+    }
+
+
 def decode(response: httpx.Response) -> Any:
     """The JSON-RPC message of an answer (JSON, or the last message of an SSE stream)."""
     if response.headers.get("content-type", "").startswith("text/event-stream"):
@@ -57,20 +71,7 @@ class Rpc:
         return self.http.post(self.url, content=content, headers={**self.headers, **(headers or {})})
 
     def initialize(self) -> None:
-        answer = self.post(
-            json.dumps(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 0,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": PROTOCOL,
-                        "capabilities": {},
-                        "clientInfo": {"name": "black-box", "version": "1"},
-                    },
-                }
-            )
-        )
+        answer = self.post(json.dumps(initialize_request("black-box", PROTOCOL)))
         answer.raise_for_status()
         if "mcp-session-id" in answer.headers:
             self.headers["Mcp-Session-Id"] = answer.headers["mcp-session-id"]

@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 from tests.e2e.harness import GatewayProcess
+from tests.e2e.rpc import initialize_request
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -46,16 +47,7 @@ class Agent:
             "Accept": "application/json, text/event-stream",
             "Content-Type": "application/json",
         }
-        init = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": PROTOCOL,
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "0"},
-            },
-        }
+        init = initialize_request("t", PROTOCOL)
         r = await self.http.post(url, headers=headers, json=init)
         r.raise_for_status()
         headers |= {"Mcp-Session-Id": r.headers["Mcp-Session-Id"], "MCP-Protocol-Version": PROTOCOL}
