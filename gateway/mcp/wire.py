@@ -141,7 +141,10 @@ class RpcError(Exception):
         """The encoded error response (``"id": null`` when ``request_id`` is None)."""
         body = self.message_for(request_id).model_dump(mode="json", by_alias=True, exclude_none=True)
         body["id"] = request_id  # kept when None: exclude_none drops it with error.data
-        return orjson.dumps(body)
+        try:
+            return orjson.dumps(body)
+        except TypeError:  # an id past 64 bits, which orjson refuses and JSON allows
+            return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def invalid_params(message: str, *, http_status: int = 200) -> RpcError:

@@ -205,6 +205,19 @@ async def test_unknown_method_is_32601(mcp: Mcp) -> None:
     assert "resources/list" in body["error"]["message"]
 
 
+@pytest.mark.parametrize("request_id", [-(2**63) - 1, 2**64, 10**30])
+async def test_an_id_past_64_bits_is_echoed_in_answers_and_errors(mcp: Mcp, request_id: int) -> None:
+    # JSON has no integer limit; orjson, which writes the answers, refuses these.
+    for message, key in (
+        ({"jsonrpc": "2.0", "id": request_id, "method": "ping"}, "result"),
+        ({"jsonrpc": "2.0", "id": request_id, "method": "resources/list"}, "error"),
+    ):
+        resp = await mcp.post(message)
+        assert resp.status == 200
+        body = json.loads(await resp.read())
+        assert body["id"] == request_id and key in body
+
+
 async def test_params_not_an_object_is_32602(mcp: Mcp) -> None:
     resp = await mcp.post({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": [1, 2]})
     assert resp.status == 200
