@@ -65,6 +65,8 @@ CASES = [
 class Ledger:
     queued: set[str] = field(default_factory=set)
     received: set[str] = field(default_factory=set)
+    #: Messages a receiver got again after one had already got them.
+    again: int = 0
     abandoned: int = 0
 
 
@@ -98,6 +100,8 @@ class Receiver:
         def arrived(out: dict[str, Any]) -> None:
             if message := out.get("message"):
                 got.append(str(message["messageId"]))
+                if got[-1] in self.ledger.received:
+                    self.ledger.again += 1
                 self.ledger.received.add(got[-1])
                 self.pending.add(got[-1])
 
@@ -238,7 +242,8 @@ def main() -> None:
             total = len(ledger.queued)
             print(
                 f"{case:18s} lost {lost}/{total} ({100 * lost / max(total, 1):.1f} %), "
-                f"{ledger.abandoned} waits abandoned, {time.perf_counter() - started:.0f} s",
+                f"{ledger.again} received again, {ledger.abandoned} waits abandoned, "
+                f"{time.perf_counter() - started:.0f} s",
                 flush=True,
             )
     finally:

@@ -19,7 +19,7 @@ from gateway.broker.service import open_broker
 from gateway.cache import CacheRegistry
 from gateway.config import Settings
 from gateway.gitlab.client import GitLabClient
-from gateway.mcp.calls import ActiveCalls
+from gateway.mcp.calls import ActiveCalls, finish_read_checks
 from gateway.mcp.dispatch import Dispatcher
 from gateway.mcp.endpoint import McpEndpoint
 from gateway.mcp.fixtures import Fixtures
@@ -77,6 +77,14 @@ def create_app(
             await gitlab.aclose()
 
     app.cleanup_ctx.append(services_ctx)
+
+    async def read_checks_ctx(app: web.Application) -> AsyncIterator[None]:
+        yield
+        # Ends before services_ctx (cleanup runs in reverse): the answers still under their read
+        # check (at most broker.read_check_seconds) are settled while the broker is open.
+        await finish_read_checks()
+
+    app.cleanup_ctx.append(read_checks_ctx)
 
     calls = ActiveCalls()
 

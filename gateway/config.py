@@ -225,6 +225,10 @@ class BrokerSettings(_Section):
     #: For agents that acknowledge (``wait_for_message``'s ``ack``): a message written to the
     #: agent but not acknowledged within this many seconds is delivered again (same messageId).
     ack_timeout_seconds: float = Field(300.0, gt=0)
+    #: For agents that do not acknowledge: a message written to the agent counts as delivered
+    #: this many seconds later unless the client reset the connection meanwhile (it closed
+    #: without reading the answer), in which case it stays queued; 0 turns the check off.
+    read_check_seconds: float = Field(0.2, ge=0)
     #: Largest message body accepted by send_message / reply_message (its JSON text, UTF-8 bytes).
     #: Bodies are for coordination; put large content in GitLab (a file, an issue) and send its link.
     max_message_bytes: int = Field(262_144, ge=1024)

@@ -59,6 +59,9 @@ class WaitOutcome:
         reason: why a stop or shutdown ended the wait.
         waited_seconds: how long the call waited.
         on_delivered / on_abandoned: for a message, the lease's end (see the module docstring).
+        read_check_seconds: for a message to an agent that does not acknowledge, how long the
+            transport should watch for a reset (the client closed without reading the answer)
+            before it reports the answer delivered; None: no check.
     """
 
     message: dict[str, Any] | None = None
@@ -69,6 +72,7 @@ class WaitOutcome:
     waited_seconds: float = 0.0
     on_delivered: Callable[[], Awaitable[None]] | None = None
     on_abandoned: Callable[[], Awaitable[None]] | None = None
+    read_check_seconds: float | None = None
 
 
 def message_json(m: MessageRow) -> dict[str, Any]:
@@ -121,6 +125,7 @@ class Messages:
         lease_seconds: float,
         recheck_seconds: float,
         ack_timeout_seconds: float = 300.0,
+        read_check_seconds: float = 0.0,
         max_message_bytes: int = 262_144,
         history_page_bytes: int = 1_048_576,
         history_item_bytes: int = 65_536,
@@ -140,6 +145,7 @@ class Messages:
         self._closing = closing
         self._max_message_bytes = max_message_bytes
         self._ack_timeout = ack_timeout_seconds
+        self._read_check = read_check_seconds
         #: Agents known to acknowledge (never forgotten: an agent that acknowledges always does).
         self._acknowledging: set[str] = set()
         self._history_page_bytes = history_page_bytes
@@ -311,11 +317,16 @@ class Messages:
                     first = False
                     if row is not None:
                         delivered, abandoned = self._lease_callbacks(agent, row)
+                        # An agent that acknowledges gets the message again when it does not
+                        # acknowledge it; one that does not is saved what a reset shows it missed.
+                        acknowledges = row.acknowledges or agent in self._acknowledging
+                        check = None if acknowledges or not self._read_check else self._read_check
                         return WaitOutcome(
                             message=message_json(row),
                             waited_seconds=loop.time() - start,
                             on_delivered=delivered,
                             on_abandoned=abandoned,
+                            read_check_seconds=check,
                         )
                     now = loop.time()
                     if now >= deadline:

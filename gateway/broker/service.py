@@ -126,6 +126,7 @@ class BrokerService:
             progress_interval_seconds=self.config.progress_interval_seconds,
             lease_seconds=self.config.lease_seconds,
             ack_timeout_seconds=self.config.ack_timeout_seconds,
+            read_check_seconds=self.config.read_check_seconds,
             max_message_bytes=self.config.max_message_bytes,
             history_page_bytes=self.config.history_page_bytes,
             history_item_bytes=self.config.history_item_bytes,

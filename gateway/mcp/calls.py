@@ -11,6 +11,9 @@ Rules (MCP 2025-11-25 basic/utilities/progress, basic/utilities/cancellation):
 - Delivery: after the response frame was written successfully the transport awaits the
   result's ``on_delivered``; when the call was cancelled, the session ended or the write failed
   (client gone), it awaits ``on_abandoned`` instead. A message broker acks or re-queues on these.
+  A result with ``read_check_seconds`` is settled in the background that long after the write:
+  ``on_abandoned`` when the client reset the connection meanwhile (it never read the answer,
+  ``gateway.mcp.receipts``), else ``on_delivered``; the request handler does not wait for it.
 - On app shutdown, calls of ``long_running`` tools are cancelled at once and answered with a
   JSON-RPC error (-32000) telling the caller to call again; short calls are left to finish within
   the shutdown timeout.
@@ -27,6 +30,7 @@ from typing import Any
 
 from gateway.errors import REASONS
 from gateway.mcp.exchange import EventStream
+from gateway.mcp.receipts import Receipt
 from gateway.mcp.wire import INTERNAL_ERROR, SHUTTING_DOWN, RpcError, notification
 from gateway.tools.registry import Tool, ToolResult
 
@@ -116,10 +120,39 @@ def tool_outcome(result: ToolResult) -> str:
     return reason if reason in REASONS else "error"
 
 
-async def settle(result: ToolResult | None, delivered: bool, request_id: str) -> None:
-    """Await ``on_delivered`` (the response was written) or ``on_abandoned``; log their failures."""
+async def settle(
+    result: ToolResult | None,
+    delivered: bool,
+    request_id: str,
+    receipt: Callable[[], Receipt | None] | None = None,
+) -> None:
+    """Await ``on_delivered`` (the response was written) or ``on_abandoned``; log their failures.
+
+    ``receipt`` takes a :class:`Receipt` of the connection the response was written to; it is
+    called at once (before this coroutine yields, so nothing else touched the connection since
+    the write) when the written result asks for a read check, which then settles it later.
+    """
     if result is None:
         return
+    if delivered and receipt is not None and result.read_check_seconds is not None:
+        taken = receipt()
+        if taken is not None:
+            checking = asyncio.ensure_future(_settle_after_check(result, taken, request_id))
+            _CHECKING.add(checking)
+            checking.add_done_callback(_CHECKING.discard)
+            return
+    await _run_callback(result, delivered, request_id)
+
+
+async def _settle_after_check(result: ToolResult, receipt: Receipt, request_id: str) -> None:
+    assert result.read_check_seconds is not None
+    reset = await receipt.reset_within(result.read_check_seconds)
+    if reset:
+        log.debug("client reset the connection before reading its answer", extra={"request_id": request_id})
+    await _run_callback(result, not reset, request_id)
+
+
+async def _run_callback(result: ToolResult, delivered: bool, request_id: str) -> None:
     callback: Callable[[], Awaitable[None]] | None = result.on_delivered if delivered else result.on_abandoned
     if callback is None:
         return
@@ -131,6 +164,17 @@ async def settle(result: ToolResult | None, delivered: bool, request_id: str) ->
             "on_delivered" if delivered else "on_abandoned",
             extra={"request_id": request_id},
         )
+
+
+#: Results waiting for their read check (asyncio keeps only weak references to tasks).
+_CHECKING: set[asyncio.Task[None]] = set()
+
+
+async def finish_read_checks() -> None:
+    """Wait for the read checks under way (each takes its ``read_check_seconds``): at shutdown,
+    before the broker that settles them closes."""
+    while pending := {task for task in _CHECKING if not task.done()}:
+        await asyncio.wait(pending)
 
 
 class ActiveCalls:

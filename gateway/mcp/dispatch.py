@@ -391,7 +391,7 @@ class Dispatcher:
             message = response(msg.id, shaped_tool_result(ex.version, outcome.result))
         if stream is not None:
             delivered = message is not None and await stream.send(message, final=True)
-            await settle(outcome.result, delivered, ex.request_id)
+            await settle(outcome.result, delivered, ex.request_id, stream.receipt)
             return None
         if message is None:
             await settle(outcome.result, False, ex.request_id)

@@ -21,6 +21,7 @@ legacy session (204).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from aiohttp import web
@@ -40,7 +41,7 @@ from gateway.mcp.eras import (
 from gateway.mcp.exchange import EventStream, Exchange, Reply
 from gateway.mcp.middlewares import EXCHANGE, MCP_PATH, decode_content, too_large
 from gateway.mcp.sessions import SESSION_HEADER, Session, SessionSealer
-from gateway.mcp.streamable_http import SseStream, json_response, write_json
+from gateway.mcp.streamable_http import SseStream, json_response, receipt, write_json
 from gateway.mcp.telemetry import Telemetry
 from gateway.mcp.wire import RpcError, check_text, classify, decode_body, invalid_request, readable_id
 
@@ -145,7 +146,8 @@ class McpEndpoint:
         result = reply.result
         if result is not None and (result.on_delivered is not None or result.on_abandoned is not None):
             # Written now, so the result's callbacks know whether it left.
-            await settle(result, await write_json(request, response), ex.request_id)
+            written = await write_json(request, response)
+            await settle(result, written, ex.request_id, functools.partial(receipt, request))
         return response
 
     async def _batch(self, request: web.Request, ex: Exchange, items: list[Any]) -> web.StreamResponse:
@@ -169,7 +171,8 @@ class McpEndpoint:
         response = json_response(b"[" + b",".join(bodies) + b"]", ex.response_headers)
         delivered = await write_json(request, response)
         for result in results:
-            await settle(result, delivered, ex.request_id)
+            # One response carries them all: each takes its own receipt of the connection.
+            await settle(result, delivered, ex.request_id, functools.partial(receipt, request))
         return response
 
     # -- GET, DELETE ---------------------------------------------------------------------------

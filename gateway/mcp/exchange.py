@@ -16,6 +16,7 @@ from typing import Protocol
 
 from gateway.mcp.auth import Identity
 from gateway.mcp.eras import Envelope, Era
+from gateway.mcp.receipts import Receipt
 from gateway.mcp.sessions import Session
 from gateway.tools.registry import ToolResult
 
@@ -84,9 +85,10 @@ class EventStream(Protocol):
     """A response stream of one request: notifications about it, then its response.
 
     ``open`` sends the headers; ``send`` writes one message and says whether it was written in
-    full to the open connection (False: the client is gone); ``final`` marks the response, after
-    which nothing but keep-alives is written. ``on_broken`` runs once when the client goes away;
-    for the modern era that is how a call is cancelled.
+    full to the open connection (False: the client is gone); ``final`` marks the response, which
+    ends the stream. ``receipt`` takes a hold on the connection right after the response, to learn
+    whether the client read it. ``on_broken`` runs once when the client goes away; for the modern
+    era that is how a call is cancelled.
     """
 
     on_broken: Callable[[], None] | None
@@ -94,6 +96,8 @@ class EventStream(Protocol):
     async def open(self) -> bool: ...
 
     async def send(self, message: bytes, *, final: bool = False) -> bool: ...
+
+    def receipt(self) -> Receipt | None: ...
 
     async def close(self) -> None: ...
 

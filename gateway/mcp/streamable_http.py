@@ -20,7 +20,11 @@ message only once an agent has it):
   client was gone or the write failed. Before a response they look at the socket itself, so a
   client that closed while the process was busy is not taken for one still there.
 - The caller then awaits the tool result's ``on_delivered`` (True) or ``on_abandoned`` (False),
-  through :func:`gateway.mcp.calls.settle`; exactly one of them runs per result.
+  through :func:`gateway.mcp.calls.settle`; exactly one of them runs per result. A result that
+  asks for a read check gets a :class:`~gateway.mcp.receipts.Receipt` of the connection
+  (:func:`receipt`, :meth:`SseStream.receipt`), taken right after the write.
+- A stream's response event goes out in one write with the end of the stream, so a client that
+  read the response has nothing left unread that would make its close a reset.
 - When the client closes a stream the call is cancelled (``on_broken``); a watcher notices a
   closed connection within :data:`WATCH_SECONDS` even between keep-alives.
 """
@@ -38,6 +42,8 @@ from collections.abc import Callable, Mapping
 
 from aiohttp import web
 from prometheus_client import Gauge
+
+from gateway.mcp.receipts import Receipt
 
 log = logging.getLogger("gateway.mcp")
 
@@ -71,6 +77,12 @@ async def write_json(request: web.Request, response: web.StreamResponse) -> bool
     except (OSError, ConnectionError):
         return False
     return True
+
+
+def receipt(request: web.Request) -> Receipt | None:
+    """A :class:`Receipt` of ``request``'s connection, to learn whether the client reads the
+    response just written (None when that cannot be told)."""
+    return Receipt.take(request.transport)
 
 
 def _connected(request: web.Request) -> bool:
@@ -161,7 +173,7 @@ class SseStream:
     async def send(self, message: bytes, *, final: bool = False) -> bool:
         """Write one JSON-RPC message; True when it was written in full (see the module docs).
 
-        ``final`` marks the response: nothing but keep-alives is written after it, so a progress
+        ``final`` marks the response: it ends the stream (in the same write), so a progress
         notification racing with the response is dropped rather than sent after it.
         """
         if not self._open and not await self.open():
@@ -171,6 +183,10 @@ class SseStream:
             return False
         head = b"id: " + self._next_id().encode() + b"\n" if self._resumable else b""
         return await self._write(head + b"event: message\ndata: " + message + b"\n\n", final=final)
+
+    def receipt(self) -> Receipt | None:
+        """A :class:`Receipt` of the stream's connection (see :func:`receipt`)."""
+        return receipt(self._request)
 
     async def close(self) -> None:
         """Stop keep-alives and the watcher, and end the response (idempotent)."""
@@ -192,14 +208,17 @@ class SseStream:
         self._seq += 1
         return f"{self._stream_id}.{self._seq}"
 
-    async def _write(self, data: bytes, *, final: bool = False, comment: bool = False) -> bool:
+    async def _write(self, data: bytes, *, final: bool = False) -> bool:
         if self.broken:
             return False
         async with self._lock:
-            if self._finished and not comment:
+            if self._finished:
                 return False
             try:
-                await self.response.write(data)
+                if final:
+                    await self.response.write_eof(data)
+                else:
+                    await self.response.write(data)
             except (OSError, ConnectionError):
                 self._mark_broken()
                 return False
@@ -217,7 +236,7 @@ class SseStream:
     async def _keepalive_loop(self) -> None:
         while not self.broken:
             await asyncio.sleep(self._keepalive_seconds)
-            if not await self._write(KEEPALIVE, comment=True):
+            if not await self._write(KEEPALIVE):
                 return
 
     async def _watch(self) -> None:

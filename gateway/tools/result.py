@@ -27,6 +27,9 @@ class ToolResult:
             broker uses it to remove a delivered message from its queue.
         on_abandoned: awaited instead when the response could not be handed to the transport
             (cancelled, client gone).
+        read_check_seconds: when set, ``on_delivered`` waits this long after the write and the
+            transport runs ``on_abandoned`` instead if the client reset the connection meanwhile
+            (it closed without reading the answer; ``gateway.mcp.receipts``).
     """
 
     structured: dict[str, Any]
@@ -34,6 +37,7 @@ class ToolResult:
     is_error: bool = False
     on_delivered: Callable[[], Awaitable[None]] | None = None
     on_abandoned: Callable[[], Awaitable[None]] | None = None
+    read_check_seconds: float | None = None
 
     @functools.cached_property
     def structured_json(self) -> str:

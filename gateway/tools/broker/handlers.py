@@ -132,7 +132,11 @@ async def wait_for_message(ctx: ToolContext, args: WaitForMessageInput) -> ToolR
     elif outcome.timed_out:
         text = f"No message in {timeout:g} s. Call wait_for_message again to keep waiting."
     return ToolResult(
-        structured=structured, text=text, on_delivered=outcome.on_delivered, on_abandoned=outcome.on_abandoned
+        structured=structured,
+        text=text,
+        on_delivered=outcome.on_delivered,
+        on_abandoned=outcome.on_abandoned,
+        read_check_seconds=outcome.read_check_seconds,
     )
 
 

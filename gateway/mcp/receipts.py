@@ -1,0 +1,75 @@
+"""Whether a client that was written an answer closed its connection without reading it.
+
+Writing an answer into an open connection does not mean the client read it: the client may be
+closing at that very moment, or close with the answer still unread in its receive buffer. In
+both cases the client's TCP stack answers with a reset (RFC 9293 §3.6.1: a close while received
+data is pending, or data arriving after the close, sends a RST to show that data was lost),
+whereas a client that read what it was sent and then closed sends an orderly FIN, and one still
+connected stays established.
+
+:class:`Receipt` holds a duplicate of the connection's socket taken right after the write, so
+the kernel socket stays alive (and its state readable) even when the server closes its own
+descriptor; a short grace period later it reads the TCP state (``TCP_INFO``, Linux): ``CLOSE``
+means the connection was reset. Elsewhere, and for non-TCP sockets, no receipt is taken and the
+answer counts as read once written.
+
+The check sees the TCP peer: behind a proxy that is the proxy, which usually reads everything
+it is sent, so a client dropping its side there is not seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+from typing import Any
+
+#: ``tcpi_state`` of a socket whose connection was reset (``TCP_CLOSE`` in linux/tcp_states.h).
+TCP_CLOSE = 7
+_TCP_INFO: int | None = getattr(socket, "TCP_INFO", None)
+
+
+class Receipt:
+    """A hold on the connection an answer was just written to (see the module docs)."""
+
+    __slots__ = ("_sock",)
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    @classmethod
+    def take(cls, transport: Any) -> Receipt | None:
+        """A receipt for ``transport``'s connection (an asyncio transport), or None when its
+        state cannot be read (not TCP, not Linux, already closed)."""
+        if _TCP_INFO is None or transport is None or transport.is_closing():
+            return None
+        sock = transport.get_extra_info("socket")
+        if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+            return None
+        try:
+            return cls(socket.socket(fileno=os.dup(sock.fileno())))
+        except OSError:
+            return None
+
+    def reset(self) -> bool:
+        """True when the connection was reset: the client never read what it was last sent."""
+        assert _TCP_INFO is not None
+        try:
+            return self._sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, 8)[0] == TCP_CLOSE
+        except OSError:
+            return False
+
+    async def reset_within(self, seconds: float) -> bool:
+        """Wait ``seconds``, then :meth:`reset`; the receipt is closed afterwards (also when
+        cancelled), which lets the kernel close a connection the server already let go."""
+        try:
+            await asyncio.sleep(seconds)
+            return self.reset()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Let go of the connection."""
+        with contextlib.suppress(OSError):
+            self._sock.close()

@@ -1,0 +1,97 @@
+"""A message whose answer the client never read stays queued, for agents that do not acknowledge
+(broker.md "Delivery"): a client that closes its connection with the answer unread resets it,
+and the gateway takes the message back; one that read the answer and closed has it delivered."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from tests.e2e.broker_agent import BrokerAgent
+from tests.e2e.harness import GatewayProcess
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
+
+ENV = {"GITLAB_URL": "http://127.0.0.1:9", "GATEWAY_BROKER__READ_CHECK_SECONDS": "1"}
+
+
+def _open_wait(url: str, agent: BrokerAgent) -> socket.socket:
+    """A raw connection carrying one ``wait_for_message``, its stream open (headers received)."""
+    parts = urlsplit(url)
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 99,
+            "method": "tools/call",
+            "params": {"name": "wait_for_message", "arguments": {"timeout_sec": 20}},
+        }
+    ).encode()
+    head = f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Length: {len(body)}\r\n"
+    head += "".join(f"{name}: {value}\r\n" for name, value in agent.headers.items())
+    sock = socket.create_connection((parts.hostname, parts.port), timeout=10)
+    sock.sendall(head.encode() + b"\r\n" + body)
+    _peek_until(sock, b"\r\n\r\n")
+    return sock
+
+
+def _peek_until(sock: socket.socket, needle: bytes) -> bytes:
+    """What the connection received so far, left unread, once it holds ``needle``."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        seen = sock.recv(1 << 16, socket.MSG_PEEK)
+        if needle in seen:
+            return seen
+        if not seen:
+            break
+        time.sleep(0.01)
+    raise AssertionError(f"{needle!r} not received")
+
+
+async def _send(url: str, http: httpx.AsyncClient) -> str:
+    pm = await BrokerAgent(url, "pm").open(http)
+    out = await pm.call(http, "send_message", {"to": "dev", "subject": "work", "body": {"n": 1}})
+    return str(out["messageId"])
+
+
+async def _next(url: str, http: httpx.AsyncClient, timeout: float) -> dict[str, object] | None:
+    dev = await BrokerAgent(url, "dev").open(http)
+    message = (await dev.call(http, "wait_for_message", {"timeout_sec": timeout}))["message"]
+    return dict(message) if message else None
+
+
+async def test_an_answer_left_unread_is_delivered_again(
+    start_gateway: Callable[..., GatewayProcess], broker_env: dict[str, str]
+) -> None:
+    gateway = start_gateway(env={**ENV, **broker_env})
+    async with httpx.AsyncClient(timeout=30, trust_env=False) as http:
+        sock = _open_wait(gateway.mcp_url, await BrokerAgent(gateway.mcp_url, "dev").open(http))
+        sent = await _send(gateway.mcp_url, http)
+        assert sent.encode() in _peek_until(sock, b'"messageId"')
+        sock.close()  # the answer is still unread: the client's kernel resets the connection
+        message = await _next(gateway.mcp_url, http, 10)
+    assert message is not None
+    assert message["messageId"] == sent
+    assert message["deliveryAttempt"] == 2
+
+
+async def test_an_answer_read_before_the_close_is_delivered_once(
+    start_gateway: Callable[..., GatewayProcess], broker_env: dict[str, str]
+) -> None:
+    gateway = start_gateway(env={**ENV, **broker_env})
+    async with httpx.AsyncClient(timeout=30, trust_env=False) as http:
+        sock = _open_wait(gateway.mcp_url, await BrokerAgent(gateway.mcp_url, "dev").open(http))
+        sent = await _send(gateway.mcp_url, http)
+        received = b""
+        while b"\r\n0\r\n\r\n" not in received:  # the event and the end of the stream: all of it
+            chunk = sock.recv(1 << 16)
+            assert chunk, received
+            received += chunk
+        sock.close()
+        assert sent.encode() in received
+        assert await _next(gateway.mcp_url, http, 3) is None  # past the read check and more
