@@ -198,8 +198,9 @@ TOOLS: list[Tool] = [
         description=(
             "Wait for the next message in your queue (priority, then time) for at most timeout_sec "
             "seconds (default 3600). Returns {message, timedOut}; on timedOut call it again. A message "
-            "can reach you twice after a gateway crash: it then carries the same messageId "
-            "(deliveryAttempt > 1), so skip ids you have handled. To lose none even when your connection "
+            "can reach you twice (after a gateway crash, or when your connection dropped as it arrived): "
+            "it then carries the same messageId (deliveryAttempt > 1), so skip ids you have handled. To "
+            "lose none even when your connection "
             "drops while an answer is on its way, acknowledge: pass `ack` with the messageIds you finished "
             "processing (e.g. the previous message's id) on each call. Once you have sent `ack`, a message "
             "you do not acknowledge within the gateway's ack timeout (broker.ack_timeout_seconds, 300 s by "
