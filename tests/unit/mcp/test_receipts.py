@@ -72,6 +72,18 @@ async def test_an_answer_arriving_after_the_close_is_a_reset_even_once_the_serve
     assert await receipt.reset_within(0.05)
 
 
+async def test_a_reset_after_the_client_sent_its_next_request_is_not_counted() -> None:
+    served, client = _pair()
+    with served:
+        receipt = _written(served)
+        assert client.recv(100) == b"answer"
+        client.sendall(b"POST /mcp HTTP/1.1\r\n")  # its next request: it had read the answer
+        served.sendall(b"next answer")
+        time.sleep(0.02)
+        client.close()  # the next answer unread: a reset, which is about that one
+        assert not await receipt.reset_within(0.05)
+
+
 def test_no_receipt_for_a_closed_transport_or_a_unix_socket() -> None:
     class Closing(_Transport):
         def is_closing(self) -> bool:
