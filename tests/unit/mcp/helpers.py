@@ -54,6 +54,7 @@ class NoInput(ToolInput):
 
 class DeliverInput(ToolInput):
     wait: bool = Field(False, description="Wait for the test's release before answering")
+    check: float | None = Field(None, description="read_check_seconds of the result")
 
 
 def make_tools(probe: Probe) -> list[Tool]:
@@ -100,7 +101,12 @@ def make_tools(probe: Probe) -> list[Tool]:
         async def abandoned() -> None:
             probe.events.append("abandoned")
 
-        return ToolResult(structured={"message": "hi"}, on_delivered=delivered, on_abandoned=abandoned)
+        return ToolResult(
+            structured={"message": "hi"},
+            on_delivered=delivered,
+            on_abandoned=abandoned,
+            read_check_seconds=args.check,
+        )
 
     async def whoami(ctx: ToolContext, args: NoInput) -> dict[str, Any]:
         probe.contexts.append(ctx)

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
 import time
 from typing import Any
 
@@ -12,7 +14,16 @@ import pytest
 from gateway.mcp.calls import ToolCall, await_call
 from gateway.tools.registry import ToolResult
 from tests.unit.mcp.conftest import MakeMcp
-from tests.unit.mcp.helpers import Mcp, Probe, SseEvent, make_tools, messages_of, parse_sse
+from tests.unit.mcp.helpers import (
+    Mcp,
+    Probe,
+    SseEvent,
+    make_tools,
+    messages_of,
+    modern_headers,
+    modern_meta,
+    parse_sse,
+)
 
 
 def call_body(
@@ -324,3 +335,61 @@ async def test_shutdown_ends_long_running_streams_at_once(mcp: Mcp, probe: Probe
         }
     ]
     assert probe.events == ["wait cancelled"]
+
+
+# -- read checks -----------------------------------------------------------------------------
+
+
+async def _raw_call(mcp: Mcp, tool: str, modern: bool) -> socket.socket:
+    """A ``tools/call`` of ``tool`` with a 0.5 s read check, sent on a raw connection."""
+    params: dict[str, Any] = {"name": tool, "arguments": {"check": 0.5}}
+    headers = mcp.request_headers()
+    if modern:
+        params["_meta"] = modern_meta()
+        headers = {k: v for k, v in headers.items() if k != "Mcp-Session-Id"}
+        headers.update(modern_headers("tools/call", tool))
+    body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}).encode()
+    server = mcp.client.server
+    head = f"POST /mcp HTTP/1.1\r\nHost: {server.host}:{server.port}\r\nContent-Length: {len(body)}\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    sock = socket.create_connection((server.host, server.port), timeout=5)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_sendall(sock, head.encode() + b"\r\n" + body)
+    return sock
+
+
+async def _settled(probe: Probe) -> list[str]:
+    for _ in range(300):
+        if probe.events:
+            break
+        await asyncio.sleep(0.01)
+    return probe.events
+
+
+@pytest.mark.parametrize("modern", [False, True], ids=["legacy", "modern"])
+@pytest.mark.parametrize("tool", ["deliver", "deliver_json"])
+async def test_an_answer_left_unread_by_a_closing_client_is_abandoned(
+    mcp: Mcp, probe: Probe, tool: str, modern: bool
+) -> None:
+    sock = await _raw_call(mcp, tool, modern)
+    await asyncio.sleep(0.1)  # answered, and unread
+    sock.close()  # which resets the connection
+    assert await _settled(probe) == ["abandoned"]
+
+
+@pytest.mark.parametrize("modern", [False, True], ids=["legacy", "modern"])
+@pytest.mark.parametrize("tool", ["deliver", "deliver_json"])
+async def test_an_answer_read_before_the_close_is_delivered_after_the_check(
+    mcp: Mcp, probe: Probe, tool: str, modern: bool
+) -> None:
+    sock = await _raw_call(mcp, tool, modern)
+    loop = asyncio.get_running_loop()
+    received = b""
+    while b'"hi"' not in received or (tool == "deliver" and not received.endswith(b"0\r\n\r\n")):
+        chunk = await asyncio.wait_for(loop.sock_recv(sock, 1 << 16), 5)
+        assert chunk, received
+        received += chunk
+    sock.close()
+    await asyncio.sleep(0.2)
+    assert probe.events == []  # settled only once the check is over
+    assert await _settled(probe) == ["delivered"]
