@@ -393,3 +393,14 @@ async def test_an_answer_read_before_the_close_is_delivered_after_the_check(
     await asyncio.sleep(0.2)
     assert probe.events == []  # settled only once the check is over
     assert await _settled(probe) == ["delivered"]
+
+
+async def test_shutdown_finishes_the_read_checks_under_way(mcp: Mcp, probe: Probe) -> None:
+    sock = await _raw_call(mcp, "deliver_json", modern=False)
+    loop = asyncio.get_running_loop()
+    received = b""
+    while b'"hi"' not in received:
+        received += await asyncio.wait_for(loop.sock_recv(sock, 1 << 16), 5)
+    with sock:
+        await mcp.client.close()  # while the client is still connected, within the check
+        assert probe.events == ["delivered"]  # settled before the app's services closed
