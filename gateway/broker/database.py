@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, make_url
@@ -30,6 +31,7 @@ OPTION = "broker.database_url (GATEWAY_BROKER__DATABASE_URL)"
 #: First and longest pause between connection attempts at start, seconds.
 RETRY_FIRST_SECONDS = 0.5
 RETRY_MAX_SECONDS = 10.0
+BUSY_TIMEOUT_SECONDS = 5.0
 
 
 class StoreError(Exception):
@@ -102,6 +104,42 @@ def classify(err: BaseException, url: URL) -> DatabaseUnusable | None:
     if state is not None and state[:2] in ("42", "0A", "22"):
         return DatabaseUnusable(f"{OPTION}: {where} cannot be used: {reason}")
     return None
+
+
+def refusal(err: sa.exc.DBAPIError, url: URL) -> StoreError:
+    """What to tell the operator about a database that failed at start (not one still starting)."""
+    if isinstance(err.orig, sqlite3.DatabaseError) or "not a database" in str(err):
+        return StoreError(f"{url.database} cannot be used as the broker database: {err.orig}")
+    return classify(err, url) or DatabaseUnusable(
+        f"{OPTION}: {describe(url)} cannot be used: {_reason(err, url)}"
+    )
+
+
+def sqlite_pragmas(engine: sa.Engine) -> None:
+    """Per-connection pragmas, and transactions the code starts itself (``BEGIN IMMEDIATE`` to write).
+
+    ``journal_mode=WAL`` (persistent in the file), ``busy_timeout``, ``synchronous=NORMAL``
+    (durable across a process crash, ``kill -9`` included; the last commits may be lost on power
+    loss), ``foreign_keys=ON`` (https://www.sqlite.org/pragma.html).
+    """
+
+    @sa.event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        # No implicit transactions from the driver: "begin" below states each one.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_SECONDS * 1000)}")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _begin(conn: sa.Connection) -> None:
+        options = conn.get_execution_options()
+        if options.get("broker_single", False):
+            return  # one statement, atomic by itself (Store.write_one)
+        conn.exec_driver_sql("BEGIN" if options.get("broker_read", False) else "BEGIN IMMEDIATE")
 
 
 async def connect_with_retry(

@@ -6,34 +6,29 @@ keeps this process's writers in line (the file has one writer at a time; waiting
 cheaper than SQLite's busy loop), while reads run beside it on other connections (WAL). On
 PostgreSQL transactions run concurrently and lock what they change (``gateway.broker.queries``).
 
-Pragmas (https://www.sqlite.org/pragma.html): ``journal_mode=WAL`` (persistent in the file),
-``busy_timeout``, ``synchronous=NORMAL`` (durable across a process crash, ``kill -9`` included;
-the last commits may be lost on power loss), ``foreign_keys=ON``.
+SQLite pragmas: ``gateway.broker.database.sqlite_pragmas``.
 
-Schema: Alembic migrations (``gateway.broker.migrations``) applied at start under a lock (the
-state folder's lock file and ``BEGIN IMMEDIATE`` on SQLite, a transaction-scoped advisory lock
-on PostgreSQL), so replicas starting together migrate once. A SQLite database written before
-Alembic (``PRAGMA user_version`` 1) is taken as revision 0001 and upgraded. A database whose
-revision this gateway does not know was written by a newer gateway and is refused.
+Schema: at start the store reads the database's Alembic revision (the ``alembic_version`` table)
+with SQLAlchemy alone. At the newest one (``gateway.broker.migrations.HEAD``: every restart but
+the first after an upgrade) that is all; otherwise ``gateway.broker.migrate`` upgrades it in a
+child process, so that Alembic never stays in the gateway's memory.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import select
-import sqlite3
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util.exc import CommandError
+from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from gateway.broker.database import (
@@ -43,7 +38,10 @@ from gateway.broker.database import (
     connect_with_retry,
     describe,
     engine_url,
+    refusal,
+    sqlite_pragmas,
 )
+from gateway.broker.migrations import HEAD
 from gateway.broker.queries import IssueRow, MessageRow, PipelineRow, PlanRow, Queries
 
 if TYPE_CHECKING:
@@ -62,26 +60,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-BUSY_TIMEOUT_SECONDS = 5.0
-MIGRATIONS = Path(__file__).resolve().parent / "migrations"
-#: ``pg_advisory_xact_lock`` key of the migration (any constant the gateway owns: "gmcpmig").
-MIGRATION_LOCK = 0x676D63706D6967
-#: The revision a pre-Alembic SQLite database (``PRAGMA user_version`` 1) is at.
-LEGACY_REVISION = "0001"
-
-
-def _alembic_config(conn: sa.Connection) -> Config:
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
-    cfg.attributes["connection"] = conn
-    return cfg
-
-
-def head_revision() -> str:
-    """The newest migration this gateway has."""
-    head = ScriptDirectory.from_config(_alembic_config(None)).get_current_head()  # type: ignore[arg-type]
-    assert head is not None
-    return head
+#: The directory holding the ``gateway`` package, for the migration process's ``sys.path``.
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 class Store:
@@ -114,7 +94,7 @@ class Store:
             state_dir.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once, at start
             # Every use ends its own transaction, so no ROLLBACK round trip when a connection returns.
             engine = create_async_engine(url, pool_size=5, max_overflow=5, pool_reset_on_return=None)
-            _sqlite_pragmas(engine)
+            sqlite_pragmas(engine.sync_engine)
         else:
             engine = create_async_engine(url, pool_size=config.pool_size, max_overflow=config.pool_size)
             _drop_ended_sessions(engine)
@@ -122,14 +102,10 @@ class Store:
         try:
             if store.postgres:
                 await connect_with_retry(store._ping, url, config)
-            await store._migrate()
+            await store._migrate(url)
         except sa.exc.DBAPIError as err:
             await engine.dispose()
-            if isinstance(err.orig, sqlite3.DatabaseError) or "not a database" in str(err):
-                raise StoreError(
-                    f"{url.database} cannot be used as the broker database: {err.orig}"
-                ) from None
-            raise DatabaseUnusable(f"{OPTION}: {store.where} cannot be used: {err.orig}") from None
+            raise refusal(err, url) from None
         except BaseException:
             await engine.dispose()
             raise
@@ -139,39 +115,21 @@ class Store:
         async with self.engine.connect() as conn:
             await conn.execute(sa.text("SELECT 1"))
 
-    async def _migrate(self) -> None:
-        async with self.engine.connect() as conn, conn.begin():
-            if self.postgres:
-                await conn.execute(sa.select(sa.func.pg_advisory_xact_lock(MIGRATION_LOCK)))
-            await conn.run_sync(self._upgrade)
-
-    def _upgrade(self, conn: sa.Connection) -> None:
-        cfg = _alembic_config(conn)
-        script = ScriptDirectory.from_config(cfg)
-        current = MigrationContext.configure(conn).get_current_revision()
-        if current is None and not self.postgres and sa.inspect(conn).has_table("pipeline"):
-            version = conn.exec_driver_sql("PRAGMA user_version").scalar_one()
-            if version != 1:
-                raise DatabaseUnusable(
-                    f"{self.where} has broker schema version {version}, newer than this gateway's: run a "
-                    "newer gateway, or move the file aside to start afresh"
-                )
-            command.stamp(cfg, LEGACY_REVISION)
-            current = LEGACY_REVISION
-        if current is not None:
-            try:
-                script.get_revision(current)
-            except CommandError:
-                raise DatabaseUnusable(
-                    f"{self.where} has broker schema revision {current}, newer than this gateway's "
-                    f"{script.get_current_head()}: run the newer gateway that wrote it (or a later one)"
-                    + (
-                        f"; {OPTION} names the database"
-                        if self.postgres
-                        else ", or move the file aside to start afresh"
-                    )
-                ) from None
-        command.upgrade(cfg, "head")
+    async def _migrate(self, url: URL) -> None:
+        """Bring the schema to :data:`HEAD`: nothing to do at every restart, a child process otherwise."""
+        current = await self.schema_revision()
+        if current == HEAD:
+            return
+        log.info(
+            "broker database %s is at schema revision %s; migrating it to %s",
+            self.where,
+            current or "(none: new)",
+            HEAD,
+        )
+        await _run_migration_process(url, self.where)
+        current = await self.schema_revision()
+        if current != HEAD:  # the migrations and HEAD disagree: a packaging or release mistake
+            raise StoreError(f"{self.where} is at schema revision {current} after migrating, not {HEAD}")
 
     @property
     def is_open(self) -> bool:
@@ -179,9 +137,11 @@ class Store:
         return self._open
 
     async def schema_revision(self) -> str | None:
-        """The Alembic revision the database is at."""
+        """The Alembic revision the database is at; None for a database Alembic never touched."""
         async with self.engine.connect() as conn:
-            return await conn.run_sync(lambda c: MigrationContext.configure(c).get_current_revision())
+            conn = await conn.execution_options(broker_read=True)
+            async with conn.begin():
+                return await conn.run_sync(_read_revision)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[Queries]:
@@ -271,23 +231,59 @@ def _drop_ended_sessions(engine: AsyncEngine) -> None:
             raise sa.exc.DisconnectionError("the server ended this session")
 
 
-def _sqlite_pragmas(engine: AsyncEngine) -> None:
-    """Per-connection pragmas, and transactions the code starts itself (``BEGIN IMMEDIATE`` to write)."""
+def _read_revision(conn: sa.Connection) -> str | None:
+    if not sa.inspect(conn).has_table("alembic_version"):
+        return None
+    # One row while the migrations have one branch (Alembic's own table; a test keeps HEAD in step).
+    revision: str | None = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+    return revision
 
-    @sa.event.listens_for(engine.sync_engine, "connect")
-    def _connect(dbapi_conn: Any, _record: Any) -> None:
-        # No implicit transactions from the driver: "begin" below states each one.
-        dbapi_conn.isolation_level = None
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_SECONDS * 1000)}")
-        cur.execute("PRAGMA synchronous=NORMAL")
-        cur.execute("PRAGMA foreign_keys=ON")
-        cur.close()
 
-    @sa.event.listens_for(engine.sync_engine, "begin")
-    def _begin(conn: sa.Connection) -> None:
-        options = conn.get_execution_options()
-        if options.get("broker_single", False):
-            return  # one statement, atomic by itself (Store.write_one)
-        conn.exec_driver_sql("BEGIN" if options.get("broker_read", False) else "BEGIN IMMEDIATE")
+async def _run_migration_process(url: URL, where: str) -> None:
+    """``python -m gateway.broker.migrate`` with the URL on its stdin; its failure as our error.
+
+    Raises:
+        DatabaseUnusable: the child exited with 2 (a configuration problem).
+        StoreError: any other failure; the message is the child's last line of stderr, with the
+            database password removed.
+    """
+    env = dict(os.environ)
+    # Wherever this process found the package, the child finds it too.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway.broker.migrate",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    secret = url.render_as_string(hide_password=False)
+    try:
+        _, err = await proc.communicate(secret.encode() + b"\n")
+    except BaseException:  # cancelled (a stop during start): the child's transaction rolls back
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        raise
+    text = _without_password(err.decode(errors="replace"), url)
+    lines = [line for line in text.splitlines() if line.strip()]
+    if proc.returncode == 0:
+        for line in lines:
+            log.debug("migration: %s", line)
+        return
+    for line in lines[:-1]:
+        log.debug("migration: %s", line)
+    message = lines[-1] if lines else f"the migration process ended with status {proc.returncode}"
+    if proc.returncode == 2:
+        raise DatabaseUnusable(message)
+    raise StoreError(message if proc.returncode == 1 else f"{where}: migration failed: {message}")
+
+
+def _without_password(text: str, url: URL) -> str:
+    password = url.password
+    if password:
+        for form in {str(password), quote(str(password), safe="")}:  # as it is and as in a URL
+            text = text.replace(form, "[REDACTED]")
+    return text

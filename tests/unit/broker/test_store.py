@@ -10,7 +10,8 @@ import pytest
 import sqlalchemy as sa
 from pydantic import SecretStr
 
-from gateway.broker.store import DatabaseUnusable, Store, StoreError, head_revision
+from gateway.broker.migrations import HEAD
+from gateway.broker.store import DatabaseUnusable, Store, StoreError
 from gateway.config import BrokerSettings
 
 #: The schema the SQLite store had before migrations moved to Alembic (``PRAGMA user_version`` 1).
@@ -49,7 +50,7 @@ def config(url: str | None) -> BrokerSettings:
 async def test_fresh_database_is_at_head_and_reopens(tmp_path: Path, broker_database: str | None) -> None:
     store = await Store.open(config(broker_database), tmp_path)
     try:
-        assert await store.schema_revision() == head_revision()
+        assert await store.schema_revision() == HEAD
         async with store.read() as q:
             assert (await q.pipeline()).state.value == "IDLE"
         if not store.postgres:
@@ -59,14 +60,14 @@ async def test_fresh_database_is_at_head_and_reopens(tmp_path: Path, broker_data
     finally:
         await store.close()
     store = await Store.open(config(broker_database), tmp_path)  # nothing migrated twice
-    assert await store.schema_revision() == head_revision()
+    assert await store.schema_revision() == HEAD
     await store.close()
 
 
 async def test_replicas_starting_together_migrate_once(tmp_path: Path, postgres_url: str) -> None:
     stores = await asyncio.gather(*(Store.open(config(postgres_url), tmp_path) for _ in range(3)))
     try:
-        assert {await s.schema_revision() for s in stores} == {head_revision()}
+        assert {await s.schema_revision() for s in stores} == {HEAD}
     finally:
         for s in stores:
             await s.close()
@@ -77,7 +78,7 @@ async def test_existing_sqlite_database_is_migrated_with_nothing_lost(tmp_path: 
         db.executescript(LEGACY_SCHEMA)
     store = await Store.open(config(None), tmp_path)
     try:
-        assert await store.schema_revision() == head_revision()
+        assert await store.schema_revision() == HEAD
         async with store.read() as q:
             p = await q.pipeline()
             assert (p.state.value, p.phase) == ("PHASE_DEVELOPING", 3)
