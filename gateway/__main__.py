@@ -2,7 +2,8 @@
 
 Flags: ``--host`` (default 127.0.0.1), ``--port`` (8080), ``--config FILE`` (TOML),
 ``--read-only``, ``--conformance-fixtures`` (test mode, loopback only), ``--print-config`` (the
-effective configuration as JSON, secrets masked, then exit), ``--version``. Precedence: defaults <
+effective configuration as JSON, secrets masked, then exit), ``--migrate`` (bring the broker
+database's schema up to date, then exit), ``--version``. Precedence: defaults <
 TOML file < environment < flags (``gateway.config``).
 
 Exit status: 0 after a clean stop (SIGTERM or SIGINT: stop accepting, let in-flight calls finish
@@ -61,6 +62,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--print-config",
         action="store_true",
         help="print the effective configuration (JSON, secrets masked) and exit",
+    )
+    parser.add_argument(
+        "--migrate",
+        action="store_true",
+        help="bring the broker database's schema up to date and exit (a deployment step or an init "
+        "container; the gateway also does it at start)",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser.parse_args(argv)
@@ -149,6 +156,42 @@ async def freeze_startup_heap(app: web.Application) -> None:
     gc.freeze()
 
 
+def migrate_database(settings: Settings) -> int:
+    """``--migrate``: what the gateway does to the broker database at start, and nothing else.
+
+    The same locks (the state folder's lock file for SQLite, so not beside a running gateway;
+    the advisory lock on PostgreSQL), retries of a server not up yet, and refusals.
+    """
+    import asyncio
+    import os
+
+    from gateway.broker.migrations import HEAD
+    from gateway.broker.state_dir import lock_state_dir
+    from gateway.broker.store import DatabaseUnusable, Store, StoreError
+
+    async def migrate() -> str:
+        state_dir = Path(settings.state_dir)
+        lock_fd = lock_state_dir(state_dir) if settings.broker.database_url is None else None
+        try:
+            store = await Store.open(settings.broker, state_dir)
+            await store.close()
+            return store.where
+        finally:
+            if lock_fd is not None:
+                os.close(lock_fd)
+
+    try:
+        where = asyncio.run(migrate())
+    except DatabaseUnusable as err:
+        print(f"{PROG}: configuration error: {err}", file=sys.stderr)
+        return 2
+    except StoreError as err:
+        print(f"{PROG}: cannot migrate: {err}", file=sys.stderr)
+        return 1
+    log.info("broker database %s is at schema revision %s", where, HEAD)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the gateway until SIGINT/SIGTERM; return the exit status (see the module docstring)."""
     from gateway.config import load_settings
@@ -181,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     from gateway.observability.logging import configure_logging, redact, secrets_of
 
     configure_logging(settings.logging, secrets=secrets_of(settings))
+    if args.migrate:
+        return migrate_database(settings)
 
     from gateway.allocator import fix_mmap_threshold
     from gateway.app import create_app

@@ -64,8 +64,9 @@ def script_head() -> str | None:
     return ScriptDirectory.from_config(_config(None)).get_current_head()
 
 
-def upgrade(url: URL) -> tuple[str | None, str | None]:
-    """Migrate the database at ``url`` (an engine URL of ``gateway.broker.database``) to the head.
+def upgrade(url: URL, to: str = "head") -> tuple[str | None, str | None]:
+    """Migrate the database at ``url`` (an engine URL of ``gateway.broker.database``) to the head
+    (``to``: an older revision, for tests of later migrations).
 
     Returns:
         The revision before and after.
@@ -87,7 +88,7 @@ def upgrade(url: URL) -> tuple[str | None, str | None]:
                 conn.execute(sa.select(sa.func.pg_advisory_xact_lock(MIGRATION_LOCK)))
             before = _current(conn, where, postgres)
             migrating = True
-            command.upgrade(_config(conn), "head")
+            command.upgrade(_config(conn), to)
             after = MigrationContext.configure(conn).get_current_revision()
     except sa.exc.DBAPIError as err:
         if not migrating:  # reaching or reading the database

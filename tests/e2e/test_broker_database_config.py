@@ -86,3 +86,38 @@ def test_password_is_in_no_log_line_print_config_or_metrics(
     log = gateway.log()
     assert "broker database: PostgreSQL postgres@127.0.0.1" in log
     assert PASSWORD not in log
+
+
+def test_failed_migration_stops_the_start_with_one_clear_line(tmp_path: Path, postgres_url: str) -> None:
+    """A migration that fails (0003 meets a column someone added by hand): exit status 1, what
+    failed in one line, no stack trace, no password; ``--migrate`` says the same."""
+    from gateway.broker import migrate
+    from gateway.broker.database import engine_url
+
+    migrate.upgrade(engine_url(postgres_url, tmp_path), to="0002")
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE agents ADD COLUMN acknowledges INTEGER")
+    env = {"GATEWAY_BROKER__DATABASE_URL": postgres_url}
+    for args, prefix in (((), "cannot start"), (("--migrate",), "cannot migrate")):
+        result = run(env, tmp_path, *args)
+        out = result.stdout + result.stderr
+        assert result.returncode == 1, out
+        assert "Traceback" not in out and PASSWORD not in out
+        assert f"{prefix}: PostgreSQL " in out, out
+        assert "migrating the broker schema from revision 0002 failed" in out
+        assert 'column "acknowledges" of relation "agents" already exists' in out
+
+
+def test_migrate_brings_the_schema_up_to_date_and_exits(tmp_path: Path, postgres_url: str) -> None:
+    """``--migrate`` as a deployment step: migrates, says so, exits 0; again: nothing to do."""
+    from gateway.broker.migrations import HEAD
+
+    env = {"GATEWAY_BROKER__DATABASE_URL": postgres_url}
+    first = run(env, tmp_path, "--migrate")
+    assert first.returncode == 0, first.stderr
+    assert "migrating it to" in first.stderr and f"is at schema revision {HEAD}" in first.stderr
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (HEAD,)
+    again = run(env, tmp_path, "--migrate")
+    assert again.returncode == 0 and "migrating it to" not in again.stderr, again.stderr
+    assert PASSWORD not in first.stderr + again.stderr

@@ -1,15 +1,24 @@
-"""The store: migrations on both backends, an existing SQLite database kept, newer schemas refused."""
+"""The store: migrations on both backends, an existing SQLite database kept, newer schemas refused,
+Alembic loaded only in the short-lived migration process."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from pydantic import SecretStr
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
+from gateway.broker import migrate
+from gateway.broker.database import engine_url
 from gateway.broker.migrations import HEAD
 from gateway.broker.store import DatabaseUnusable, Store, StoreError
 from gateway.config import BrokerSettings
@@ -47,6 +56,17 @@ def config(url: str | None) -> BrokerSettings:
     return BrokerSettings(database_url=SecretStr(url) if url else None, connect_timeout_seconds=1)
 
 
+@asynccontextmanager
+async def _store_session(url: sa.URL) -> AsyncIterator[AsyncConnection]:
+    """A plain connection to the database, committed at the end (to set up a test's schema)."""
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as conn:
+            yield conn
+    finally:
+        await engine.dispose()
+
+
 async def test_fresh_database_is_at_head_and_reopens(tmp_path: Path, broker_database: str | None) -> None:
     store = await Store.open(config(broker_database), tmp_path)
     try:
@@ -62,6 +82,92 @@ async def test_fresh_database_is_at_head_and_reopens(tmp_path: Path, broker_data
     store = await Store.open(config(broker_database), tmp_path)  # nothing migrated twice
     assert await store.schema_revision() == HEAD
     await store.close()
+
+
+def test_head_is_the_newest_migration() -> None:
+    """The revision the gateway compares with at start is the one Alembic finds in the scripts."""
+    assert migrate.script_head() == HEAD
+
+
+#: Opens the store twice on one database (the URL on stdin, None for SQLite in argv[1]) and says
+#: how many migration processes ran and whether this process ever loaded Alembic.
+OPEN_TWICE = """
+import asyncio, json, sys
+from pathlib import Path
+from pydantic import SecretStr
+from gateway.broker import store
+from gateway.config import BrokerSettings
+
+url = sys.stdin.readline().strip() or None
+settings = BrokerSettings(database_url=SecretStr(url) if url else None, connect_timeout_seconds=5)
+children = []
+real = store._run_migration_process
+
+async def counted(*args):
+    children.append(1)
+    await real(*args)
+
+store._run_migration_process = counted
+
+async def main():
+    revisions = []
+    for _ in range(2):
+        s = await store.Store.open(settings, Path(sys.argv[1]))
+        revisions.append(await s.schema_revision())
+        await s.close()
+    return revisions
+
+revisions = asyncio.run(main())
+loaded = sorted(m for m in sys.modules if m.split(".")[0] == "alembic")
+print(json.dumps({"children": len(children), "revisions": revisions, "alembic": loaded}))
+"""
+
+
+def test_alembic_never_loads_in_the_gateway(tmp_path: Path, broker_database: str | None) -> None:
+    """A new database is migrated by a child process; a database at the head needs none."""
+    done = subprocess.run(
+        [sys.executable, "-c", OPEN_TWICE, str(tmp_path)],
+        input=(broker_database or "") + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(done.stdout) == {"children": 1, "revisions": [HEAD, HEAD], "alembic": []}
+
+
+async def test_database_behind_is_upgraded(tmp_path: Path, broker_database: str | None) -> None:
+    url = engine_url(broker_database, tmp_path)
+    assert migrate.upgrade(url, to="0002") == (None, "0002")
+    async with _store_session(url) as conn:
+        await conn.exec_driver_sql(
+            "INSERT INTO agents (id, last_seen) VALUES ('dev', '2026-01-01T00:00:00Z')"
+        )
+    store = await Store.open(config(broker_database), tmp_path)
+    try:
+        assert await store.schema_revision() == HEAD
+        async with store.connection() as conn:
+            rows = (await conn.exec_driver_sql("SELECT id, acknowledges FROM agents")).all()
+        assert [tuple(r) for r in rows] == [("dev", 0)]  # the column 0003 adds, on the row kept
+    finally:
+        await store.close()
+
+
+async def test_failed_migration_is_one_clear_error(tmp_path: Path, broker_database: str | None) -> None:
+    """A migration that fails (here 0003 meets a column someone added by hand) stops the start
+    with what failed and where, and leaves the database as it was."""
+    url = engine_url(broker_database, tmp_path)
+    migrate.upgrade(url, to="0002")
+    async with _store_session(url) as conn:
+        await conn.exec_driver_sql("ALTER TABLE agents ADD COLUMN acknowledges INTEGER")
+    with pytest.raises(StoreError) as caught:
+        await Store.open(config(broker_database), tmp_path)
+    text = str(caught.value)
+    assert "migrating the broker schema from revision 0002 failed" in text, text
+    assert "acknowledges" in text and "Nothing was changed" in text
+    assert "Traceback" not in text and "\n" not in text
+    assert "test-password-1f3a" not in text
+    assert migrate.upgrade(url, to="0002") == ("0002", "0002")  # still at 0002
 
 
 async def test_replicas_starting_together_migrate_once(tmp_path: Path, postgres_url: str) -> None:
