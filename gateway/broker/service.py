@@ -10,7 +10,7 @@ parts :class:`BrokerService` is made of, each in its own module of ``gateway.bro
 - ``messages``: send, reply, wait (leases and delivery callbacks), history;
 - ``auto_advance``: the cooldown / ``session_reset`` timer and its resumption after a restart;
 - ``monitoring``: the status snapshot and the activity logs;
-- ``store`` (``queries``, ``schema``, ``migrations``, ``database``): the database, SQLite or
+- ``store`` (``queries``, ``schema``, ``migrations``, ``migrate``, ``database``): the database, SQLite or
   PostgreSQL; ``wakeups``: this process's open waits and, on PostgreSQL, the LISTEN connection
   that wakes them when another replica commits; ``activity_log``, ``state_dir``: log files and
   the state folder's other files.
