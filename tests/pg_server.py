@@ -136,10 +136,10 @@ class PostgresServer:
         )
         return out.stdout
 
-    def create_database(self) -> str:
-        """A fresh empty database; its name."""
+    def create_database(self, template: str | None = None) -> str:
+        """A fresh database, empty or a copy of ``template`` (which nobody may be connected to); its name."""
         name = f"t_{uuid.uuid4().hex[:12]}"
-        self.psql(f"CREATE DATABASE {name}")
+        self.psql(f"CREATE DATABASE {name}" + (f" TEMPLATE {template}" if template else ""))
         self.databases.append(name)
         return name
 

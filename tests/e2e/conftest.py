@@ -39,6 +39,8 @@ def start_gateway(tmp_path: Path) -> Iterator[Callable[..., GatewayProcess]]:
 
 
 @pytest.fixture
-def broker_env(broker_database: str | None) -> dict[str, str]:
-    """The gateway environment that puts its broker on the test's backend (SQLite or PostgreSQL)."""
-    return {} if broker_database is None else {"GATEWAY_BROKER__DATABASE_URL": broker_database}
+def broker_env(broker_database_at_head: str | None) -> dict[str, str]:
+    """The gateway environment that puts its broker on the test's backend (SQLite or PostgreSQL),
+    its schema already migrated (a SQLite file in ``start_gateway``'s default state folder)."""
+    url = broker_database_at_head
+    return {} if url is None else {"GATEWAY_BROKER__DATABASE_URL": url}

@@ -102,7 +102,7 @@ EnvFactory = Callable[..., Awaitable[Env]]
 
 @pytest.fixture
 async def make_env(
-    make_settings: Callable[..., Settings], broker_database: str | None
+    make_settings: Callable[..., Settings], broker_database_at_head: str | None
 ) -> AsyncIterator[EnvFactory]:
     """``await make_env(broker={...})`` → an :class:`Env`; every broker opened is closed at teardown.
 
@@ -113,8 +113,8 @@ async def make_env(
     async def make(settings: Settings | None = None, **overrides: Any) -> Env:
         if settings is None:
             broker = overrides.setdefault("broker", {})
-            if broker_database is not None:
-                broker.setdefault("database_url", broker_database)
+            if broker_database_at_head is not None:
+                broker.setdefault("database_url", broker_database_at_head)
             settings = make_settings(**overrides)
         metrics = Metrics()
         cm = open_broker(settings, metrics)

@@ -289,7 +289,7 @@ async def test_stop_file_at_start_means_stopped(make_env: EnvFactory, make_setti
     settings = make_settings(broker={})
     from pathlib import Path
 
-    Path(settings.state_dir).mkdir(parents=True)
+    Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
     (Path(settings.state_dir) / ".stop-pipeline").write_text("operator\n")
     env = await make_env(settings)
     assert (await env.status())["state"] == "STOPPED"
