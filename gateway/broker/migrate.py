@@ -2,9 +2,9 @@
 
 Alembic and the migration scripts are imported here only. The gateway reads the database's
 revision itself at start (``gateway.broker.store``) and, when the database is new or behind,
-runs this module in a short-lived child process: ``python -m gateway.broker.migrate``, with the
-database URL on its standard input (never in its arguments or environment, where ``ps`` or
-``/proc`` would show a password). Alembic's memory (about 11 MiB) goes away with the child
+runs :func:`main` in a short-lived child process (the same Python, the same ``sys.path``), with
+the database URL on its standard input (never in its arguments or environment, where ``ps`` or
+``/proc`` would show a password). Alembic's memory (about 10 MiB) goes away with the child
 instead of staying in the gateway for its whole life. ``gitlab-mcp-gateway --migrate`` runs the
 same upgrade in the foreground (a Kubernetes init container, a deployment step).
 
@@ -151,8 +151,11 @@ def main() -> int:
     except Exception as err:  # a migration script's own failure: details first, the message last
         traceback.print_exc()
         text = " ".join(str(err).split())[:300]
-        where = describe(url)
-        print(f"{where}: migrating the broker schema failed: {type(err).__name__}: {text}", file=sys.stderr)
+        print(
+            f"{describe(url)}: migrating the broker schema failed: {type(err).__name__}: {text}. "
+            "Nothing was changed (the migration runs in one transaction).",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

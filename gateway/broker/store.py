@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import select
 import sys
 from collections.abc import AsyncIterator
@@ -60,8 +59,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: The directory holding the ``gateway`` package, for the migration process's ``sys.path``.
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+#: The migration process: ``gateway.broker.migrate`` found where this process finds its modules
+#: (its ``sys.path``, given as arguments: the same package, whatever the working folder).
+_CHILD = "import sys; sys.path[:] = sys.argv[1:]; from gateway.broker.migrate import main; sys.exit(main())"
 
 
 class Store:
@@ -240,24 +240,21 @@ def _read_revision(conn: sa.Connection) -> str | None:
 
 
 async def _run_migration_process(url: URL, where: str) -> None:
-    """``python -m gateway.broker.migrate`` with the URL on its stdin; its failure as our error.
+    """``gateway.broker.migrate`` in a child process, the URL on its stdin; its failure as our error.
 
     Raises:
         DatabaseUnusable: the child exited with 2 (a configuration problem).
         StoreError: any other failure; the message is the child's last line of stderr, with the
             database password removed.
     """
-    env = dict(os.environ)
-    # Wherever this process found the package, the child finds it too.
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
-        "-m",
-        "gateway.broker.migrate",
+        "-c",
+        _CHILD,
+        *sys.path,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
-        env=env,
     )
     secret = url.render_as_string(hide_password=False)
     try:
