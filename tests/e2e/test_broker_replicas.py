@@ -85,7 +85,7 @@ def replicas(postgres_url: str, tmp_path: Path) -> Iterator[list[GatewayProcess]
     env = {**FAST, "GATEWAY_BROKER__DATABASE_URL": postgres_url}
     procs = [GatewayProcess(env=env, state_dir=tmp_path / f"state{i}") for i in range(3)]
     with ThreadPoolExecutor(3) as pool:  # replicas start together, racing to migrate
-        list(pool.map(lambda p: p.start(30.0), procs))
+        list(pool.map(lambda p: p.start(60.0), procs))  # each new database: a migration process
     yield procs
     for p in procs:
         p.stop()
