@@ -18,9 +18,12 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, make_url
+
+from gateway.observability.redaction import MIN_SECRET_LENGTH, REDACTED
 
 if TYPE_CHECKING:
     from gateway.config import BrokerSettings
@@ -74,11 +77,22 @@ def _sqlstate(err: BaseException) -> str | None:
 
 def _reason(err: BaseException, url: URL) -> str:
     orig = getattr(err, "orig", None) or err
-    text = " ".join(str(orig).split())
-    password = url.password
-    if password:
-        text = text.replace(str(password), "[REDACTED]")
-    return text[:300]
+    return without_password(" ".join(str(orig).split()), url)[:300]
+
+
+def without_password(text: str, url: URL) -> str:
+    """``text`` with ``url``'s password removed, as it is and as written in a URL. A password
+    shorter than the log redaction's minimum is removed only where a URL holds it (``:pw@``):
+    replacing every ``e`` in a message would garble it and show the password all the same."""
+    password = str(url.password or "")
+    if not password:
+        return text
+    for form in dict.fromkeys((password, quote(password, safe=""))):
+        if len(form) >= MIN_SECRET_LENGTH:
+            text = text.replace(form, REDACTED)
+        else:
+            text = text.replace(f":{form}@", f":{REDACTED}@")
+    return text
 
 
 def classify(err: BaseException, url: URL) -> DatabaseUnusable | None:

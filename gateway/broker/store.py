@@ -24,7 +24,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL
@@ -39,6 +38,7 @@ from gateway.broker.database import (
     engine_url,
     refusal,
     sqlite_pragmas,
+    without_password,
 )
 from gateway.broker.migrations import HEAD
 from gateway.broker.queries import IssueRow, MessageRow, PipelineRow, PlanRow, Queries
@@ -264,7 +264,7 @@ async def _run_migration_process(url: URL, where: str) -> None:
             proc.kill()
             await proc.wait()
         raise
-    text = _without_password(err.decode(errors="replace"), url)
+    text = without_password(err.decode(errors="replace"), url)
     lines = [line for line in text.splitlines() if line.strip()]
     if proc.returncode == 0:
         for line in lines:
@@ -276,11 +276,3 @@ async def _run_migration_process(url: URL, where: str) -> None:
     if proc.returncode == 2:
         raise DatabaseUnusable(message)
     raise StoreError(message if proc.returncode == 1 else f"{where}: migration failed: {message}")
-
-
-def _without_password(text: str, url: URL) -> str:
-    password = url.password
-    if password:
-        for form in {str(password), quote(str(password), safe="")}:  # as it is and as in a URL
-            text = text.replace(form, "[REDACTED]")
-    return text

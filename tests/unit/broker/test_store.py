@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from pydantic import SecretStr
+from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from gateway.broker import migrate
-from gateway.broker.database import engine_url
+from gateway.broker.database import engine_url, without_password
 from gateway.broker.migrations import HEAD
 from gateway.broker.store import DatabaseUnusable, Store, StoreError
 from gateway.config import BrokerSettings
@@ -287,3 +288,22 @@ async def test_sessions_the_server_ended_are_not_used_again(tmp_path: Path, post
         assert [await send(n) for n in range(4, 10)] == [True] * 6
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize(
+    ("password", "message", "shown"),
+    [
+        # A password long enough to be told from ordinary text is removed wherever it appears.
+        ("s3cr3t-pw", "auth failed for s3cr3t-pw", "auth failed for [REDACTED]"),
+        ("p@ss word", "at postgresql://u:p%40ss%20word@h/db", "at postgresql://u:[REDACTED]@h/db"),
+        # A short one only where a URL holds it: the rest of the message stays readable.
+        (
+            "e",
+            "connection refused: is the server up? postgresql://u:e@h/db",
+            "connection refused: is the server up? postgresql://u:[REDACTED]@h/db",
+        ),
+    ],
+)
+def test_database_errors_lose_the_password_and_nothing_else(password: str, message: str, shown: str) -> None:
+    url = URL.create("postgresql+psycopg", username="u", password=password, host="h", database="db")
+    assert without_password(message, url) == shown
