@@ -22,6 +22,7 @@ import errno
 import gc
 import json
 import logging
+import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -131,11 +132,22 @@ def masked_config(settings: Settings) -> dict[str, Any]:
 
 
 def _bind_error(err: OSError) -> bool:
-    return err.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL)
+    # socket.gaierror: server.host is no address and no name the resolver knows.
+    return isinstance(err, socket.gaierror) or err.errno in (
+        errno.EADDRINUSE,
+        errno.EACCES,
+        errno.EADDRNOTAVAIL,
+    )
 
 
 def _bind_hint(err: OSError, server: ServerSettings) -> str:
-    """For a port in use: which option moves the gateway to another port."""
+    """For a port in use: which option moves the gateway to another port; for a host that is no
+    address: what to give instead."""
+    if isinstance(err, socket.gaierror):
+        return (
+            f" (server.host {server.host!r}). Give an IP address or a name this machine resolves, e.g. "
+            "--host 127.0.0.1 (the default) or --host 0.0.0.0 in a container"
+        )
     if err.errno != errno.EADDRINUSE:
         return ""
     metrics = server.metrics_port is not None and f", {server.metrics_port})" in str(err.strerror)

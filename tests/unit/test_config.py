@@ -332,6 +332,24 @@ def test_a_port_in_use_is_one_clean_line(tmp_path: Path) -> None:
     )
 
 
+def test_a_host_that_is_no_address_is_one_clean_line(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITLAB_", "GATEWAY_"))}
+    env.update(GITLAB_URL="http://127.0.0.1:9", GATEWAY_STATE_DIR=str(tmp_path / "state"))
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "--host", "no such host.invalid", "--port", "0"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("gitlab-mcp-gateway: cannot listen: ")
+    assert "(server.host 'no such host.invalid'). Give an IP address or a name this machine resolves" in last
+
+
 def test_toolsets_take_a_comma_list_and_refuse_unknown_names(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
