@@ -183,7 +183,16 @@ def migrate_database(settings: Settings) -> int:
 
     async def migrate() -> str:
         state_dir = Path(settings.state_dir)
-        lock_fd = lock_state_dir(state_dir) if settings.broker.database_url is None else None
+        lock_fd = None
+        if settings.broker.database_url is None:
+            try:
+                lock_fd = lock_state_dir(state_dir)
+            except StoreError:
+                raise StoreError(
+                    f"a gateway is running on the state folder {state_dir} (it holds its lock file): it "
+                    "migrated the broker database when it started, so there is nothing to do; to run "
+                    "--migrate anyway, stop that gateway first"
+                ) from None
         try:
             store = await Store.open(settings.broker, state_dir)
             await store.close()

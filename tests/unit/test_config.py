@@ -388,3 +388,27 @@ def test_broker_agents_need_pm_and_not_broker(agents: list[str], expected: str) 
     with pytest.raises(ValidationError, match=re.escape(expected)) as caught:
         BrokerSettings(agents=tuple(agents))
     assert "broker.agents" in str(caught.value)
+
+
+def test_migrate_beside_a_running_gateway_says_there_is_nothing_to_do(tmp_path: Path) -> None:
+    from gateway.broker.state_dir import lock_state_dir
+
+    held = lock_state_dir(tmp_path / "state")  # as a gateway serving from that folder holds it
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("GITLAB_", "GATEWAY_"))}
+        env.update(GATEWAY_STATE_DIR=str(tmp_path / "state"))
+        result = subprocess.run(
+            [sys.executable, "-m", "gateway", "--migrate"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(held)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("gitlab-mcp-gateway: cannot migrate: a gateway is running on the state folder")
+    assert "nothing to do" in last and "stop that gateway first" in last
