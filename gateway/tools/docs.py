@@ -12,6 +12,7 @@ when a committed file is stale; a test runs it).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import dataclass
 from importlib import import_module
@@ -95,7 +96,7 @@ def _arguments(tool: Tool) -> list[str]:
     required = set(schema.get("required", []))
     lines = ["| argument | type | required | default | description |", "| --- | --- | --- | --- | --- |"]
     for name, prop in props.items():
-        default = f"`{prop['default']}`" if "default" in prop else ""
+        default = f"`{json.dumps(prop['default'])}`" if "default" in prop else ""
         need = "yes" if name in required else ""
         lines.append(
             f"| `{name}` | {_type(prop)} | {need} | {default} | {_cell(prop.get('description', ''))} |"

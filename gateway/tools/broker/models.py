@@ -243,7 +243,10 @@ class Message(_Out):
     deliveryAttempt: int = Field(
         description="1 on the first hand-out; more means it may have reached you before"
     )
-    delivered: bool = Field(description="Whether it has been handed to its recipient (false: still queued)")
+    delivered: bool = Field(
+        description="True once its recipient has received it; false while it is queued or being handed "
+        "out (so always false in the wait_for_message answer that hands it to you)"
+    )
 
 
 class WaitForMessageOutput(_Out):
