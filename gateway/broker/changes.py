@@ -211,6 +211,11 @@ class Changes:
             hint = " The pipeline waits for a person: the PM calls resume once they have decided."
         elif err.state is State.PAUSED:
             hint = " The pipeline is paused (an auto-advance was cancelled): the PM calls resume."
+        elif err.state is State.COMPLETED:
+            hint = (
+                " The plan is complete. To run another from here: call request_human, then the PM calls "
+                "resume (back to IDLE) and start_phase."
+            )
         allowed = ", ".join(s.value for s in err.allowed)
         return BrokerError(
             "conflict",

@@ -162,6 +162,9 @@ async def test_approved_last_phase_completes(env: Env) -> None:
         "autoAdvance": False,
         "cooldownMinutes": 5.0,
     }
+    # What to do from here is in the refusal itself.
+    refused = await env.err("pm", "start_phase", {"phase": 4, "issues": ["NEXT-1"]})
+    assert "call request_human, then the PM calls resume (back to IDLE) and start_phase" in refused["message"]
 
 
 async def test_has_next_phase_defaults_from_plan(env: Env) -> None:
