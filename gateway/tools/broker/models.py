@@ -30,11 +30,18 @@ def _unique(issues: list[str]) -> list[str]:
 # ---- inputs ------------------------------------------------------------------------------------
 
 
-class NoArguments(ToolInput):
+class _In(ToolInput):
+    """Broker arguments are taken as their JSON type only: ``true`` is no phase number and ``"off"``
+    no boolean (the lax conversions would start phase 1 or turn auto-advance on)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class NoArguments(_In):
     """No arguments."""
 
 
-class StartPhaseInput(ToolInput):
+class StartPhaseInput(_In):
     phase: int = Field(ge=0, le=1_000_000, description="Phase number, e.g. 2")
     issues: list[IssueId] = Field(
         min_length=1,
@@ -48,12 +55,12 @@ class StartPhaseInput(ToolInput):
         return _unique(issues)
 
 
-class ReportCompletionInput(ToolInput):
+class ReportCompletionInput(_In):
     issue: IssueId = Field(description="The issue in progress, e.g. JOP-240")
     result: Literal["pass", "fail"] = Field(description="pass: the issue is done; fail: it failed this time")
 
 
-class ReportReviewInput(ToolInput):
+class ReportReviewInput(_In):
     result: Literal["approved", "changes"] = Field(description="approved, or changes to send the phase back")
     prId: str | None = Field(None, max_length=200, description="The pull/merge request reviewed, e.g. PR #4")
     hasNextPhase: bool | None = Field(
@@ -62,14 +69,14 @@ class ReportReviewInput(ToolInput):
     )
 
 
-class PlanPhase(ToolInput):
+class PlanPhase(_In):
     phase: int = Field(ge=0, le=1_000_000, description="Phase number")
     issues: list[IssueId] = Field(
         min_length=1, max_length=500, description="Issue ids of the phase, in order"
     )
 
 
-class SetPhasePlanInput(ToolInput):
+class SetPhasePlanInput(_In):
     planId: str = Field(
         min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$", description='Plan id, e.g. "jope-core"'
     )
@@ -91,29 +98,29 @@ class SetPhasePlanInput(ToolInput):
         return phases
 
 
-class SetAutoAdvanceInput(ToolInput):
+class SetAutoAdvanceInput(_In):
     enabled: bool = Field(description="true: start the next planned phase by itself after an approval")
 
 
-class ReasonInput(ToolInput):
+class ReasonInput(_In):
     reason: Text = Field(description="Why, in a sentence a person will read")
 
 
-class SendMessageInput(ToolInput):
+class SendMessageInput(_In):
     to: str = Field(max_length=64, description="Recipient agent id: pm, dev or reviewer")
     subject: Subject = Field(description='Message type, e.g. "develop"')
     body: dict[str, Any] = Field(description='A JSON object, e.g. {"issue": "JOP-240", "phase": 2}')
     priority: Priority = Field("normal", description="high, normal or low; higher is delivered first")
 
 
-class ReplyMessageInput(ToolInput):
+class ReplyMessageInput(_In):
     replyTo: str = Field(min_length=1, max_length=64, description="messageId of the message answered")
     subject: Subject = Field(description='Reply type, e.g. "done"')
     body: dict[str, Any] = Field(description="A JSON object")
     priority: Priority = Field("normal", description="high, normal or low")
 
 
-class WaitForMessageInput(ToolInput):
+class WaitForMessageInput(_In):
     timeout_sec: float | None = Field(
         None,
         ge=0,
@@ -129,7 +136,7 @@ class WaitForMessageInput(ToolInput):
     )
 
 
-class GetMessageHistoryInput(ToolInput):
+class GetMessageHistoryInput(_In):
     issue: str | None = Field(
         None, max_length=255, description="Only messages whose body.issue is this issue id"
     )
@@ -143,11 +150,11 @@ class GetMessageHistoryInput(ToolInput):
     after: Cursor = after_field("older messages")
 
 
-class LogActivityInput(ToolInput):
+class LogActivityInput(_In):
     message: Text = Field(description="One line for your activity log")
 
 
-class GetActivityLogInput(ToolInput):
+class GetActivityLogInput(_In):
     agent: str | None = Field(
         None, max_length=64, description="An agent id, or pipeline for the broker's own log; default: yours"
     )

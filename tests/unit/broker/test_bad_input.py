@@ -211,3 +211,22 @@ async def test_reply_to_a_broker_notice(env: Env) -> None:
     notice = (await env.wait("pm"))["message"]
     err = await env.err("pm", "reply_message", {"replyTo": notice["messageId"], "subject": "s", "body": {}})
     assert err["reason"] == "bad_request" and "takes no replies" in err["message"]
+
+
+@pytest.mark.parametrize(
+    ("agent", "tool", "args", "wrong"),
+    [
+        ("pm", "start_phase", {"phase": True, "issues": ["A"]}, "`phase`: Input should be a valid integer"),
+        ("pm", "start_phase", {"phase": "7", "issues": ["A"]}, "`phase`: Input should be a valid integer"),
+        ("pm", "set_auto_advance", {"enabled": "off"}, "`enabled`: Input should be a valid boolean"),
+        ("dev", "wait_for_message", {"timeout_sec": "5"}, "`timeout_sec`: Input should be a valid number"),
+    ],
+)
+async def test_arguments_of_another_json_type_are_refused_not_converted(
+    env: Env, agent: str, tool: str, args: dict[str, Any], wrong: str
+) -> None:
+    # "off" is no false and true no phase 1: a lax conversion would change the pipeline.
+    before = await snapshot(env)
+    err = await env.err(agent, tool, args)
+    assert err["reason"] == "bad_request" and wrong in err["message"]
+    assert await snapshot(env) == before
