@@ -22,6 +22,7 @@ import errno
 import gc
 import json
 import logging
+import re
 import socket
 import sys
 from pathlib import Path
@@ -213,6 +214,19 @@ def migrate_database(settings: Settings) -> int:
     return 0
 
 
+def _value_error(err: ValueError, config: Path | None) -> str:
+    """A TOML syntax error with its file, or an environment variable that is not the JSON its
+    option needs, named with what to write instead."""
+    field = re.search(r'error parsing value for field "(\w+)" from source "EnvSettingsSource"', str(err))
+    if field is None:
+        return f"{config}: {err}" if config is not None else str(err)
+    prefix = f"GATEWAY_{field.group(1).upper()}"
+    return (
+        f"{prefix} or a {prefix}__* variable is not valid JSON: options that take a list or a table are "
+        """written as JSON in the environment, e.g. GATEWAY_BROKER__AGENTS='["pm", "dev", "reviewer"]'"""
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the gateway until SIGINT/SIGTERM; return the exit status (see the module docstring)."""
     from gateway.config import load_settings
@@ -228,8 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: configuration error: {err}", file=sys.stderr)
         return 2
     except ValueError as err:  # TOML syntax (tomllib.TOMLDecodeError), environment JSON (SettingsError)
-        where = f"{args.config}: " if args.config is not None else ""
-        print(f"{PROG}: configuration error: {where}{err}", file=sys.stderr)
+        print(f"{PROG}: configuration error: {_value_error(err, args.config)}", file=sys.stderr)
         return 2
     if args.print_config:
         print(json.dumps(masked_config(settings), indent=2))

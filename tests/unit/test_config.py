@@ -149,6 +149,11 @@ def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         ("[server\nport = 1", {}, "gateway.toml: "),  # TOML syntax: the file is named
         (
             "",
+            {"GATEWAY_BROKER__AGENTS": "pm,dev"},
+            "GATEWAY_BROKER or a GATEWAY_BROKER__* variable is not valid JSON: options that take a list",
+        ),
+        (
+            "",
             {"GITLAB_URL": "https://user:secret@gitlab.example.com"},
             "gitlab.url: the GitLab URL must not carry credentials; set GITLAB_TOKEN instead",
         ),
