@@ -276,13 +276,21 @@ def main(argv: list[str] | None = None) -> int:
         startup_check.setup(app, lambda app: app[SERVICES].gitlab, settings)
     server = settings.server
 
+    serving: list[bool] = []  # set once the gateway listens: a start that fails to bind never served
+
+    def on_listening(message: str) -> None:
+        serving.append(True)
+        log.info(message.splitlines()[0].strip("= ") + "/mcp")
+
     async def on_shutdown(app: web.Application) -> None:
-        log.info(
-            "shutting down: no new connections; in-flight calls get %gs", server.shutdown_timeout_seconds
-        )
+        if serving:
+            log.info(
+                "shutting down: no new connections; in-flight calls get %gs", server.shutdown_timeout_seconds
+            )
 
     async def on_cleanup(app: web.Application) -> None:
-        log.info("stopped")
+        if serving:
+            log.info("stopped")
 
     app.on_startup.append(freeze_startup_heap)
     app.on_shutdown.insert(0, on_shutdown)
@@ -314,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             host=server.host,
             port=server.port,
             shutdown_timeout=server.shutdown_timeout_seconds,
-            print=lambda message: log.info(message.splitlines()[0].strip("= ") + "/mcp"),
+            print=on_listening,
             # One line per MCP request comes from the transport; aiohttp's access log only at DEBUG.
             access_log=logging.getLogger("aiohttp.access"),
         )

@@ -353,6 +353,7 @@ def test_a_host_that_is_no_address_is_one_clean_line(tmp_path: Path) -> None:
     last = result.stderr.splitlines()[-1]
     assert last.startswith("gitlab-mcp-gateway: cannot listen: ")
     assert "(server.host 'no such host.invalid'). Give an IP address or a name this machine resolves" in last
+    assert "shutting down" not in result.stderr and " stopped" not in result.stderr  # it never served
 
 
 def test_toolsets_take_a_comma_list_and_refuse_unknown_names(
