@@ -127,19 +127,16 @@ def postgres_url(postgres: pg_server.PostgresServer) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def broker_at_head_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def broker_at_head_sqlite() -> Path:
     """A SQLite broker database at the newest schema, made once per run.
 
     A gateway migrates a new database in a child process (about 0.8 s of CPU): copied into a
     test's state folder, this file spares the broker tests that cost. The migrations themselves
     are tested on new databases in tests/unit/broker/test_store.py.
     """
-    from gateway.broker import migrate
-    from gateway.broker.database import engine_url
+    from tests.e2e.harness import migrated_sqlite_broker
 
-    folder = tmp_path_factory.mktemp("broker-at-head")
-    migrate.upgrade(engine_url(None, folder))
-    return folder / "broker.db"
+    return migrated_sqlite_broker()
 
 
 @pytest.fixture(scope="session")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -25,6 +28,17 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@functools.cache
+def migrated_sqlite_broker() -> Path:
+    """A SQLite broker database at the newest schema, made once per process."""
+    from gateway.broker import migrate
+    from gateway.broker.database import engine_url
+
+    folder = Path(tempfile.mkdtemp(prefix="broker-at-head-"))
+    migrate.upgrade(engine_url(None, folder))
+    return folder / "broker.db"
 
 
 class GatewayProcess:
@@ -73,6 +87,11 @@ class GatewayProcess:
             RuntimeError: the process exited or did not answer in time (its log is included).
         """
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        database = self.state_dir / "broker.db"
+        if "GATEWAY_BROKER__DATABASE_URL" not in self.env and not database.exists():
+            # As after the gateway's first start; spares each start its migration process (~1 s).
+            # New databases are migrated by the tests of gateway/broker/migrate.py.
+            shutil.copyfile(migrated_sqlite_broker(), database)
         with self.log_path.open("ab") as log:  # the child keeps its own copy of the descriptor
             self.proc = subprocess.Popen(
                 [sys.executable, *self.python_args, "-m", "gateway", "--port", str(self.port), *self.args],
