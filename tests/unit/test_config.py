@@ -312,21 +312,26 @@ def test_every_option_in_the_example_has_a_comment() -> None:
             assert above.startswith("#") or re.match(r"#? ?[a-z_]+ = ", above), f"no comment above {line!r}"
 
 
+def _gateway(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m gateway *args`` with a clean environment and its own state folder."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITLAB_", "GATEWAY_"))}
+    env.update(GITLAB_URL="http://127.0.0.1:9", GATEWAY_STATE_DIR=str(tmp_path / "state"))
+    return subprocess.run(
+        [sys.executable, "-m", "gateway", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def test_a_port_in_use_is_one_clean_line(tmp_path: Path) -> None:
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("GITLAB_", "GATEWAY_"))}
-        env.update(GITLAB_URL="http://127.0.0.1:9", GATEWAY_STATE_DIR=str(tmp_path / "state"))
-        result = subprocess.run(
-            [sys.executable, "-m", "gateway", "--port", str(port)],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        result = _gateway(tmp_path, "--port", str(port))
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert result.stderr.splitlines()[-1] == (
@@ -338,16 +343,7 @@ def test_a_port_in_use_is_one_clean_line(tmp_path: Path) -> None:
 
 
 def test_a_host_that_is_no_address_is_one_clean_line(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITLAB_", "GATEWAY_"))}
-    env.update(GITLAB_URL="http://127.0.0.1:9", GATEWAY_STATE_DIR=str(tmp_path / "state"))
-    result = subprocess.run(
-        [sys.executable, "-m", "gateway", "--host", "no such host.invalid", "--port", "0"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = _gateway(tmp_path, "--host", "no such host.invalid", "--port", "0")
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     last = result.stderr.splitlines()[-1]
@@ -401,16 +397,7 @@ def test_migrate_beside_a_running_gateway_says_there_is_nothing_to_do(tmp_path: 
 
     held = lock_state_dir(tmp_path / "state")  # as a gateway serving from that folder holds it
     try:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("GITLAB_", "GATEWAY_"))}
-        env.update(GATEWAY_STATE_DIR=str(tmp_path / "state"))
-        result = subprocess.run(
-            [sys.executable, "-m", "gateway", "--migrate"],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        result = _gateway(tmp_path, "--migrate")
     finally:
         os.close(held)
     assert result.returncode == 1
