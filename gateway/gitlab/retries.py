@@ -39,6 +39,8 @@ SleepFn = Callable[[float], Awaitable[None]]
 Attempt = Callable[[float], Awaitable[T]]
 
 _BACKOFF = wait_exponential_jitter(multiplier=0.5, max=8, jitter=0.5)
+#: Built once: it holds a bound method of itself, a reference cycle per instance.
+_RETRY_TRANSIENT = retry_if_exception_type(Transient)
 #: Extra wait on top of ``Retry-After`` (seconds, up to), so callers rate limited together do
 #: not all come back in the same instant.
 RETRY_AFTER_JITTER = 0.25
@@ -86,14 +88,21 @@ async def with_retries(
         # stop_before_delay gives up *before* a wait that would cross the deadline.
         stop=stop_after_attempt(settings.retry_attempts) | stop_before_delay(settings.retry_deadline_seconds),
         wait=wait,
-        retry=retry_if_exception_type(Transient),
+        retry=_RETRY_TRANSIENT,
         before_sleep=before_sleep,
         reraise=True,
     )
+
+    async def one_attempt() -> T:
+        return await attempt(min(deadline, loop.time() + settings.timeout_seconds))
+
     try:
-        async for try_ in retrying:
-            with try_:
-                return await attempt(min(deadline, loop.time() + settings.timeout_seconds))
+        return await retrying(one_attempt)
     except Transient as exc:
         raise exc.final from None
-    raise AssertionError("unreachable")  # pragma: no cover
+    finally:
+        # tenacity keeps its last steps (bound methods of ``retrying``) in ``iter_state``: a
+        # reference cycle that would leave every call's retry objects to the cyclic garbage
+        # collector, after they had lived through the GitLab request and been promoted to an
+        # older generation. Clearing the steps lets reference counting free them at once.
+        retrying.iter_state.reset()
