@@ -2,7 +2,8 @@
 imports this module back.
 
 Routes: ``/mcp`` (MCP Streamable HTTP, both protocol eras: ``gateway.mcp.endpoint``), ``/healthz``
-(process alive), ``/readyz`` (state store open; GitLab reachability reported, not required) and
+(process alive), ``/readyz`` (state store open and ``GITLAB_URL`` not something other than GitLab;
+GitLab's state reported: ``gateway.observability.health``) and
 ``/metrics`` (Prometheus text format). Tests build their own app with
 ``create_app(settings, gitlab_http=...)``.
 """

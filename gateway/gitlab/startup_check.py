@@ -10,9 +10,10 @@ tool call, which an agent may make hours later. So at start the gateway sends on
   naming what to check (``GITLAB_URL``, ``GITLAB_TOKEN`` and its scope, ``gitlab.ca_bundle``).
 
 It never stops the gateway: GitLab may come up later, and the broker tools need no GitLab.
-``/readyz`` keeps reporting reachability. The request is sent once, without retries, in the
-background, so it does not delay serving. In passthrough mode there is no gateway token: only
-reachability is checked. ``gitlab.startup_check = false`` turns it off.
+The request is sent once, without retries, in the background, so it does not delay serving. In
+passthrough mode there is no gateway token: only reachability is checked.
+``gitlab.startup_check = false`` turns the start-up line off; ``/readyz``
+(``gateway.observability.health``) sends the same check and reports what it found.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 from aiohttp import web
@@ -39,8 +41,37 @@ log = logging.getLogger("gateway")
 TIMEOUT_SECONDS = 15.0
 
 
-async def check_gitlab(gitlab: GitLabClient, token: str | None, *, passthrough: bool) -> tuple[int, str]:
-    """Send the check and return ``(logging level, the line to log)``; never raises."""
+#: What a check found: ``ok``; ``unreachable`` (no answer, or GitLab saying it is unavailable:
+#: HTTP 5xx or 429); ``not_gitlab`` (something answered, but not GitLab's GraphQL API: a wrong
+#: ``GITLAB_URL`` or sub-path); ``token_refused`` (GitLab answered and refused the token).
+CheckState = Literal["ok", "unreachable", "not_gitlab", "token_refused"]
+
+
+@dataclass(frozen=True)
+class GitLabCheck:
+    """What one check found.
+
+    Attributes:
+        state: see :data:`CheckState`.
+        level: the logging level of ``line`` (INFO when ``ok``, else WARNING).
+        line: one sentence naming the URL and, when not ``ok``, what to check. It never holds a
+            token; it names the token's user and GitLab's version only when ``ok``.
+    """
+
+    state: CheckState
+    level: int
+    line: str
+
+    @property
+    def reachable(self) -> bool:
+        """True when GitLab answered as GitLab (even refusing the token)."""
+        return self.state in ("ok", "token_refused")
+
+
+async def check_gitlab(
+    gitlab: GitLabClient, token: str | None, *, passthrough: bool, seconds: float = TIMEOUT_SECONDS
+) -> GitLabCheck:
+    """Send the check once (no retries) and say what it found; never raises."""
     url = redact(gitlab.base.url)
     credential = service_credential(None if passthrough else token)
     try:
@@ -48,44 +79,69 @@ async def check_gitlab(gitlab: GitLabClient, token: str | None, *, passthrough: 
             gitlab.base.graphql_url,
             json={"query": load_operation("startup_check"), "operationName": operation_name("startup_check")},
             headers=credential.headers(),
-            timeout=TIMEOUT_SECONDS,
+            timeout=seconds,
         )
     except httpx.HTTPError as exc:
         why = type(exc).__name__
         hint = "check GITLAB_URL, the network path or proxy to it"
         if "SSL" in str(exc) or "certificate" in str(exc).lower():
             hint = "check GitLab's TLS certificate; for a private CA set gitlab.ca_bundle"
-        return logging.WARNING, (
-            f"GitLab at {url} is not reachable ({why}): {hint}. The gateway serves anyway; "
-            "GitLab tools fail until it answers (see /readyz)"
+        return _warn("unreachable", f"GitLab at {url} is not reachable ({why}): {hint}" + _SERVES_ANYWAY)
+    status = response.status_code
+    if status >= 500 or status == 429:
+        return _warn(
+            "unreachable",
+            f"GitLab at {url} answered HTTP {status}: GitLab, or a proxy in front of it, is "
+            "unavailable or overloaded" + _SERVES_ANYWAY,
+        )
+    if status in (401, 403) and passthrough:
+        return GitLabCheck("ok", logging.INFO, f"GitLab at {url}: reachable; {_PASSTHROUGH}")
+    if status in (401, 403):
+        sent = "the token" if credential.token else "a request without a token"
+        return _warn(
+            "token_refused",
+            f"GitLab at {url} refused {sent} (HTTP {status}): check GITLAB_TOKEN "
+            "(expired, revoked, or without the api / read_api scope). GitLab tools fail until it is fixed",
         )
     data = _json(response)
-    if response.status_code in (401, 403) and credential.token:
-        return logging.WARNING, (
-            f"GitLab at {url} refused the token (HTTP {response.status_code}): check GITLAB_TOKEN "
-            "(expired, revoked, or without the api / read_api scope). GitLab tools fail until it is fixed"
-        )
-    if response.status_code != 200 or data is None:
-        return logging.WARNING, (
-            f"GitLab at {url} answered HTTP {response.status_code}"
+    if status != 200 or data is None:
+        moved = response.headers.get("location") if 300 <= status < 400 else None
+        return _warn(
+            "not_gitlab",
+            f"GitLab at {url} answered HTTP {status}"
+            + (f" (redirecting to {redact(moved)})" if moved else "")
             + ("" if data is not None else " without GitLab's JSON")
-            + ": check that GITLAB_URL is GitLab's address (with its sub-path, if any)"
+            + ": check that GITLAB_URL is GitLab's address (with its sub-path, if any)",
         )
     raw = data.get("data")
     fields: dict[str, Any] = raw if isinstance(raw, dict) else {}
     version = (fields.get("metadata") or {}).get("version")
     user = (fields.get("currentUser") or {}).get("username")
-    what = f"GitLab {version} at {url}" if version else f"GitLab at {url}"
     if passthrough:
-        return logging.INFO, f"{what}: reachable; each caller's own token is used (passthrough)"
+        return GitLabCheck("ok", logging.INFO, f"{_named(version, url)}: reachable; {_PASSTHROUGH}")
     if not credential.token:
-        return logging.INFO, f"{what}: reachable; no GITLAB_TOKEN, so public projects only"
-    if user is None:
-        return logging.WARNING, (
-            f"{what}: reachable, but the token was not accepted: check GITLAB_TOKEN "
-            "(expired, revoked, or without the api / read_api scope)"
+        return GitLabCheck(
+            "ok", logging.INFO, f"{_named(version, url)}: reachable; no GITLAB_TOKEN, so public projects only"
         )
-    return logging.INFO, f"{what}: reachable, token accepted (user {user})"
+    if user is None:
+        return _warn(
+            "token_refused",
+            f"GitLab at {url}: reachable, but the token was not accepted: check GITLAB_TOKEN "
+            "(expired, revoked, or without the api / read_api scope)",
+        )
+    return GitLabCheck("ok", logging.INFO, f"{_named(version, url)}: reachable, token accepted (user {user})")
+
+
+_SERVES_ANYWAY = ". The gateway serves anyway; GitLab tools fail until it answers (see /readyz)"
+_PASSTHROUGH = "each caller's own token is used (passthrough)"
+
+
+def _warn(state: CheckState, line: str) -> GitLabCheck:
+    return GitLabCheck(state, logging.WARNING, line)
+
+
+def _named(version: object, url: str) -> str:
+    return f"GitLab {version} at {url}" if version else f"GitLab at {url}"
 
 
 def _json(response: httpx.Response) -> dict[str, Any] | None:
@@ -111,8 +167,8 @@ def setup(
         passthrough = settings.gitlab.credential_mode == "passthrough"
 
         async def run() -> None:
-            level, line = await check_gitlab(gitlab_of(app), token, passthrough=passthrough)
-            log.log(level, line)
+            found = await check_gitlab(gitlab_of(app), token, passthrough=passthrough)
+            log.log(found.level, found.line)
 
         task = asyncio.create_task(run(), name="gitlab-startup-check")
         yield

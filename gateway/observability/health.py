@@ -1,20 +1,44 @@
-"""``/healthz`` (the process answers) and ``/readyz`` (the state store is open).
+"""``/healthz`` (the process answers) and ``/readyz`` (ready to serve; GitLab's state reported).
 
-``/readyz`` also reports whether GitLab answered recently, without failing on it: agents may
-use the broker with GitLab down, and a probe that fails on an outside dependency restarts
-healthy pods.
+``/readyz`` sends the start-up check's request to GitLab (``gateway.gitlab.startup_check``), at
+most once every 30 s, and reports what it found. Only an answer that is not GitLab's, while this
+process has never seen GitLab answer, holds readiness back: that is a wrong ``GITLAB_URL``, which
+no wait or restart fixes, and holding readiness back stops a rollout of it from replacing
+working pods. GitLab being down, slow or refusing the token never does: agents may use the
+broker with GitLab down, every pod shares the same GitLab and token (failing them all at once
+restarts nothing into health), and once GitLab has answered, the URL is known to be right.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
-import httpx
 from aiohttp import web
 
-from gateway.tools.context import SERVICES
+from gateway.broker.formats import iso
+from gateway.gitlab.startup_check import GitLabCheck, check_gitlab
+from gateway.observability.logging import redact
+from gateway.tools.context import SERVICES, Services
 
-_GITLAB_CHECK_TTL = 30.0
+#: Seconds a GitLab check is reused: probes every few seconds send GitLab one request per period.
+GITLAB_CHECK_TTL = 30.0
+#: Seconds the check may take: within the readiness probe's own timeout (5 s in ``deploy/``).
+GITLAB_CHECK_TIMEOUT = 3.0
+
+
+@dataclass
+class _Readiness:
+    """The last GitLab check, shared by the main listener and the metrics listener."""
+
+    found: GitLabCheck | None = None
+    checked_at: float = 0.0  # time.time(), shown
+    checked_mono: float = 0.0  # time.monotonic(), for the TTL
+    #: GitLab once answered as GitLab (even refusing the token): the URL is right.
+    seen_gitlab: bool = False
+
+
+_READINESS = web.AppKey("readiness", _Readiness)
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -23,47 +47,64 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    """200 when the broker's state store is open, else 503; GitLab reachability is reported.
+    """200 when ready, else 503 with a ``reason`` that says what to check.
 
-    Body: ``{"status": "ready"|"not_ready", "state_store": "open"|"closed",
-    "gitlab": {"url", "reachable", "checked_at"}}``.
+    Body: ``{"status": "ready"|"not_ready", "state_store": "open"|"closed", "reason"?: str,
+    "gitlab": {"url", "reachable", "state", "reason"?, "checked_at"}}``; ``state`` is ``ok``,
+    ``unreachable``, ``not_gitlab`` or ``token_refused``, ``checked_at`` ISO 8601 UTC.
     """
     services = request.app.get(SERVICES)
     if services is None:
-        return web.json_response({"status": "not_ready", "state_store": "closed"}, status=503)
-    store = "open" if services.broker is not None and services.broker.is_open() else "closed"
-    gitlab = await _gitlab_reachability(request.app, services.gitlab)
-    ready = store != "closed"
-    return web.json_response(
-        {"status": "ready" if ready else "not_ready", "state_store": store, "gitlab": gitlab},
-        status=200 if ready else 503,
-    )
+        reason = "the gateway is starting or stopping: its services are not up"
+        return web.json_response(
+            {"status": "not_ready", "state_store": "closed", "reason": reason}, status=503
+        )
+    readiness = request.app[_READINESS]
+    found = await _check(readiness, services)
+    gitlab: dict[str, object] = {
+        "url": redact(services.gitlab.base.url),
+        "reachable": found.reachable,
+        "state": found.state,
+    }
+    if found.state != "ok":
+        gitlab["reason"] = found.line
+    gitlab["checked_at"] = iso(readiness.checked_at)
+    body: dict[str, object] = {"status": "ready", "state_store": "open"}
+    if services.broker is None or not services.broker.is_open():
+        body.update(
+            status="not_ready",
+            state_store="closed",
+            reason="the broker's database is closed: the gateway is stopping, or lost it (see the log)",
+        )
+    elif found.state == "not_gitlab" and not readiness.seen_gitlab:
+        body.update(status="not_ready", reason=found.line)
+    body["gitlab"] = gitlab
+    return web.json_response(body, status=200 if body["status"] == "ready" else 503)
 
 
-_LAST_CHECK = web.AppKey("gitlab_reachability", dict)
+def setup(app: web.Application, *, share_with: web.Application | None = None) -> None:
+    """Add ``/healthz`` and ``/readyz`` to ``app``.
 
-
-def setup(app: web.Application) -> None:
-    """Add ``/healthz`` and ``/readyz`` to ``app``."""
-    app[_LAST_CHECK] = {}
+    Args:
+        share_with: an app whose GitLab check ``app`` reuses (the metrics listener passes the
+            main app), so both listeners answer alike and GitLab is asked once per period.
+    """
+    app[_READINESS] = share_with[_READINESS] if share_with is not None else _Readiness()
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
 
 
-async def _gitlab_reachability(app: web.Application, gitlab: object) -> dict[str, object]:
-    from gateway.gitlab.client import GitLabClient
-
-    assert isinstance(gitlab, GitLabClient)
-    last = app[_LAST_CHECK]
-    now = time.time()
-    if last and now - float(last["checked_at"]) < _GITLAB_CHECK_TTL:
-        return dict(last)
-    try:
-        response = await gitlab.http.get(gitlab.base.url + "/api/v4/version", timeout=3.0)
-        reachable = response.status_code < 500
-    except httpx.HTTPError:
-        reachable = False
-    result: dict[str, object] = {"url": gitlab.base.url, "reachable": reachable, "checked_at": now}
-    last.clear()
-    last.update(result)
-    return result
+async def _check(readiness: _Readiness, services: Services) -> GitLabCheck:
+    if readiness.found is not None and time.monotonic() - readiness.checked_mono < GITLAB_CHECK_TTL:
+        return readiness.found
+    settings = services.settings.gitlab
+    token = settings.token.get_secret_value() if settings.token else None
+    found = await check_gitlab(
+        services.gitlab,
+        token,
+        passthrough=settings.credential_mode == "passthrough",
+        seconds=GITLAB_CHECK_TIMEOUT,
+    )
+    readiness.found, readiness.checked_at, readiness.checked_mono = found, time.time(), time.monotonic()
+    readiness.seen_gitlab = readiness.seen_gitlab or found.reachable
+    return found

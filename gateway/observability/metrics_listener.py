@@ -36,7 +36,7 @@ def serve_metrics_port(app: web.Application, settings: Settings) -> None:
 
     async def listener(app: web.Application) -> AsyncIterator[None]:
         ops = web.Application()
-        health.setup(ops)
+        health.setup(ops, share_with=app)
         services = app.get(SERVICES)
         if services is not None:
             ops[SERVICES] = services

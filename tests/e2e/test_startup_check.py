@@ -53,3 +53,25 @@ def test_an_unreachable_gitlab_does_not_stop_the_start(start_gateway: Callable[.
     assert "GitLab at http://127.0.0.1:9 is not reachable (ConnectError): check GITLAB_URL" in line
     assert httpx.get(f"{gateway.url}/healthz").status_code == 200
     assert httpx.get(f"{gateway.url}/readyz").json()["gitlab"]["reachable"] is False
+
+
+def test_a_url_that_is_not_gitlab_is_not_ready_and_readyz_says_what_the_log_says(
+    start_gateway: Callable[..., GatewayProcess], fresh_standin: Standin
+) -> None:
+    wrong = f"{fresh_standin.url}/gitlab"  # GitLab is served at the root: a wrong sub-path
+    gateway = start_gateway(env=fresh_standin.env(GITLAB_URL=wrong, **ON))
+    line = startup_line(gateway)
+    assert f"GitLab at {wrong} answered HTTP 404: check that GITLAB_URL is GitLab's address" in line
+    ready = httpx.get(f"{gateway.url}/readyz")
+    assert ready.status_code == 503
+    body = ready.json()
+    assert body["status"] == "not_ready" and body["state_store"] == "open"
+    assert body["gitlab"] == {
+        "url": wrong,
+        "reachable": False,
+        "state": "not_gitlab",
+        "reason": body["reason"],
+        "checked_at": body["gitlab"]["checked_at"],
+    }
+    assert line.endswith(body["reason"])
+    assert httpx.get(f"{gateway.url}/healthz").status_code == 200  # alive: nothing to restart

@@ -38,7 +38,8 @@ async def check(
         route = mock.post(GRAPHQL).mock(side_effect=[response])
         async with httpx.AsyncClient() as http:
             gitlab = GitLabClient(GitLabSettings(url=GITLAB), metrics=Metrics(), http=http)
-            level, line = await check_gitlab(gitlab, token, passthrough=kw.get("passthrough", False))
+            found = await check_gitlab(gitlab, token, passthrough=kw.get("passthrough", False))
+    level, line = found.level, found.line
     assert route.call_count == 1  # one request, no retries
     sent = route.calls.last.request
     assert b"StartupCheck" in sent.content
@@ -93,6 +94,23 @@ async def test_a_certificate_problem_points_at_the_ca_bundle() -> None:
 async def test_something_that_is_not_gitlab_says_check_the_url(response: httpx.Response) -> None:
     level, line = await check(response)
     assert level == logging.WARNING
+    assert "check that GITLAB_URL is GitLab's address" in line
+
+
+async def test_gitlab_unavailable_is_not_mistaken_for_a_wrong_url() -> None:
+    level, line = await check(httpx.Response(502, text="<html>502 Bad Gateway</html>"))
+    assert level == logging.WARNING
+    assert line.startswith(
+        f"GitLab at {GITLAB} answered HTTP 502: GitLab, or a proxy in front of it, is unavailable"
+    )
+    assert "GITLAB_URL" not in line and "serves anyway" in line
+
+
+async def test_a_redirect_names_where_it_leads() -> None:
+    moved = httpx.Response(301, headers={"Location": "https://gitlab.example.com/gitlab/api/graphql"})
+    level, line = await check(moved)
+    assert level == logging.WARNING
+    assert "answered HTTP 301 (redirecting to https://gitlab.example.com/gitlab/api/graphql)" in line
     assert "check that GITLAB_URL is GitLab's address" in line
 
 

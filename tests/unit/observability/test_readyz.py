@@ -1,0 +1,179 @@
+"""``/readyz``: ready unless the broker's database is closed or GITLAB_URL is not a GitLab at all."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+import httpx
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+
+from gateway.cache import CacheRegistry
+from gateway.config import Settings
+from gateway.gitlab.client import GitLabClient
+from gateway.observability import health
+from gateway.observability.metrics import Metrics
+from gateway.tools.context import SERVICES, Services
+
+GITLAB = "https://gitlab.example.com/gitlab"
+TOKEN = "glpat-service-token"
+
+
+class GitLab:
+    """A GitLab stand-in answering the readiness check with ``self.answer``."""
+
+    def __init__(self) -> None:
+        self.answer: httpx.Response | Exception = _graphql("alice")
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def _graphql(user: str | None) -> httpx.Response:
+    current = {"username": user} if user else None
+    return httpx.Response(200, json={"data": {"currentUser": current, "metadata": {"version": "18.2.1"}}})
+
+
+@pytest.fixture
+def gitlab() -> GitLab:
+    return GitLab()
+
+
+class Broker:
+    """The broker as ``/readyz`` sees it: open or not."""
+
+    open = True
+
+    def is_open(self) -> bool:
+        return self.open
+
+
+@dataclass
+class Readyz:
+    """``await readyz()`` → ``(HTTP status, body)``."""
+
+    client: TestClient[Any, Any]
+    broker: Broker
+
+    async def __call__(self) -> tuple[int, dict[str, Any]]:
+        response = await self.client.get("/readyz")
+        return response.status, await response.json()
+
+
+@pytest.fixture
+async def readyz(
+    aiohttp_client: Any,
+    make_settings: Callable[..., Settings],
+    gitlab: GitLab,
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[Readyz]:
+    """A ``/readyz`` that asks GitLab at each call (no 30 s reuse)."""
+    monkeypatch.setattr(health, "GITLAB_CHECK_TTL", 0.0)
+    settings = make_settings(gitlab={"url": GITLAB, "token": TOKEN})
+    metrics, broker = Metrics(), Broker()
+    async with httpx.AsyncClient(transport=httpx.MockTransport(gitlab)) as gitlab_http:
+        app = web.Application()
+        health.setup(app)
+        app[SERVICES] = Services(
+            settings=settings,
+            gitlab=GitLabClient(settings.gitlab, metrics=metrics, http=gitlab_http),
+            caches=CacheRegistry(enabled=False, max_entries=1, metrics=metrics),
+            metrics=metrics,
+            broker=cast(Any, broker),
+        )
+        yield Readyz(await aiohttp_client(app), broker)
+
+
+async def test_a_gitlab_that_accepts_the_token_is_ready(readyz: Readyz, gitlab: GitLab) -> None:
+    status, body = await readyz()
+    assert status == 200
+    assert body["status"] == "ready" and "reason" not in body
+    assert body["gitlab"]["url"] == GITLAB
+    assert body["gitlab"]["reachable"] is True and body["gitlab"]["state"] == "ok"
+    assert "alice" not in str(body)  # the token's user is for the log, not an unauthenticated page
+    assert gitlab.requests[-1].url == f"{GITLAB}/api/graphql"
+    assert gitlab.requests[-1].headers["PRIVATE-TOKEN"] == TOKEN
+
+
+async def test_checked_at_is_iso_8601_utc_like_the_brokers_times(readyz: Readyz) -> None:
+    before = datetime.now(UTC).replace(microsecond=0)
+    _, body = await readyz()
+    checked_at = body["gitlab"]["checked_at"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", checked_at), checked_at
+    when = datetime.strptime(checked_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    assert before <= when <= datetime.now(UTC) + timedelta(seconds=1)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [httpx.Response(404, text="<html>Not Found</html>"), httpx.Response(200, text="<html>Sign in</html>")],
+    ids=["404-html", "200-html"],
+)
+async def test_an_address_that_is_not_a_gitlab_is_not_ready_and_says_what_to_check(
+    readyz: Readyz, gitlab: GitLab, answer: httpx.Response
+) -> None:
+    gitlab.answer = answer
+    status, body = await readyz()
+    assert status == 503
+    assert body["status"] == "not_ready" and body["state_store"] == "open"
+    assert body["gitlab"]["reachable"] is False and body["gitlab"]["state"] == "not_gitlab"
+    assert "check that GITLAB_URL is GitLab's address (with its sub-path, if any)" in body["reason"]
+    assert body["gitlab"]["reason"] == body["reason"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "state"),
+    [
+        (httpx.ConnectError("connection refused"), "unreachable"),
+        (httpx.Response(502, text="<html>Bad Gateway</html>"), "unreachable"),
+        (httpx.Response(401, json={"errors": [{"message": "Invalid token"}]}), "token_refused"),
+        (httpx.Response(403, text="Forbidden"), "token_refused"),
+        (_graphql(None), "token_refused"),
+    ],
+    ids=["connection-refused", "502", "401", "403", "anonymous"],
+)
+async def test_gitlab_down_or_refusing_the_token_is_reported_but_still_ready(
+    readyz: Readyz, gitlab: GitLab, answer: httpx.Response | Exception, state: str
+) -> None:
+    gitlab.answer = answer
+    status, body = await readyz()
+    assert (status, body["status"], body["gitlab"]["state"]) == (200, "ready", state)
+    assert body["gitlab"]["reachable"] is (state == "token_refused")
+    assert "check GITLAB_" in body["gitlab"]["reason"] or "unavailable" in body["gitlab"]["reason"]
+    assert TOKEN not in str(body)
+
+
+async def test_once_gitlab_answered_an_odd_answer_does_not_flip_readiness(
+    readyz: Readyz, gitlab: GitLab
+) -> None:
+    assert (await readyz())[0] == 200
+    gitlab.answer = httpx.Response(404, text="<html>Not Found</html>")  # e.g. a proxy's error page
+    status, body = await readyz()
+    assert (status, body["status"], body["gitlab"]["state"]) == (200, "ready", "not_gitlab")
+
+
+async def test_the_check_is_reused_for_30_seconds(
+    readyz: Readyz, gitlab: GitLab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(health, "GITLAB_CHECK_TTL", 30.0)
+    first = (await readyz())[1]
+    second = (await readyz())[1]
+    assert len(gitlab.requests) == 1
+    assert first["gitlab"]["checked_at"] == second["gitlab"]["checked_at"]
+
+
+async def test_a_closed_broker_database_is_not_ready(readyz: Readyz) -> None:
+    readyz.broker.open = False
+    status, body = await readyz()
+    assert (status, body["status"], body["state_store"]) == (503, "not_ready", "closed")
+    assert body["reason"].startswith("the broker's database is closed")
+    assert body["gitlab"]["state"] == "ok"
