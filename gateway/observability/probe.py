@@ -1,14 +1,16 @@
 """A health probe for containers without curl: ``python -m gateway.observability.probe [URL]``.
 
 Exits 0 when ``URL`` answers 200 within the timeout, 1 otherwise (with one line on stderr saying
-why). The default URL is ``http://127.0.0.1:<port>/healthz`` with the port from
-``GATEWAY_SERVER__PORT`` (else 8080). Proxy variables are ignored: the probe talks to the
-gateway beside it, never through ``HTTP_PROXY``. Used by the ``Dockerfile``'s ``HEALTHCHECK``.
+why, with ``/readyz``'s ``reason`` when it gives one). The default URL is
+``http://127.0.0.1:<port>/healthz`` with the port from ``GATEWAY_SERVER__PORT`` (else 8080).
+Proxy variables are ignored: the probe talks to the gateway beside it, never through
+``HTTP_PROXY``. Used by the ``Dockerfile``'s ``HEALTHCHECK``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import urllib.error
@@ -29,10 +31,20 @@ def probe(url: str, timeout: float = 3.0) -> tuple[bool, str]:
         with opener.open(url, timeout=timeout) as response:
             status = int(response.status)
     except urllib.error.HTTPError as err:
-        return False, f"{url} answered {err.code}"
+        return False, f"{url} answered {err.code}" + _reason(err)
     except (urllib.error.URLError, OSError) as err:
         return False, f"{url} did not answer: {getattr(err, 'reason', err)}"
     return status == 200, str(status)
+
+
+def _reason(err: urllib.error.HTTPError) -> str:
+    """``": <reason>"`` from a ``/readyz`` body that names one, else ``""``."""
+    try:
+        body = json.loads(err.read(64 * 1024))
+    except (OSError, ValueError):
+        return ""
+    reason = body.get("reason") if isinstance(body, dict) else None
+    return f": {reason}" if isinstance(reason, str) else ""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,6 +37,21 @@ async def test_healthy_and_unhealthy(monkeypatch: pytest.MonkeyPatch) -> None:
         await failing.close()
 
 
+async def test_readyz_reason_is_shown() -> None:
+    async def readyz(request: web.Request) -> web.Response:
+        return web.json_response({"status": "not_ready", "reason": "check GITLAB_URL"}, status=503)
+
+    app = web.Application()
+    app.router.add_get("/readyz", readyz)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        url = str(server.make_url("/readyz"))
+        assert await asyncio.to_thread(probe, url) == (False, f"{url} answered 503: check GITLAB_URL")
+    finally:
+        await server.close()
+
+
 def test_exit_status_when_nothing_listens() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "gateway.observability.probe", "http://127.0.0.1:9/healthz", "--timeout", "1"],
