@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import httpx
@@ -65,33 +66,44 @@ async def _next(url: str, http: httpx.AsyncClient, timeout: float) -> dict[str, 
     return dict(message) if message else None
 
 
-async def test_an_answer_left_unread_is_delivered_again(
+@dataclass
+class Waiting:
+    """dev's ``wait_for_message`` open on a raw connection, and the message pm sent it."""
+
+    url: str
+    http: httpx.AsyncClient
+    sock: socket.socket
+    sent: str
+
+
+@pytest.fixture
+async def waiting(
     start_gateway: Callable[..., GatewayProcess], broker_env: dict[str, str]
-) -> None:
+) -> AsyncIterator[Waiting]:
     gateway = start_gateway(env={**ENV, **broker_env})
     async with httpx.AsyncClient(timeout=30, trust_env=False) as http:
         sock = _open_wait(gateway.mcp_url, await BrokerAgent(gateway.mcp_url, "dev").open(http))
-        sent = await _send(gateway.mcp_url, http)
-        assert sent.encode() in _peek_until(sock, b'"messageId"')
-        sock.close()  # the answer is still unread: the client's kernel resets the connection
-        message = await _next(gateway.mcp_url, http, 10)
+        try:
+            yield Waiting(gateway.mcp_url, http, sock, await _send(gateway.mcp_url, http))
+        finally:
+            sock.close()
+
+
+async def test_an_answer_left_unread_is_delivered_again(waiting: Waiting) -> None:
+    assert waiting.sent.encode() in _peek_until(waiting.sock, b'"messageId"')
+    waiting.sock.close()  # the answer is still unread: the client's kernel resets the connection
+    message = await _next(waiting.url, waiting.http, 10)
     assert message is not None
-    assert message["messageId"] == sent
+    assert message["messageId"] == waiting.sent
     assert message["deliveryAttempt"] == 2
 
 
-async def test_an_answer_read_before_the_close_is_delivered_once(
-    start_gateway: Callable[..., GatewayProcess], broker_env: dict[str, str]
-) -> None:
-    gateway = start_gateway(env={**ENV, **broker_env})
-    async with httpx.AsyncClient(timeout=30, trust_env=False) as http:
-        sock = _open_wait(gateway.mcp_url, await BrokerAgent(gateway.mcp_url, "dev").open(http))
-        sent = await _send(gateway.mcp_url, http)
-        received = b""
-        while b"\r\n0\r\n\r\n" not in received:  # the event and the end of the stream: all of it
-            chunk = sock.recv(1 << 16)
-            assert chunk, received
-            received += chunk
-        sock.close()
-        assert sent.encode() in received
-        assert await _next(gateway.mcp_url, http, 3) is None  # past the read check and more
+async def test_an_answer_read_before_the_close_is_delivered_once(waiting: Waiting) -> None:
+    received = b""
+    while b"\r\n0\r\n\r\n" not in received:  # the event and the end of the stream: all of it
+        chunk = waiting.sock.recv(1 << 16)
+        assert chunk, received
+        received += chunk
+    waiting.sock.close()
+    assert waiting.sent.encode() in received
+    assert await _next(waiting.url, waiting.http, 3) is None  # past the read check and more
