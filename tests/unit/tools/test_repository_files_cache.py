@@ -24,8 +24,14 @@ TEXT = "".join(f"line {i}\n" for i in range(1, 101))
 
 
 @pytest.fixture
-def settings(make_settings: Callable[..., Settings]) -> Settings:
-    return make_settings()
+def settings(make_settings: Callable[..., Settings], request: pytest.FixtureRequest) -> Settings:
+    return make_settings(**getattr(request, "param", {}))
+
+
+#: exclusions_ttl_seconds = 0: every cached read asks GitLab for the rules and access first.
+RECHECK_EVERY_READ = pytest.mark.parametrize(
+    "settings", [{"cache": {"exclusions_ttl_seconds": 0}}], indirect=True, ids=["exclusions_ttl_0"]
+)
 
 
 async def test_same_window_at_a_sha_twice_costs_one_request(env: ToolEnv, fake: FakeRepoGitLab) -> None:
@@ -101,33 +107,26 @@ async def test_binary_results_are_cached_too_but_missing_files_are_not(
     assert len(fake.requests) == 3
 
 
+@RECHECK_EVERY_READ
 async def test_stale_exclusion_rules_are_read_again_before_cached_content(
-    make_settings: Callable[..., Settings], fake: FakeRepoGitLab
+    env: ToolEnv, fake: FakeRepoGitLab
 ) -> None:
-    # exclusions_ttl_seconds = 0: every cached read re-checks the rules (one small request).
-    import httpx
-    import respx
-
-    with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
-        fake.mount(router)
-        async with httpx.AsyncClient() as http:
-            env = ToolEnv(make_settings(cache={"exclusions_ttl_seconds": 0}), http)
-            fake.add(".env", "TOKEN=x\n")
-            ok(await call(env, project_id=PROJECT, file_path=".env", ref=MAIN_SHA))
-            ok(await call(env, project_id=PROJECT, file_path=".env", ref=MAIN_SHA))
-            fake.exclusion_rules = [".env"]  # a maintainer excludes the file
-            err = error(await call(env, project_id=PROJECT, file_path=".env", ref=MAIN_SHA))
-            assert err["kind"] == "excluded"
-            # By numeric ID: the same exclusions document, through projects(ids:).
-            err = error(await call(env, project_id=PROJECT_ID, file_path=".env", ref=MAIN_SHA))
-            assert err["kind"] == "excluded"
-            assert fake.operations == [
-                "GetRepositoryFile",
-                "GetRepositoryFileExclusions",
-                "GetRepositoryFileExclusions",
-                "GetRepositoryFileExclusions",
-            ]
-            assert [fake.variables(i)["byId"] for i in (1, 3)] == [False, True]
+    fake.add(".env", "TOKEN=x\n")
+    ok(await call(env, project_id=PROJECT, file_path=".env", ref=MAIN_SHA))
+    ok(await call(env, project_id=PROJECT, file_path=".env", ref=MAIN_SHA))
+    fake.exclusion_rules = [".env"]  # a maintainer excludes the file
+    err = error(await call(env, project_id=PROJECT, file_path=".env", ref=MAIN_SHA))
+    assert err["kind"] == "excluded"
+    # By numeric ID: the same exclusions document, through projects(ids:).
+    err = error(await call(env, project_id=PROJECT_ID, file_path=".env", ref=MAIN_SHA))
+    assert err["kind"] == "excluded"
+    assert fake.operations == [
+        "GetRepositoryFile",
+        "GetRepositoryFileExclusions",
+        "GetRepositoryFileExclusions",
+        "GetRepositoryFileExclusions",
+    ]
+    assert [fake.variables(i)["byId"] for i in (1, 3)] == [False, True]
 
 
 async def test_with_the_cache_switched_off_every_read_is_one_request(
@@ -158,23 +157,15 @@ async def test_a_read_leaves_no_garbage_cycle_holding_the_body(env: ToolEnv, fak
     assert freed_by_gc < 500_000
 
 
-async def test_on_gitlab_ce_the_access_check_uses_the_ce_document(
-    make_settings: Callable[..., Settings], fake: FakeRepoGitLab
-) -> None:
-    # exclusions_ttl_seconds = 0: every cached read asks GitLab for access first (CE: no rules).
-    import httpx
-    import respx
-
-    with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
-        fake.mount(router)
-        async with httpx.AsyncClient() as http:
-            env = ToolEnv(make_settings(cache={"exclusions_ttl_seconds": 0}), http)
-            fake.ce = True
-            fake.add("f.txt", TEXT)
-            ok(await call(env, project_id=PROJECT, file_path="f.txt", ref=MAIN_SHA))
-            ok(await call(env, project_id=PROJECT, file_path="f.txt", ref=MAIN_SHA))
-            assert fake.operations == [
-                "GetRepositoryFile",
-                "GetRepositoryFileCe",
-                "GetRepositoryFileExclusionsCe",
-            ]
+@RECHECK_EVERY_READ
+async def test_on_gitlab_ce_the_access_check_uses_the_ce_document(env: ToolEnv, fake: FakeRepoGitLab) -> None:
+    # CE has no exclusion rules: the access check is a document of its own.
+    fake.ce = True
+    fake.add("f.txt", TEXT)
+    ok(await call(env, project_id=PROJECT, file_path="f.txt", ref=MAIN_SHA))
+    ok(await call(env, project_id=PROJECT, file_path="f.txt", ref=MAIN_SHA))
+    assert fake.operations == [
+        "GetRepositoryFile",
+        "GetRepositoryFileCe",
+        "GetRepositoryFileExclusionsCe",
+    ]
