@@ -256,16 +256,16 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:  # TOML syntax (tomllib.TOMLDecodeError), environment JSON (SettingsError)
         print(f"{PROG}: configuration error: {_value_error(err, args.config)}", file=sys.stderr)
         return 2
-    if args.print_config:
-        print(json.dumps(masked_config(settings), indent=2))
-        return 0
     from gateway.gitlab.urls import normalize_base_url
 
     try:
         gitlab_url = normalize_base_url(settings.gitlab.url).url
-    except ValueError as err:  # credentials, a query or a fragment in the URL
+    except ValueError as err:  # credentials, a query, a fragment or a bad port in the URL
         print(f"{PROG}: configuration error: gitlab.url: {err}", file=sys.stderr)
         return 2
+    if args.print_config:
+        print(json.dumps(masked_config(settings), indent=2))
+        return 0
 
     from gateway.observability.logging import configure_logging, redact, secrets_of
 

@@ -121,7 +121,7 @@ def normalize_base_url(url: str) -> GitLabBase:
 
     Raises:
         ValueError: not an http(s) URL with a host, or it carries credentials, a query or a
-            fragment.
+            fragment, or a port that is not 1 to 65535.
     """
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -130,6 +130,12 @@ def normalize_base_url(url: str) -> GitLabBase:
         raise ValueError("the GitLab URL must not carry credentials; set GITLAB_TOKEN instead")
     if parts.query or parts.fragment:
         raise ValueError(f"GitLab URL {url!r} must not carry a query string or fragment")
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or past 65535
+        port = 0
+    if port == 0:
+        raise ValueError(f"GitLab URL {url!r} has no usable port: give a number from 1 to 65535, or none")
     path = _API_SUFFIX.sub("", parts.path.rstrip("/")).rstrip("/")
     origin = f"{parts.scheme}://{parts.netloc.lower()}"
     return GitLabBase(url=origin + path, origin=origin, sub_path=path)

@@ -179,6 +179,23 @@ def test_bad_options_are_named_in_one_clean_line(
     assert expected in lines[0]
 
 
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("https://user:secret@gitlab.example.com", "must not carry credentials; set GITLAB_TOKEN instead"),
+        ("https://gitlab.example.com:99999", "has no usable port: give a number from 1 to 65535"),
+    ],
+)
+def test_print_config_refuses_a_gitlab_url_the_start_would_refuse(
+    url: str, says: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GITLAB_URL", url)
+    code, out, err = run(capsys, "--print-config")
+    assert (code, out) == (2, "")
+    assert err.startswith("gitlab-mcp-gateway: configuration error: gitlab.url: ") and says in err
+    assert "secret" not in err
+
+
 def test_a_missing_config_file_is_named(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run(capsys, "--config", str(tmp_path / "nope.toml"))
     assert code == 2
@@ -219,7 +236,6 @@ def test_print_config_masks_every_secret(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("GITLAB_TOKEN", "glpat-service-SECRET-0001")
-    monkeypatch.setenv("GITLAB_URL", "https://deploy:url-password-0002@gitlab.example.com")
     monkeypatch.setenv(
         "GATEWAY_CLIENT_TOKENS",
         json.dumps(
@@ -231,11 +247,10 @@ def test_print_config_masks_every_secret(
     )
     code, out, err = run(capsys, "--print-config")
     assert code == 0, err
-    for secret in ("SECRET-0001", "url-password-0002", "SECRET-0003", "SECRET-0004"):
+    for secret in ("SECRET-0001", "SECRET-0003", "SECRET-0004"):
         assert secret not in out
     data = json.loads(out)
     assert data["gitlab"]["token"] == "**********"
-    assert data["gitlab"]["url"] == "https://[REDACTED]@gitlab.example.com"
     assert data["client_tokens"] == [
         {"token": "**********", "agent_id": "pm"},
         {"token": "**********", "agent_id": "dev"},

@@ -53,6 +53,9 @@ def test_base_url_normal_form(configured: str, url: str, sub_path: str) -> None:
         ("https://", "must be http(s)://host"),
         ("https://user:secret@gitlab.example.com", "must not carry credentials"),
         ("https://gitlab.example.com/?private_token=x", "must not carry a query string"),
+        ("https://gitlab.example.com:99999", "has no usable port: give a number from 1 to 65535"),
+        ("https://gitlab.example.com:abc", "has no usable port"),
+        ("https://gitlab.example.com:0", "has no usable port"),
     ],
 )
 def test_unusable_base_urls_are_refused(configured: str, says: str) -> None:
