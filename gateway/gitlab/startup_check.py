@@ -7,7 +7,8 @@ tool call, which an agent may make hours later. So at start the gateway sends on
 
 - INFO ``GitLab 18.2.1 at https://gitlab.example.com: reachable, token accepted (user alice)``;
 - WARNING when GitLab is not reachable, refuses the token, or does not answer like GitLab,
-  naming what to check (``GITLAB_URL``, ``GITLAB_TOKEN`` and its scope, ``gitlab.ca_bundle``).
+  naming what to check (``GITLAB_URL``, ``GITLAB_TOKEN`` and its scope, ``gitlab.ca_bundle``);
+  ``/readyz`` shows the same sentence as its ``reason``.
 
 It never stops the gateway: GitLab may come up later, and the broker tools need no GitLab.
 The request is sent once, without retries, in the background, so it does not delay serving. In
@@ -132,7 +133,7 @@ async def check_gitlab(
     return GitLabCheck("ok", logging.INFO, f"{_named(version, url)}: reachable, token accepted (user {user})")
 
 
-_SERVES_ANYWAY = ". The gateway serves anyway; GitLab tools fail until it answers (see /readyz)"
+_SERVES_ANYWAY = ". The gateway serves anyway; GitLab tools fail until it answers"
 _PASSTHROUGH = "each caller's own token is used (passthrough)"
 
 
