@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -31,6 +32,16 @@ _ID_RANGE = {"minimum": 1, "maximum": MAX_ID}
 _NULL = "is required and was null; give a value"
 
 
+def shown(value: Any, limit: int = 60) -> str:
+    """``value`` as the caller wrote it, in JSON (``true``, ``"abc"``, not Python's ``True``,
+    ``'abc'``), cut to ``limit`` characters: an error quotes a bad argument, never all of a large one."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def project_id(value: Any) -> str:
     """Validate a project identifier; return digits for an ID, the path as given otherwise.
 
@@ -41,11 +52,11 @@ def project_id(value: Any) -> str:
     if value is None:
         raise ValueError(_NULL)
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(f"must be a numeric project ID or a full path string, not {value!r}")
+        raise ValueError(f"must be a numeric project ID or a full path string, not {shown(value)}")
     if is_numeric_id(value):
         number = int(value)
         if not 0 < number <= MAX_ID:
-            raise ValueError(f"project ID {value!r} must be a positive integer")
+            raise ValueError(f"project ID {shown(value)} must be a positive integer")
         return str(number)
     try:
         project_full_path(str(value))
@@ -63,7 +74,7 @@ def text_argument(value: Any) -> Any:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, str | int):
-        raise ValueError(f"must be a string, not {value!r}")
+        raise ValueError(f"must be a string, not {shown(value)}")
     return str(value)
 
 
@@ -78,9 +89,9 @@ def positive_id(value: Any) -> int:
     if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"must be a positive integer such as 987654, not {value!r}")
+        raise ValueError(f"must be a positive integer such as 987654, not {shown(value)}")
     if not 0 < value <= MAX_ID:
-        raise ValueError(f"must be a positive integer such as 987654, not {value}")
+        raise ValueError(f"must be a positive integer such as 987654, not {shown(value)}")
     return value
 
 

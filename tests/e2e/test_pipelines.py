@@ -165,7 +165,7 @@ async def test_missing_pipeline(gateway: GatewayProcess, fresh_standin: Standin)
         (pipeline_args(pipeline_id=-1), "`pipeline_id`: must be a positive integer"),
         (pipeline_args(first=0), "`first`"),
         (pipeline_args(first=101), "`first`"),
-        (pipeline_args(include=["artifacts"]), "unknown facet 'artifacts'"),
+        (pipeline_args(include=["artifacts"]), 'unknown facet "artifacts"'),
         (pipeline_args(include=["jobs", "bridge_jobs"]), "at most one facet per call"),
         (pipeline_args(job_status="failed"), "filters the jobs facet only"),
         (pipeline_args(ref="main"), "unknown argument `ref`"),

@@ -30,7 +30,7 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from gateway.tools.arguments import OptionalPositiveId, PositiveId, ProjectId, schema_extra
+from gateway.tools.arguments import OptionalPositiveId, PositiveId, ProjectId, schema_extra, shown
 from gateway.tools.ci.pipeline_read import (
     FACETS,
     GET_PIPELINE,
@@ -87,7 +87,7 @@ class GetPipelineInput(ToolInput):
             unknown = [v for v in value if v not in FACETS]
             if unknown:
                 raise ValueError(
-                    f"unknown facet {', '.join(map(repr, unknown))}; accepts one of: {', '.join(FACETS)}"
+                    f"unknown facet {', '.join(map(shown, unknown))}; accepts one of: {', '.join(FACETS)}"
                 )
             if len(value) > 1:
                 raise ValueError(

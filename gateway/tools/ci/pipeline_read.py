@@ -19,7 +19,7 @@ from gateway.errors import not_found
 from gateway.gitlab.client import GitLabSession
 from gateway.gitlab.operation import Answer, ByPathOrId, GlobalIdNumber, Operation
 from gateway.gitlab.urls import global_id, is_numeric_id, project_address, project_full_path
-from gateway.tools.arguments import schema_extra
+from gateway.tools.arguments import schema_extra, shown
 from gateway.tools.pagination import DEFAULT_PAGE_SIZE, PageInfo, PageInfoAnswer, page_info
 from gateway.tools.registry import ToolOutput
 
@@ -55,7 +55,7 @@ def status_argument(value: Any, what: str) -> Any:
         return None
     status = value.strip().lower() if isinstance(value, str) else value
     if status not in STATUSES:
-        raise ValueError(f"unknown {what} {value!r}")
+        raise ValueError(f"unknown {what} {shown(value)}")
     return status
 
 

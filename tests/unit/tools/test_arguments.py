@@ -41,6 +41,12 @@ def test_accepted(given: dict[str, Any], project: str, pipeline_id: int) -> None
         ({"project": 0, "pipeline_id": 1}, "project ID 0 must be a positive integer"),
         ({"project": "grp/../proj", "pipeline_id": 1}, "`..` segments"),
         ({"project": ["g/p"], "pipeline_id": 1}, "must be a numeric project ID or a full path string"),
+        # The bad value is quoted as the caller wrote it in JSON, and only its start.
+        ({"project": "g/p", "pipeline_id": True}, "such as 987654, not true"),
+        ({"project": "g/p", "pipeline_id": "../../user"}, 'such as 987654, not "../../user"'),
+        ({"project": ["g/p"], "pipeline_id": 1}, 'a full path string, not ["g/p"]'),
+        ({"project": "0", "pipeline_id": 1}, 'project ID "0" must be a positive integer'),
+        ({"project": "g/p", "pipeline_id": "x" * 500}, f'such as 987654, not "{"x" * 58}…'),
     ],
 )
 def test_refused(given: dict[str, Any], says: str) -> None:

@@ -411,7 +411,7 @@ async def test_missing_pipeline_is_a_different_not_found(env: ToolEnv, gitlab: r
         (
             {"id": PROJECT_PATH, "pipeline_id": 1, "include": ["artifacts"]},
             ["include"],
-            "unknown facet 'artifacts'; accepts one of: jobs, downstream_pipelines, bridge_jobs",
+            'unknown facet "artifacts"; accepts one of: jobs, downstream_pipelines, bridge_jobs',
         ),
         (
             {"id": PROJECT_PATH, "pipeline_id": 1, "include": ["jobs", "bridge_jobs"]},
@@ -436,7 +436,7 @@ async def test_missing_pipeline_is_a_different_not_found(env: ToolEnv, gitlab: r
         (
             {"id": PROJECT_PATH, "pipeline_id": 1, "include": ["jobs"], "job_status": "broken"},
             ["job_status"],
-            "unknown job status 'broken' (accepts one of: canceled, canceling, created, failed",
+            'unknown job status "broken" (accepts one of: canceled, canceling, created, failed',
         ),
         ({"id": PROJECT_PATH, "pipeline_id": 1, "after": "abc"}, ["after"], "cursor of an include facet"),
         ({"id": PROJECT_PATH, "pipeline_id": 1, "include": ["jobs"], "after": ""}, ["after"], "end_cursor"),
@@ -459,7 +459,7 @@ async def test_missing_pipeline_is_a_different_not_found(env: ToolEnv, gitlab: r
         ({"id": "", "pipeline_id": 1}, ["id"], "numeric ID or a full path"),
         ({"id": "-5", "pipeline_id": 1}, ["id"], "lacks its namespace"),
         ({"id": "g/-5", "pipeline_id": 1}, ["id"], "is not a GitLab path"),
-        ({"id": "0", "pipeline_id": 1}, ["id"], "project ID '0' must be a positive integer"),
+        ({"id": "0", "pipeline_id": 1}, ["id"], 'project ID "0" must be a positive integer'),
         ({"id": ["grp"], "pipeline_id": 1}, ["id"], "must be a numeric project ID or a full path string"),
     ],
 )
