@@ -48,6 +48,26 @@ _GRAPHQL_UPSTREAM = re.compile(
 )
 
 
+def _refused(call: GitLabCall, what: str) -> str:
+    """Whose token GitLab refused, and who can fix it: the caller (passthrough) or the operator."""
+    checks = (
+        "valid and not expired, has the `api` or `read_api` scope, and belongs to a user who can "
+        "see the project"
+    )
+    if call.credential.source == "passthrough":
+        return f"GitLab refused your token {what}. Check that the token you send is {checks}."
+    if not call.credential.token:
+        return (
+            f"GitLab refused a request without a token {what}: this gateway has no GITLAB_TOKEN, so "
+            "it reads public projects only. Its operator can set GITLAB_TOKEN (scope `api`, or "
+            "`read_api` for a read-only gateway)."
+        )
+    return (
+        f"GitLab refused the gateway's token (GITLAB_TOKEN) {what}. Its operator should check that "
+        f"it is {checks}."
+    )
+
+
 def check_status(call: GitLabCall, response: Answer, *, where: str, max_retry_after: float) -> Answer:
     """``response`` when it is a success with GitLab's JSON; else the typed error or transient.
 
@@ -102,11 +122,7 @@ def check_status(call: GitLabCall, response: Answer, *, where: str, max_retry_af
         raise Transient(limited, retry_after=retry_after)
     if status in (401, 403):
         raise GitLabUnauthorized(
-            f"GitLab refused the credential ({status}{detail}){html_note}. Check that the token is "
-            "valid, not expired, and has the `api` or `read_api` scope, and that its user can see the "
-            "project.",
-            status=status,
-            request_id=rid,
+            _refused(call, f"({status}{detail}){html_note}"), status=status, request_id=rid
         )
     if status == 404 and (call.graphql or html):
         # GraphQL reports a missing resource as null data, never 404: the endpoint itself is missing.

@@ -471,7 +471,8 @@ async def test_post_rest_is_not_idempotent_by_default(
             {"message": "401 Unauthorized"},
             GitLabUnauthorized,
             "unauthorized",
-            "GitLab refused the credential (401: 401 Unauthorized). Check that the token is valid",
+            "GitLab refused the gateway's token (GITLAB_TOKEN) (401: 401 Unauthorized). Its operator should "
+            "check that it is valid and not expired",
         ),
         (403, {"message": "403 Forbidden"}, GitLabUnauthorized, "unauthorized", "`api` or `read_api` scope"),
         (404, {"message": "404 Project Not Found"}, GitLabNotFound, "not_found", "404 Project Not Found"),
@@ -504,6 +505,34 @@ async def test_rest_statuses_become_typed_errors(
     assert caught.value.reason == reason
     assert says in caught.value.message
     assert caught.value.status == status and caught.value.request_id == "req-9"
+
+
+@pytest.mark.parametrize(
+    ("credential", "says"),
+    [
+        (
+            SERVICE,
+            "GitLab refused the gateway's token (GITLAB_TOKEN) (403: 403 Forbidden). Its operator should",
+        ),
+        (
+            Credential(header="PRIVATE-TOKEN", token="glpat-caller", source="passthrough"),
+            "GitLab refused your token (403: 403 Forbidden). Check that the token you send is valid",
+        ),
+        (
+            ANONYMOUS,
+            "GitLab refused a request without a token (403: 403 Forbidden): this gateway has no GITLAB_TOKEN",
+        ),
+    ],
+    ids=["service", "passthrough", "anonymous"],
+)
+async def test_a_refusal_names_whose_token_and_who_can_fix_it(
+    make_client: Callable[..., GitLabClient], router: Any, credential: Credential, says: str
+) -> None:
+    router.get(f"{API}/projects/1").respond(403, json={"message": "403 Forbidden"})
+    with pytest.raises(GitLabUnauthorized) as caught:
+        await make_client().rest("GET", "/projects/{id}", credential=credential, path_params={"id": 1})
+    assert caught.value.message.startswith(says)
+    assert "glpat-" not in caught.value.message
 
 
 async def test_graphql_404_means_a_wrong_gitlab_url(
