@@ -62,10 +62,7 @@ def _refused(call: GitLabCall, what: str) -> str:
             "it reads public projects only. Its operator can set GITLAB_TOKEN (scope `api`, or "
             "`read_api` for a read-only gateway)."
         )
-    return (
-        f"GitLab refused the gateway's token (GITLAB_TOKEN) {what}. Its operator should check that "
-        f"it is {checks}."
-    )
+    return f"GitLab refused the gateway's GITLAB_TOKEN {what}. Its operator should check that it is {checks}."
 
 
 def check_status(call: GitLabCall, response: Answer, *, where: str, max_retry_after: float) -> Answer:

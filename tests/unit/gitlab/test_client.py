@@ -471,7 +471,7 @@ async def test_post_rest_is_not_idempotent_by_default(
             {"message": "401 Unauthorized"},
             GitLabUnauthorized,
             "unauthorized",
-            "GitLab refused the gateway's token (GITLAB_TOKEN) (401: 401 Unauthorized). Its operator should "
+            "GitLab refused the gateway's GITLAB_TOKEN (401: 401 Unauthorized). Its operator should "
             "check that it is valid and not expired",
         ),
         (403, {"message": "403 Forbidden"}, GitLabUnauthorized, "unauthorized", "`api` or `read_api` scope"),
@@ -512,7 +512,7 @@ async def test_rest_statuses_become_typed_errors(
     [
         (
             SERVICE,
-            "GitLab refused the gateway's token (GITLAB_TOKEN) (403: 403 Forbidden). Its operator should",
+            "GitLab refused the gateway's GITLAB_TOKEN (403: 403 Forbidden). Its operator should",
         ),
         (
             Credential(header="PRIVATE-TOKEN", token="glpat-caller", source="passthrough"),
