@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from gateway.broker.changes import Changes
-from gateway.broker.effects import After, Facts
+from gateway.broker.effects import After, Facts, clear_auto_advance
 from gateway.broker.errors import BrokerError
 from gateway.broker.formats import BROKER, iso
 from gateway.broker.machine import Event
@@ -174,8 +174,7 @@ class AutoAdvance:
             plan = await q.plan()
             entry = next((ph for ph in (plan.phases if plan else []) if ph["phase"] == p.aa_next_phase), None)
             if entry is None:
-                await q.update_pipeline(iso(now), aa_stage=None, aa_deadline=None, aa_next_phase=None)
-                after.timer = (None, None)
+                await clear_auto_advance(q, after, iso(now))
                 after.pipeline_log.append(
                     (BROKER, f"auto-advance dropped: phase {p.aa_next_phase} is no longer in the phase plan")
                 )

@@ -92,8 +92,7 @@ class Effects:
             await q.update_pipeline(now_iso, phase=f.phase, fix_count=0)
         elif effect is Effect.CLEAR_AUTO_ADVANCE:
             if p.aa_stage is not None:
-                await q.update_pipeline(now_iso, aa_stage=None, aa_deadline=None, aa_next_phase=None)
-                after.timer = (None, None)
+                await clear_auto_advance(q, after, now_iso)
         elif effect is Effect.FIRST_IN_PROGRESS:
             issues = await q.issues()
             if issues:
@@ -205,6 +204,12 @@ class Effects:
         # other replicas are known from their saved lastSeen.
         self._roster.merge(await q.last_seen())
         return [a for a in self._roster.agents if self._roster.connected(a)]
+
+
+async def clear_auto_advance(q: Queries, after: After, now_iso: str) -> None:
+    """Drop the auto-advance under way (``q``'s transaction) and stop the timer after commit."""
+    await q.update_pipeline(now_iso, aa_stage=None, aa_deadline=None, aa_next_phase=None)
+    after.timer = (None, None)
 
 
 async def queue_message(

@@ -1,4 +1,4 @@
-"""How the broker writes what it shows: times, durations, message ids, priorities, its own name.
+"""How the broker writes what it shows: times, durations, message ids, priorities, messages, its own name.
 
 The forms are the broker's documented ones (``docs/broker.md``):
 times in ISO 8601 UTC with seconds (``2026-04-11T01:10:00Z``), ``uptime`` as ``"2h 15m"``,
@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gateway.broker.queries import MessageRow
 
 #: Sender of the broker's own notices.
 BROKER = "broker"
@@ -40,3 +44,25 @@ def human_duration(seconds: float) -> str:
 def new_message_id() -> str:
     """``msg-`` and 32 hex digits; unique, stable across redeliveries."""
     return f"msg-{uuid.uuid4().hex}"
+
+
+def message_json(m: MessageRow) -> dict[str, Any]:
+    """A message as tools show it.
+
+    ``{messageId, from, to, subject, body, priority, replyTo, threadId, createdAt,
+    deliveryAttempt, delivered}``; ``deliveryAttempt`` > 1 means an earlier answer carrying
+    this message may have reached the receiver (at-least-once delivery).
+    """
+    return {
+        "messageId": m.id,
+        "from": m.sender,
+        "to": m.recipient,
+        "subject": m.subject,
+        "body": m.body,
+        "priority": PRIORITY_NAMES.get(m.priority, "normal"),
+        "replyTo": m.reply_to,
+        "threadId": m.thread_id,
+        "createdAt": m.created_at,
+        "deliveryAttempt": m.delivery_attempts,
+        "delivered": m.delivered_at is not None,
+    }

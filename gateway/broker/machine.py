@@ -1,10 +1,11 @@
 """The broker's state machine as a pure table: ``(state, event) → (state, effects)``. No I/O.
 
-Source: ``docs/broker.md`` ("States", "The 18 tools"). The service (``gateway.broker.service``)
-turns a tool call into an :class:`Event` with the pure classifiers below (which look at counters and the phase
-plan), asks :func:`decide` for the :class:`Transition`, and applies its effects inside one SQLite
-transaction. A pair missing from :data:`TABLE` is refused: the call changes nothing and the error
-names the states where the tool is allowed (:func:`allowed_states`).
+Source: ``docs/broker.md`` ("States", "The 18 tools"). The broker's operations
+(``gateway.broker.phases``, ``plan``, ``control``, ``messages``) turn a tool call into an
+:class:`Event` with the pure classifiers below (which look at counters and the phase plan); the
+change unit (``gateway.broker.changes``) asks :func:`decide` for the :class:`Transition` and applies
+its effects inside one transaction. A pair missing from :data:`TABLE` is refused: the call changes
+nothing and the error names the states where the tool is allowed (:func:`allowed_states`).
 
 Guards live in the events, not in the table: ``report_completion(pass)`` is ``PASS_NEXT`` or
 ``PASS_LAST`` depending on whether issues are left, so the table stays a flat literal that a test
@@ -163,7 +164,7 @@ TABLE: dict[tuple[State, Event], Transition] = {
     (_S.HUMAN_NEEDED, _E.RESUME_IDLE): Transition(_S.IDLE, (_F.NOTIFY_RESUMED,)),
     (_S.PAUSED, _E.RESUME_IDLE): Transition(_S.IDLE, (_F.NOTIFY_RESUMED,)),
     # An auto-advance is only ever under way in IDLE (it is scheduled by a transition to IDLE and
-    # cleared by every transition out of it); the service checks that one is under way.
+    # cleared by every transition out of it); ``cancel_auto_advance`` checks that one is under way.
     (_S.IDLE, _E.CANCEL_AUTO_ADVANCE): Transition(_S.PAUSED, (_F.CLEAR_AUTO_ADVANCE,)),
     (_S.IDLE, _E.AUTO_ADVANCE_RESET): Transition(_S.IDLE, (_F.SESSION_RESET,)),
     (_S.IDLE, _E.AUTO_ADVANCE_START): Transition(

@@ -1,5 +1,5 @@
 """The broker tools' handlers: each identifies the caller and passes its arguments to one
-:class:`~gateway.broker.service.BrokerService` method, returning its answer as is (the registry
+:class:`~gateway.broker.service.BrokerService` part's method, returning its answer as is (the registry
 checks it against the tool's output model). Kept this thin so the broker can change underneath.
 """
 
@@ -46,53 +46,55 @@ def _caller(ctx: ToolContext) -> tuple[BrokerService, str]:
 
 async def start_phase(ctx: ToolContext, args: StartPhaseInput) -> dict[str, Any]:
     broker, agent = _caller(ctx)
-    return await broker.start_phase(agent, args.phase, list(args.issues))
+    return await broker.phases.start_phase(agent, args.phase, list(args.issues))
 
 
 async def begin_developing(ctx: ToolContext, args: NoArguments) -> dict[str, Any]:
     broker, agent = _caller(ctx)
-    return await broker.begin_developing(agent)
+    return await broker.phases.begin_developing(agent)
 
 
 async def report_completion(ctx: ToolContext, args: ReportCompletionInput) -> dict[str, Any]:
     broker, agent = _caller(ctx)
-    return await broker.report_completion(agent, args.issue, args.result)
+    return await broker.phases.report_completion(agent, args.issue, args.result)
 
 
 async def report_review(ctx: ToolContext, args: ReportReviewInput) -> dict[str, Any]:
     broker, agent = _caller(ctx)
-    return await broker.report_review(agent, args.result, args.prId, args.hasNextPhase)
+    return await broker.phases.report_review(agent, args.result, args.prId, args.hasNextPhase)
 
 
 async def set_phase_plan(ctx: ToolContext, args: SetPhasePlanInput) -> dict[str, Any]:
     broker, agent = _caller(ctx)
     phases = [{"phase": p.phase, "issues": list(p.issues)} for p in args.phases]
-    return await broker.set_phase_plan(agent, args.planId, phases, args.autoAdvance, args.cooldownMinutes)
+    return await broker.plan.set_phase_plan(
+        agent, args.planId, phases, args.autoAdvance, args.cooldownMinutes
+    )
 
 
 async def get_phase_plan(ctx: ToolContext, args: NoArguments) -> dict[str, Any]:
     broker, _ = _caller(ctx)
-    return await broker.get_phase_plan()
+    return await broker.plan.get_phase_plan()
 
 
 async def set_auto_advance(ctx: ToolContext, args: SetAutoAdvanceInput) -> dict[str, Any]:
     broker, agent = _caller(ctx)
-    return await broker.set_auto_advance(agent, args.enabled)
+    return await broker.plan.set_auto_advance(agent, args.enabled)
 
 
 async def cancel_auto_advance(ctx: ToolContext, args: ReasonInput) -> dict[str, Any]:
     broker, agent = _caller(ctx)
-    return await broker.cancel_auto_advance(agent, args.reason)
+    return await broker.plan.cancel_auto_advance(agent, args.reason)
 
 
 async def send_message(ctx: ToolContext, args: SendMessageInput) -> dict[str, Any]:
     broker, agent = _caller(ctx)
-    return await broker.messages.send_message(agent, args.to, args.subject, args.body, args.priority)
+    return await broker.sending.send_message(agent, args.to, args.subject, args.body, args.priority)
 
 
 async def reply_message(ctx: ToolContext, args: ReplyMessageInput) -> dict[str, Any]:
     broker, agent = _caller(ctx)
-    return await broker.messages.send_message(
+    return await broker.sending.send_message(
         agent, "", args.subject, args.body, args.priority, reply_to=args.replyTo
     )
 
@@ -110,7 +112,7 @@ async def wait_for_message(ctx: ToolContext, args: WaitForMessageInput) -> ToolR
             invalid_arguments=["timeout_sec"],
         )
     progress = ctx.progress if ctx.call.has_progress_token else None
-    outcome = await broker.messages.wait_for_message(agent, timeout, progress, ack=args.ack)
+    outcome = await broker.delivery.wait_for_message(agent, timeout, progress, ack=args.ack)
     structured: dict[str, Any] = {
         "message": outcome.message,
         "timedOut": outcome.timed_out,
@@ -142,7 +144,7 @@ async def wait_for_message(ctx: ToolContext, args: WaitForMessageInput) -> ToolR
 
 async def get_message_history(ctx: ToolContext, args: GetMessageHistoryInput) -> dict[str, Any]:
     broker, _ = _caller(ctx)
-    return await broker.messages.message_history(args.issue, args.limit, args.after)
+    return await broker.history.message_history(args.issue, args.limit, args.after)
 
 
 async def get_pipeline_status(ctx: ToolContext, args: NoArguments) -> dict[str, Any]:
@@ -162,14 +164,14 @@ async def get_activity_log(ctx: ToolContext, args: GetActivityLogInput) -> dict[
 
 async def request_human(ctx: ToolContext, args: ReasonInput) -> dict[str, Any]:
     broker, agent = _caller(ctx)
-    return await broker.request_human(agent, args.reason)
+    return await broker.control.request_human(agent, args.reason)
 
 
 async def resume(ctx: ToolContext, args: NoArguments) -> dict[str, Any]:
     broker, agent = _caller(ctx)
-    return await broker.resume(agent)
+    return await broker.control.resume(agent)
 
 
 async def stop_pipeline(ctx: ToolContext, args: NoArguments) -> dict[str, Any]:
     broker, agent = _caller(ctx)
-    return await broker.stop_pipeline(agent)
+    return await broker.control.stop_pipeline(agent)

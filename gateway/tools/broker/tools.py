@@ -2,11 +2,11 @@
 models (``gateway.tools.broker.models``), its annotations and a thin handler.
 
 A handler identifies the caller (``ctx.agent_id``, set by the transport from ``X-Agent-Id`` on
-loopback or from a client token; refused by ``BrokerService.roster`` when missing or not
-configured) and calls one method of :class:`gateway.broker.service.BrokerService` or of its
-``messages`` or ``monitoring`` part, passing its answer through: the registry checks it against
-the row's output model. Broker failures are the broker's own errors, turned into tool results at
-the tool edge (``gateway.tools.registry``).
+loopback or from a client token; refused by ``BrokerService.roster`` when missing or not configured)
+and calls one method of a part of :class:`gateway.broker.service.BrokerService` (``phases``,
+``plan``, ``control``, ``sending``, ``delivery``, ``history``, ``monitoring``), passing its answer
+through: the registry checks it against the row's output model. Broker failures are the broker's own
+errors, turned into tool results at the tool edge (``gateway.tools.registry``).
 
 ``wait_for_message`` is ``long_running``: the transport answers it over SSE with keep-alive
 comments, and the tool sends ``notifications/progress`` when the caller sent a progress token.

@@ -374,11 +374,11 @@ async def test_metrics(env: Env) -> None:
         )
         == 1
     )
-    await env.broker._refresh_depths()  # what each timer look does now and then
+    await env.broker.housekeeping.refresh_depths()  # what each timer look does now and then
     assert reg.get_sample_value("gateway_broker_queue_depth", {"agent": "dev"}) == 1
     assert reg.get_sample_value("gateway_broker_messages_sent_total", {"agent": "dev"}) == 1
     await env.wait("dev")
-    await env.broker._refresh_depths()
+    await env.broker.housekeeping.refresh_depths()
     assert reg.get_sample_value("gateway_broker_queue_depth", {"agent": "dev"}) == 0
     assert reg.get_sample_value("gateway_broker_messages_delivered_total", {"agent": "dev"}) == 1
     assert reg.get_sample_value("gateway_broker_waits_open") == 0

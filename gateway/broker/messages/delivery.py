@@ -1,11 +1,6 @@
-"""Messages between agents: send and reply, wait with leases and delivery callbacks, history.
+"""Delivery: ``wait_for_message`` leases a message and hands the transport its delivery callbacks.
 
-Contract: broker.md ("send_message", "reply_message", "wait_for_message", "get_message_history",
-"Delivery"). A send is refused in STOPPED and committed before the recipient's waits are woken:
-a reply is a change (``gateway.broker.changes``); a message starting its own thread, the busiest
-call, is one statement that changes no state (``gateway.broker.prepared``).
-
-Delivery (broker.md "Delivery"; MCP basic/utilities/cancellation): :meth:`Messages.wait_for_message`
+Contract: broker.md "Delivery" (and MCP basic/utilities/cancellation). :meth:`Delivery.wait_for_message`
 claims the first free message of the caller (priority, then age) with a lease in the database
 (``broker.lease_seconds``; ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, so waits on several replicas
 never take the same message) and returns two callbacks, the one interface this module has with
@@ -19,9 +14,7 @@ leaves the lease to run out, and the message goes out again, through any replica
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -30,12 +23,10 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from gateway.broker.changes import Changes
-from gateway.broker.effects import After, queue_message
-from gateway.broker.errors import BrokerError
-from gateway.broker.formats import PRIORITIES, PRIORITY_NAMES, iso, new_message_id
+from gateway.broker.formats import iso, message_json
 from gateway.broker.machine import Event, Refused, State, decide
 from gateway.broker.roster import Roster
-from gateway.broker.store import MessageRow, PipelineRow, Queries, Store, StoreError
+from gateway.broker.store import MessageRow, Store, StoreError
 from gateway.broker.wakeups import Wakeups
 
 if TYPE_CHECKING:
@@ -49,10 +40,10 @@ ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 
 @dataclass
 class WaitOutcome:
-    """What :meth:`Messages.wait_for_message` ended with.
+    """What :meth:`Delivery.wait_for_message` ended with.
 
     Attributes:
-        message: the leased message (see :func:`message_json`), or None.
+        message: the leased message (see ``gateway.broker.formats.message_json``), or None.
         timed_out: the timeout passed with nothing to deliver.
         stopped: the pipeline was stopped while waiting.
         shutdown: the gateway is shutting down; reconnect and wait again.
@@ -75,40 +66,24 @@ class WaitOutcome:
     read_check_seconds: float | None = None
 
 
-def message_json(m: MessageRow) -> dict[str, Any]:
-    """A message as tools show it.
-
-    ``{messageId, from, to, subject, body, priority, replyTo, threadId, createdAt,
-    deliveryAttempt, delivered}``; ``deliveryAttempt`` > 1 means an earlier answer carrying
-    this message may have reached the receiver (at-least-once delivery).
-    """
-    return {
-        "messageId": m.id,
-        "from": m.sender,
-        "to": m.recipient,
-        "subject": m.subject,
-        "body": m.body,
-        "priority": PRIORITY_NAMES.get(m.priority, "normal"),
-        "replyTo": m.reply_to,
-        "threadId": m.thread_id,
-        "createdAt": m.created_at,
-        "deliveryAttempt": m.delivery_attempts,
-        "delivered": m.delivered_at is not None,
-    }
-
-
-class Messages:
-    """The message side of one broker.
+class Delivery:
+    """The delivery side of one broker: waits, the leases they take, and how those end.
 
     Args:
-        changes: runs sends as changes; shields leases; the committed state.
-        roster: the agents (recipients, ``lastSeen`` at the end of a wait).
+        changes: shields leases; the committed state.
+        roster: the agents (``lastSeen`` at the end of a wait).
         wakeups: this process's open waits.
         store: the opened database.
         metrics: the app's metrics.
         clock: Unix time source.
         progress_interval_seconds: default interval of a wait's progress notifications
             (``broker.progress_interval_seconds``).
+        lease_seconds: how long a claimed message stays leased (``broker.lease_seconds``).
+        recheck_seconds: how often a wait asks the database whatever it heard
+            (``broker.recheck_seconds``).
+        ack_timeout_seconds: how long a written message waits for its acknowledgement
+            (``broker.ack_timeout_seconds``).
+        read_check_seconds: ``broker.read_check_seconds`` (see :class:`WaitOutcome`).
         closing: the shutdown reason, or None while the broker runs.
     """
 
@@ -126,9 +101,6 @@ class Messages:
         recheck_seconds: float,
         ack_timeout_seconds: float = 300.0,
         read_check_seconds: float = 0.0,
-        max_message_bytes: int = 262_144,
-        history_page_bytes: int = 1_048_576,
-        history_item_bytes: int = 65_536,
         closing: Callable[[], str | None],
     ) -> None:
         self._changes = changes
@@ -143,122 +115,10 @@ class Messages:
         self._clock = clock
         self._progress_interval = progress_interval_seconds
         self._closing = closing
-        self._max_message_bytes = max_message_bytes
         self._ack_timeout = ack_timeout_seconds
         self._read_check = read_check_seconds
         #: Agents known to acknowledge (never forgotten: an agent that acknowledges always does).
         self._acknowledging: set[str] = set()
-        self._history_page_bytes = history_page_bytes
-        self._history_item_bytes = history_item_bytes
-
-    def _check_recipient(self, to: str) -> None:
-        agents = self._roster.agents
-        if to not in agents:
-            raise BrokerError(
-                "bad_request",
-                f"`to`: {to!r} is not an agent of this broker; send to one of: {', '.join(agents)}. "
-                "Nothing was sent.",
-                agents=list(agents),
-            )
-
-    async def send_message(
-        self,
-        agent: str,
-        to: str,
-        subject: str,
-        body: dict[str, Any],
-        priority: str = "normal",
-        *,
-        reply_to: str | None = None,
-    ) -> dict[str, Any]:
-        """``send_message`` / ``reply_message``: queue one message; ``{messageId, queued}``.
-
-        With ``reply_to`` the message goes to that message's sender, in its thread, and ``to`` is
-        ignored; the result then also has ``to`` and ``threadId``.
-
-        Raises:
-            BrokerError: ``bad_request`` for an unknown recipient, ``not_found`` for an unknown
-                ``reply_to``, ``conflict`` in STOPPED.
-        """
-        if reply_to is None:
-            self._check_recipient(to)
-        size = len(json.dumps(body, ensure_ascii=False).encode("utf-8"))
-        if size > self._max_message_bytes:
-            raise BrokerError(
-                "bad_request",
-                f"`body`: {size} bytes as JSON, over this broker's limit of {self._max_message_bytes} "
-                "bytes (broker.max_message_bytes). Send a smaller body: put large content in GitLab "
-                "(a file, an issue or a merge request comment) and send its link. Nothing was sent.",
-                limit=self._max_message_bytes,
-            )
-
-        if reply_to is None:
-            return await self._changes.shielded(self._send(agent, to, subject, body, PRIORITIES[priority]))
-
-        async def run(q: Queries, p: PipelineRow, after: After) -> dict[str, Any]:
-            self._changes.decide(p, Event.REPLY_MESSAGE if reply_to is not None else Event.SEND_MESSAGE)
-            recipient, thread = to, None
-            if reply_to is not None:
-                original = await q.message(reply_to)
-                if original is None:
-                    raise BrokerError(
-                        "not_found",
-                        f"`replyTo`: no message has id {reply_to!r}. Use the messageId of a message you "
-                        "received (wait_for_message) or found with get_message_history. Nothing was sent.",
-                    )
-                if original.sender not in self._roster.agents:
-                    raise BrokerError(
-                        "bad_request",
-                        f"`replyTo`: message {reply_to} is a notice from the {original.sender}, "
-                        "which takes no replies; use send_message to reach an agent. Nothing was sent.",
-                    )
-                recipient, thread = original.sender, original.thread_id
-            message_id = await queue_message(
-                q,
-                after,
-                sender=agent,
-                recipient=recipient,
-                subject=subject,
-                body=body,
-                priority=PRIORITIES[priority],
-                created_at=iso(self._clock()),
-                reply_to=reply_to,
-                thread_id=thread,
-            )
-            out: dict[str, Any] = {"messageId": message_id, "queued": True}
-            if reply_to is not None:
-                out["to"] = recipient
-                out["threadId"] = thread
-            return out
-
-        return await self._changes.run(agent, run, lock="share", save_seen=False)
-
-    async def _send(
-        self, agent: str, to: str, subject: str, body: dict[str, Any], priority: int
-    ) -> dict[str, Any]:
-        """A message that starts its own thread: one statement (the busiest change, kept short:
-        sending changes no state, so it needs neither the change unit's transaction nor a log line)."""
-        message_id = new_message_id()
-        async with self._store.write_one() as q:
-            queued = await q.queue_if_running(
-                id=message_id,
-                sender=agent,
-                recipient=to,
-                subject=subject,
-                body=body,
-                priority=priority,
-                created_at=iso(self._clock()),
-            )
-        if not queued:
-            async with self._store.read() as q:
-                p = await q.pipeline()
-            self._changes.decide(p, Event.SEND_MESSAGE)  # STOPPED: refused, saying by whom and when
-            raise StoreError(f"message to {to} not queued in state {p.state}")  # only a stop does that
-        after = After()
-        after.sent.append(to)
-        after.wake.add(to)
-        self._changes.after_commit(after)
-        return {"messageId": message_id, "queued": True}
 
     async def wait_for_message(
         self,
@@ -462,85 +322,3 @@ class Messages:
             await self._changes.shielded(self._release(agent, message_id, token))
 
         return delivered, abandoned
-
-    async def message_history(
-        self, issue: str | None, limit: int, after: str | None = None
-    ) -> dict[str, Any]:
-        """``get_message_history`` → ``{messages, page_info}``: newest first by page, oldest first in a page.
-
-        A page holds up to ``limit`` messages, and its whole answer stays within about
-        ``history_page_bytes``: a tool result carries its ``structuredContent`` twice, as the object
-        and as its JSON text (the text block MCP asks for, for clients that read only text), so each
-        message is counted as both. A body over ``history_item_bytes`` is cut (``bodyTruncated``,
-        ``bodyPreview``). ``after`` is the previous page's ``page_info.end_cursor``: the next page
-        holds older messages. A page always holds at least one message.
-
-        Raises:
-            BrokerError: ``bad_request`` for a cursor this tool did not hand out.
-        """
-        before = _decode_cursor(after)
-        out: list[dict[str, Any]] = []
-        used, more, last_seq = _PAGE_OVERHEAD_BYTES, False, before
-        while len(out) < limit and not more:
-            # Small batches: rows are read only as far as the page's byte budget reaches.
-            batch = min(_HISTORY_BATCH, limit - len(out))
-            async with self._store.read() as q:
-                rows = await q.history_page(issue, last_seq, batch + 1, self._history_item_bytes)
-            for row, head, length in rows[:batch]:
-                item = message_json(row)
-                encoded = head.encode("utf-8")
-                if length > len(head) or len(encoded) > self._history_item_bytes:
-                    preview = encoded[: self._history_item_bytes].decode("utf-8", errors="ignore")
-                    item.update(body=None, bodyTruncated=True, bodyPreview=preview)
-                else:
-                    item.update(body=json.loads(head), bodyTruncated=False, bodyPreview=None)
-                cost = _answer_bytes(item)
-                if out and used + cost > self._history_page_bytes:
-                    more = True
-                    break
-                used += cost
-                out.append(item)
-                last_seq = row.seq
-            else:
-                if len(rows) <= batch:
-                    break
-                if len(out) >= limit:
-                    more = True
-        out.reverse()
-        end = _encode_cursor(last_seq) if more and last_seq is not None else None
-        return {"messages": out, "page_info": {"has_next_page": end is not None, "end_cursor": end}}
-
-
-def _answer_bytes(item: dict[str, Any]) -> int:
-    """What ``item`` adds to a history answer: its compact JSON in ``structuredContent`` and again,
-    escaped, in the JSON text block (the two quotes counted there stand for the two commas)."""
-    dumped = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
-    escaped = json.dumps(dumped, ensure_ascii=False)
-    return len(dumped.encode("utf-8")) + len(escaped.encode("utf-8"))
-
-
-#: Rows read per statement while filling a history page.
-_HISTORY_BATCH = 16
-#: A history answer besides its messages (the JSON-RPC and result envelope, ``page_info``), twice.
-_PAGE_OVERHEAD_BYTES = 1024
-_CURSOR_PREFIX = "msg:"
-
-
-def _encode_cursor(seq: int) -> str:
-    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{seq}".encode()).decode("ascii")
-
-
-def _decode_cursor(cursor: str | None) -> int | None:
-    if cursor is None:
-        return None
-    try:
-        text = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii")
-        if text.startswith(_CURSOR_PREFIX):
-            return int(text[len(_CURSOR_PREFIX) :])
-    except (ValueError, UnicodeError):
-        pass
-    raise BrokerError(
-        "bad_request",
-        "`after`: not a cursor of get_message_history; pass `page_info.end_cursor` from the previous "
-        "answer as is, or leave `after` out to start from the newest messages.",
-    )

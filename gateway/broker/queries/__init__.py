@@ -1,0 +1,23 @@
+"""Typed statements on one connection, the same for SQLite and PostgreSQL (SQLAlchemy Core).
+
+Used inside ``Store.read`` / ``Store.write`` (``gateway.broker.store``). Row locks
+(``FOR UPDATE``, ``FOR SHARE``, ``SKIP LOCKED``) render on PostgreSQL and are nothing on SQLite,
+where every write transaction is ``BEGIN IMMEDIATE`` and so already alone.
+
+:class:`Queries` is every statement of the broker, grouped by what they touch: ``pipeline`` (the
+pipeline row, the phase's issues, the plan), ``messages`` (the queues), ``activity`` (``lastSeen``
+and the activity logs); ``rows`` holds what they return.
+"""
+
+from __future__ import annotations
+
+from gateway.broker.queries.activity import ActivityQueries
+from gateway.broker.queries.messages import MessageQueries
+from gateway.broker.queries.pipeline import PipelineQueries
+from gateway.broker.queries.rows import IssueRow, MessageRow, PipelineRow, PlanRow, RowLock, issue_key
+
+__all__ = ["IssueRow", "MessageRow", "PipelineRow", "PlanRow", "Queries", "RowLock", "issue_key"]
+
+
+class Queries(PipelineQueries, MessageQueries, ActivityQueries):
+    """The broker's statements on one connection (a transaction the caller opened)."""
