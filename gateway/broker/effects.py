@@ -28,7 +28,7 @@ class Facts:
         now: Unix time of the change.
         issue: the issue reported on (``report_completion``).
         phase / issues: the phase to start and its issue ids.
-        reason: why a person is needed or why the pipeline stopped.
+        reason: why a person is needed, why the pipeline stopped, or why an auto-advance was cancelled.
         next_plan_phase: the plan's phase after the current one (auto-advance).
         cooldown_seconds: the auto-advance cooldown to schedule.
     """
@@ -77,11 +77,13 @@ class Effects:
         roster: the agents (who gets a notice, who is connected).
         session_reset_seconds: auto-advance's ``session_reset`` stage length
             (``broker.session_reset_seconds``).
+        fail_limit: failed reports of one issue that call for a person (``broker.fail_limit``).
     """
 
-    def __init__(self, roster: Roster, *, session_reset_seconds: float) -> None:
+    def __init__(self, roster: Roster, *, session_reset_seconds: float, fail_limit: int) -> None:
         self._roster = roster
         self._session_reset_seconds = session_reset_seconds
+        self._fail_limit = fail_limit
 
     async def apply(
         self, effect: Effect, q: Queries, p: PipelineRow, f: Facts, after: After, now_iso: str
@@ -165,6 +167,25 @@ class Effects:
                 {"resumedBy": f.agent, "phase": p.phase},
                 now_iso,
             )
+        elif effect is Effect.RESET_FAILED_ISSUES:
+            failed = [i.id for i in await q.issues() if i.fail_count >= self._fail_limit]
+            for failed_id in failed:
+                await q.set_issue(failed_id, fail_count=0)
+            if failed:
+                after.pipeline_log.append(
+                    (f.agent or BROKER, f"failCount of {', '.join(failed)} back to 0: resumed to try again")
+                )
+        elif effect is Effect.NOTIFY_AUTO_ADVANCE_CANCELLED:
+            # Every agent, as for the auto-advance's own notices: after a session_reset they wait
+            # for a phase_started that now comes only after the PM resumes.
+            body = {
+                "stage": p.aa_stage,
+                "nextPhase": p.aa_next_phase,
+                "reason": f.reason,
+                "cancelledBy": f.agent,
+                "state": State.PAUSED.value,
+            }
+            await notify(q, after, self._roster.agents, "auto_advance_cancelled", body, now_iso)
         elif effect is Effect.SESSION_RESET:
             deadline = f.now + self._session_reset_seconds
             await q.update_pipeline(now_iso, aa_stage="session_reset", aa_deadline=deadline)

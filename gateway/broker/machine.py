@@ -100,10 +100,14 @@ class Effect(StrEnum):
     REOPEN_IF_ALL_DONE = "reopen_if_all_done"
     #: Remember the state HUMAN_NEEDED was entered from (kept when already HUMAN_NEEDED).
     REMEMBER_ORIGIN = "remember_origin"
-    #: A high-priority ``human_needed`` message to every connected agent but the caller.
+    #: A high-priority ``human_needed`` message to every connected agent, the caller included.
     NOTIFY_HUMAN_NEEDED = "notify_human_needed"
-    #: A high-priority ``resumed`` message to every connected agent but the caller.
+    #: A high-priority ``resumed`` message to every connected agent, the caller included.
     NOTIFY_RESUMED = "notify_resumed"
+    #: Every issue at the fail limit back to fail count 0 (a person resuming means "try again").
+    RESET_FAILED_ISSUES = "reset_failed_issues"
+    #: A high-priority ``auto_advance_cancelled`` message to every agent (the pipeline is PAUSED).
+    NOTIFY_AUTO_ADVANCE_CANCELLED = "notify_auto_advance_cancelled"
     #: Store the ``session_reset`` stage and its deadline; a high-priority ``session_reset``
     #: message to every agent.
     SESSION_RESET = "session_reset"
@@ -159,13 +163,15 @@ TABLE: dict[tuple[State, Event], Transition] = {
         for s in _NOT_STOPPED
     },
     (_S.HUMAN_NEEDED, _E.RESUME_PHASE): Transition(
-        _S.PHASE_DEVELOPING, (_F.REOPEN_IF_ALL_DONE, _F.NOTIFY_RESUMED)
+        _S.PHASE_DEVELOPING, (_F.REOPEN_IF_ALL_DONE, _F.RESET_FAILED_ISSUES, _F.NOTIFY_RESUMED)
     ),
     (_S.HUMAN_NEEDED, _E.RESUME_IDLE): Transition(_S.IDLE, (_F.NOTIFY_RESUMED,)),
     (_S.PAUSED, _E.RESUME_IDLE): Transition(_S.IDLE, (_F.NOTIFY_RESUMED,)),
     # An auto-advance is only ever under way in IDLE (it is scheduled by a transition to IDLE and
     # cleared by every transition out of it); ``cancel_auto_advance`` checks that one is under way.
-    (_S.IDLE, _E.CANCEL_AUTO_ADVANCE): Transition(_S.PAUSED, (_F.CLEAR_AUTO_ADVANCE,)),
+    (_S.IDLE, _E.CANCEL_AUTO_ADVANCE): Transition(
+        _S.PAUSED, (_F.NOTIFY_AUTO_ADVANCE_CANCELLED, _F.CLEAR_AUTO_ADVANCE)
+    ),
     (_S.IDLE, _E.AUTO_ADVANCE_RESET): Transition(_S.IDLE, (_F.SESSION_RESET,)),
     (_S.IDLE, _E.AUTO_ADVANCE_START): Transition(
         _S.PHASE_PREPARING, (_F.CLEAR_AUTO_ADVANCE, _F.INIT_PHASE, _F.NOTIFY_PHASE_STARTED)

@@ -120,9 +120,8 @@ class Plan:
                     "call set_auto_advance(enabled: false). Nothing was changed.",
                     state=p.state.value,
                 )
-            await self._changes.apply(
-                q, p, Event.CANCEL_AUTO_ADVANCE, Facts(agent=agent, now=self._clock()), after
-            )
+            f = Facts(agent=agent, now=self._clock(), reason=reason)
+            await self._changes.apply(q, p, Event.CANCEL_AUTO_ADVANCE, f, after)
             after.pipeline_log.append((agent, f"auto-advance cancelled in its {p.aa_stage} stage: {reason}"))
             return {"success": True, "stage": p.aa_stage}
 

@@ -116,7 +116,11 @@ class BrokerService:
             connected_window_seconds=self.config.connected_window_seconds,
             clock=clock,
         )
-        effects = Effects(self.roster, session_reset_seconds=self.config.session_reset_seconds)
+        effects = Effects(
+            self.roster,
+            session_reset_seconds=self.config.session_reset_seconds,
+            fail_limit=self.config.fail_limit,
+        )
         self.changes = Changes(
             store, self.wakeups, logs, metrics, self.roster, effects, self.state_dir, clock
         )

@@ -206,6 +206,9 @@ async def test_three_agents_run_a_plan_of_three_phases(
         await asyncio.sleep(0.8)  # past the cooldown: nothing happens
         status = await pm.ok("get_pipeline_status")
         assert status["state"] == "PAUSED" and status["autoAdvance"] == {"active": False}
+        for agent in (pm, dev, reviewer):
+            cancelled = await agent.expect("auto_advance_cancelled")
+            assert cancelled["body"]["reason"] == "hold phase 3" and cancelled["body"]["state"] == "PAUSED"
         assert await pm.ok("resume") == {"success": True, "state": "IDLE"}
         for agent in (pm, dev, reviewer):
             await agent.expect("resumed")

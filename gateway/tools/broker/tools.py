@@ -173,7 +173,8 @@ TOOLS: list[Tool] = [
         name="cancel_auto_advance",
         description=(
             "Cancel the auto-advance under way (its cooldown or session_reset stage); the pipeline goes "
-            "to PAUSED until the PM calls resume."
+            "to PAUSED until the PM calls resume. Every agent is sent a high-priority "
+            "auto_advance_cancelled message."
         ),
         input_model=ReasonInput,
         output_model=CancelAutoAdvanceOutput,
@@ -293,7 +294,8 @@ TOOLS: list[Tool] = [
         name="resume",
         description=(
             "PM only, on a person's word: HUMAN_NEEDED → PHASE_DEVELOPING (when it came from development "
-            "or review) or IDLE; PAUSED → IDLE."
+            "or review) or IDLE; PAUSED → IDLE. Resuming means try again: an issue that reached the fail "
+            "limit starts over at failCount 0."
         ),
         input_model=NoArguments,
         output_model=StateOutput,

@@ -114,10 +114,24 @@ async def test_fail_limit_then_human_and_resume(env: Env) -> None:
     assert await env.ok("pm", "resume") == {"success": True, "state": "PHASE_DEVELOPING"}
     for agent in ("pm", "dev", "reviewer"):  # the caller is told too; all three are connected now
         assert (await env.wait(agent))["message"]["subject"] == "resumed"
-    # the phase goes on where it was: A still in progress with its fail count
+    # the phase goes on where it was, A still in progress; a person resuming means "try again":
+    # A's fail count starts over, so its next fail does not send the pipeline straight back
     status = await env.status()
-    assert status["issues"]["A"] == {"status": "in_progress", "failCount": 3}
+    assert status["issues"]["A"] == {"status": "in_progress", "failCount": 0}
     assert "humanNeeded" not in status
+    out = await env.ok("dev", "report_completion", {"issue": "A", "result": "fail"})
+    assert out == {"success": True, "allDone": False, "failCount": 1, "state": "PHASE_DEVELOPING"}
+    lines = (await env.ok("pm", "get_activity_log", {"agent": "pipeline"}))["lines"]
+    assert any("failCount of A back to 0" in line for line in lines)
+
+
+async def test_resume_keeps_fail_counts_below_the_limit(env: Env) -> None:
+    await env.ok("pm", "start_phase", {"phase": 1, "issues": ["A", "B"]})
+    await env.ok("dev", "begin_developing")
+    await env.ok("dev", "report_completion", {"issue": "A", "result": "fail"})
+    await env.ok("dev", "request_human", {"reason": "which API?"})
+    assert await env.ok("pm", "resume") == {"success": True, "state": "PHASE_DEVELOPING"}
+    assert (await env.status())["issues"]["A"]["failCount"] == 1
 
 
 async def test_fix_limit(env: Env) -> None:
@@ -238,9 +252,44 @@ async def test_cancel_auto_advance(make_env: EnvFactory) -> None:
     }
     status = await env.status()
     assert status["state"] == "PAUSED" and status["autoAdvance"] == {"active": False}
+    # every agent is told, as it would have been told of the reset and the phase start
+    for agent in ("pm", "dev", "reviewer"):
+        notice = (await env.wait(agent))["message"]
+        assert notice["subject"] == "auto_advance_cancelled"
+        assert notice["from"] == "broker" and notice["priority"] == "high"
+        assert notice["body"] == {
+            "stage": "cooldown",
+            "nextPhase": 2,
+            "reason": "hold on",
+            "cancelledBy": "pm",
+            "state": "PAUSED",
+        }
     assert (await env.err("pm", "start_phase", {"phase": 2, "issues": ["X"]}))["reason"] == "conflict"
     assert await env.ok("pm", "resume") == {"success": True, "state": "IDLE"}
     await env.ok("pm", "start_phase", {"phase": 2, "issues": ["X"]})
+
+
+async def test_cancel_auto_advance_in_session_reset_tells_the_agents(make_env: EnvFactory) -> None:
+    env = await make_env(broker={"cooldown_seconds_override": 0.1, "session_reset_seconds": 30})
+    await env.ok("pm", "set_phase_plan", {**PLAN, "autoAdvance": True})
+    await develop(env, 1, ["JOP-237"])
+    await env.ok("reviewer", "report_review", {"result": "approved"})
+    for agent in ("pm", "dev", "reviewer"):
+        assert (await env.wait(agent, 5))["message"]["subject"] == "session_reset"
+    assert await env.ok("pm", "cancel_auto_advance", {"reason": "not today"}) == {
+        "success": True,
+        "stage": "session_reset",
+    }
+    # the agents that reset for the next phase learn that it is not coming until the PM resumes
+    for agent in ("pm", "dev", "reviewer"):
+        notice = (await env.wait(agent))["message"]
+        assert notice["subject"] == "auto_advance_cancelled" and notice["priority"] == "high"
+        assert notice["body"]["stage"] == "session_reset" and notice["body"]["state"] == "PAUSED"
+        assert notice["body"]["reason"] == "not today" and notice["body"]["nextPhase"] == 2
+    assert (await env.status())["state"] == "PAUSED"
+    assert await env.ok("pm", "resume") == {"success": True, "state": "IDLE"}
+    for agent in ("pm", "dev", "reviewer"):
+        assert (await env.wait(agent))["message"]["subject"] == "resumed"
 
 
 async def test_set_auto_advance_off_drops_the_advance(make_env: EnvFactory) -> None:
@@ -408,3 +457,4 @@ async def test_second_gateway_on_same_folder_is_refused(env: Env, make_env: EnvF
     with pytest.raises(StoreError, match="another gateway is using the broker state folder"):
         await make_env(env.settings)
     assert State.IDLE.value == (await env.status())["state"]
+
