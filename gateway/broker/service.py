@@ -217,6 +217,7 @@ class BrokerService:
             lambda payload: self.wakeups.dispatch(payload, self._stopped_elsewhere, self.auto_advance.kick),
             self._listener_back,
             self.store.where,
+            sent_here=self.store.sent_here,
         )
         await self._listener.start()
 

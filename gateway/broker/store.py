@@ -61,6 +61,8 @@ log = logging.getLogger(__name__)
 
 #: The migration process: ``gateway.broker.migrate`` found where this process finds its modules
 #: (its ``sys.path``, given as arguments: the same package, whatever the working folder).
+#: PostgreSQL read transactions: one snapshot for all their statements.
+_SNAPSHOT = {"isolation_level": "REPEATABLE READ"}
 _CHILD = "import sys; sys.path[:] = sys.argv[1:]; from gateway.broker.migrate import main; sys.exit(main())"
 
 
@@ -73,6 +75,8 @@ class Store:
         self.postgres = engine.dialect.name == "postgresql"
         self._write_lock = asyncio.Lock()
         self._open = True
+        #: PostgreSQL: the server process id of each of this replica's pooled connections.
+        self._backends: dict[int, int] = {}
 
     @classmethod
     async def open(cls, config: BrokerSettings, state_dir: Path) -> Store:
@@ -99,6 +103,8 @@ class Store:
             engine = create_async_engine(url, pool_size=config.pool_size, max_overflow=config.pool_size)
             _drop_ended_sessions(engine)
         store = cls(engine, describe(url))
+        if store.postgres:
+            _track_backends(engine, store._backends)
         try:
             if store.postgres:
                 await connect_with_retry(store._ping, url, config)
@@ -143,12 +149,23 @@ class Store:
             async with conn.begin():
                 return await conn.run_sync(_read_revision)
 
+    def sent_here(self, pid: int) -> bool:
+        """Whether PostgreSQL server process ``pid`` serves one of this replica's connections: a
+        notification it sent is this replica's own, acted on already when its change committed."""
+        return pid in self._backends.values()
+
     @asynccontextmanager
     async def read(self) -> AsyncIterator[Queries]:
-        """Queries in one read transaction (a consistent snapshot; no lock taken)."""
+        """Queries in one read transaction: a consistent snapshot, no lock taken.
+
+        On SQLite a deferred ``BEGIN`` keeps the snapshot of the first read (WAL); on PostgreSQL
+        the transaction is ``REPEATABLE READ``, so every statement sees the database as the first
+        one did (read-only, it never fails for a concurrent write:
+        https://www.postgresql.org/docs/current/transaction-iso.html#XACT-REPEATABLE-READ).
+        """
         self._check_open()
         async with self.engine.connect() as conn:
-            conn = await conn.execution_options(broker_read=True)
+            conn = await conn.execution_options(broker_read=True, **_SNAPSHOT if self.postgres else {})
             async with conn.begin():
                 yield Queries(conn, postgres=self.postgres)
 
@@ -229,6 +246,28 @@ def _drop_ended_sessions(engine: AsyncEngine) -> None:
         readable.register(conn.pgconn.socket, select.POLLIN)
         if readable.poll(0):
             raise sa.exc.DisconnectionError("the server ended this session")
+
+
+def _track_backends(engine: AsyncEngine, backends: dict[int, int]) -> None:
+    """Keep ``backends`` (connection → server process id) in step with the engine's pool.
+
+    The LISTEN connection skips the notifications these processes send (``Store.sent_here``).
+    A process that ended while its connection idled in the pool stays listed until the pool finds
+    out; were the server to give its id to another replica's connection meanwhile, that replica's
+    signals would be missed here only until the waits' periodic re-check.
+    """
+
+    @sa.event.listens_for(engine.sync_engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        backends[id(dbapi_conn)] = dbapi_conn.driver_connection.info.backend_pid
+
+    @sa.event.listens_for(engine.sync_engine, "close")
+    def _close(dbapi_conn: Any, _record: Any) -> None:
+        backends.pop(id(dbapi_conn), None)
+
+    @sa.event.listens_for(engine.sync_engine, "close_detached")
+    def _close_detached(dbapi_conn: Any) -> None:
+        backends.pop(id(dbapi_conn), None)
 
 
 def _read_revision(conn: sa.Connection) -> str | None:

@@ -4,7 +4,8 @@ A wait subscribes to its agent before it looks at its queue, so a message commit
 look and the sleep still wakes it. A committed change wakes this process's waits at once
 (:meth:`Wakeups.wake`); on PostgreSQL the same transaction also sent ``pg_notify`` (delivered at
 commit, dropped on rollback), and one LISTEN connection per replica (:class:`Listener`) fans the
-signal out to that replica's waits. A notification is only a signal: the woken wait re-reads the
+signal out to the other replicas' waits: a replica skips the notifications its own connections
+sent (``Store.sent_here``), whose wake-ups it did at commit. A notification is only a signal: the woken wait re-reads the
 table, and a slow re-check (``broker.recheck_seconds``) covers a signal missed while the listener
 was reconnecting (after which every wait is woken anyway).
 
@@ -107,6 +108,8 @@ class Listener:
         on_payload: called with each notification's payload.
         on_reconnect: called after the connection came back (signals may have been missed).
         where: how to name the database in log lines (no password).
+        sent_here: whether a notifying server process is one of this replica's own connections;
+            its notifications are skipped (this replica acted on its own commits already).
     """
 
     def __init__(
@@ -116,12 +119,14 @@ class Listener:
         on_payload: Callable[[str], None],
         on_reconnect: Callable[[], None],
         where: str,
+        sent_here: Callable[[int], bool] | None = None,
     ) -> None:
         self._conninfo = conninfo
         self._channel = channel
         self._on_payload = on_payload
         self._on_reconnect = on_reconnect
         self._where = where
+        self._sent_here = sent_here
         self._task: asyncio.Task[None] | None = None
         self._conn: Any = None
         self.ready = asyncio.Event()
@@ -149,7 +154,8 @@ class Listener:
                     self._on_reconnect()
                 first, pause = False, 0.2
                 async for note in conn.notifies():
-                    self._on_payload(note.payload)
+                    if self._sent_here is None or not self._sent_here(note.pid):
+                        self._on_payload(note.payload)
             except asyncio.CancelledError:
                 raise
             except Exception as err:

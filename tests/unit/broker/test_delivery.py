@@ -6,7 +6,13 @@ import asyncio
 import random
 import time
 
+import psycopg
+import pytest
+from sqlalchemy.engine import make_url
+
 from gateway.broker.formats import iso
+from gateway.broker.prepared import CHANNEL
+from gateway.broker.queries import MessageRow, Queries
 from tests.unit.broker.conftest import Env, EnvFactory, close
 
 
@@ -235,3 +241,40 @@ async def test_last_seen_of_an_agent_that_only_waits_is_saved(make_env: EnvFacto
     async with env.broker.store.read() as q:
         saved = (await q.last_seen())["dev"]
     assert before <= saved <= after
+
+
+async def test_a_replica_skips_its_own_wake_up_signals(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On PostgreSQL a commit wakes this replica's waits at once and signals the other replicas
+    (``pg_notify``); the replica hears that signal too, and must not look at the queue again for it:
+    one database look per message, not two."""
+    if not env.broker.store.postgres:
+        pytest.skip("only PostgreSQL replicas signal each other")
+    claims = 0
+    claim = Queries.claim
+
+    async def counted(self: Queries, recipient: str, now: float, lease_seconds: float) -> MessageRow | None:
+        nonlocal claims
+        claims += 1
+        return await claim(self, recipient, now, lease_seconds)
+
+    monkeypatch.setattr(Queries, "claim", counted)
+    waiter = asyncio.create_task(env.ok("dev", "wait_for_message", {"timeout_sec": 5}))
+    await asyncio.sleep(0.1)
+    await send(env, "dev", 1)
+    assert (await waiter)["message"]["body"] == {"n": 1}
+    await asyncio.sleep(0.5)  # the replica's LISTEN connection hears the send's signal
+    looked = claims
+    assert (await env.wait("dev"))["message"] is None
+    assert claims == looked  # the queue is known empty: no round trip to the database
+    # another replica's signal still counts: its send wakes a wait here
+    waiter = asyncio.create_task(env.ok("dev", "wait_for_message", {"timeout_sec": 5}))
+    await asyncio.sleep(0.1)
+    assert env.settings.broker.database_url is not None
+    url = make_url(env.settings.broker.database_url.get_secret_value()).set(drivername="postgresql")
+    other = await psycopg.AsyncConnection.connect(url.render_as_string(hide_password=False), autocommit=True)
+    async with other:
+        await other.execute("SELECT pg_notify(%s, 'dev')", (CHANNEL,))
+    await asyncio.sleep(0.5)
+    assert claims == looked + 1  # woken by the foreign signal, it looked once
+    waiter.cancel()
+    await asyncio.gather(waiter, return_exceptions=True)

@@ -6,8 +6,11 @@ import asyncio
 import time
 
 import pytest
+import sqlalchemy as sa
 
+from gateway.broker import schema
 from gateway.broker.machine import State
+from gateway.broker.queries import IssueRow, Queries
 from tests.unit.broker.conftest import Env, EnvFactory, close
 
 PLAN = {
@@ -458,3 +461,20 @@ async def test_second_gateway_on_same_folder_is_refused(env: Env, make_env: EnvF
         await make_env(env.settings)
     assert State.IDLE.value == (await env.status())["state"]
 
+
+async def test_status_is_one_snapshot(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """get_pipeline_status reads every table as of one moment, even while another change commits."""
+    await env.ok("pm", "start_phase", {"phase": 1, "issues": ["A"]})
+    read_issues = Queries.issues
+
+    async def commit_meanwhile(self: Queries) -> list[IssueRow]:
+        # Another replica's change commits between the status's statements.
+        async with env.broker.store.engine.begin() as conn:
+            await conn.execute(sa.update(schema.issues).values(fail_count=7))
+        return await read_issues(self)
+
+    monkeypatch.setattr(Queries, "issues", commit_meanwhile)
+    status = await env.status()
+    monkeypatch.undo()
+    assert status["issues"]["A"]["failCount"] == 0  # as of the status's first statement
+    assert (await env.status())["issues"]["A"]["failCount"] == 7
