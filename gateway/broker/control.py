@@ -1,6 +1,6 @@
 """Safety and control: ``request_human``, ``resume``, ``stop_pipeline``.
 
-Contract: broker.md ("HUMAN_NEEDED", "PAUSED", "STOPPED"). A person is asked for by any agent;
+Contract: broker.md ("States", "Stopping"). A person is asked for by any agent;
 only the PM resumes, on a person's word; a stop is for good.
 """
 

@@ -1,6 +1,6 @@
 """A phase's work flow: ``start_phase``, ``begin_developing``, ``report_completion``, ``report_review``.
 
-Contract: broker.md ("The 18 tools", "States"). Each call is one change (``gateway.broker.changes``):
+Contract: broker.md ("States"). Each call is one change (``gateway.broker.changes``):
 the pure classifiers of ``gateway.broker.machine`` turn the call and the counters into an event,
 and the change applies its transition. The fail and fix limits are ``broker.fail_limit`` and
 ``broker.fix_limit``; an approved review may schedule the next phase's auto-advance

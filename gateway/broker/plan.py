@@ -1,7 +1,7 @@
 """The phase plan and its auto-advance switch: ``set_phase_plan``, ``get_phase_plan``,
 ``set_auto_advance``, ``cancel_auto_advance``.
 
-Contract: broker.md ("Phase plan", "Auto-advance"). The timer that runs an auto-advance is
+Contract: broker.md ("Auto-advance"). The timer that runs an auto-advance is
 ``gateway.broker.auto_advance``; these calls store the plan and the switch, and drop or cancel an
 auto-advance under way.
 """

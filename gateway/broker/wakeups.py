@@ -1,13 +1,13 @@
 """Wake-ups of waiting ``wait_for_message`` calls, in this process and across replicas.
 
-A wait subscribes to its agent before it looks at its queue, so a message committed between the
-look and the sleep still wakes it. A committed change wakes this process's waits at once
+A wait subscribes to its agent before it looks at its queue, so a message committed between the look
+and the sleep still wakes it. A committed change wakes this process's waits at once
 (:meth:`Wakeups.wake`); on PostgreSQL the same transaction also sent ``pg_notify`` (delivered at
 commit, dropped on rollback), and one LISTEN connection per replica (:class:`Listener`) fans the
-signal out to the other replicas' waits: a replica skips the notifications its own connections
-sent (``Store.sent_here``), whose wake-ups it did at commit. A notification is only a signal: the woken wait re-reads the
-table, and a slow re-check (``broker.recheck_seconds``) covers a signal missed while the listener
-was reconnecting (after which every wait is woken anyway).
+other replicas' signals out to this replica's waits (it skips the notifications its own connections
+sent, ``Store.sent_here``: it woke its waits at commit). A notification is only a signal: the woken
+wait re-reads the table, and a slow re-check (``broker.recheck_seconds``) covers a signal missed
+while the listener was reconnecting (after which every wait is woken anyway).
 
 Payloads: an agent id (a message for it, or a lease given back), ``*stop`` (the pipeline
 stopped), ``*timer`` (an auto-advance stage was scheduled or changed).
