@@ -61,9 +61,9 @@ log = logging.getLogger(__name__)
 
 #: The migration process: ``gateway.broker.migrate`` found where this process finds its modules
 #: (its ``sys.path``, given as arguments: the same package, whatever the working folder).
+_CHILD = "import sys; sys.path[:] = sys.argv[1:]; from gateway.broker.migrate import main; sys.exit(main())"
 #: PostgreSQL read transactions: one snapshot for all their statements.
 _SNAPSHOT = {"isolation_level": "REPEATABLE READ"}
-_CHILD = "import sys; sys.path[:] = sys.argv[1:]; from gateway.broker.migrate import main; sys.exit(main())"
 
 
 class Store:
