@@ -22,6 +22,8 @@ The server under test is pinned to CPU 0, the load generator (and the stub, exce
 row) to CPU 1. Columns: calls/s, p50 and p99 latency, the server's CPU milliseconds per call
 (``/proc``: not skewed by other load the way latency is), GitLab requests per call (counted by
 the stub) and the server's peak RSS. Compare ratios within one run: the machine may be shared.
+Each concurrency is measured in ``--rounds`` rounds (3) that interleave the servers; each row is
+the median round, so a burst of other load lands on every server alike instead of on one row.
 """
 
 from __future__ import annotations
@@ -245,22 +247,33 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
         rows: list[Row] = []
         print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
         for concurrency in args.concurrency:
-            for server, tool, pid, call in targets:
-                if pid == stub.pid:
-                    pin(stub.pid, SERVER_CPU)
-                row = await measure(
-                    clients,
-                    call,
-                    calls=args.calls,
-                    concurrency=concurrency,
-                    pid=pid,
-                    upstream_count=upstream_count,
-                    row=Row(server, tool, concurrency),
-                )
-                if pid == stub.pid:
-                    pin(stub.pid, LOAD_CPU)
+            # Rounds interleave the servers, each round starting one further along, so that a
+            # burst of other load on a shared machine lands on every server alike; each row is
+            # the median round.
+            measured: list[list[Row]] = [[] for _ in targets]
+            for turn in range(args.rounds):
+                for i in [(turn + k) % len(targets) for k in range(len(targets))]:
+                    server, tool, pid, call = targets[i]
+                    if pid == stub.pid:
+                        pin(stub.pid, SERVER_CPU)
+                    row = await measure(
+                        clients,
+                        call,
+                        calls=args.calls,
+                        concurrency=concurrency,
+                        pid=pid,
+                        upstream_count=upstream_count,
+                        row=Row(server, tool, concurrency),
+                    )
+                    if pid == stub.pid:
+                        pin(stub.pid, LOAD_CPU)
+                    measured[i].append(row)
+            for runs in measured:
+                row = median_row(runs)
                 print(
-                    f"  {server:32} {tool:24} c={concurrency:<4} {row.calls_per_s:8.0f} calls/s", flush=True
+                    f"  {row.server:32} {row.tool:24} c={concurrency:<4} {row.calls_per_s:8.0f} calls/s "
+                    f"(rounds: {', '.join(f'{r.calls_per_s:.0f}' for r in runs)})",
+                    flush=True,
                 )
                 rows.append(row)
         print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
@@ -275,6 +288,16 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
             except subprocess.TimeoutExpired:
                 proc.kill()
         standin.stop()
+
+
+def median_row(runs: list[Row]) -> Row:
+    """The round with the median CPU per call (its figures kept together), with the highest peak
+    RSS and every failure of all rounds."""
+    ordered = sorted(runs, key=lambda r: r.cpu_ms_per_call)
+    row = ordered[(len(ordered) - 1) // 2]
+    row.peak_rss_mib = max(r.peak_rss_mib for r in runs)
+    row.errors = sum(r.errors for r in runs)
+    return row
 
 
 def table(rows: list[Row]) -> str:
@@ -385,7 +408,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--peer", action="store_true", help=f"also measure {PEER} (npm; Node 18+)")
     ap.add_argument("--peer-version", default="2.1.64")
-    ap.add_argument("--calls", type=int, default=1000, help="measured calls per row")
+    ap.add_argument("--calls", type=int, default=1000, help="measured calls per row and round")
+    ap.add_argument(
+        "--rounds", type=int, default=3, help="interleaved rounds per concurrency; each row is the median"
+    )
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 32, 128])
     ap.add_argument("--plot", type=Path, metavar="FILE.png", help="draw calls/s and p99 against concurrency")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON")
