@@ -78,12 +78,17 @@ class Effects:
         session_reset_seconds: auto-advance's ``session_reset`` stage length
             (``broker.session_reset_seconds``).
         fail_limit: failed reports of one issue that call for a person (``broker.fail_limit``).
+        fix_limit: reviews of one phase asking for changes that call for a person
+            (``broker.fix_limit``).
     """
 
-    def __init__(self, roster: Roster, *, session_reset_seconds: float, fail_limit: int) -> None:
+    def __init__(
+        self, roster: Roster, *, session_reset_seconds: float, fail_limit: int, fix_limit: int
+    ) -> None:
         self._roster = roster
         self._session_reset_seconds = session_reset_seconds
         self._fail_limit = fail_limit
+        self._fix_limit = fix_limit
 
     async def apply(
         self, effect: Effect, q: Queries, p: PipelineRow, f: Facts, after: After, now_iso: str
@@ -167,13 +172,18 @@ class Effects:
                 {"resumedBy": f.agent, "phase": p.phase},
                 now_iso,
             )
-        elif effect is Effect.RESET_FAILED_ISSUES:
+        elif effect is Effect.RESET_REACHED_LIMITS:
             failed = [i.id for i in await q.issues() if i.fail_count >= self._fail_limit]
             for failed_id in failed:
                 await q.set_issue(failed_id, fail_count=0)
             if failed:
                 after.pipeline_log.append(
                     (f.agent or BROKER, f"failCount of {', '.join(failed)} back to 0: resumed to try again")
+                )
+            if p.fix_count >= self._fix_limit:
+                await q.update_pipeline(now_iso, fix_count=0)
+                after.pipeline_log.append(
+                    (f.agent or BROKER, f"fixCount of phase {p.phase} back to 0: resumed to try again")
                 )
         elif effect is Effect.NOTIFY_AUTO_ADVANCE_CANCELLED:
             # Every agent, as for the auto-advance's own notices: after a session_reset they wait

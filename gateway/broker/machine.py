@@ -104,8 +104,9 @@ class Effect(StrEnum):
     NOTIFY_HUMAN_NEEDED = "notify_human_needed"
     #: A high-priority ``resumed`` message to every connected agent, the caller included.
     NOTIFY_RESUMED = "notify_resumed"
-    #: Every issue at the fail limit back to fail count 0 (a person resuming means "try again").
-    RESET_FAILED_ISSUES = "reset_failed_issues"
+    #: Every issue at the fail limit back to fail count 0, and the phase's fix count back to 0 at
+    #: the fix limit (a person resuming means "try again").
+    RESET_REACHED_LIMITS = "reset_reached_limits"
     #: A high-priority ``auto_advance_cancelled`` message to every agent (the pipeline is PAUSED).
     NOTIFY_AUTO_ADVANCE_CANCELLED = "notify_auto_advance_cancelled"
     #: Store the ``session_reset`` stage and its deadline; a high-priority ``session_reset``
@@ -163,7 +164,7 @@ TABLE: dict[tuple[State, Event], Transition] = {
         for s in _NOT_STOPPED
     },
     (_S.HUMAN_NEEDED, _E.RESUME_PHASE): Transition(
-        _S.PHASE_DEVELOPING, (_F.REOPEN_IF_ALL_DONE, _F.RESET_FAILED_ISSUES, _F.NOTIFY_RESUMED)
+        _S.PHASE_DEVELOPING, (_F.REOPEN_IF_ALL_DONE, _F.RESET_REACHED_LIMITS, _F.NOTIFY_RESUMED)
     ),
     (_S.HUMAN_NEEDED, _E.RESUME_IDLE): Transition(_S.IDLE, (_F.NOTIFY_RESUMED,)),
     (_S.PAUSED, _E.RESUME_IDLE): Transition(_S.IDLE, (_F.NOTIFY_RESUMED,)),

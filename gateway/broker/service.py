@@ -120,6 +120,7 @@ class BrokerService:
             self.roster,
             session_reset_seconds=self.config.session_reset_seconds,
             fail_limit=self.config.fail_limit,
+            fix_limit=self.config.fix_limit,
         )
         self.changes = Changes(
             store, self.wakeups, logs, metrics, self.roster, effects, self.state_dir, clock

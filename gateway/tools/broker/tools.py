@@ -295,7 +295,7 @@ TOOLS: list[Tool] = [
         description=(
             "PM only, on a person's word: HUMAN_NEEDED → PHASE_DEVELOPING (when it came from development "
             "or review) or IDLE; PAUSED → IDLE. Resuming means try again: an issue that reached the fail "
-            "limit starts over at failCount 0."
+            "limit starts over at failCount 0, and a phase that reached the fix limit at fixCount 0."
         ),
         input_model=NoArguments,
         output_model=StateOutput,

@@ -144,7 +144,16 @@ async def test_fix_limit(env: Env) -> None:
     out = await env.ok("reviewer", "report_review", {"result": "changes", "prId": "!7"})
     assert out == {"success": True, "state": "HUMAN_NEEDED", "fixCount": 2}
     assert await env.ok("pm", "resume") == {"success": True, "state": "PHASE_DEVELOPING"}
-    assert (await env.status())["issues"]["A"]["status"] == "in_progress"
+    status = await env.status()
+    assert status["issues"]["A"]["status"] == "in_progress"
+    # a person resuming means "try again": the next review asking for changes is the phase's
+    # first since, not a third that sends it straight back to HUMAN_NEEDED
+    assert status["fixCount"] == 0
+    await env.ok("dev", "report_completion", {"issue": "A", "result": "pass"})
+    out = await env.ok("reviewer", "report_review", {"result": "changes"})
+    assert out == {"success": True, "state": "PHASE_DEVELOPING", "fixCount": 1}
+    lines = (await env.ok("pm", "get_activity_log", {"agent": "pipeline"}))["lines"]
+    assert any("fixCount of phase 1 back to 0" in line for line in lines)
 
 
 async def test_request_human_in_review_resumes_into_development(env: Env) -> None:
