@@ -263,7 +263,23 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:  # credentials, a query, a fragment or a bad port in the URL
         print(f"{PROG}: configuration error: gitlab.url: {err}", file=sys.stderr)
         return 2
+    from gateway.config import unknown_environment, unknown_environment_line
+
+    unknown = unknown_environment()
+    for name in unknown:
+        if "__" in name:
+            # GATEWAY_<SECTION>__<OPTION> is ours whatever it says: refused, as a typo of an
+            # option's name inside a section is. A name without "__" may be another program's
+            # (CGI's GATEWAY_INTERFACE, a client's token variable): warned about below.
+            print(
+                f"{PROG}: configuration error: {unknown_environment_line(name, refused=True)}",
+                file=sys.stderr,
+            )
+    if any("__" in name for name in unknown):
+        return 2
     if args.print_config:
+        for name in unknown:
+            print(f"{PROG}: warning: {unknown_environment_line(name)}", file=sys.stderr)
         print(json.dumps(masked_config(settings), indent=2))
         return 0
 
@@ -319,10 +335,8 @@ def main(argv: list[str] | None = None) -> int:
             "metrics_port": server.metrics_port,
         },
     )
-    from gateway.config import unknown_environment
-
-    for name in unknown_environment():
-        log.warning("environment variable %s names no option and is ignored (see --print-config)", name)
+    for name in unknown:
+        log.warning(unknown_environment_line(name))
     if settings.gitlab.credential_mode == "service" and settings.gitlab.token is None:
         log.warning(
             "GITLAB_TOKEN is not set, so the GitLab tools read public projects only, anonymously; set "

@@ -18,6 +18,7 @@ Validation errors name the option (``gitlab.url``) and are printed without a sta
 from __future__ import annotations
 
 import base64
+import difflib
 import ipaddress
 import json
 import os
@@ -428,20 +429,33 @@ class _ContractEnvSource(PydanticBaseSettingsSource):
         return out
 
 
-def unknown_environment(environ: dict[str, str] | None = None) -> list[str]:
-    """``GATEWAY_*`` variables that name no option (a typo is otherwise silently ignored).
-
-    Known: ``GATEWAY_STATE_DIR``, ``GATEWAY_<OPTION>`` for top-level options and
-    ``GATEWAY_<SECTION>__<OPTION>`` for the options of a section.
-    """
-    env = os.environ if environ is None else environ
+def _known_environment() -> set[str]:
+    """``GATEWAY_STATE_DIR``, ``GATEWAY_<OPTION>`` for top-level options and
+    ``GATEWAY_<SECTION>__<OPTION>`` for the options of a section."""
     known = {"GATEWAY_STATE_DIR"}
     for name, field in Settings.model_fields.items():
         known.add(f"GATEWAY_{name.upper()}")
         section = field.annotation
         if isinstance(section, type) and issubclass(section, _Section):
             known.update(f"GATEWAY_{name.upper()}__{option.upper()}" for option in section.model_fields)
+    return known
+
+
+def unknown_environment(environ: dict[str, str] | None = None) -> list[str]:
+    """``GATEWAY_*`` variables that name no option (a typo is otherwise silently ignored)."""
+    env = os.environ if environ is None else environ
+    known = _known_environment()
     return sorted(k for k in env if k.upper().startswith("GATEWAY_") and k.upper() not in known)
+
+
+def unknown_environment_line(name: str, *, refused: bool = False) -> str:
+    """What to say of unknown variable ``name``: that it is ignored (or ``refused``), and the
+    option it most likely meant (``GATEWAY_READONLY`` → ``GATEWAY_READ_ONLY``)."""
+    close = difflib.get_close_matches(name.upper(), sorted(_known_environment()), n=1, cutoff=0.8)
+    hint = f"did you mean {close[0]}? " if close else ""
+    what = "" if refused else " and is ignored"
+    listed = "config/gateway.example.toml lists every option"
+    return f"environment variable {name} names no option{what} ({hint}{listed})"
 
 
 def is_loopback(host: str) -> bool:

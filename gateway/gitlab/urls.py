@@ -164,6 +164,11 @@ def project_full_path(project: str) -> str:
     path = unquote(project.strip()).strip("/")
     if not path:
         raise InvalidReference("The project must be a numeric ID or a full path such as `group/project`.")
+    if "://" in path:
+        raise InvalidReference(
+            f"Project {project!r} is a URL; give the project's full path (the part after the host, e.g. "
+            "`group/subgroup/project`) or its numeric ID."
+        )
     if "%" in path:
         raise InvalidReference(
             f"Project path {project!r} looks URL-encoded twice; send it plain (`group/project`) or encoded "

@@ -284,6 +284,8 @@ class Dispatcher:
             tool = self._registry.resolve(name)
         except ToolError as err:
             declared = self._registry.declared(name)
+            # As every tool error does: the request id the access line carries too.
+            err.details.setdefault("request_id", ex.request_id)
             result = ToolResult.from_error(err)
             self._telemetry.tool_call(declared.name if declared else "unknown", tool_outcome(result), None)
             ex.tool = declared.name if declared else None

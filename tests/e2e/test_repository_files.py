@@ -119,8 +119,8 @@ async def test_bad_ref_and_missing_file_give_their_two_messages(
         assert is_error
         assert out["error"]["message"] == (
             "File 'src/nope.py' does not exist at ref 'main'. The path must be relative to the repository "
-            "root. Do not retry the same path; find the file's real path first, for example with GitLab's "
-            "search (scope blobs) or by listing the directory in GitLab."
+            "root, and is case-sensitive. Do not retry the same path; find the file's real path first: a "
+            "link to the file in GitLab's web UI has it, and the url argument takes such a link."
         )
         assert fresh_standin.control.request_count() <= 2
 

@@ -327,14 +327,16 @@ def test_every_option_in_the_example_has_a_comment() -> None:
             assert above.startswith("#") or re.match(r"#? ?[a-z_]+ = ", above), f"no comment above {line!r}"
 
 
-def _gateway(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m gateway *args`` with a clean environment and its own state folder."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITLAB_", "GATEWAY_"))}
-    env.update(GITLAB_URL="http://127.0.0.1:9", GATEWAY_STATE_DIR=str(tmp_path / "state"))
+def _gateway(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m gateway *args`` with a clean environment (plus ``env``) and its own state folder."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("GITLAB_", "GATEWAY_"))}
+    clean.update(GITLAB_URL="http://127.0.0.1:9", GATEWAY_STATE_DIR=str(tmp_path / "state"), **(env or {}))
     return subprocess.run(
         [sys.executable, "-m", "gateway", *args],
         cwd=REPO,
-        env=env,
+        env=clean,
         capture_output=True,
         text=True,
         timeout=60,
@@ -420,3 +422,23 @@ def test_migrate_beside_a_running_gateway_says_there_is_nothing_to_do(tmp_path: 
     last = result.stderr.splitlines()[-1]
     assert last.startswith("gitlab-mcp-gateway: cannot migrate: a gateway is running on the state folder")
     assert "nothing to do" in last and "stop that gateway first" in last
+
+
+def test_a_misspelt_variable_is_named_with_the_option_it_likely_meant(tmp_path: Path) -> None:
+    # Without "__" it may be another program's (CGI's GATEWAY_INTERFACE): warned, even by
+    # --print-config, which a person checks a setting with.
+    out = _gateway(tmp_path, "--print-config", env={"GATEWAY_READONLY": "true", "GATEWAY_GITLAB_TOKEN": "x"})
+    assert out.returncode == 0
+    assert '"read_only": false' in out.stdout
+    assert "GATEWAY_READONLY names no option and is ignored (did you mean GATEWAY_READ_ONLY?" in out.stderr
+    assert (
+        "GATEWAY_GITLAB_TOKEN names no option and is ignored (did you mean GATEWAY_GITLAB__TOKEN?"
+        in out.stderr
+    )
+    # GATEWAY_<SECTION>__<OPTION> is the gateway's own: refused, as GATEWAY_SERVER__PORTT is.
+    out = _gateway(tmp_path, "--print-config", env={"GATEWAY_SERVR__PORT": "1"})
+    assert out.returncode == 2 and not out.stdout
+    assert (
+        "configuration error: environment variable GATEWAY_SERVR__PORT names no option "
+        "(did you mean GATEWAY_SERVER__PORT?" in out.stderr
+    )

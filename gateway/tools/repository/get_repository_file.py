@@ -67,8 +67,8 @@ class GetRepositoryFileInput(ToolInput):
         description=(
             "GitLab URL of the file, for example "
             "https://gitlab.com/gitlab-org/gitlab/-/blob/master/app/models/user.rb (blob, raw or blame; "
-            "?ref_type=heads|tags and a #L10-20 line anchor are honoured). Provide this, or project_id, "
-            "file_path, and ref. Only URLs on this gateway's GitLab are accepted."
+            "?ref_type=heads|tags and a #L10-20 line anchor are honoured). Provide this, or project_id and "
+            "file_path (and ref, optionally). Only URLs on this gateway's GitLab are accepted."
         ),
     )
     project_id: OptionalProjectId = Field(

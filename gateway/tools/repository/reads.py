@@ -335,8 +335,8 @@ def missing_error(target: FileTarget, missing: Missing) -> ToolError:
         return not_found(message, kind="ref_not_found", ref=target.ref)
     return not_found(
         f"File '{target.path}' does not exist at ref '{target.ref}'. The path must be relative to the "
-        "repository root. Do not retry the same path; find the file's real path first, for example with "
-        "GitLab's search (scope blobs) or by listing the directory in GitLab.",
+        "repository root, and is case-sensitive. Do not retry the same path; find the file's real path "
+        "first: a link to the file in GitLab's web UI has it, and the url argument takes such a link.",
         kind="file_not_found",
         path=target.path,
         ref=target.ref,

@@ -90,7 +90,8 @@ async def resolve_target(
         if args.project_id is None or args.file_path is None:
             missing = [n for n in ("project_id", "file_path") if getattr(args, n) is None]
             raise bad_request(
-                f"Provide either url, or project_id, file_path, and ref (missing: {', '.join(missing)}).",
+                "Provide either url, or project_id and file_path (ref is optional: HEAD, the default "
+                f"branch; missing: {', '.join(missing)}).",
                 invalid_arguments=missing,
             )
         ref = _ref(args.ref if args.ref is not None else "HEAD")

@@ -119,6 +119,7 @@ def test_project_full_path_decodes_exactly_once(given: str, expected: str) -> No
         ("grp/-proj", "is not a GitLab path"),
         ("grp/proj?x=1", "is not a GitLab path"),
         ("grp/pröj", "is not a GitLab path"),
+        ("https://gitlab.example.com/grp/proj", "is a URL; give the project's full path"),
     ],
 )
 def test_impossible_project_paths_are_bad_requests(given: str, says: str) -> None:

@@ -162,6 +162,8 @@ async def test_hidden_tool_call_is_refused_with_a_clear_text(mcp_factory: MakeMc
             "write changes GitLab or broker state and this gateway runs read-only (--read-only)"
         )
         assert result["structuredContent"]["error"]["reason"] == "unauthorized"
+        # like every tool error: the request id an operator finds the access line by
+        assert result["structuredContent"]["error"]["request_id"]
     text = await (await client.client.get("/metrics")).text()
     assert 'gateway_tool_calls_total{outcome="unauthorized",tool="write"} 2.0' in text
 

@@ -383,8 +383,8 @@ async def test_missing_file_is_told_apart_in_one_request(env: ToolEnv, fake: Fak
     assert err == {
         "reason": "not_found",
         "message": "File 'lib/nope.rb' does not exist at ref 'main'. The path must be relative to the "
-        "repository root. Do not retry the same path; find the file's real path first, for example with "
-        "GitLab's search (scope blobs) or by listing the directory in GitLab.",
+        "repository root, and is case-sensitive. Do not retry the same path; find the file's real path "
+        "first: a link to the file in GitLab's web UI has it, and the url argument takes such a link.",
         "kind": "file_not_found",
         "path": "lib/nope.rb",
         "ref": "main",
@@ -455,10 +455,14 @@ async def test_leading_slash_is_stripped(env: ToolEnv, fake: FakeRepoGitLab) -> 
 
 async def test_missing_identification(env: ToolEnv, fake: FakeRepoGitLab) -> None:
     err = error(await call(env, file_path="README.md"))
-    assert err["message"] == "Provide either url, or project_id, file_path, and ref (missing: project_id)."
+    assert err["message"] == (
+        "Provide either url, or project_id and file_path (ref is optional: HEAD, the default branch; "
+        "missing: project_id)."
+    )
     err = error(await call(env))
     assert err["message"] == (
-        "Provide either url, or project_id, file_path, and ref (missing: project_id, file_path)."
+        "Provide either url, or project_id and file_path (ref is optional: HEAD, the default branch; "
+        "missing: project_id, file_path)."
     )
     assert fake.requests == []
 
