@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gateway.errors import REASONS, ToolError
 from gateway.gitlab.operation import Operation
+from gateway.tools.argument_errors import argument_name, describe_validation_error
 from gateway.tools.failures import HANDLED, as_tool_error
 from gateway.tools.result import ToolResult as ToolResult  # re-exported: handlers and the transport use it
 from gateway.tools.result_redaction import redact_result, result_secrets
@@ -315,56 +316,9 @@ def parse_arguments(tool: Tool, arguments: dict[str, Any]) -> BaseModel:
     except ValidationError as err:
         raise ToolError(
             "bad_request",
-            describe_validation_error(tool, err),
-            invalid_arguments=sorted({_arg_name(e["loc"]) for e in err.errors()}),
+            describe_validation_error(tool.name, tool.argument_schemas, err),
+            invalid_arguments=sorted({argument_name(e["loc"]) for e in err.errors()}),
         ) from None
-
-
-def describe_validation_error(tool: Tool, err: ValidationError) -> str:
-    """One sentence per wrong argument: its name, what was wrong, and what it accepts."""
-    props = tool.argument_schemas
-    parts: list[str] = []
-    for e in err.errors():
-        name = _arg_name(e["loc"])
-        if e["type"] == "extra_forbidden":
-            parts.append(
-                f"unknown argument `{name}`; {tool.name} accepts: {', '.join(props) or 'no arguments'}"
-            )
-            continue
-        if e["type"] == "missing":
-            parts.append(f"`{name}` is required" + _accepts(props.get(name.split(".")[0])))
-            continue
-        msg = e["msg"]
-        if msg.startswith("Value error, "):
-            msg = msg[len("Value error, ") :]
-        parts.append(f"`{name}`: {msg}" + _accepts(props.get(name.split(".")[0])))
-    return f"Invalid arguments for {tool.name}: " + "; ".join(parts) + "."
-
-
-def _arg_name(loc: tuple[int | str, ...]) -> str:
-    return ".".join(str(p) for p in loc) or "arguments"
-
-
-def _accepts(prop: dict[str, Any] | None) -> str:
-    """What an argument takes, from its JSON Schema: its values, or the shape of its items and its
-    description (after a dash: descriptions have parentheses of their own)."""
-    if not prop:
-        return ""
-    if "enum" in prop:
-        return f" (accepts one of: {', '.join(map(str, prop['enum']))})"
-    said = [part for part in (_list_shape(prop), str(prop.get("description", "")).rstrip(".")) if part]
-    return " — " + ": ".join(said) if said else ""
-
-
-def _list_shape(prop: dict[str, Any]) -> str:
-    """``a list of objects {key, value, variable_type?}`` for an array of objects (``?``: optional)."""
-    for branch in [prop, *prop.get("anyOf", [])]:
-        items = branch.get("items") if branch.get("type") == "array" else None
-        if isinstance(items, dict) and items.get("type") == "object" and items.get("properties"):
-            required = set(items.get("required", []))
-            keys = [key if key in required else f"{key}?" for key in items["properties"]]
-            return "a list of objects {" + ", ".join(keys) + "}"
-    return ""
 
 
 def json_schema(model: type[BaseModel]) -> dict[str, Any]:

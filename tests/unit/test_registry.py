@@ -124,6 +124,10 @@ async def test_unknown_argument_is_a_tool_error_naming_it() -> None:
         ({}, "`id` is required — ID or full path of the project"),
         ({"id": "g/p", "include": ["nope"]}, "`include.0`: Input should be 'jobs' or 'bridge_jobs'"),
         ({"id": "g/p", "include": ["jobs", "bridge_jobs"]}, "`include`: List should have at most 1 item"),
+        # JSON's type names, not Python's, and what was sent instead.
+        ({"id": "g/p", "include": "jobs"}, '`include`: Input should be a JSON array, got "jobs"'),
+        ({"id": "g/p", "include": {"jobs": True}}, "`include`: Input should be a JSON array, got an object"),
+        ({"id": "g/p", "first": "ten"}, '`first`: Input should be an integer, got "ten"'),
     ],
 )
 async def test_invalid_arguments_name_the_argument(args: dict[str, Any], expected: str) -> None:

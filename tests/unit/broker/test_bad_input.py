@@ -216,10 +216,20 @@ async def test_reply_to_a_broker_notice(env: Env) -> None:
 @pytest.mark.parametrize(
     ("agent", "tool", "args", "wrong"),
     [
-        ("pm", "start_phase", {"phase": True, "issues": ["A"]}, "`phase`: Input should be a valid integer"),
-        ("pm", "start_phase", {"phase": "7", "issues": ["A"]}, "`phase`: Input should be a valid integer"),
-        ("pm", "set_auto_advance", {"enabled": "off"}, "`enabled`: Input should be a valid boolean"),
-        ("dev", "wait_for_message", {"timeout_sec": "5"}, "`timeout_sec`: Input should be a valid number"),
+        (
+            "pm",
+            "start_phase",
+            {"phase": True, "issues": ["A"]},
+            "`phase`: Input should be an integer, got true",
+        ),
+        (
+            "pm",
+            "start_phase",
+            {"phase": "7", "issues": ["A"]},
+            '`phase`: Input should be an integer, got "7"',
+        ),
+        ("pm", "set_auto_advance", {"enabled": "off"}, '`enabled`: Input should be true or false, got "off"'),
+        ("dev", "wait_for_message", {"timeout_sec": "5"}, '`timeout_sec`: Input should be a number, got "5"'),
     ],
 )
 async def test_arguments_of_another_json_type_are_refused_not_converted(
