@@ -117,6 +117,11 @@ class ServerSettings(_Section):
         return self
 
 
+#: Shortest client token accepted: 16 random characters are beyond guessing over the network.
+MIN_CLIENT_TOKEN_LENGTH = 16
+_MAKE_SECRET = "use a random secret, e.g. the output of `openssl rand -hex 32`"  # noqa: S105 (advice, no secret)
+
+
 class ClientToken(_Section):
     """A bearer secret a caller presents to the gateway, mapped to a broker agent id."""
 
@@ -131,6 +136,11 @@ class ClientToken(_Section):
             raise ValueError(
                 "must be a non-empty secret without spaces (it is sent as `Authorization: Bearer <token>`)"
             )
+        # Whoever presents the token acts as its agent: a placeholder or a short word is guessable.
+        if secret.upper().startswith("REPLACE"):
+            raise ValueError(f"is still the example's placeholder; {_MAKE_SECRET}")
+        if len(secret) < MIN_CLIENT_TOKEN_LENGTH:
+            raise ValueError(f"is shorter than {MIN_CLIENT_TOKEN_LENGTH} characters; {_MAKE_SECRET}")
         return value
 
 

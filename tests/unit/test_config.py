@@ -142,7 +142,7 @@ def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         ),
         ("[server]\nmetrics_port = 8080", {}, "server: server.metrics_port 8080 is also server.port"),
         (
-            "[[client_tokens]]\ntoken = 'secret-for-qa-0000'\nagent_id = 'qa'",
+            "[[client_tokens]]\ntoken = 'secret-for-qa-0000000'\nagent_id = 'qa'",
             {},
             "client_tokens: agent_id 'qa' is not one of broker.agents ['pm', 'dev', 'reviewer']",
         ),
@@ -211,6 +211,27 @@ def test_a_bad_secret_is_named_but_never_echoed(
     assert code == 2
     assert "client_tokens.0.token: must be a non-empty secret without spaces" in err
     assert "has a space" not in err
+
+
+@pytest.mark.parametrize(
+    ("token", "said"),
+    [
+        (
+            "pm-0123456789",
+            "is shorter than 16 characters; use a random secret, e.g. the output of `openssl rand",
+        ),
+        ("REPLACE-WITH-A-RANDOM-SECRET-FOR-PM", "is still the example's placeholder; use a random secret"),
+    ],
+)
+def test_a_guessable_client_token_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], token: str, said: str
+) -> None:
+    # Whoever presents a client token acts as its agent.
+    monkeypatch.setenv("GATEWAY_CLIENT_TOKENS", json.dumps([{"token": token, "agent_id": "pm"}]))
+    code, _, err = run(capsys)
+    assert code == 2
+    assert f"client_tokens.0.token: {said}" in err
+    assert token not in err
 
 
 def test_non_loopback_with_a_service_token_and_no_client_tokens_is_refused(

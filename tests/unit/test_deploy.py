@@ -26,6 +26,7 @@ import pytest
 import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import ValidationError
 
 from gateway.config import Settings, load_settings
 from gateway.observability.metrics import Metrics
@@ -272,8 +273,9 @@ def test_compose_runs_the_gateway_with_client_tokens(monkeypatch: pytest.MonkeyP
     assert f"gateway-state:{state}" in gateway["volumes"] and "gateway-state" in compose["volumes"]
     assert {s for s, v in compose["services"].items() if "profiles" not in v} == {"gateway"}
 
-    # The example environment plus the compose settings make a configuration the gateway accepts,
-    # even though it binds 0.0.0.0 with a service token: the client tokens make that safe.
+    # The example environment, its placeholders replaced by secrets as its comments say, plus the
+    # compose settings make a configuration the gateway accepts, even though it binds 0.0.0.0 with
+    # a service token: the client tokens make that safe. Left as they are, the placeholders are refused.
     example = DEPLOY / "compose" / "gateway.env.example"
     for line in example.read_text().splitlines():
         if line and not line.startswith("#"):
@@ -282,7 +284,18 @@ def test_compose_runs_the_gateway_with_client_tokens(monkeypatch: pytest.MonkeyP
     for name, value in gateway["environment"].items():
         monkeypatch.setenv(name, str(value))
     command = gateway["command"]
-    settings = load_settings(server={"host": command[command.index("--host") + 1]})
+    host = {"host": command[command.index("--host") + 1]}
+    with pytest.raises(
+        ValidationError, match=r"client_tokens\.0\.token\n.*is still the example's placeholder"
+    ):
+        load_settings(server=host)
+    filled = re.sub(
+        r"REPLACE-WITH-A-RANDOM-SECRET-FOR-(\w+)",
+        lambda m: f"{m[1]}-{'7f' * 16}",
+        os.environ["GATEWAY_CLIENT_TOKENS"],
+    )
+    monkeypatch.setenv("GATEWAY_CLIENT_TOKENS", filled)
+    settings = load_settings(server=host)
     assert settings.server.host == "0.0.0.0"
     assert [c.agent_id for c in settings.client_tokens] == ["pm", "dev", "reviewer"]
     assert settings.server.metrics_port == 9090

@@ -13,7 +13,9 @@ from tests.unit.mcp.conftest import MakeMcp
 from tests.unit.mcp.helpers import Mcp, Probe
 
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-TOKENS = [{"token": "pm-secret-0123", "agent_id": "pm"}, {"token": "dev-secret-4567", "agent_id": "dev"}]
+PM_TOKEN = "pm-secret-0123456789"
+DEV_TOKEN = "dev-secret-4567890123"
+TOKENS = [{"token": PM_TOKEN, "agent_id": "pm"}, {"token": DEV_TOKEN, "agent_id": "dev"}]
 
 
 async def whoami(client: Mcp, headers: dict[str, str] | None = None) -> dict[str, Any]:
@@ -79,7 +81,7 @@ def test_quotable_keeps_a_short_printable_ascii_prefix(value: str, shown: str) -
 
 async def test_claimed_agent_id_is_not_set_with_client_tokens(mcp_factory: MakeMcp, probe: Probe) -> None:
     client = await mcp_factory(client_tokens=TOKENS)
-    client.headers = {"Authorization": "Bearer dev-secret-4567"}
+    client.headers = {"Authorization": f"Bearer {DEV_TOKEN}"}
     await client.initialize()
     await whoami(client, {"X-Agent-Id": "qa"})
     assert probe.contexts[-1].call.principal.claimed_agent_id is None
@@ -126,7 +128,7 @@ async def test_broker_refusal_names_the_agent_header_received(
 async def test_broker_with_client_tokens_says_nothing_of_the_header(mcp_factory: MakeMcp) -> None:
     """The token names the caller; a wrong-looking header neither refuses nor shows up."""
     client = await mcp_factory(tools=broker_tools.TOOLS, client_tokens=TOKENS)
-    client.headers = {"Authorization": "Bearer dev-secret-4567"}
+    client.headers = {"Authorization": f"Bearer {DEV_TOKEN}"}
     await client.initialize()
     resp = await client.post(
         {
@@ -186,7 +188,7 @@ async def test_client_token_wrong_is_401(mcp_factory: MakeMcp, authorization: st
 
 async def test_client_token_decides_the_agent_and_the_header_is_ignored(mcp_factory: MakeMcp) -> None:
     client = await mcp_factory(client_tokens=TOKENS)
-    client.headers = {"Authorization": "Bearer dev-secret-4567"}
+    client.headers = {"Authorization": f"Bearer {DEV_TOKEN}"}
     await client.initialize()
     who = await whoami(client, {"X-Agent-Id": "pm"})
     assert who["agent_id"] == "dev"
@@ -195,7 +197,7 @@ async def test_client_token_decides_the_agent_and_the_header_is_ignored(mcp_fact
 
 async def test_every_request_needs_the_token(mcp_factory: MakeMcp) -> None:
     client = await mcp_factory(client_tokens=TOKENS)
-    client.headers = {"Authorization": "Bearer pm-secret-0123"}
+    client.headers = {"Authorization": f"Bearer {PM_TOKEN}"}
     await client.initialize()
     assert (await client.post(PING)).status == 200
     assert (await client.post(PING, headers={"Authorization": "Bearer nope"})).status == 401
@@ -212,12 +214,12 @@ async def test_unknown_session_is_404_before_any_auth(mcp_factory: MakeMcp) -> N
 
 async def test_a_session_is_bound_to_its_caller(mcp_factory: MakeMcp) -> None:
     client = await mcp_factory(client_tokens=TOKENS)
-    client.headers = {"Authorization": "Bearer pm-secret-0123"}
+    client.headers = {"Authorization": f"Bearer {PM_TOKEN}"}
     await client.initialize()
-    stolen = await client.post(PING, headers={"Authorization": "Bearer dev-secret-4567"})
+    stolen = await client.post(PING, headers={"Authorization": f"Bearer {DEV_TOKEN}"})
     assert stolen.status == 404
     deleted = await client.client.delete(
-        "/mcp", headers={"Mcp-Session-Id": client.session_id or "", "Authorization": "Bearer dev-secret-4567"}
+        "/mcp", headers={"Mcp-Session-Id": client.session_id or "", "Authorization": f"Bearer {DEV_TOKEN}"}
     )
     assert deleted.status == 404
     assert (await client.post(PING)).status == 200
@@ -277,7 +279,7 @@ async def test_passthrough_with_client_tokens_takes_gitlab_token_from_private_to
     mcp_factory: MakeMcp,
 ) -> None:
     client = await mcp_factory(gitlab={"credential_mode": "passthrough", "token": None}, client_tokens=TOKENS)
-    client.headers = {"Authorization": "Bearer pm-secret-0123"}
+    client.headers = {"Authorization": f"Bearer {PM_TOKEN}"}
     resp = await client.post(
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}},
         session=False,

@@ -364,9 +364,9 @@ async def test_allowed_hosts_and_origins_from_settings(mcp_factory: MakeMcp) -> 
 async def test_non_loopback_bind_accepts_any_host_but_still_checks_origin(mcp_factory: MakeMcp) -> None:
     client = await mcp_factory(
         server={"host": "0.0.0.0"},
-        client_tokens=[{"token": "s3cret-pm", "agent_id": "pm"}],
+        client_tokens=[{"token": "s3cret-pm-0123456789", "agent_id": "pm"}],
     )
-    client.headers = {"Authorization": "Bearer s3cret-pm"}
+    client.headers = {"Authorization": "Bearer s3cret-pm-0123456789"}
     await client.initialize(headers={"Host": "gateway.svc.cluster.local:8080"})
     assert (await client.post(PING, headers={"Host": "gateway.svc.cluster.local:8080"})).status == 200
     assert (await client.post(PING, headers={"Origin": "http://evil.example.com"})).status == 403
