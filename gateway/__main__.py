@@ -323,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     app.on_startup.append(freeze_startup_heap)
     app.on_shutdown.insert(0, on_shutdown)
     app.on_cleanup.append(on_cleanup)
+    from gateway.event_loop import new_event_loop
+
+    loop, loop_name = new_event_loop(server.event_loop)
     log.info(
         "starting gitlab-mcp-gateway %s",
         __version__,
@@ -333,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
             "read_only": settings.read_only,
             "cache_enabled": settings.cache.enabled,
             "metrics_port": server.metrics_port,
+            "event_loop": loop_name,
         },
     )
     for name in unknown:
@@ -345,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         web.run_app(
             app,
+            loop=loop,  # run_app closes it
             host=server.host,
             port=server.port,
             shutdown_timeout=server.shutdown_timeout_seconds,

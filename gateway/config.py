@@ -36,6 +36,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from gateway.event_loop import EventLoopChoice, uvloop_import_error
+
 AgentId = str
 _AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
@@ -84,6 +86,10 @@ class ServerSettings(_Section):
     keepalive_seconds: float = Field(15.0, gt=0)
     #: Page size of ``tools/list`` (MCP server/utilities/pagination).
     tools_page_size: int = Field(50, ge=1)
+    #: ``auto``: uvloop's event loop where it is installed (Linux, macOS), else asyncio's;
+    #: ``asyncio``: asyncio's own loop; ``uvloop``: uvloop or a configuration error
+    #: (``gateway.event_loop``).
+    event_loop: EventLoopChoice = "auto"
 
     @field_validator("session_key", "session_previous_key")
     @classmethod
@@ -96,6 +102,16 @@ class ServerSettings(_Section):
                 size = -1
             if size != 32:
                 raise ValueError("must be 32 random bytes in base64 (e.g. `openssl rand -base64 32`)")
+        return value
+
+    @field_validator("event_loop")
+    @classmethod
+    def _uvloop_importable(cls, value: EventLoopChoice) -> EventLoopChoice:
+        if value == "uvloop" and (why := uvloop_import_error()) is not None:
+            raise ValueError(
+                f"uvloop cannot be imported here ({why}): install it (`pip install uvloop`; it runs on "
+                'Linux and macOS), or set "auto" (uvloop where installed, else asyncio\'s loop) or "asyncio"'
+            )
         return value
 
     @model_validator(mode="after")
