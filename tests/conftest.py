@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -39,6 +40,20 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             "(scripts/refresh-gitlab-schema writes one).",
             returncode=4,
         )
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Any]:
+    """A test marked ``both_loops`` runs on asyncio's event loop and on uvloop's, the one the
+    gateway runs on by default (``server.event_loop``); every other async test on asyncio's."""
+    factories: dict[str, Any] = {"asyncio": asyncio.new_event_loop}
+    if item.get_closest_marker("both_loops") is not None:
+        try:
+            import uvloop
+        except ImportError:  # not built for this platform: the asyncio run still counts
+            pass
+        else:
+            factories["uvloop"] = uvloop.new_event_loop
+    return factories
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from gateway.__main__ import main
 from gateway.config import BrokerSettings, Settings, load_settings
+from gateway.event_loop import UVLOOP_EXPECTED, new_event_loop
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "config" / "gateway.example.toml"
@@ -114,6 +115,11 @@ def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         ),
         ("[gitlab]\nurl = 'gitlab.example.com'", {}, "gitlab.url: must start with http:// or https://"),
         ("[gitlab]\ncredential_mode = 'pass'", {}, "gitlab.credential_mode: Input should be 'service' or"),
+        (
+            "",
+            {"GATEWAY_SERVER__EVENT_LOOP": "uv"},
+            "server.event_loop: Input should be 'auto', 'uvloop' or 'asyncio' (got 'uv')",
+        ),
         (
             "[gitlab]\nca_bundle = '/nonexistent/ca.pem'",
             {},
@@ -463,3 +469,32 @@ def test_a_misspelt_variable_is_named_with_the_option_it_likely_meant(tmp_path: 
         "configuration error: environment variable GATEWAY_SERVR__PORT names no option "
         "(did you mean GATEWAY_SERVER__PORT?" in out.stderr
     )
+
+
+@pytest.mark.skipif(not UVLOOP_EXPECTED, reason="uvloop is installed on POSIX CPython only")
+def test_the_event_loop_is_uvloop_unless_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    for choice, expected in (("auto", "uvloop"), ("uvloop", "uvloop"), ("asyncio", "asyncio")):
+        monkeypatch.setenv("GATEWAY_SERVER__EVENT_LOOP", choice)
+        loop, name = new_event_loop(load_settings().server.event_loop)
+        loop.close()
+        assert name == expected
+        assert type(loop).__module__.startswith(expected)
+
+
+def test_without_uvloop_auto_runs_on_asyncio_with_one_warning_and_uvloop_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # as where it is not installed
+    monkeypatch.setattr("gateway.event_loop.UVLOOP_EXPECTED", True)  # but should have been
+    with caplog.at_level("WARNING", logger="gateway"):
+        loop, name = new_event_loop(load_settings().server.event_loop)
+    loop.close()
+    assert name == "asyncio"
+    [warning] = caplog.messages
+    assert warning.startswith("uvloop cannot be imported")
+    assert 'server.event_loop = "asyncio"' in warning  # how to run on asyncio without the warning
+    monkeypatch.setenv("GATEWAY_SERVER__EVENT_LOOP", "uvloop")
+    code, _, err = run(capsys, "--print-config")
+    assert code == 2
+    assert err.startswith("gitlab-mcp-gateway: configuration error: server.event_loop: uvloop cannot be")
+    assert 'or set "auto"' in err

@@ -24,6 +24,10 @@ from gateway.gitlab.client import GitLabClient
 from gateway.gitlab.credentials import service_credential
 from gateway.gitlab.errors import GitLabUpstreamError
 
+# TLS and proxies go through the event loop's own transports: these run on asyncio's loop and
+# on uvloop's, the gateway's default.
+pytestmark = pytest.mark.both_loops
+
 PROXY_VARS = (
     "HTTP_PROXY",
     "HTTPS_PROXY",

@@ -22,6 +22,10 @@ from gateway.gitlab.errors import GitLabMaybeSent, GitLabUpstreamError
 from gateway.gitlab.transport import AiohttpTransport
 from tests.unit.gitlab.socket_gitlab import Received, SocketGitLab, http_response
 
+# What is resent and what is not rests on socket-level events, which each event loop reports
+# its own way: these run on asyncio's loop and on uvloop's, the gateway's default.
+pytestmark = pytest.mark.both_loops
+
 CREATED = {
     "data": {
         "pipelineCreate": {

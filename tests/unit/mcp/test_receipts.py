@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
 import sys
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from gateway.mcp.receipts import Receipt
+from gateway.mcp.streamable_http import _peer_closed
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="TCP_INFO is read on Linux only")
 
@@ -95,3 +99,63 @@ def test_no_receipt_for_a_closed_transport_or_a_unix_socket() -> None:
     left, right = socket.socketpair()
     with left, right:
         assert Receipt.take(_Transport(left)) is None
+
+
+class _Accepted(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.transport: asyncio.Future[asyncio.BaseTransport] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport.set_result(transport)
+
+
+@contextlib.asynccontextmanager
+async def _served_by_the_loop() -> AsyncIterator[tuple[Any, socket.socket]]:
+    """A connection accepted by the running event loop (the transport aiohttp would answer on,
+    whose ``socket`` is uvloop's stand-in object under uvloop) and its client's socket."""
+    accepted = _Accepted()
+    server = await asyncio.get_running_loop().create_server(lambda: accepted, "127.0.0.1", 0)
+    client = socket.create_connection(server.sockets[0].getsockname()[:2])
+    client.settimeout(5)
+    try:
+        transport = await asyncio.wait_for(accepted.transport, 5)
+        try:
+            assert transport.get_extra_info("socket").family == socket.AF_INET
+            yield transport, client
+        finally:
+            transport.close()
+    finally:
+        client.close()
+        server.close()
+        await server.wait_closed()
+
+
+@pytest.mark.both_loops
+async def test_an_event_loop_transport_tells_a_read_answer_from_an_unread_one() -> None:
+    async with _served_by_the_loop() as (transport, client):
+        transport.write(b"answer")
+        receipt = Receipt.take(transport)
+        assert receipt is not None
+        assert client.recv(100) == b"answer"
+        client.close()
+        assert not await receipt.reset_within(0.05)
+    async with _served_by_the_loop() as (transport, client):
+        transport.write(b"answer")
+        receipt = Receipt.take(transport)
+        assert receipt is not None
+        time.sleep(0.02)  # the answer reached the client's buffer
+        client.close()
+        assert await receipt.reset_within(0.05)
+
+
+@pytest.mark.both_loops
+async def test_an_event_loop_transport_shows_a_close_the_loop_has_not_read_yet() -> None:
+    class Request:
+        def __init__(self, transport: Any) -> None:
+            self.transport = transport
+
+    async with _served_by_the_loop() as (transport, client):
+        assert not _peer_closed(Request(transport))  # type: ignore[arg-type]
+        client.close()
+        time.sleep(0.02)  # the close reached the server's socket; the loop has not run since
+        assert _peer_closed(Request(transport))  # type: ignore[arg-type]
