@@ -3,6 +3,7 @@
     .venv/bin/python -m bench                      # stub, bare forwarder, gateway; c = 1, 32, 128
     .venv/bin/python -m bench --peer               # and @zereight/mcp-gitlab (npm, cached on first use)
     .venv/bin/python -m bench --peer --plot bench.png   # also draw calls/s and p99 against c
+    .venv/bin/python -m bench --asyncio-loop       # and the gateway on asyncio's loop, not uvloop
 
 Every row is measured in the same run against the same loopback GitLab stub (``bench/stub.py``:
 GitLab's exact answers, recorded once from the repository's GitLab stand-in). Rows:
@@ -10,10 +11,13 @@ GitLab's exact answers, recorded once from the repository's GitLab stand-in). Ro
 - ``stub alone``: the GraphQL request ``get_pipeline`` sends, straight to the stub;
 - ``bare forwarder``: aiohttp's server and client forwarding that request (``bench/forwarder.py``),
   what any Python proxy costs at least;
-- ``gateway``: ``python -m gateway`` at its default (INFO) logging, called over MCP Streamable
-  HTTP in a 2025-06-18 session: ``get_pipeline`` with 20 jobs, and ``get_repository_file``;
+- ``gateway``: ``python -m gateway`` at its defaults (INFO logging, uvloop's event loop), called
+  over MCP Streamable HTTP in a 2025-06-18 session: ``get_pipeline`` with 20 jobs, and
+  ``get_repository_file``;
 - ``gateway 2026-07-28``: the same ``get_pipeline`` in the stateless era (per-request ``_meta``
   and headers, no session);
+- with ``--asyncio-loop``: ``gateway, asyncio loop``, a second gateway process on asyncio's own
+  event loop (``server.event_loop = "asyncio"``), ``get_pipeline`` with 20 jobs: what uvloop saves;
 - with ``--peer``: ``@zereight/mcp-gitlab`` (installed with npm into ``~/.cache`` on first use),
   with ``STREAMABLE_HTTP=true``, a fake token, its rate limiter at its highest and its logging
   off, on the tools both serve: ``list_pipeline_jobs`` and ``get_file_contents``.
@@ -70,6 +74,7 @@ PEER_FILE = (
     {"project_id": ds.PROJECT_PATH, "file_path": ds.FILES["app"], "ref": "main"},
 )
 SERVER_CPU, LOAD_CPU = {0}, {1}
+ASYNCIO_LOOP = "gateway, asyncio loop"
 
 
 def _cache_dir() -> Path:
@@ -214,6 +219,18 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
                 # per request), measured right after its legacy row.
                 modern = tool_call(gateway.mcp_url, modern_headers(tool), tool, arguments, modern_meta())
                 targets.append(("gateway 2026-07-28", tool_label, gateway.proc.pid, modern))
+        if args.asyncio_loop:
+            off = GatewayProcess(
+                env={"GITLAB_URL": stub_url, "GITLAB_TOKEN": token, "GATEWAY_SERVER__EVENT_LOOP": "asyncio"},
+                state_dir=workdir / "gateway-asyncio-state",
+            )
+            off.start()
+            assert off.proc is not None
+            procs.append(off.proc)
+            pin(off.proc.pid, SERVER_CPU)
+            session = await mcp_session(clients.sessions[0], off.mcp_url)
+            call = tool_call(off.mcp_url, session, "get_pipeline", PIPELINE_ARGS)
+            targets.append((ASYNCIO_LOOP, "get_pipeline + 20 jobs", off.proc.pid, call))
         if args.peer:
             entry = install_peer(args.peer_version)
             peer_port = free_port()
@@ -359,6 +376,15 @@ def targets(rows: list[Row]) -> list[str]:
     if g32:
         tail = g32.p99_ms / g32.p50_ms
         out.append(f"c=32 p99 / p50: {tail:.2f} (target <= 3): {verdict(tail <= 3)}")
+    for c in (1, 32, 128):
+        uv = get("gateway", pipe, c)
+        plain = next((r for r in rows if r.server == ASYNCIO_LOOP and r.concurrency == c), None)
+        if uv and plain and plain.cpu_ms_per_call:
+            saved = 1 - uv.cpu_ms_per_call / plain.cpu_ms_per_call
+            out.append(
+                f"c={c} CPU per call, uvloop / asyncio loop: {uv.cpu_ms_per_call:.2f} / "
+                f"{plain.cpu_ms_per_call:.2f} ms ({saved:+.1%} saved by uvloop)"
+            )
     if g1 and floor1:
         added = g1.p50_ms - floor1.p50_ms
         out.append(
@@ -413,6 +439,11 @@ def main() -> int:
         "--rounds", type=int, default=3, help="interleaved rounds per concurrency; each row is the median"
     )
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 32, 128])
+    ap.add_argument(
+        "--asyncio-loop",
+        action="store_true",
+        help="also measure get_pipeline on a gateway on asyncio's event loop (server.event_loop = asyncio)",
+    )
     ap.add_argument("--plot", type=Path, metavar="FILE.png", help="draw calls/s and p99 against concurrency")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON")
     args = ap.parse_args()

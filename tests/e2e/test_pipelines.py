@@ -10,7 +10,7 @@ default caller (alice) cannot read.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -92,6 +92,17 @@ async def test_page_through_all_45_jobs_20_at_a_time(gateway: GatewayProcess, fr
     assert out["id"] == ds.PIPELINE_ID and out["status"] == "failed"
     assert out["web_url"] == f"{fresh_standin.url}/{ds.PROJECT_PATH}/-/pipelines/{ds.PIPELINE_ID}"
     assert fresh_standin.control.graphql_requests(operation="getPipeline") == 3  # one request per call
+
+
+async def test_the_gateway_runs_on_uvloop_and_on_asyncio_with_the_switch_off(
+    gateway: GatewayProcess, fresh_standin: Standin, start_gateway: Callable[..., GatewayProcess]
+) -> None:
+    """Every other test here runs on the default loop (uvloop); the switch turns it off."""
+    assert "event_loop=uvloop" in gateway.log()
+    off = start_gateway(env={**fresh_standin.env(), "GATEWAY_SERVER__EVENT_LOOP": "asyncio"})
+    assert "event_loop=asyncio" in off.log()
+    out = structured(await call(off, "get_pipeline", pipeline_args()))
+    assert out["id"] == ds.PIPELINE_ID and out["status"] == "failed"
 
 
 async def test_failed_jobs(gateway: GatewayProcess, fresh_standin: Standin) -> None:
