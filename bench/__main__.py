@@ -3,7 +3,7 @@
     .venv/bin/python -m bench                      # stub, bare forwarder, gateway; c = 1, 32, 128
     .venv/bin/python -m bench --peer               # and @zereight/mcp-gitlab (npm, cached on first use)
     .venv/bin/python -m bench --peer --plot bench.png   # also draw calls/s and p99 against c
-    .venv/bin/python -m bench --asyncio-loop       # and the gateway on asyncio's loop, not uvloop
+    .venv/bin/python -m bench --event-loop asyncio # the gateway on asyncio's loop, not uvloop
 
 Every row is measured in the same run against the same loopback GitLab stub (``bench/stub.py``:
 GitLab's exact answers, recorded once from the repository's GitLab stand-in). Rows:
@@ -11,13 +11,11 @@ GitLab's exact answers, recorded once from the repository's GitLab stand-in). Ro
 - ``stub alone``: the GraphQL request ``get_pipeline`` sends, straight to the stub;
 - ``bare forwarder``: aiohttp's server and client forwarding that request (``bench/forwarder.py``),
   what any Python proxy costs at least;
-- ``gateway``: ``python -m gateway`` at its defaults (INFO logging, uvloop's event loop), called
-  over MCP Streamable HTTP in a 2025-06-18 session: ``get_pipeline`` with 20 jobs, and
-  ``get_repository_file``;
+- ``gateway``: ``python -m gateway`` at its defaults (INFO logging; the event loop as
+  ``--event-loop`` says, ``server.event_loop``), called over MCP Streamable HTTP in a 2025-06-18
+  session: ``get_pipeline`` with 20 jobs, and ``get_repository_file``;
 - ``gateway 2026-07-28``: the same ``get_pipeline`` in the stateless era (per-request ``_meta``
   and headers, no session);
-- with ``--asyncio-loop``: ``gateway, asyncio loop``, a second gateway process on asyncio's own
-  event loop (``server.event_loop = "asyncio"``), ``get_pipeline`` with 20 jobs: what uvloop saves;
 - with ``--peer``: ``@zereight/mcp-gitlab`` (installed with npm into ``~/.cache`` on first use),
   with ``STREAMABLE_HTTP=true``, a fake token, its rate limiter at its highest and its logging
   off, on the tools both serve: ``list_pipeline_jobs`` and ``get_file_contents``.
@@ -36,6 +34,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -74,7 +73,6 @@ PEER_FILE = (
     {"project_id": ds.PROJECT_PATH, "file_path": ds.FILES["app"], "ref": "main"},
 )
 SERVER_CPU, LOAD_CPU = {0}, {1}
-ASYNCIO_LOOP = "gateway, asyncio loop"
 
 
 def _cache_dir() -> Path:
@@ -200,8 +198,10 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
             )
         )
         # The gateway at its defaults (INFO logging), in its own process.
+        loop = {"GATEWAY_SERVER__EVENT_LOOP": args.event_loop}
         gateway = GatewayProcess(
-            env={"GITLAB_URL": stub_url, "GITLAB_TOKEN": token}, state_dir=workdir / "gateway-state"
+            env={"GITLAB_URL": stub_url, "GITLAB_TOKEN": token, **loop},
+            state_dir=workdir / "gateway-state",
         )
         gateway.start()
         assert gateway.proc is not None
@@ -219,18 +219,6 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
                 # per request), measured right after its legacy row.
                 modern = tool_call(gateway.mcp_url, modern_headers(tool), tool, arguments, modern_meta())
                 targets.append(("gateway 2026-07-28", tool_label, gateway.proc.pid, modern))
-        if args.asyncio_loop:
-            off = GatewayProcess(
-                env={"GITLAB_URL": stub_url, "GITLAB_TOKEN": token, "GATEWAY_SERVER__EVENT_LOOP": "asyncio"},
-                state_dir=workdir / "gateway-asyncio-state",
-            )
-            off.start()
-            assert off.proc is not None
-            procs.append(off.proc)
-            pin(off.proc.pid, SERVER_CPU)
-            session = await mcp_session(clients.sessions[0], off.mcp_url)
-            call = tool_call(off.mcp_url, session, "get_pipeline", PIPELINE_ARGS)
-            targets.append((ASYNCIO_LOOP, "get_pipeline + 20 jobs", off.proc.pid, call))
         if args.peer:
             entry = install_peer(args.peer_version)
             peer_port = free_port()
@@ -262,6 +250,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
             await call(clients.sessions[0])
 
         rows: list[Row] = []
+        ran = re.search(r"event_loop=(\w+)", gateway.log())
+        print(f"gateway event loop: {ran.group(1) if ran else args.event_loop}", flush=True)
         print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
         for concurrency in args.concurrency:
             # Rounds interleave the servers, each round starting one further along, so that a
@@ -376,15 +366,6 @@ def targets(rows: list[Row]) -> list[str]:
     if g32:
         tail = g32.p99_ms / g32.p50_ms
         out.append(f"c=32 p99 / p50: {tail:.2f} (target <= 3): {verdict(tail <= 3)}")
-    for c in (1, 32, 128):
-        uv = get("gateway", pipe, c)
-        plain = next((r for r in rows if r.server == ASYNCIO_LOOP and r.concurrency == c), None)
-        if uv and plain and plain.cpu_ms_per_call:
-            saved = 1 - uv.cpu_ms_per_call / plain.cpu_ms_per_call
-            out.append(
-                f"c={c} CPU per call, uvloop / asyncio loop: {uv.cpu_ms_per_call:.2f} / "
-                f"{plain.cpu_ms_per_call:.2f} ms ({saved:+.1%} saved by uvloop)"
-            )
     if g1 and floor1:
         added = g1.p50_ms - floor1.p50_ms
         out.append(
@@ -440,9 +421,11 @@ def main() -> int:
     )
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 32, 128])
     ap.add_argument(
-        "--asyncio-loop",
-        action="store_true",
-        help="also measure get_pipeline on a gateway on asyncio's event loop (server.event_loop = asyncio)",
+        "--event-loop",
+        choices=["auto", "uvloop", "asyncio"],
+        default="auto",
+        help="the gateway's server.event_loop (default auto: uvloop where installed); "
+        "bench/bench_event_loop.py compares two in one run",
     )
     ap.add_argument("--plot", type=Path, metavar="FILE.png", help="draw calls/s and p99 against concurrency")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON")
