@@ -1,9 +1,9 @@
 """The event loop the gateway runs on (``server.event_loop``).
 
 uvloop (libuv's event loop behind asyncio's interface) spends less CPU per call than asyncio's
-own loop: the socket reads and writes, timers and callbacks of a call run in C. It is a
-dependency wherever it builds (Linux, macOS; CPython): ``auto``, the default, runs on it there
-and on asyncio's loop elsewhere. ``asyncio`` turns it off, e.g. to rule it out while chasing a
+own loop, most when few calls run at once and each wakes the loop on its own
+(``bench/bench_event_loop.py`` measures both in one run). It is a dependency wherever it builds
+(Linux, macOS; CPython): ``auto``, the default, runs on it there and on asyncio's loop elsewhere. ``asyncio`` turns it off, e.g. to rule it out while chasing a
 problem; ``uvloop`` insists on it (the configuration is refused where it cannot be imported).
 """
 
@@ -45,7 +45,7 @@ def new_event_loop(choice: EventLoopChoice) -> tuple[asyncio.AbstractEventLoop, 
             if UVLOOP_EXPECTED:
                 log.warning(
                     "uvloop cannot be imported (%s): running on asyncio's event loop, which costs "
-                    "about 5%% more CPU per call; reinstall the gateway's dependencies, or set "
+                    "more CPU per call; reinstall the gateway's dependencies, or set "
                     'server.event_loop = "asyncio" (GATEWAY_SERVER__EVENT_LOOP=asyncio) to run on '
                     "it without this warning",
                     err,
