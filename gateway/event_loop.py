@@ -3,8 +3,9 @@
 uvloop (libuv's event loop behind asyncio's interface) spends less CPU per call than asyncio's
 own loop, most when few calls run at once and each wakes the loop on its own
 (``bench/bench_event_loop.py`` measures both in one run). It is a dependency wherever it builds
-(Linux, macOS; CPython): ``auto``, the default, runs on it there and on asyncio's loop elsewhere. ``asyncio`` turns it off, e.g. to rule it out while chasing a
-problem; ``uvloop`` insists on it (the configuration is refused where it cannot be imported).
+(Linux, macOS; CPython): ``auto``, the default, runs on it there and on asyncio's loop elsewhere.
+``asyncio`` turns it off, e.g. to rule it out while chasing a problem; ``uvloop`` insists on it
+(the configuration is refused where it cannot be imported).
 """
 
 from __future__ import annotations
