@@ -12,6 +12,7 @@ stops before them.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 
 from aiohttp import web
@@ -21,6 +22,8 @@ from gateway.config import Settings
 from gateway.observability import health
 from gateway.observability.metrics import METRICS
 from gateway.tools.context import SERVICES
+
+log = logging.getLogger("gateway")
 
 
 def serve_metrics_port(app: web.Application, settings: Settings) -> None:
@@ -45,6 +48,8 @@ def serve_metrics_port(app: web.Application, settings: Settings) -> None:
         await runner.setup()
         try:
             await web.TCPSite(runner, host, port).start()
+            shown = f"[{host}]" if ":" in host else host
+            log.info("Serving /metrics, /healthz and /readyz on http://%s:%d", shown, port)
             yield
         finally:
             await runner.cleanup()

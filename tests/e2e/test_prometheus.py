@@ -171,6 +171,7 @@ async def test_prometheus_reads_the_tool_call_counter(
         )
     )
     metrics_url = f"http://127.0.0.1:{metrics_port}"
+    assert f"Serving /metrics, /healthz and /readyz on {metrics_url}" in gateway.log()
     # The metrics listener serves the three read-only endpoints and never MCP.
     assert httpx.get(f"{metrics_url}/healthz").status_code == 200
     assert httpx.get(f"{metrics_url}/readyz").status_code == 200
