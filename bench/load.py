@@ -189,10 +189,11 @@ async def measure(
     row: Row,
 ) -> Row:
     """Warm up, then ``calls`` calls ``concurrency`` at a time; fill ``row``."""
-    await _run(clients, call, max(50, 2 * concurrency), concurrency, [])
+    what = f"{row.server}, {row.tool}, c={row.concurrency}"
+    await _run(clients, call, max(50, 2 * concurrency), concurrency, [], f"warm-up of {what}")
     latencies: list[float] = []
     cpu_before, upstream_before = cpu_seconds(pid), await upstream_count()
-    wall, errors = await _run(clients, call, calls, concurrency, latencies)
+    wall, errors = await _run(clients, call, calls, concurrency, latencies, what)
     cpu_after, upstream_after = cpu_seconds(pid), await upstream_count()
     row.calls = len(latencies)
     row.errors = errors
@@ -207,7 +208,7 @@ async def measure(
 
 
 async def _run(
-    clients: Clients, call: Call, calls: int, concurrency: int, latencies: list[float]
+    clients: Clients, call: Call, calls: int, concurrency: int, latencies: list[float], what: str
 ) -> tuple[float, int]:
     remaining = calls
     errors = 0
@@ -232,7 +233,7 @@ async def _run(
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     wall = time.perf_counter() - started
     if errors == calls:
-        raise RuntimeError(f"every call failed; the first: {first_error}")
+        raise RuntimeError(f"{what}: every call failed; the first: {first_error}")
     if first_error is not None:
-        print(f"  ({errors} calls failed; the first: {first_error})", flush=True)
+        print(f"  ({what}: {errors} calls failed; the first: {first_error})", flush=True)
     return wall, errors
