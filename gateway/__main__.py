@@ -141,17 +141,21 @@ def _bind_error(err: OSError) -> bool:
     )
 
 
-def _bind_hint(err: OSError, server: ServerSettings) -> str:
+def _bind_hint(err: OSError, server: ServerSettings, *, metrics: bool = False) -> str:
     """For a port in use: which option moves the gateway to another port; for a host that is no
-    address: what to give instead."""
+    address: what to give instead. ``metrics``: the error is the metrics listener's."""
     if isinstance(err, socket.gaierror):
+        if metrics:
+            return (
+                f" (server.metrics_host {server.metrics_host!r}). Give an IP address or a name this "
+                "machine resolves, e.g. 0.0.0.0 (the default) or 127.0.0.1"
+            )
         return (
             f" (server.host {server.host!r}). Give an IP address or a name this machine resolves, e.g. "
             "--host 127.0.0.1 (the default) or --host 0.0.0.0 in a container"
         )
     if err.errno != errno.EADDRINUSE:
         return ""
-    metrics = server.metrics_port is not None and f", {server.metrics_port})" in str(err.strerror)
     option = (
         "server.metrics_port (GATEWAY_SERVER__METRICS_PORT=N)"
         if metrics
@@ -296,7 +300,16 @@ def main(argv: list[str] | None = None) -> int:
 
     fix_mmap_threshold()
     app = create_app(settings)
-    serve_metrics_port(app, settings)
+    try:
+        serve_metrics_port(app, settings)
+    except OSError as err:
+        if not _bind_error(err):
+            raise
+        print(
+            f"{PROG}: cannot listen: {err.strerror or err}{_bind_hint(err, settings.server, metrics=True)}",
+            file=sys.stderr,
+        )
+        return 1
     if settings.gitlab.startup_check:
         from gateway.gitlab import startup_check
         from gateway.tools.context import SERVICES
@@ -332,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         extra={
             "gitlab_url": redact(gitlab_url),
             "credential_mode": settings.gitlab.credential_mode,
-            "state_dir": str(settings.state_dir),
+            "state_dir": str(Path(settings.state_dir).resolve()),
             "read_only": settings.read_only,
             "cache_enabled": settings.cache.enabled,
             "metrics_port": server.metrics_port,
@@ -360,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         if not _bind_error(err):
             raise
-        # asyncio's message names the address (the MCP port or server.metrics_port).
+        # asyncio's message names the address.
         print(f"{PROG}: cannot listen: {err.strerror or err}{_bind_hint(err, server)}", file=sys.stderr)
         return 1
     except DatabaseUnusable as err:

@@ -386,6 +386,27 @@ def test_a_port_in_use_is_one_clean_line(tmp_path: Path) -> None:
     )
 
 
+def test_a_metrics_port_in_use_is_one_clean_line_before_anything_starts(tmp_path: Path) -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        result = _gateway(
+            tmp_path,
+            "--port",
+            "0",
+            env={"GATEWAY_SERVER__METRICS_PORT": str(port), "GATEWAY_SERVER__METRICS_HOST": "127.0.0.1"},
+        )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"gitlab-mcp-gateway: cannot listen: error while attempting to bind on address "
+        f"('127.0.0.1', {port}): address already in use. Another process listens there: stop it, or "
+        "choose another port with server.metrics_port (GATEWAY_SERVER__METRICS_PORT=N)"
+    )
+    assert not (tmp_path / "state" / "broker.db").exists()  # refused before the broker opened
+
+
 def test_a_host_that_is_no_address_is_one_clean_line(tmp_path: Path) -> None:
     result = _gateway(tmp_path, "--host", "no such host.invalid", "--port", "0")
     assert result.returncode == 1
