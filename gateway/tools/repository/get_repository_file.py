@@ -97,7 +97,7 @@ class GetRepositoryFileInput(ToolInput):
 
 
 class _ReturnedLines(BaseModel):
-    start: int = Field(description="First returned line, 1-based.")
+    start: int = Field(description="First returned line, 1-based: `offset` + 1.")
     end: int = Field(description="Last returned line, 1-based, inclusive.")
 
 
