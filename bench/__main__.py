@@ -35,6 +35,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -114,18 +115,28 @@ def start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[by
         return subprocess.Popen(_pinned(cmd), cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
+def _command_line(proc: subprocess.Popen[bytes]) -> str:
+    """What ``proc`` runs, as a shell line to paste (``proc.args`` may also be bytes or paths)."""
+    args = proc.args
+    if isinstance(args, str | bytes | os.PathLike):
+        return os.fsdecode(args)
+    return shlex.join(os.fsdecode(arg) for arg in args)
+
+
 async def wait_listening(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args} exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            raise RuntimeError(
+                f"{_command_line(proc)} exited with {proc.returncode}:\n{log.read_text()[-3000:]}"
+            )
         try:
             _, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.close()
             return
         except OSError:
             await asyncio.sleep(0.1)
-    raise RuntimeError(f"{proc.args} did not listen on {port}:\n{log.read_text()[-3000:]}")
+    raise RuntimeError(f"{_command_line(proc)} did not listen on {port}:\n{log.read_text()[-3000:]}")
 
 
 async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:

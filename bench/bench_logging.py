@@ -80,7 +80,7 @@ def main() -> None:
             for label, write in (("before (2 INFO lines)", before), ("after (1 access line)", after)):
                 configure_logging(
                     LoggingSettings(format=fmt), secrets=["svc-0f3c9a7d2b1e4c5a"], stream=io.StringIO()
-                )  # type: ignore[arg-type]
+                )
                 for i in range(runtime):
                     register_secret(f"passthrough-token-{i:08d}")
                 cost = per_call(write)

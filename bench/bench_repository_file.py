@@ -190,7 +190,11 @@ async def bench_tool(standin_url: str, control: StandinControl, rounds: int) -> 
     tool = registry.resolve("get_repository_file")
     assert tool is not None
     principal = Principal(agent_id=None, credential=service_credential(ds.ALICE_TOKEN))
-    cold, warm, cold_peak, warm_peak, direct_times = [], [], [], [], []
+    cold: list[float] = []
+    warm: list[float] = []
+    cold_peak: list[int] = []
+    warm_peak: list[int] = []
+    direct_times: list[float] = []
     cold_requests = warm_requests = 0
     async with httpx.AsyncClient(trust_env=False, timeout=120.0) as http:
         for _ in range(rounds):

@@ -19,6 +19,7 @@ import httpx
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import ContentBlock, TextContent
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -133,6 +134,12 @@ class GatewayProcess:
         self.stop(signal.SIGKILL)
 
 
+def text_of(block: ContentBlock) -> str:
+    """The text of a content block; fails the test if the gateway sent another kind of block."""
+    assert isinstance(block, TextContent), block
+    return block.text
+
+
 @asynccontextmanager
 async def mcp_client(
     url: str,
@@ -155,7 +162,7 @@ async def mcp_client(
         Client(
             streamable_http_client(url, http_client=http),
             mode=mode,
-            read_timeout_seconds=read_timeout,  # type: ignore[arg-type]
+            read_timeout_seconds=read_timeout,
         ) as client,
     ):
         yield client

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from tests.e2e.harness import GatewayProcess, mcp_client
+from tests.e2e.harness import GatewayProcess, mcp_client, text_of
 
 pytestmark = pytest.mark.e2e
 
@@ -55,7 +55,8 @@ class Agent:
 
     async def wait(self, timeout: float = 5, **kw: Any) -> dict[str, Any] | None:
         out = await self.ok("wait_for_message", {"timeout_sec": timeout}, **kw)
-        return out["message"]
+        message: dict[str, Any] | None = out["message"]
+        return message
 
     async def expect(self, subject: str, timeout: float = 5) -> dict[str, Any]:
         message = await self.wait(timeout)
@@ -81,8 +82,9 @@ async def test_three_agents_run_a_plan_of_three_phases(
 
         # the listed tools: 18 broker tools, wait_for_message not read-only, monitoring read-only
         tools = {t.name: t for t in (await pm.client.list_tools()).tools}
-        assert tools["get_pipeline_status"].annotations.read_only_hint is True
-        assert tools["wait_for_message"].annotations.read_only_hint is False
+        monitoring, waiting = tools["get_pipeline_status"].annotations, tools["wait_for_message"].annotations
+        assert monitoring is not None and monitoring.read_only_hint is True
+        assert waiting is not None and waiting.read_only_hint is False
 
         assert await pm.ok(
             "set_phase_plan",
@@ -228,7 +230,8 @@ async def test_three_agents_run_a_plan_of_three_phases(
             "send_message",
             {"to": "reviewer", "subject": "review", "body": {"issue": "JOP-243"}, "priority": "high"},
         )
-        assert (await review_wait)["subject"] == "review"
+        received = await review_wait
+        assert received is not None and received["subject"] == "review"
         assert len(progress) >= 2 and progress[0][2] is not None
         assert progress[0][2].startswith("waiting for a message, ")
         assert [p for p, _, _ in progress] == sorted(p for p, _, _ in progress)
@@ -314,6 +317,6 @@ async def test_unknown_agent_and_missing_agent_over_mcp(
     assert result.structured_content["error"]["reason"] == "unauthorized"
     async with mcp_client(gateway.mcp_url) as client:
         result = await client.call_tool("get_pipeline_status", {})
-    assert result.is_error and "carries no agent id" in result.content[0].text
+    assert result.is_error and "carries no agent id" in text_of(result.content[0])
     if not broker_env:  # SQLite: the log files beside the database
         assert sorted(p.name for p in (gateway.state_dir / "logs").iterdir()) == ["pipeline.log"]

@@ -193,10 +193,10 @@ async def test_wait_returns_early_when_the_session_finishes(
     fresh_standin.control.update_workflow(
         wid, status="finished", append_messages=["Fixed in !19."], after_seconds=1.0
     )
-    progress: list[tuple[float, float | None, str | None]] = []
+    updates: list[tuple[float, float | None, str | None]] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append((value, total, message))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        updates.append((progress, total, message))
 
     started = time.monotonic()
     async with mcp_client(gateway.mcp_url) as client:
@@ -209,6 +209,6 @@ async def test_wait_returns_early_when_the_session_finishes(
     assert meta["status"] == "finished"
     assert elapsed < 15, f"waited {elapsed:.1f}s although the session finished after 1s"
     assert fresh_standin.control.graphql_requests(field="duoWorkflowWorkflows") >= 2
-    assert progress, "no progress notification while waiting"
-    assert progress[0][1] == 120
-    assert progress[0][2] is not None and progress[0][2].startswith(f"Session {wid} is still running")
+    assert updates, "no progress notification while waiting"
+    assert updates[0][1] == 120
+    assert updates[0][2] is not None and updates[0][2].startswith(f"Session {wid} is still running")

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from tests.e2e.harness import GatewayProcess, mcp_client
+from tests.e2e.harness import GatewayProcess, mcp_client, text_of
 from tests.standin import dataset as ds
 from tests.standin.fixtures import Standin, fresh_standin, standin  # noqa: F401  (fixtures)
 
@@ -38,7 +38,7 @@ def gateway(standin: Standin, tmp_path_factory: pytest.TempPathFactory) -> Itera
 async def read(client: Client) -> tuple[bool, dict[str, Any]]:
     result = await client.call_tool("get_repository_file", ARGS)
     structured = result.structured_content or {}
-    assert json.loads(result.content[-1].text) == structured  # type: ignore[union-attr]
+    assert json.loads(text_of(result.content[-1])) == structured
     return bool(result.is_error), structured
 
 

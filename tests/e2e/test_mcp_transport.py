@@ -59,7 +59,7 @@ async def test_sdk_client_lists_tools_pings_and_gets_errors(
 ) -> None:
     async with mcp_client(gateway.mcp_url, mode=mode) as client:
         assert client.protocol_version == version
-        assert client.server_info.name == "gitlab-mcp-gateway"
+        assert client.server_info is not None and client.server_info.name == "gitlab-mcp-gateway"
         listed = await client.list_tools()
         names = [t.name for t in listed.tools]
         assert listed.next_cursor is None

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from tests.e2e.harness import GatewayProcess, mcp_client
+from tests.e2e.harness import GatewayProcess, mcp_client, text_of
 from tests.standin import content
 from tests.standin import dataset as ds
 from tests.standin.fixtures import Standin, fresh_standin, standin  # noqa: F401  (fixtures)
@@ -36,7 +36,7 @@ async def call(client: Client, **arguments: Any) -> tuple[bool, dict[str, Any]]:
     """``(is_error, structuredContent)``; the JSON text block must say the same."""
     result = await client.call_tool(TOOL, arguments)
     structured = result.structured_content or {}
-    assert json.loads(result.content[-1].text) == structured  # type: ignore[union-attr]
+    assert json.loads(text_of(result.content[-1])) == structured
     return bool(result.is_error), structured
 
 

@@ -162,7 +162,7 @@ async def test_create_refused_before_gitlab_acts_is_sent_again(
 
 
 async def test_preconditions_send_nothing(gateway: GatewayProcess, fresh_standin: Standin) -> None:
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"project_id": ds.PROJECT_PATH}, "`ref` is required to create a pipeline"),
         ({"pipeline_id": ds.PIPELINE_ID}, 'Provide action: "retry" or "cancel" when `pipeline_id` is set.'),
         ({"action": "retry"}, 'action "retry" needs `pipeline_id`'),

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.harness import GatewayProcess, mcp_client
+from tests.e2e.harness import GatewayProcess, mcp_client, text_of
 from tests.standin import dataset as ds
 from tests.standin.fixtures import Standin
 
@@ -79,8 +79,8 @@ async def test_sigterm_answers_open_calls_and_exits_zero(
             "timedOut": False,
             "shutdown": True,
         }
-        assert "shutting down" in waited.content[0].text
-        assert "No message was taken from your queue" in waited.content[0].text
+        assert "shutting down" in text_of(waited.content[0])
+        assert "No message was taken from your queue" in text_of(waited.content[0])
 
         # No new connections while the in-flight call finishes.
         with pytest.raises(httpx.ConnectError):
@@ -90,7 +90,8 @@ async def test_sigterm_answers_open_calls_and_exits_zero(
         answered = await asyncio.wait_for(pipeline, 15)
         assert not answered.is_error, answered.content
         out = answered.structured_content
-        assert (out["id"], out["status"]) == (ds.PIPELINE_ID, json.loads(answered.content[-1].text)["status"])
+        status = json.loads(text_of(answered.content[-1]))["status"]
+        assert (out["id"], out["status"]) == (ds.PIPELINE_ID, status)
         assert time.monotonic() - signalled >= GITLAB_DELAY_SECONDS - 0.5  # it really was in flight
 
         exit_code = await asyncio.to_thread(gateway.proc.wait, 15)

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeAlias, TypeGuard
 
-import yaml  # type: ignore[import-untyped]
+import yaml
 from graphql import (
     DocumentNode,
     ExecutionResult,

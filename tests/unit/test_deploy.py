@@ -39,7 +39,7 @@ K8S_VERSION = "1.29"
 IN_CI = bool(os.environ.get("CI"))
 
 
-def _tool(name: str) -> str | None:
+def _tool(name: str) -> str:
     """A command from PATH or the virtual environment; skipped locally when absent, failed in CI."""
     found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
     if found is None:
@@ -59,6 +59,7 @@ def _by_kind(kind: str) -> list[dict[str, Any]]:
 
 def _sidecar() -> dict[str, Any]:
     (deployment,) = _by_kind("Deployment")
+    gateway: dict[str, Any]
     (gateway,) = [
         c
         for c in deployment["spec"]["template"]["spec"]["initContainers"]
@@ -118,7 +119,7 @@ def test_the_sidecar_keeps_mcp_on_loopback_and_exposes_only_metrics() -> None:
     assert env["GATEWAY_LOGGING__FORMAT"] == "json"
 
     # The settings the sidecar runs with are valid (not refused for a non-loopback MCP port).
-    overrides = {
+    overrides: dict[str, Any] = {
         "server": {"host": "127.0.0.1", "port": 8080, "metrics_port": 9090, "metrics_host": "0.0.0.0"}
     }
     settings = load_settings(gitlab={"token": "glpat-from-the-secret"}, **overrides)

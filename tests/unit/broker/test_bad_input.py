@@ -28,11 +28,12 @@ async def developing(env: Env) -> Env:
 async def test_agent_id_path_traversal(developing: Env) -> None:
     env = developing
     before = await snapshot(env)
-    for tool, args in [
+    calls: list[tuple[str, dict[str, Any]]] = [
         ("log_activity", {"message": "x"}),
         ("get_pipeline_status", {}),
         ("send_message", {"to": "dev", "subject": "s", "body": {}}),
-    ]:
+    ]
+    for tool, args in calls:
         err = await env.err("../../etc/passwd", tool, args)
         assert err["reason"] == "unauthorized"
         assert err["message"] == (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -328,7 +329,7 @@ async def test_stop_pipeline(env: Env) -> None:
     assert woken.structured["stopped"] is True and woken.structured["message"] is None
     assert woken.text is not None and "stopped" in woken.text
     assert (env.state_dir / ".stop-pipeline").read_text().startswith("stopped by reviewer at ")
-    for tool, args in [
+    refused: list[tuple[str, dict[str, Any]]] = [
         ("begin_developing", {}),
         ("send_message", {"to": "pm", "subject": "x", "body": {}}),
         ("wait_for_message", {}),
@@ -336,7 +337,8 @@ async def test_stop_pipeline(env: Env) -> None:
         ("resume", {}),
         ("set_phase_plan", PLAN),
         ("set_auto_advance", {"enabled": True}),
-    ]:
+    ]
+    for tool, args in refused:
         err = await env.err("pm", tool, args)
         assert err["reason"] == "conflict", tool
         assert err["message"].startswith("The pipeline is STOPPED (stop_pipeline by reviewer at "), tool

@@ -21,7 +21,7 @@ from functools import cache
 from typing import Any
 
 import httpx
-from graphql import GraphQLSchema, build_schema, execute, parse, validate
+from graphql import GraphQLSchema, build_schema, execute_sync, parse, validate
 
 from tests.conftest import GITLAB_SCHEMA
 
@@ -136,7 +136,8 @@ class FakeGitLab:
         }
 
         def pipeline(_info: Any, id: str | None = None, **_: Any) -> dict[str, Any] | None:
-            return project["pipelines_by_id"].get(id)
+            found: dict[str, Any] | None = project["pipelines_by_id"].get(id)
+            return found
 
         project["pipeline"] = pipeline
         self.projects[full_path] = project
@@ -215,7 +216,7 @@ class FakeGitLab:
         document = parse(body["query"])
         errors = validate(gitlab_schema(), document)
         assert not errors, f"invalid GraphQL document: {[e.message for e in errors]}"
-        result = execute(
+        result = execute_sync(
             gitlab_schema(),
             document,
             root_value=self.root(),

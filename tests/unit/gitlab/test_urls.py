@@ -147,7 +147,7 @@ def test_encode_project_encodes_exactly_once(given: str | int, encoded: str) -> 
 def test_encode_project_refuses_ids_that_cannot_exist() -> None:
     for bad in (0, -3, True, "٣"):  # zero, negative, a bool, a non-ASCII digit
         with pytest.raises(InvalidReference):
-            encode_project(bad)  # type: ignore[arg-type]
+            encode_project(bad)
 
 
 _SEGMENT = st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,12}", fullmatch=True).filter(

@@ -74,7 +74,7 @@ def ok(result: dict[str, Any], tool: str = "get_pipeline") -> dict[str, Any]:
     """The structuredContent of a successful result, checked against the tool's outputSchema
     and against its JSON text block."""
     assert not result.get("isError"), result
-    structured = result["structuredContent"]
+    structured: dict[str, Any] = result["structuredContent"]
     assert json.loads(result["content"][-1]["text"]) == structured
     schema = next(t for t in all_tools() if t.name == tool).output_schema()
     assert schema is not None

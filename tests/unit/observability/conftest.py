@@ -44,7 +44,7 @@ def capture_logs() -> Iterator[Callable[..., LogCapture]]:
     def install(format: str = "json", level: str = "INFO", secrets: list[str] | None = None) -> LogCapture:
         capture = LogCapture()
         capture.redactor = configure_logging(
-            LoggingSettings(format=format, level=level),  # type: ignore[arg-type]
+            LoggingSettings(format=format, level=level),
             secrets=secrets or [],
             stream=capture.stream,
         )

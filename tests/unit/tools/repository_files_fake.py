@@ -22,7 +22,7 @@ from urllib.parse import unquote
 
 import httpx
 import respx
-from graphql import execute, parse, validate
+from graphql import execute_sync, parse, validate
 
 from tests.unit.gitlab.fake_gitlab import gitlab_schema
 
@@ -180,7 +180,7 @@ class FakeRepoGitLab:
         document = parse(body["query"])
         errors = validate(gitlab_schema(), document)
         assert not errors, f"invalid GraphQL document: {[e.message for e in errors]}"
-        result = execute(
+        result = execute_sync(
             gitlab_schema(),
             document,
             root_value=self._root(),

@@ -30,7 +30,7 @@ from tests.unit.gitlab.fake_gitlab import (
 from tests.unit.gitlab.tool_env import ToolEnv, error, ok
 
 PIPELINE_URL = f"{GITLAB}/{PROJECT_PATH}/-/pipelines/{PIPELINE_ID}"
-LEGACY = {
+LEGACY: dict[str, dict[str, Any]] = {
     "get_pipeline_jobs": {"include": ["jobs"]},
     "get_pipeline_failing_jobs": {"include": ["jobs"], "job_status": "failed"},
     "get_downstream_pipelines": {"include": ["downstream_pipelines"]},

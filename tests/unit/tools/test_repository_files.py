@@ -66,7 +66,7 @@ def _schema() -> dict[str, Any]:
 def ok(result: dict[str, Any]) -> dict[str, Any]:
     """structuredContent of a success, checked against outputSchema and the JSON text block."""
     assert not result.get("isError"), result
-    structured = result["structuredContent"]
+    structured: dict[str, Any] = result["structuredContent"]
     assert json.loads(result["content"][-1]["text"]) == structured
     Draft202012Validator(_schema()).validate(structured)
     return structured
