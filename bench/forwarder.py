@@ -10,6 +10,7 @@ pooled connection, and answers GitLab's bytes: no MCP, no validation, no logging
 from __future__ import annotations
 
 import argparse
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -25,7 +26,7 @@ def make_app(upstream: str, token: str, body: bytes) -> web.Application:
             content = await response.read()
         return web.Response(body=content, content_type="application/json")
 
-    async def client(app: web.Application):  # type: ignore[no-untyped-def]
+    async def client(app: web.Application) -> AsyncIterator[None]:
         app["http"] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=100))
         yield
         await app["http"].close()

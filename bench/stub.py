@@ -12,6 +12,7 @@ can print upstream requests per call.
 from __future__ import annotations
 
 import argparse
+from collections.abc import AsyncIterator
 
 import aiohttp
 from aiohttp import web
@@ -50,7 +51,7 @@ def make_app(upstream: str) -> web.Application:
         status, headers, content = answer
         return web.Response(status=status, headers=headers, body=content)
 
-    async def client(app: web.Application):  # type: ignore[no-untyped-def]
+    async def client(app: web.Application) -> AsyncIterator[None]:
         app["http"] = aiohttp.ClientSession()
         yield
         await app["http"].close()

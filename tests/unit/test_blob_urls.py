@@ -26,18 +26,18 @@ from gateway.gitlab.blob_urls import (
 from gateway.gitlab.client import GitLabClient
 from gateway.gitlab.credentials import Credential
 from gateway.gitlab.errors import InvalidReference
-from gateway.gitlab.urls import normalize_base_url
+from gateway.gitlab.urls import GitLabBase, normalize_base_url
 
 BASE = normalize_base_url("https://gitlab.example.com")
 SUB = normalize_base_url("https://git.example.org:8443/gitlab/")
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
 
-def parse(url: str, base=BASE) -> BlobUrl:  # type: ignore[no-untyped-def]
+def parse(url: str, base: GitLabBase = BASE) -> BlobUrl:
     return parse_blob_url(url, base)
 
 
-def refused(url: str, base=BASE) -> str:  # type: ignore[no-untyped-def]
+def refused(url: str, base: GitLabBase = BASE) -> str:
     with pytest.raises(InvalidReference) as info:
         parse_blob_url(url, base)
     return info.value.message

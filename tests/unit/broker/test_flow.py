@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ import sqlalchemy as sa
 from gateway.broker import schema
 from gateway.broker.machine import State
 from gateway.broker.queries import IssueRow, Queries
+from gateway.config import Settings
 from tests.unit.broker.conftest import Env, EnvFactory, close
 
 PLAN = {
@@ -351,7 +353,9 @@ async def test_stop_pipeline(env: Env) -> None:
     assert await env.ok("pm", "stop_pipeline") == {"success": True, "state": "STOPPED"}
 
 
-async def test_stop_file_at_start_means_stopped(make_env: EnvFactory, make_settings) -> None:  # type: ignore[no-untyped-def]
+async def test_stop_file_at_start_means_stopped(
+    make_env: EnvFactory, make_settings: Callable[..., Settings]
+) -> None:
     settings = make_settings(broker={})
     from pathlib import Path
 
