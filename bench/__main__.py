@@ -1,4 +1,5 @@
-"""One benchmark table: the gateway beside the floor of any Python proxy and a community server.
+"""One benchmark table: the gateway beside a bare aiohttp forwarder (the least any Python proxy
+costs) and, with --peer, a community GitLab MCP server.
 
     .venv/bin/python -m bench                      # stub, bare forwarder, gateway; c = 1, 32, 128
     .venv/bin/python -m bench --peer               # and @zereight/mcp-gitlab (npm, cached on first use)
@@ -26,6 +27,11 @@ row) to CPU 1. Columns: calls/s, p50 and p99 latency, the server's CPU milliseco
 the stub) and the server's peak RSS. Compare ratios within one run: the machine may be shared.
 Each concurrency is measured in ``--rounds`` rounds (3) that interleave the servers; each row is
 the median round, so a burst of other load lands on every server alike instead of on one row.
+
+After the table it checks the gateway's targets on the run's figures: at c=32, 2x the peer's
+calls/s (and 2x less CPU per call); CPU per call at c=32 and c=128 within 1.25x of c=1; p99 at
+most 3x p50 at c=32; at c=1, p50 at most 0.5 ms above the bare forwarder's; one GitLab request
+per call; peak RSS after c=128 at most 120 MiB; the 2026-07-28 era no slower than a session.
 """
 
 from __future__ import annotations
@@ -35,12 +41,9 @@ import asyncio
 import json
 import os
 import re
-import shlex
-import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +52,6 @@ sys.path.insert(0, str(REPO))
 
 
 from bench.load import (  # noqa: E402
-    Clients,
     Row,
     mcp_session,
     measure,
@@ -59,11 +61,11 @@ from bench.load import (  # noqa: E402
     post_call,
     tool_call,
 )
+from bench.rig import LOAD_CPU, SERVER_CPU, load_average, rig, start, wait_listening  # noqa: E402
 from gateway.gitlab.operation_loader import graphql_body  # noqa: E402
 from gateway.tools.ci.pipeline_read import pipeline_variables  # noqa: E402
 from tests.e2e.harness import GatewayProcess, free_port  # noqa: E402
 from tests.standin import dataset as ds  # noqa: E402
-from tests.standin.fixtures import StandinProcess  # noqa: E402
 
 PEER = "@zereight/mcp-gitlab"
 PIPELINE_ARGS = {"id": ds.PROJECT_PATH, "pipeline_id": ds.PIPELINE_ID, "include": ["jobs"], "first": 20}
@@ -73,7 +75,6 @@ PEER_FILE = (
     "get_file_contents",
     {"project_id": ds.PROJECT_PATH, "file_path": ds.FILES["app"], "ref": "main"},
 )
-SERVER_CPU, LOAD_CPU = {0}, {1}
 
 
 def _cache_dir() -> Path:
@@ -105,65 +106,16 @@ def install_peer(version: str) -> Path:
     return entry
 
 
-def _pinned(cmd: list[str]) -> list[str]:
-    taskset = shutil.which("taskset")
-    return [taskset, "-c", "0", *cmd] if taskset and (os.cpu_count() or 1) > 1 else cmd
-
-
-def start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("ab") as out:
-        return subprocess.Popen(_pinned(cmd), cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
-
-
-def _command_line(proc: subprocess.Popen[bytes]) -> str:
-    """What ``proc`` runs, as a shell line to paste (``proc.args`` may also be bytes or paths)."""
-    args = proc.args
-    if isinstance(args, str | bytes | os.PathLike):
-        return os.fsdecode(args)
-    return shlex.join(os.fsdecode(arg) for arg in args)
-
-
-async def wait_listening(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(
-                f"{_command_line(proc)} exited with {proc.returncode}:\n{log.read_text()[-3000:]}"
-            )
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.close()
-            return
-        except OSError:
-            await asyncio.sleep(0.1)
-    raise RuntimeError(f"{_command_line(proc)} did not listen on {port}:\n{log.read_text()[-3000:]}")
-
-
 async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
-    pin(os.getpid(), LOAD_CPU)
-    procs: list[subprocess.Popen[bytes]] = []
-    standin = StandinProcess(workdir / "standin").start()
     token = ds.ALICE_TOKEN
-    clients = Clients()
-    try:
-        assert standin.proc is not None
-        pin(standin.proc.pid, LOAD_CPU)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("GITLAB_", "GATEWAY_"))}
-        stub_port = free_port()
-        stub = start(
-            [sys.executable, "-m", "bench.stub", "--port", str(stub_port), "--upstream", standin.url],
-            env,
-            workdir / "stub.log",
+    async with rig(workdir) as running:
+        clients, env, stub, stub_url, procs = (
+            running.clients,
+            running.env,
+            running.stub,
+            running.stub_url,
+            running.procs,
         )
-        procs.append(stub)
-        await wait_listening(stub_port, stub, workdir / "stub.log")
-        pin(stub.pid, LOAD_CPU)
-        stub_url = f"http://127.0.0.1:{stub_port}"
-
-        async def upstream_count() -> int:
-            async with clients.sessions[0].get(f"{stub_url}/__stub/count") as response:
-                return int((await response.json())["requests"])
-
         body = graphql_body(
             "get_pipeline",
             pipeline_variables(ds.PROJECT_PATH, ds.PIPELINE_ID, "jobs", first=20),
@@ -263,7 +215,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
         rows: list[Row] = []
         ran = re.search(r"event_loop=(\w+)", gateway.log())
         print(f"gateway event loop: {ran.group(1) if ran else args.event_loop}", flush=True)
-        print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+        print(f"load average before: {load_average()}", flush=True)
         for concurrency in args.concurrency:
             # Rounds interleave the servers, each round starting one further along, so that a
             # burst of other load on a shared machine lands on every server alike; each row is
@@ -280,7 +232,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
                         calls=args.calls,
                         concurrency=concurrency,
                         pid=pid,
-                        upstream_count=upstream_count,
+                        upstream_count=running.upstream_count,
                         row=Row(server, tool, concurrency),
                     )
                     if pid == stub.pid:
@@ -294,18 +246,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
                     flush=True,
                 )
                 rows.append(row)
-        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+        print(f"load average after: {load_average()}", flush=True)
         return rows
-    finally:
-        await clients.close()
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        standin.stop()
 
 
 def median_row(runs: list[Row]) -> Row:
@@ -422,20 +364,26 @@ def plot(rows: list[Row], path: Path) -> None:
     print(f"plot written to {path}")
 
 
+class _Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """--help shows the module's docs as written (the rows and columns) and every default."""
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__, formatter_class=_Help)
     ap.add_argument("--peer", action="store_true", help=f"also measure {PEER} (npm; Node 18+)")
-    ap.add_argument("--peer-version", default="2.1.64")
+    ap.add_argument("--peer-version", default="2.1.64", help=f"the {PEER} release to measure")
     ap.add_argument("--calls", type=int, default=1000, help="measured calls per row and round")
     ap.add_argument(
         "--rounds", type=int, default=3, help="interleaved rounds per concurrency; each row is the median"
     )
-    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 32, 128])
+    ap.add_argument(
+        "--concurrency", type=int, nargs="+", default=[1, 32, 128], help="concurrent callers per row"
+    )
     ap.add_argument(
         "--event-loop",
         choices=["auto", "uvloop", "asyncio"],
         default="auto",
-        help="the gateway's server.event_loop (default auto: uvloop where installed); "
+        help="the gateway's server.event_loop (auto: uvloop where installed); "
         "bench/bench_event_loop.py compares two in one run",
     )
     ap.add_argument("--plot", type=Path, metavar="FILE.png", help="draw calls/s and p99 against concurrency")

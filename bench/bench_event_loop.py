@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -25,41 +23,22 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.__main__ import LOAD_CPU, PIPELINE_ARGS, SERVER_CPU, start, wait_listening  # noqa: E402
-from bench.load import Clients, Row, mcp_session, measure, pin, tool_call  # noqa: E402
-from tests.e2e.harness import GatewayProcess, free_port  # noqa: E402
+from bench.__main__ import PIPELINE_ARGS  # noqa: E402
+from bench.load import Row, mcp_session, measure, pin, tool_call  # noqa: E402
+from bench.rig import SERVER_CPU, load_average, rig  # noqa: E402
+from tests.e2e.harness import GatewayProcess  # noqa: E402
 from tests.standin import dataset as ds  # noqa: E402
-from tests.standin.fixtures import StandinProcess  # noqa: E402
 
 LOOPS = ("uvloop", "asyncio")
 
 
 async def run(args: argparse.Namespace, workdir: Path) -> None:
-    pin(os.getpid(), LOAD_CPU)
-    procs: list[subprocess.Popen[bytes]] = []
-    standin = StandinProcess(workdir / "standin").start()
-    clients = Clients()
-    try:
-        assert standin.proc is not None
-        pin(standin.proc.pid, LOAD_CPU)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("GITLAB_", "GATEWAY_"))}
-        stub_port = free_port()
-        cmd = [sys.executable, "-m", "bench.stub", "--port", str(stub_port), "--upstream", standin.url]
-        stub = start(cmd, env, workdir / "stub.log")
-        procs.append(stub)
-        await wait_listening(stub_port, stub, workdir / "stub.log")
-        pin(stub.pid, LOAD_CPU)
-        stub_url = f"http://127.0.0.1:{stub_port}"
-
-        async def upstream_count() -> int:
-            async with clients.sessions[0].get(f"{stub_url}/__stub/count") as response:
-                return int((await response.json())["requests"])
-
+    async with rig(workdir) as running:
         calls = {}
         for loop in LOOPS:
             gateway = GatewayProcess(
                 env={
-                    "GITLAB_URL": stub_url,
+                    "GITLAB_URL": running.stub_url,
                     "GITLAB_TOKEN": ds.ALICE_TOKEN,
                     "GATEWAY_SERVER__EVENT_LOOP": loop,
                 },
@@ -68,25 +47,25 @@ async def run(args: argparse.Namespace, workdir: Path) -> None:
             gateway.start()
             assert gateway.proc is not None
             assert f"event_loop={loop}" in gateway.log()
-            procs.append(gateway.proc)
+            running.procs.append(gateway.proc)
             pin(gateway.proc.pid, SERVER_CPU)
-            session = await mcp_session(clients.sessions[0], gateway.mcp_url)
+            session = await mcp_session(running.clients.sessions[0], gateway.mcp_url)
             call = tool_call(gateway.mcp_url, session, "get_pipeline", PIPELINE_ARGS)
             calls[loop] = (gateway.proc.pid, call)
-            await calls[loop][1](clients.sessions[0])
-        print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+            await call(running.clients.sessions[0])
+        print(f"load average before: {load_average()}", flush=True)
         for concurrency in args.concurrency:
             cpu: dict[str, list[float]] = {loop: [] for loop in LOOPS}
             for turn in range(args.rounds):
                 for loop in LOOPS if turn % 2 == 0 else LOOPS[::-1]:
                     pid, call = calls[loop]
                     row = await measure(
-                        clients,
+                        running.clients,
                         call,
                         calls=args.calls,
                         concurrency=concurrency,
                         pid=pid,
-                        upstream_count=upstream_count,
+                        upstream_count=running.upstream_count,
                         row=Row(loop, "get_pipeline", concurrency),
                     )
                     if row.errors:
@@ -104,17 +83,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> None:
                 f"rounds: {min(ratios):.2f}..{max(ratios):.2f})",
                 flush=True,
             )
-        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
-    finally:
-        await clients.close()
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        standin.stop()
+        print(f"load average after: {load_average()}", flush=True)
 
 
 def main() -> int:
