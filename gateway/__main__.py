@@ -22,7 +22,6 @@ import errno
 import gc
 import json
 import logging
-import re
 import socket
 import sys
 from pathlib import Path
@@ -89,29 +88,6 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     if args.read_only:
         out["read_only"] = True
     return out
-
-
-def config_error_lines(err: ValidationError) -> list[str]:
-    """One line per invalid option: ``<option>: <what is wrong> (got <value>)``.
-
-    The value is shown only for options that are not secrets (nothing under a ``token`` key).
-    """
-    lines = []
-    for e in err.errors():
-        loc = [str(p) for p in e["loc"]]
-        option = ".".join(loc)
-        message = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
-            message = "unknown option; config/gateway.example.toml lists every option"
-        elif e["type"] == "missing":
-            message = "required option is missing"
-        shown = e.get("input")
-        secret = any("token" in part for part in loc)
-        scalar = isinstance(shown, str | int | float | bool)
-        if scalar and not secret and e["type"] != "value_error":  # value errors already say it
-            message += f" (got {shown!r})"
-        lines.append(f"{option}: {message}" if option else message)
-    return lines
 
 
 def masked_config(settings: Settings) -> dict[str, Any]:
@@ -230,22 +206,10 @@ def migrate_database(settings: Settings) -> int:
     return 0
 
 
-def _value_error(err: ValueError, config: Path | None) -> str:
-    """A TOML syntax error with its file, or an environment variable that is not the JSON its
-    option needs, named with what to write instead."""
-    field = re.search(r'error parsing value for field "(\w+)" from source "EnvSettingsSource"', str(err))
-    if field is None:
-        return f"{config}: {err}" if config is not None else str(err)
-    prefix = f"GATEWAY_{field.group(1).upper()}"
-    return (
-        f"{prefix} or a {prefix}__* variable is not valid JSON: options that take a list or a table are "
-        """written as JSON in the environment, e.g. GATEWAY_BROKER__AGENTS='["pm", "dev", "reviewer"]'"""
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the gateway until SIGINT/SIGTERM; return the exit status (see the module docstring)."""
     from gateway.config import load_settings
+    from gateway.config_errors import config_error_lines, unknown_environment, value_error_line
 
     args = parse_args(argv)
     try:
@@ -258,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: configuration error: {err}", file=sys.stderr)
         return 2
     except ValueError as err:  # TOML syntax (tomllib.TOMLDecodeError), environment JSON (SettingsError)
-        print(f"{PROG}: configuration error: {_value_error(err, args.config)}", file=sys.stderr)
+        print(f"{PROG}: configuration error: {value_error_line(err, args.config)}", file=sys.stderr)
         return 2
     from gateway.gitlab.urls import normalize_base_url
 
@@ -267,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:  # credentials, a query, a fragment or a bad port in the URL
         print(f"{PROG}: configuration error: gitlab.url: {err}", file=sys.stderr)
         return 2
-    from gateway.config import unknown_environment, unknown_environment_line
+    from gateway.config_errors import unknown_environment_line
 
     unknown = unknown_environment()
     for name in unknown:

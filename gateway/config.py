@@ -18,7 +18,6 @@ Validation errors name the option (``gitlab.url``) and are printed without a sta
 from __future__ import annotations
 
 import base64
-import difflib
 import ipaddress
 import json
 import os
@@ -71,7 +70,7 @@ class ServerSettings(_Section):
     max_sessions: int = Field(1000, ge=1)
     #: AES-256 key sealing ``Mcp-Session-Id`` values: 32 random bytes in base64
     #: (``openssl rand -base64 32``), the same on every replica. Unset: generated at start, so
-    #: sessions do not survive a restart nor span replicas (a warning says so).
+    #: sessions do not survive a restart nor span replicas (an INFO log line says so).
     session_key: SecretStr | None = None
     #: The key before the last rotation, still accepted until its sessions expire.
     session_previous_key: SecretStr | None = None
@@ -118,8 +117,8 @@ class ServerSettings(_Section):
     def _fixtures_on_loopback(self) -> ServerSettings:
         if self.conformance_fixtures and not is_loopback(self.host):
             raise ValueError(
-                f"conformance_fixtures is a test mode and is refused off loopback ({self.host}): bind to "
-                "127.0.0.1 (or ::1) to run the conformance suite, and never enable it in production"
+                f"server.conformance_fixtures is a test mode and is refused off loopback ({self.host}): "
+                "bind to 127.0.0.1 (or ::1) to run the conformance suite, and never enable it in production"
             )
         return self
 
@@ -160,6 +159,10 @@ class ClientToken(_Section):
         return value
 
 
+#: The placeholder of ``deploy/compose/gateway.env.example``.
+_GITLAB_TOKEN_EXAMPLE = "glpat-REPLACE-ME"  # noqa: S105 (a placeholder, no secret)
+
+
 class GitLabSettings(_Section):
     """Where GitLab is and how the gateway talks to it."""
 
@@ -187,6 +190,20 @@ class GitLabSettings(_Section):
         value = value.strip()
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://, for example https://gitlab.example.com")
+        return value
+
+    @field_validator("token")
+    @classmethod
+    def _not_a_placeholder(cls, value: SecretStr | None) -> SecretStr | None:
+        # Narrow on purpose: a real token never says REPLACE, and any other text is GitLab's to judge.
+        secret = "" if value is None else value.get_secret_value()
+        if "REPLACE" in secret.upper() or secret.strip() == _GITLAB_TOKEN_EXAMPLE:
+            raise ValueError(
+                "is still the example's placeholder: create a personal or project access token with scope "
+                "api (read_api with --read-only; "
+                "https://docs.gitlab.com/user/profile/personal_access_tokens/) and set GITLAB_TOKEN to "
+                "it, or unset GITLAB_TOKEN to read public projects anonymously"
+            )
         return value
 
     @field_validator("ca_bundle")
@@ -455,35 +472,6 @@ class _ContractEnvSource(PydanticBaseSettingsSource):
         return out
 
 
-def _known_environment() -> set[str]:
-    """``GATEWAY_STATE_DIR``, ``GATEWAY_<OPTION>`` for top-level options and
-    ``GATEWAY_<SECTION>__<OPTION>`` for the options of a section."""
-    known = {"GATEWAY_STATE_DIR"}
-    for name, field in Settings.model_fields.items():
-        known.add(f"GATEWAY_{name.upper()}")
-        section = field.annotation
-        if isinstance(section, type) and issubclass(section, _Section):
-            known.update(f"GATEWAY_{name.upper()}__{option.upper()}" for option in section.model_fields)
-    return known
-
-
-def unknown_environment(environ: dict[str, str] | None = None) -> list[str]:
-    """``GATEWAY_*`` variables that name no option (a typo is otherwise silently ignored)."""
-    env = os.environ if environ is None else environ
-    known = _known_environment()
-    return sorted(k for k in env if k.upper().startswith("GATEWAY_") and k.upper() not in known)
-
-
-def unknown_environment_line(name: str, *, refused: bool = False) -> str:
-    """What to say of unknown variable ``name``: that it is ignored (or ``refused``), and the
-    option it most likely meant (``GATEWAY_READONLY`` → ``GATEWAY_READ_ONLY``)."""
-    close = difflib.get_close_matches(name.upper(), sorted(_known_environment()), n=1, cutoff=0.8)
-    hint = f"did you mean {close[0]}? " if close else ""
-    what = "" if refused else " and is ignored"
-    listed = "config/gateway.example.toml lists every option"
-    return f"environment variable {name} names no option{what} ({hint}{listed})"
-
-
 def is_loopback(host: str) -> bool:
     """True when ``host`` (a name or an address) only listens on the loopback interface."""
     if host in ("localhost", "localhost.localdomain"):
@@ -509,7 +497,9 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     if config_file is None:
         return Settings(**overrides)
     if not config_file.is_file():
-        raise FileNotFoundError(f"configuration file {config_file} does not exist")
+        # Relative to the folder the gateway runs in, which may not be the one it was started from.
+        shown = config_file if config_file.is_absolute() else f"{config_file} ({config_file.resolve()})"
+        raise FileNotFoundError(f"configuration file {shown} does not exist")
 
     class _FromFile(Settings):
         model_config = SettingsConfigDict(toml_file=config_file)

@@ -9,7 +9,7 @@ zereight/gitlab-mcp's stateless mode):
   issued to. Never the GitLab token. It is made of visible ASCII only
   (``v1.`` + URL-safe base64).
 - The key comes from ``server.session_key`` (32 bytes, base64); without one a key is generated at
-  start with a warning (sessions then do not survive a restart nor span replicas).
+  start, said in one INFO log line (sessions then do not survive a restart nor span replicas).
   ``server.session_previous_key`` is still accepted while keys rotate.
 - Expired, tampered or foreign-credential ids, and ids sealed with an unknown key, are "not
   found" (HTTP 404): clients then initialize again.
@@ -105,7 +105,7 @@ class SessionSealer:
     """Issues and opens sealed session ids; keeps the deny-list of ended sessions.
 
     Args:
-        key: the current key (None: generate one, with a warning).
+        key: the current key (None: generate one, and say so at INFO).
         previous_key: an older key still accepted (rotation).
         ttl_seconds: lifetime of a session.
         max_ended: cap of the deny-list.

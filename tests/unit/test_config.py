@@ -111,8 +111,33 @@ def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         (
             "[server]\nhots = 1",
             {},
-            "server.hots: unknown option; config/gateway.example.toml lists every option",
+            "server.hots: unknown option (did you mean server.host?); config/gateway.example.toml lists "
+            "every option",
         ),
+        (
+            "",
+            {"GATEWAY_SERVER__PROT": "9999"},
+            "server.prot: unknown option (did you mean server.port?); config/gateway.example.toml lists",
+        ),
+        (
+            "[gitlab]\ncredentialmode = 'passthrough'",
+            {},
+            "gitlab.credentialmode: unknown option (did you mean gitlab.credential_mode?); config/gateway",
+        ),
+        (
+            "port = 9000",
+            {},
+            "error: port: unknown top-level option; did you mean server.port (under [server])? "
+            "config/gateway.example.toml lists every option (got 9000)",
+        ),
+        (
+            "connect_timeout_seconds = 1",
+            {},
+            "connect_timeout_seconds: unknown top-level option; did you mean gitlab.connect_timeout_seconds "
+            "(under [gitlab]) or broker.connect_timeout_seconds (under [broker])?",
+        ),
+        ("readonly = true", {}, "readonly: unknown option (did you mean read_only?); config/gateway.example"),
+        ("[sever]\nport = 1", {}, "sever: unknown option (did you mean server?); config/gateway.example"),
         ("[gitlab]\nurl = 'gitlab.example.com'", {}, "gitlab.url: must start with http:// or https://"),
         ("[gitlab]\ncredential_mode = 'pass'", {}, "gitlab.credential_mode: Input should be 'service' or"),
         (
@@ -146,7 +171,16 @@ def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             {"GATEWAY_BROKER__AGENTS": '["pm", "broker"]'},
             "broker.agents: 'broker' is not a usable agent id: it is the sender of the broker's own notices",
         ),
-        ("[server]\nmetrics_port = 8080", {}, "server: server.metrics_port 8080 is also server.port"),
+        (
+            "[server]\nmetrics_port = 8080",
+            {},
+            "configuration error: server.metrics_port 8080 is also server.port: pick another port",
+        ),
+        (
+            "[server]\nhost = '0.0.0.0'\nconformance_fixtures = true",
+            {},
+            "configuration error: server.conformance_fixtures is a test mode and is refused off loopback",
+        ),
         (
             "[[client_tokens]]\ntoken = 'secret-for-qa-0000000'\nagent_id = 'qa'",
             {},
@@ -156,6 +190,25 @@ def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         (
             "",
             {"GATEWAY_BROKER__AGENTS": "pm,dev"},
+            "GATEWAY_BROKER__AGENTS is not valid JSON: options that take a list or a table are written as "
+            """JSON in the environment, e.g. GATEWAY_BROKER__AGENTS='["pm", "dev", "reviewer"]'""",
+        ),
+        (
+            "",
+            {"GATEWAY_CLIENT_TOKENS": "abc"},
+            "GATEWAY_CLIENT_TOKENS is not valid JSON: options that take a list or a table are written as "
+            """JSON in the environment, e.g. GATEWAY_CLIENT_TOKENS='[{"token": "<random secret>", """
+            """"agent_id": "pm"}]'""",
+        ),
+        (
+            "",
+            {"GATEWAY_SERVER__ALLOWED_HOSTS": "gateway.example.com"},
+            """GATEWAY_SERVER__ALLOWED_HOSTS is not valid JSON: options that take a list or a table are """
+            """written as JSON in the environment, e.g. GATEWAY_SERVER__ALLOWED_HOSTS='["gateway.""",
+        ),
+        (
+            "",
+            {"GATEWAY_BROKER": "pm"},
             "GATEWAY_BROKER or a GATEWAY_BROKER__* variable is not valid JSON: options that take a list",
         ),
         (
@@ -202,11 +255,21 @@ def test_print_config_refuses_a_gitlab_url_the_start_would_refuse(
     assert "secret" not in err
 
 
-def test_a_missing_config_file_is_named(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_a_missing_config_file_is_named(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     code, _, err = run(capsys, "--config", str(tmp_path / "nope.toml"))
     assert code == 2
     missing = tmp_path / "nope.toml"
     assert err == f"gitlab-mcp-gateway: configuration error: configuration file {missing} does not exist\n"
+    # A relative path is also shown resolved: the gateway may run in another folder than expected.
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "--config", "nope.toml")
+    assert code == 2
+    assert err == (
+        "gitlab-mcp-gateway: configuration error: configuration file nope.toml "
+        f"({tmp_path.resolve() / 'nope.toml'}) does not exist\n"
+    )
 
 
 def test_a_bad_secret_is_named_but_never_echoed(
@@ -238,6 +301,56 @@ def test_a_guessable_client_token_is_refused(
     assert code == 2
     assert f"client_tokens.0.token: {said}" in err
     assert token not in err
+
+
+@pytest.mark.parametrize(
+    ("toml", "env"),
+    [
+        ("", {"GITLAB_TOKEN": "glpat-REPLACE-ME"}),  # deploy/compose/gateway.env.example's
+        ("", {"GITLAB_TOKEN": "glpat-replace-with-your-token"}),
+        ("[gitlab]\ntoken = 'REPLACE-ME'", {}),
+    ],
+)
+def test_a_placeholder_gitlab_token_is_refused(
+    toml: str,
+    env: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    code, out, err = run(capsys, "--config", str(write(tmp_path, toml)), "--print-config")
+    assert (code, out) == (2, "")
+    assert err == (
+        "gitlab-mcp-gateway: configuration error: gitlab.token: is still the example's placeholder: "
+        "create a personal or project access token with scope api (read_api with --read-only; "
+        "https://docs.gitlab.com/user/profile/personal_access_tokens/) and set GITLAB_TOKEN to it, or "
+        "unset GITLAB_TOKEN to read public projects anonymously\n"
+    )
+    assert "REPLACE-ME" not in err and "replace-with" not in err
+
+
+def test_a_real_looking_gitlab_token_is_accepted(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Only a placeholder is refused; whether a token works is GitLab's to say (the startup check).
+    for token in ("glpat-Re9PlaceMe0123456789", "glpat-REPLAC-0123456789ab", "short"):
+        monkeypatch.setenv("GITLAB_TOKEN", token)
+        assert effective(capsys)["gitlab"]["token"] == "**********"
+
+
+def test_a_generated_session_key_is_reported_at_info_as_the_example_says(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from gateway.mcp.sessions import SessionSealer
+
+    with caplog.at_level("DEBUG", logger="gateway"):
+        SessionSealer(key=None, ttl_seconds=60, max_ended=10)
+    said = [r for r in caplog.records if "sealed with a key generated for this process" in r.getMessage()]
+    assert [r.levelname for r in said] == ["INFO"]
+    comment = "\n".join(EXAMPLE.read_text().split("# session_key =")[0].splitlines()[-4:])
+    assert "INFO" in comment and "warning" not in comment.lower()
 
 
 def test_non_loopback_with_a_service_token_and_no_client_tokens_is_refused(
@@ -431,7 +544,7 @@ def test_toolsets_take_a_comma_list_and_refuse_unknown_names(
 
 
 def test_unknown_gateway_variables_are_named() -> None:
-    from gateway.config import unknown_environment
+    from gateway.config_errors import unknown_environment
 
     env = {
         "GATEWAY_STATE_DIR": "/x",

@@ -286,10 +286,11 @@ def test_compose_runs_the_gateway_with_client_tokens(monkeypatch: pytest.MonkeyP
         monkeypatch.setenv(name, str(value))
     command = gateway["command"]
     host = {"host": command[command.index("--host") + 1]}
-    with pytest.raises(
-        ValidationError, match=r"client_tokens\.0\.token\n.*is still the example's placeholder"
-    ):
+    with pytest.raises(ValidationError) as refused:
         load_settings(server=host)
+    assert re.search(r"gitlab\.token\n.*is still the example's placeholder", str(refused.value))
+    assert re.search(r"client_tokens\.0\.token\n.*is still the example's placeholder", str(refused.value))
+    monkeypatch.setenv("GITLAB_TOKEN", "glpat-" + "x" * 20)
     filled = re.sub(
         r"REPLACE-WITH-A-RANDOM-SECRET-FOR-(\w+)",
         lambda m: f"{m[1]}-{'7f' * 16}",
