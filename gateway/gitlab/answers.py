@@ -9,7 +9,8 @@ GraphQL ``errors`` are classified by what they say: GitLab's wording for a missi
 object is ``not_found``; its internal errors and timeouts ("Internal server error", "Request
 timed out", graphql-ruby's "Timeout on Type.field") are GitLab failing, not the caller's input,
 so they are upstream errors (retried for reads; for a mutation, which reached GitLab, outcome
-unknown); the rest is ``bad_request``.
+unknown); a read's cursor GitLab cannot decode is ``bad_request`` of its own type (the tool edge
+names the cursor argument); the rest is ``bad_request``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from gateway.gitlab.call import Answer, GitLabCall, Headers, Transient
 from gateway.gitlab.errors import (
     GitLabBadRequest,
     GitLabConflict,
+    GitLabCursorRefused,
     GitLabNotFound,
     GitLabRateLimited,
     GitLabUnauthorized,
@@ -46,6 +48,9 @@ _GRAPHQL_UPSTREAM = re.compile(
     r"|try again later",
     re.IGNORECASE,
 )
+#: GitLab refusing a connection's ``after``/``before``: its keyset connections say "Please provide
+#: a valid cursor", graphql-ruby's array and offset connections "Invalid cursor: \"...\"".
+_GRAPHQL_CURSOR = re.compile(r"please provide a valid cursor|\binvalid cursor\b", re.IGNORECASE)
 
 
 def _refused(call: GitLabCall, what: str) -> str:
@@ -183,6 +188,7 @@ def graphql_data(call: GitLabCall, payload: Any) -> dict[str, Any]:
             GitLab's internal error or timeout), or with something other than a JSON object.
         GitLabUpstreamError: a read answered with something other than a JSON object.
         GitLabNotFound: the resource does not exist or is not visible, or no data came.
+        GitLabCursorRefused: a read carried a cursor GitLab could not decode.
         GitLabBadRequest: other ``errors`` (for a mutation: with null ``data``, so GitLab
             refused it before running it).
     """
@@ -214,6 +220,8 @@ def graphql_data(call: GitLabCall, payload: Any) -> dict[str, Any]:
                     request_id=rid,
                 )
             )
+        if not mutation and _GRAPHQL_CURSOR.search(messages):
+            raise GitLabCursorRefused(messages, request_id=rid)
         if mutation and data is not None:
             # Data means execution started (GraphQL spec, "Response Format": no data when the
             # request failed before execution; GitLab's mutation fields are nullable): an

@@ -61,6 +61,20 @@ class GitLabBadRequest(GitLabError):
     reason: Reason = "bad_request"
 
 
+class GitLabCursorRefused(GitLabBadRequest):
+    """A read's GraphQL ``errors`` say GitLab could not decode a pagination cursor the request
+    carried (GitLab's keyset connections: "Please provide a valid cursor"; graphql-ruby's own:
+    "Invalid cursor: ..."). Raised for reads only: a mutation keeps its own outcome rules.
+
+    Attributes:
+        said: GitLab's own words (its ``errors`` messages).
+    """
+
+    def __init__(self, said: str, *, request_id: str | None = None) -> None:
+        super().__init__(f"GitLab rejected the request: {said}", request_id=request_id)
+        self.said = said
+
+
 class GitLabConflict(GitLabError):
     """409: GitLab refused because of the resource's current state (e.g. "Resource lock")."""
 

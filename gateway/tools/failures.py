@@ -7,30 +7,50 @@ means), the URL and path parsers :class:`~gateway.gitlab.errors.InvalidReference
 what only a tool knows (arguments that disagree). :func:`as_tool_error` maps each to a
 ``ToolError`` (reason, message, details); the registry adds the request id and builds the result.
 Anything else is a bug and propagates (JSON-RPC internal error, logged with its traceback).
+
+A cursor GitLab refuses (:class:`~gateway.gitlab.errors.GitLabCursorRefused`) is the caller's
+``after`` when the call carried one: every paged tool takes its cursor there
+(``gateway.tools.pagination``), so this is the one place that names it, for all of them.
 """
 
 from __future__ import annotations
 
 from gateway.broker.errors import BrokerError
 from gateway.errors import ToolError
-from gateway.gitlab.errors import GitLabError, InvalidReference
+from gateway.gitlab.errors import GitLabCursorRefused, GitLabError, InvalidReference
 
 #: What the edge turns into tool results; anything else propagates.
 HANDLED: tuple[type[Exception], ...] = (ToolError, GitLabError, InvalidReference, BrokerError)
+#: The argument every paged tool takes GitLab's cursor in.
+CURSOR_ARGUMENT = "after"
 
 
-def as_tool_error(err: Exception, *, reference_hint: str | None = None) -> ToolError:
+def as_tool_error(
+    err: Exception, *, reference_hint: str | None = None, cursor_sent: bool = False
+) -> ToolError:
     """The tool error for a failure of a type in :data:`HANDLED`.
 
     Args:
         reference_hint: the tool's other way to name what a rejected URL or path meant
             (``Tool.reference_hint``), appended to an :class:`InvalidReference` message.
+        cursor_sent: the call carried a :data:`CURSOR_ARGUMENT`, so a cursor GitLab refuses
+            is that argument (otherwise it is the gateway's own, a plain ``bad_request``).
 
     Raises:
         TypeError: ``err`` is of no type the edge handles (a bug: let it propagate instead).
     """
     if isinstance(err, ToolError):
         return err
+    if isinstance(err, GitLabCursorRefused) and cursor_sent:
+        name = CURSOR_ARGUMENT
+        return ToolError(
+            "bad_request",
+            f"`{name}` is not a cursor GitLab accepts: pass `page_info.end_cursor` from the previous "
+            f"page of the same call (same arguments), or omit `{name}` for the first page. "
+            f"(GitLab: {err.said})",
+            invalid_arguments=[name],
+            **err.details(),
+        )
     if isinstance(err, GitLabError):
         return ToolError(err.reason, err.message, **err.details())
     if isinstance(err, InvalidReference):

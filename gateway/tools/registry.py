@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from gateway.errors import REASONS, ToolError
 from gateway.gitlab.operation import Operation
 from gateway.tools.argument_errors import argument_name, describe_validation_error
-from gateway.tools.failures import HANDLED, as_tool_error
+from gateway.tools.failures import CURSOR_ARGUMENT, HANDLED, as_tool_error
 from gateway.tools.result import ToolResult as ToolResult  # re-exported: handlers and the transport use it
 from gateway.tools.result_redaction import redact_result, result_secrets
 
@@ -260,11 +260,13 @@ class Registry:
         return redact_result(await self._run(tool, ctx, arguments), result_secrets(ctx))
 
     async def _run(self, tool: Tool, ctx: ToolContext, arguments: dict[str, Any] | None) -> ToolResult:
+        args: BaseModel | None = None
         try:
             args = parse_arguments(tool, arguments or {})
             out = await tool.handler(ctx, args)
         except HANDLED as err:
-            error = as_tool_error(err, reference_hint=tool.reference_hint)
+            cursor_sent = getattr(args, CURSOR_ARGUMENT, None) is not None
+            error = as_tool_error(err, reference_hint=tool.reference_hint, cursor_sent=cursor_sent)
             return ToolResult.from_error(_with_request_id(error, ctx))
         if isinstance(out, BaseModel):
             structured = out.model_dump(mode="json", exclude_unset=True, by_alias=True)

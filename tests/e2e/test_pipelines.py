@@ -94,6 +94,19 @@ async def test_page_through_all_45_jobs_20_at_a_time(gateway: GatewayProcess, fr
     assert fresh_standin.control.graphql_requests(operation="getPipeline") == 3  # one request per call
 
 
+@pytest.mark.parametrize("tool", ["get_pipeline", "get_pipeline_jobs"])
+async def test_a_cursor_gitlab_refuses_is_a_bad_after(
+    gateway: GatewayProcess, fresh_standin: Standin, tool: str
+) -> None:
+    extra: dict[str, Any] = {"include": ["jobs"]} if tool == "get_pipeline" else {}
+    err = failure(await call(gateway, tool, pipeline_args(after="garbage", **extra)))
+    assert err["reason"] == "bad_request" and err["invalid_arguments"] == ["after"]
+    assert err["message"].startswith(
+        "`after` is not a cursor GitLab accepts: pass `page_info.end_cursor` from the previous page"
+    )
+    assert fresh_standin.control.graphql_requests(operation="getPipeline") == 1  # not retried
+
+
 async def test_the_gateway_runs_on_uvloop_and_on_asyncio_with_the_switch_off(
     gateway: GatewayProcess, fresh_standin: Standin, start_gateway: Callable[..., GatewayProcess]
 ) -> None:

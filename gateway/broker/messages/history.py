@@ -105,4 +105,5 @@ def _decode_cursor(cursor: str | None) -> int | None:
         "bad_request",
         "`after`: not a cursor of get_message_history; pass `page_info.end_cursor` from the previous "
         "answer as is, or leave `after` out to start from the newest messages.",
+        invalid_arguments=["after"],
     )

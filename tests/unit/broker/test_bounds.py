@@ -59,6 +59,7 @@ async def test_history_pages_within_a_byte_budget(make_env: EnvFactory) -> None:
 
     error = await env.err("pm", "get_message_history", {"after": "bm90LWEtY3Vyc29y"})
     assert error["reason"] == "bad_request" and "end_cursor" in error["message"]
+    assert error["invalid_arguments"] == ["after"]
 
 
 _FAST_TIMER = {"timer_poll_seconds": 0.05, "purge_interval_seconds": 0.05}

@@ -3,7 +3,9 @@
 Every document the gateway sends is parsed and validated against GitLab's complete schema
 (``tests/gitlab/gitlab_schema.graphql``) and executed on it with graphql-core, over resolvers
 reading a small data set. So answers have GitLab's exact shape (aliases, ``@include``/``@skip``,
-nullability), and an invalid document or variable fails the test instead of being answered.
+nullability), and an invalid document or variable fails the test instead of being answered. A
+cursor it did not hand out is answered as GitLab does: "Please provide a valid cursor" in
+``errors``, the connection null in ``data``.
 
 The data set mirrors the e2e stand-in's: project ``grp/sub/proj`` (id 42) with pipeline 987654
 (status failed) of 45 build jobs, 3 of them failed, and 2 bridges; bridge ``trigger-child``
@@ -21,7 +23,7 @@ from functools import cache
 from typing import Any
 
 import httpx
-from graphql import GraphQLSchema, build_schema, execute_sync, parse, validate
+from graphql import GraphQLError, GraphQLSchema, build_schema, execute_sync, parse, validate
 
 from tests.conftest import GITLAB_SCHEMA
 
@@ -48,10 +50,17 @@ def _cursor(offset: int) -> str:
     return base64.b64encode(json.dumps({"offset": offset}).encode()).decode()
 
 
+#: What GitLab's keyset connections answer for a cursor they cannot decode.
+CURSOR_REFUSED = "Please provide a valid cursor"
+
+
 def _offset(after: str | None) -> int:
     if not after:
         return 0
-    return int(json.loads(base64.b64decode(after))["offset"]) + 1
+    try:
+        return int(json.loads(base64.b64decode(after, validate=True))["offset"]) + 1
+    except (ValueError, KeyError, TypeError):
+        raise GraphQLError(CURSOR_REFUSED) from None
 
 
 def connection(items: list[Any], first: int | None, after: str | None) -> dict[str, Any]:
@@ -223,5 +232,11 @@ class FakeGitLab:
             variable_values=body.get("variables"),
             operation_name=body.get("operationName"),
         )
-        assert not result.errors, f"GraphQL execution failed: {[e.message for e in result.errors]}"
+        unexpected = [e.message for e in result.errors or [] if e.message != CURSOR_REFUSED]
+        assert not unexpected, f"GraphQL execution failed: {unexpected}"
+        if result.errors:
+            # GitLab's answer to a refused cursor: the connection null in `data`, the error beside it.
+            return httpx.Response(
+                200, json={"data": result.data, "errors": [e.formatted for e in result.errors]}
+            )
         return httpx.Response(200, json={"data": result.data})

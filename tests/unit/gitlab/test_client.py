@@ -23,6 +23,7 @@ from gateway.gitlab.credentials import ANONYMOUS, Credential, service_credential
 from gateway.gitlab.errors import (
     GitLabBadRequest,
     GitLabConflict,
+    GitLabCursorRefused,
     GitLabError,
     GitLabMaybeSent,
     GitLabNotFound,
@@ -435,6 +436,50 @@ async def test_mutation_refused_before_it_ran_is_bad_request(
     router.post(GRAPHQL).respond(200, json=refused)
     with pytest.raises(GitLabBadRequest, match="GitLab rejected the request: Argument 'ref'"):
         await mutate(make_client())
+
+
+#: GitLab's answer to a cursor its keyset connection cannot decode: the connection null in
+#: ``data``, the error beside it with its path.
+CURSOR_REFUSED = {
+    "data": {"project": {"pipeline": {"jobs": None}}},
+    "errors": [
+        {
+            "message": "Please provide a valid cursor",
+            "locations": [{"line": 5, "column": 7}],
+            "path": ["project", "pipeline", "jobs"],
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    "message", ["Please provide a valid cursor", 'Invalid cursor: "garbage"'], ids=["keyset", "graphql-ruby"]
+)
+async def test_a_read_whose_cursor_gitlab_refuses_is_cursor_refused_at_once(
+    make_client: Callable[..., GitLabClient], router: Any, sleeps: Sleeps, message: str
+) -> None:
+    payload = {**CURSOR_REFUSED, "errors": [{**CURSOR_REFUSED["errors"][0], "message": message}]}
+    route = router.post(GRAPHQL).respond(200, json=payload)
+    with pytest.raises(GitLabCursorRefused) as caught:
+        await query(make_client())
+    assert route.call_count == 1 and sleeps == []
+    assert caught.value.reason == "bad_request" and caught.value.said == message
+    assert caught.value.request_id == "req-1"
+
+
+async def test_a_mutation_answered_with_a_cursor_error_keeps_the_mutation_rules(
+    make_client: Callable[..., GitLabClient], router: Any
+) -> None:
+    """A cursor error is reported as a cursor refusal for reads only: a mutation that ran (data
+    present) may have changed something, one refused before it ran is a plain bad request."""
+    router.post(GRAPHQL).respond(200, json=CURSOR_REFUSED)
+    with pytest.raises(GitLabMaybeSent):
+        await mutate(make_client())
+    router.post(GRAPHQL).respond(200, json={"errors": CURSOR_REFUSED["errors"]})
+    with pytest.raises(GitLabBadRequest) as caught:
+        await mutate(make_client())
+    assert not isinstance(caught.value, GitLabCursorRefused)
+    assert caught.value.message == "GitLab rejected the request: Please provide a valid cursor"
 
 
 async def test_post_rest_answer_that_is_not_json_is_maybe_sent(

@@ -102,6 +102,14 @@ async def test_pages_follow_the_cursor(env: ToolEnv) -> None:
     assert rest["page_info"]["has_next_page"] is False
 
 
+async def test_a_cursor_gitlab_refuses_names_after(env: ToolEnv, gitlab: respx.Route) -> None:
+    err = error(await call(env, id=PROJECT_PATH, after="garbage"))
+    assert err["reason"] == "bad_request" and err["invalid_arguments"] == ["after"]
+    assert err["message"].startswith("`after` is not a cursor GitLab accepts: pass `page_info.end_cursor`")
+    assert "(GitLab: Please provide a valid cursor)" in err["message"]
+    assert gitlab.call_count == 1
+
+
 async def test_missing_project_and_bad_input(env: ToolEnv, fake: FakeGitLab) -> None:
     missing = error(await call(env, id="nope/nothing"))
     assert missing["reason"] == "not_found" and "nope/nothing" in missing["message"]

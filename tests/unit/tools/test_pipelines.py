@@ -544,6 +544,45 @@ async def test_429_past_the_retry_budget_is_rate_limited_with_retry_after(
     assert len(env.sleeps) == 2 and all(s >= 1.0 for s in env.sleeps)
 
 
+CURSOR_REFUSED = (
+    "`after` is not a cursor GitLab accepts: pass `page_info.end_cursor` from the previous page of the "
+    "same call (same arguments), or omit `after` for the first page. (GitLab: Please provide a valid cursor)"
+)
+
+
+@pytest.mark.parametrize("facet", ["jobs", "downstream_pipelines", "bridge_jobs"])
+async def test_a_cursor_gitlab_refuses_names_after_and_is_not_retried(
+    env: ToolEnv, gitlab: respx.Route, facet: str
+) -> None:
+    """GitLab answers a cursor it cannot decode with a GraphQL error ("Please provide a valid
+    cursor") beside a null connection."""
+    result = await env.call(
+        "get_pipeline",
+        {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID, "include": [facet], "after": "garbage"},
+    )
+    assert error(result) == {
+        "reason": "bad_request",
+        "message": CURSOR_REFUSED,
+        "invalid_arguments": ["after"],
+    }
+    assert gitlab.call_count == 1
+
+
+async def test_a_cursor_error_without_after_is_gitlabs_words(make_settings: Callable[..., Settings]) -> None:
+    """Only the caller's `after` is blamed: a refused cursor the call did not carry is reported as
+    GitLab said it, naming no argument."""
+    answer = {"data": None, "errors": [{"message": "Please provide a valid cursor"}]}
+    with respx.mock() as router:
+        router.post(GRAPHQL_URL).respond(200, json=answer)
+        async with httpx.AsyncClient() as http:
+            env = ToolEnv(make_settings(), http)
+            result = await env.call("get_pipeline", {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID})
+    assert error(result) == {
+        "reason": "bad_request",
+        "message": "GitLab rejected the request: Please provide a valid cursor",
+    }
+
+
 async def test_html_login_page_is_an_error_saying_so(make_settings: Callable[..., Settings]) -> None:
     page = "<!DOCTYPE html><html><body><form action='/login'>Sign in</form></body></html>"
     with respx.mock() as router:
