@@ -440,7 +440,7 @@ async def test_mutation_refused_before_it_ran_is_bad_request(
 
 #: GitLab's answer to a cursor its keyset connection cannot decode: the connection null in
 #: ``data``, the error beside it with its path.
-CURSOR_REFUSED = {
+CURSOR_REFUSED: dict[str, Any] = {
     "data": {"project": {"pipeline": {"jobs": None}}},
     "errors": [
         {
