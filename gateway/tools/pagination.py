@@ -21,7 +21,7 @@ from pydantic import BeforeValidator, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from gateway.gitlab.operation import Answer
-from gateway.tools.arguments import optional, schema_extra
+from gateway.tools.arguments import optional, schema_extra, shown
 from gateway.tools.registry import ToolOutput
 
 DEFAULT_PAGE_SIZE = 20
@@ -45,8 +45,18 @@ def _cursor(value: Any) -> Any:
     return value
 
 
+def _page_size(value: Any) -> Any:
+    """``first``: an integer (digits in a string accepted, as for ids); ``true`` or ``2.0`` are
+    refused, not read as 1 or 2 (pydantic's lax mode would). The range is checked after this."""
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        return int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"must be an integer from 1 to {MAX_PAGE_SIZE}, not {shown(value)}")
+    return value
+
+
 #: ``first``: give it a default and description with :func:`first_field`.
-PageSize = Annotated[int, Field(ge=1, le=MAX_PAGE_SIZE)]
+PageSize = Annotated[int, Field(ge=1, le=MAX_PAGE_SIZE), BeforeValidator(_page_size)]
 #: ``after``: give it a default and description with :func:`after_field`.
 Cursor = Annotated[
     str | SkipJsonSchema[None],

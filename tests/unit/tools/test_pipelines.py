@@ -408,6 +408,10 @@ async def test_missing_pipeline_is_a_different_not_found(env: ToolEnv, gitlab: r
         ({"id": PROJECT_PATH, "pipeline_id": True}, ["pipeline_id"], "must be a positive integer"),
         ({"id": PROJECT_PATH, "pipeline_id": 1, "first": 0}, ["first"], "greater than or equal to 1"),
         ({"id": PROJECT_PATH, "pipeline_id": 1, "first": 101}, ["first"], "less than or equal to 100"),
+        # Not read as page sizes 1 and 2 (the input schema says integer).
+        ({"id": PROJECT_PATH, "pipeline_id": 1, "first": True}, ["first"], "from 1 to 100, not true"),
+        ({"id": PROJECT_PATH, "pipeline_id": 1, "first": 2.0}, ["first"], "from 1 to 100, not 2.0"),
+        ({"id": PROJECT_PATH, "pipeline_id": 1, "first": "2.0"}, ["first"], 'from 1 to 100, not "2.0"'),
         (
             {"id": PROJECT_PATH, "pipeline_id": 1, "include": ["artifacts"]},
             ["include"],
