@@ -78,6 +78,15 @@ def text_argument(value: Any) -> Any:
     return str(value)
 
 
+def digits_read(value: Any) -> Any:
+    """Digits in a string (``"42"``, ``" 42 "``) as the integer they write; anything else as it is.
+    Integer arguments accept them because the intent is plain; ``true`` or ``2.0`` stay what they
+    are, for the caller's check to refuse."""
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        return int(value.strip())
+    return value
+
+
 def positive_id(value: Any) -> int:
     """Validate a GitLab id: a positive integer (digits in a string accepted).
 
@@ -86,8 +95,7 @@ def positive_id(value: Any) -> int:
     """
     if value is None:
         raise ValueError(_NULL)
-    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
-        value = int(value.strip())
+    value = digits_read(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"must be a positive integer such as 987654, not {shown(value)}")
     if not 0 < value <= MAX_ID:

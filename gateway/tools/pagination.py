@@ -21,7 +21,7 @@ from pydantic import BeforeValidator, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from gateway.gitlab.operation import Answer
-from gateway.tools.arguments import optional, schema_extra, shown
+from gateway.tools.arguments import digits_read, optional, schema_extra, shown
 from gateway.tools.registry import ToolOutput
 
 DEFAULT_PAGE_SIZE = 20
@@ -48,8 +48,7 @@ def _cursor(value: Any) -> Any:
 def _page_size(value: Any) -> Any:
     """``first``: an integer (digits in a string accepted, as for ids); ``true`` or ``2.0`` are
     refused, not read as 1 or 2 (pydantic's lax mode would). The range is checked after this."""
-    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
-        return int(value.strip())
+    value = digits_read(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"must be an integer from 1 to {MAX_PAGE_SIZE}, not {shown(value)}")
     return value
