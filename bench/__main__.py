@@ -1,7 +1,7 @@
 """One benchmark table: the gateway beside a bare aiohttp forwarder (the least any Python proxy
 costs) and, with --peer, a community GitLab MCP server.
 
-    .venv/bin/python -m bench                      # stub, bare forwarder, gateway; c = 1, 32, 128
+    .venv/bin/python -m bench                      # stub, bare forwarder and translator, gateway
     .venv/bin/python -m bench --peer               # and @zereight/mcp-gitlab (npm, cached on first use)
     .venv/bin/python -m bench --peer --plot bench.png   # also draw calls/s and p99 against c
     .venv/bin/python -m bench --event-loop asyncio # the gateway on asyncio's loop, not uvloop
@@ -12,6 +12,10 @@ GitLab's exact answers, recorded once from the repository's GitLab stand-in). Ro
 - ``stub alone``: the GraphQL request ``get_pipeline`` sends, straight to the stub;
 - ``bare forwarder``: aiohttp's server and client forwarding that request (``bench/forwarder.py``),
   what any Python proxy costs at least;
+- ``bare translator``: the gateway's own ``get_pipeline`` code (argument model, GraphQL request,
+  answer models, output model, JSON-RPC result) behind a bare aiohttp handler
+  (``bench/translator.py``): what any gateway that translates costs at least, before sessions,
+  authentication, Origin checks, the access line, metrics, retries and redaction;
 - ``gateway``: ``python -m gateway`` at its defaults (INFO logging; the event loop as
   ``--event-loop`` says, ``server.event_loop``), called over MCP Streamable HTTP in a 2025-06-18
   session: ``get_pipeline`` with 20 jobs, and ``get_repository_file``;
@@ -160,6 +164,37 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
                 post_call(f"http://127.0.0.1:{fwd_port}/", b"{}", {"Content-Type": "application/json"}),
             )
         )
+        translator_port = free_port()
+        translator = start(
+            [
+                sys.executable,
+                "-m",
+                "bench.translator",
+                "--port",
+                str(translator_port),
+                "--gitlab-url",
+                stub_url,
+                "--token",
+                token,
+            ],
+            env,
+            workdir / "translator.log",
+        )
+        procs.append(translator)
+        await wait_listening(translator_port, translator, workdir / "translator.log")
+        targets.append(
+            (
+                "bare translator",
+                "get_pipeline + 20 jobs",
+                translator.pid,
+                tool_call(
+                    f"http://127.0.0.1:{translator_port}/",
+                    {"Content-Type": "application/json"},
+                    "get_pipeline",
+                    PIPELINE_ARGS,
+                ),
+            )
+        )
         # The gateway at its defaults (INFO logging), in its own process.
         loop = {"GATEWAY_SERVER__EVENT_LOOP": args.event_loop}
         gateway = GatewayProcess(
@@ -288,6 +323,7 @@ def targets(rows: list[Row]) -> list[str]:
     pipe = "get_pipeline + 20 jobs"
     g1, g32, g128 = (get("gateway", pipe, c) for c in (1, 32, 128))
     floor1 = get("bare forwarder", "GraphQL get_pipeline", 1)
+    bare1, bare32 = get("bare translator", pipe, 1), get("bare translator", pipe, 32)
     peer32 = get(PEER, PEER_PIPELINE[0], 32)
 
     def verdict(ok: bool) -> str:
@@ -301,6 +337,12 @@ def targets(rows: list[Row]) -> list[str]:
         out.append(
             f"c=32 CPU per call, peer / gateway: {cpu:.2f}x (the same target on CPU): {verdict(cpu >= 2)}"
         )
+        if bare32:
+            # What is left for everything around the translation, if 2x the peer is to be met.
+            out.append(
+                f"c=32 CPU per call, half the peer's: {peer32.cpu_ms_per_call / 2:.2f} ms; the bare "
+                f"translator's: {bare32.cpu_ms_per_call:.2f} ms; the gateway's: {g32.cpu_ms_per_call:.2f} ms"
+            )
     if g1 and g32 and g128:
         r32, r128 = g32.cpu_ms_per_call / g1.cpu_ms_per_call, g128.cpu_ms_per_call / g1.cpu_ms_per_call
         ok = max(r32, r128) <= 1.25
@@ -326,6 +368,11 @@ def targets(rows: list[Row]) -> list[str]:
         )
         cpu_added = g1.cpu_ms_per_call - floor1.cpu_ms_per_call
         out.append(f"c=1 CPU per call, gateway - bare forwarder: {cpu_added:+.2f} ms")
+        if bare1:
+            out.append(
+                f"c=1 p50, bare translator - bare forwarder: {bare1.p50_ms - floor1.p50_ms:+.2f} ms "
+                "(the translation alone, against the same 0.5 ms)"
+            )
     if g1:
         per_call = g1.upstream_per_call
         one = verdict(round(per_call, 2) == 1)
