@@ -14,7 +14,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 
+from bench.translator import make_app
 from tests.e2e.harness import GatewayProcess, mcp_client
 from tests.standin import dataset as ds
 from tests.standin.fixtures import Standin
@@ -238,3 +240,24 @@ async def test_sub_path_gitlab(
     assert out["web_url"] == f"{standin_subpath.url}/{ds.PROJECT_PATH}/-/pipelines/{ds.PIPELINE_ID}"
     assert out["jobs"][0]["web_url"].startswith(f"{standin_subpath.url}/{ds.PROJECT_PATH}/-/jobs/")
     assert "/gitlab/gitlab/" not in out["jobs"][0]["web_url"]
+
+
+async def test_the_benchmarks_bare_translator_answers_what_the_gateway_answers(
+    gateway: GatewayProcess, standin: Standin
+) -> None:
+    # `python -m bench` prints the bare translator beside the gateway as the floor of the same
+    # work; if the two answered differently, that comparison would mislead.
+    args = pipeline_args(include=["jobs"], first=20)
+    expected = structured(await call(gateway, "get_pipeline", args))
+    request = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "get_pipeline", "arguments": args},
+    }
+    async with TestClient(TestServer(make_app(standin.url, ds.ALICE_TOKEN))) as client:
+        response = await client.post("/", json=request)
+        answer = await response.json()
+    assert answer["id"] == 7
+    assert answer["result"]["structuredContent"] == expected
+    assert json.loads(answer["result"]["content"][-1]["text"]) == expected
