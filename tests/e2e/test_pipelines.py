@@ -243,7 +243,7 @@ async def test_sub_path_gitlab(
 
 
 async def test_the_benchmarks_bare_translator_answers_what_the_gateway_answers(
-    gateway: GatewayProcess, standin: Standin
+    gateway: GatewayProcess, fresh_standin: Standin
 ) -> None:
     # `python -m bench` prints the bare translator beside the gateway as the floor of the same
     # work; if the two answered differently, that comparison would mislead.
@@ -255,7 +255,7 @@ async def test_the_benchmarks_bare_translator_answers_what_the_gateway_answers(
         "method": "tools/call",
         "params": {"name": "get_pipeline", "arguments": args},
     }
-    async with TestClient(TestServer(make_app(standin.url, ds.ALICE_TOKEN))) as client:
+    async with TestClient(TestServer(make_app(fresh_standin.url, ds.ALICE_TOKEN))) as client:
         response = await client.post("/", json=request)
         answer = await response.json()
     assert answer["id"] == 7
