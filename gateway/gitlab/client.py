@@ -39,6 +39,7 @@ from gateway.gitlab.errors import GitLabUpstreamError
 from gateway.gitlab.http import build_http_client, build_transport
 from gateway.gitlab.operation_loader import graphql_body
 from gateway.gitlab.retries import SleepFn, with_retries
+from gateway.gitlab.transport import AnswerTooLarge
 from gateway.gitlab.urls import EncodedId, GitLabBase, normalize_base_url
 from gateway.observability.access import note_gitlab_request
 from gateway.observability.metrics import Metrics
@@ -246,6 +247,18 @@ class GitLabClient:
                     "GITLAB_URL, proxy settings (HTTPS_PROXY, NO_PROXY) and that GitLab is up.",
                     request_id=call.request_id,
                 )
+            ) from None
+        except AnswerTooLarge as exc:
+            self._record(call, "error", started, error="AnswerTooLarge")
+            what = str(exc)
+            if not call.idempotent:
+                raise call.maybe_sent(what) from None
+            # Not worth another try: the same request gets the same answer.
+            raise GitLabUpstreamError(
+                f"GitLab answered {call.operation}, but {what}: the gateway reads no more than "
+                "that from one answer, and used none of it. GitLab's own answers to this tool are far "
+                "smaller: check GITLAB_URL and any proxy between the gateway and GitLab.",
+                request_id=call.request_id,
             ) from None
         except (httpx.HTTPError, TimeoutError) as exc:
             what = "deadline passed" if isinstance(exc, TimeoutError) else type(exc).__name__

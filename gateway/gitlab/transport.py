@@ -24,6 +24,8 @@ cannot hold a call past it, which per-read timeouts alone cannot promise.
 
 The body is read whole before the response is returned (the gateway never streams from GitLab),
 so a failure while reading it is classified here, and the pooled connection is released at once.
+It is read up to :data:`MAX_ANSWER_BYTES` (decoded): a GitLab, or a proxy in front of it, that
+sends more cannot fill the gateway's memory (:class:`AnswerTooLarge`).
 Redirects are never followed and no cookie is kept; proxies are resolved once, at start.
 """
 
@@ -43,6 +45,17 @@ from yarl import URL
 #: How long an idle pooled connection is kept. Below the usual keep-alive of GitLab's front
 #: (NGINX: 65 s) so that a mutation rarely meets a connection the server is closing.
 KEEPALIVE_SECONDS = 15.0
+#: The most body bytes read from one answer, after Content-Encoding is decoded. GitLab's largest
+#: answers are file contents, cut at 10 MiB (``MAX_DATA_DISPLAY_SIZE``); JSON-escaped, every
+#: ``<``, ``>``, ``&`` or control character costs 6 bytes, so 64 MiB holds any of them.
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+
+
+class AnswerTooLarge(httpx.TransportError):
+    """GitLab's answer ran past :data:`MAX_ANSWER_BYTES`; the rest of it was not read.
+
+    The request itself reached GitLab (a mutation may have run).
+    """
 
 
 class AiohttpTransport(httpx.AsyncBaseTransport):
@@ -161,7 +174,9 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 proxy_headers=self._proxy_headers,
                 auto_decompress=decompress,
             ) as response:
-                content = await response.read()
+                content = await _read_capped(response, request)
+        except AnswerTooLarge:
+            raise
         except Exception as exc:
             mapped = _map_error(exc, request)
             if mapped is None:
@@ -177,6 +192,19 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+async def _read_capped(response: aiohttp.ClientResponse, request: httpx.Request | None) -> bytes:
+    """The whole body, or :class:`AnswerTooLarge` (and the connection closed, not pooled)."""
+    body = bytearray()
+    async for chunk in response.content.iter_any():
+        body += chunk
+        if len(body) > MAX_ANSWER_BYTES:
+            response.close()
+            raise AnswerTooLarge(
+                f"its answer was larger than {MAX_ANSWER_BYTES / (1024 * 1024):g} MiB", request=request
+            )
+    return bytes(body)
 
 
 def _map_error(exc: BaseException, request: httpx.Request | None) -> httpx.TransportError | None:

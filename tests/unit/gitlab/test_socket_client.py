@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from gateway.config import Settings
+from gateway.gitlab import transport
 from gateway.gitlab.client import GitLabClient
 from gateway.gitlab.credentials import Credential, service_credential
 from gateway.gitlab.errors import GitLabMaybeSent, GitLabUpstreamError
@@ -250,6 +251,61 @@ async def test_redirects_are_not_followed(make_settings: Callable[..., Settings]
             GitLabUpstreamError, match=r"redirect \(302\) to http://127.0.0.1:1/users/sign_in"
         ):
             await _query(client)
+    finally:
+        await client.aclose()
+        await gitlab.stop()
+    assert len(gitlab.received) == 1
+
+
+async def _endless(request: Received, writer: asyncio.StreamWriter) -> bool:
+    """A 200 whose JSON body never ends (a proxy or GitLab gone wrong), until the reader leaves."""
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n")
+    writer.write(b'{"data": {"project": {"x": "')
+    try:
+        for _ in range(10_000):
+            writer.write(b"a" * 65536)
+            await writer.drain()
+    except ConnectionError:
+        pass
+    return False
+
+
+async def test_an_endless_answer_is_cut_at_the_cap_and_not_retried(
+    make_settings: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(transport, "MAX_ANSWER_BYTES", 1024 * 1024)
+    gitlab = SocketGitLab(_endless)
+    await gitlab.start()
+    client = _client(make_settings, gitlab.url)
+    started = time.monotonic()
+    try:
+        with pytest.raises(GitLabUpstreamError, match=r"answer was larger than 1 MiB") as caught:
+            await _query(client)
+    finally:
+        await client.aclose()
+        await gitlab.stop()
+    assert time.monotonic() - started < 5.0  # not the 30 s timeout: the read stopped at the cap
+    assert len(gitlab.received) == 1  # the same request would get the same answer
+    assert "check GITLAB_URL and any proxy" in caught.value.message
+
+
+async def test_a_compressed_answer_is_capped_once_decoded_and_a_mutation_is_not_resent(
+    make_settings: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(transport, "MAX_ANSWER_BYTES", 1024 * 1024)
+    bomb = gzip.compress(b'{"data": {"x": "' + b"a" * (8 * 1024 * 1024) + b'"}}')  # ~8 KiB on the wire
+
+    async def compressed(request: Received, writer: asyncio.StreamWriter) -> bool:
+        writer.write(http_response(200, bomb, {"Content-Encoding": "gzip"}))
+        await writer.drain()
+        return True
+
+    gitlab = SocketGitLab(compressed)
+    await gitlab.start()
+    client = _client(make_settings, gitlab.url)
+    try:
+        with pytest.raises(GitLabMaybeSent, match=r"answer was larger than 1 MiB"):
+            await _create(client)
     finally:
         await client.aclose()
         await gitlab.stop()
