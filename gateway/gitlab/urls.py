@@ -281,6 +281,10 @@ def parse_gitlab_url(base: GitLabBase, url: str, *, example: str) -> GitLabUrl:
     else:
         project_part, _, page = path.partition("/-/")
         project_part = project_part.rstrip("/").removesuffix("/-")
+        if not page:
+            # A clone URL (what `git remote get-url origin` prints) names the project too: GitLab
+            # refuses paths ending in `.git`, so the suffix is never part of the project's path.
+            project_part = project_part.removesuffix(".git")
     if not project_part.strip("/"):
         raise InvalidReference(f"The URL {url!r} names no project; give one such as {example}.")
     if project_part.startswith("groups/"):

@@ -17,6 +17,7 @@ from gateway.gitlab.urls import (
     global_id_number_or_none,
     normalize_base_url,
     parse_pipeline_url,
+    parse_project_url,
     project_full_path,
 )
 
@@ -233,6 +234,19 @@ def test_other_urls_are_bad_requests(configured: str, url: str, says: str) -> No
     with pytest.raises(InvalidReference) as caught:
         parse_pipeline_url(normalize_base_url(configured), url)
     assert says in caught.value.message
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://gitlab.example.com/g/sub/p",
+        "https://gitlab.example.com/g/sub/p/",
+        "https://gitlab.example.com/g/sub/p.git",
+        "https://gitlab.example.com/g/sub/p/-/pipelines",
+    ],
+)
+def test_a_project_url_may_be_a_page_of_it_or_its_clone_url(url: str) -> None:
+    assert parse_project_url(normalize_base_url("https://gitlab.example.com"), url) == "g/sub/p"
 
 
 def test_same_instance() -> None:
