@@ -16,6 +16,7 @@ names the cursor argument); the rest is ``bad_request``.
 from __future__ import annotations
 
 import email.utils
+import json
 import math
 import re
 import time
@@ -205,7 +206,7 @@ def graphql_data(call: GitLabCall, payload: Any) -> dict[str, Any]:
     if errors:
         if not isinstance(errors, list):
             errors = [errors]
-        messages = "; ".join(str(e.get("message", e)) if isinstance(e, dict) else str(e) for e in errors)
+        messages = "; ".join(map(_graphql_message, errors))
         lowered = messages.lower()
         if any(marker in lowered for marker in _GRAPHQL_NOT_FOUND):
             # GitLab authorizes (and finds) the object before a mutation changes anything.
@@ -231,6 +232,13 @@ def graphql_data(call: GitLabCall, payload: Any) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise GitLabNotFound("GitLab returned no data for this request.", request_id=rid)
     return data
+
+
+def _graphql_message(error: Any) -> str:
+    """An ``errors`` entry's ``message`` (GraphQL spec, "Errors"), or the entry as JSON when it
+    has none (never Python's ``None`` or a dict's repr)."""
+    message = error.get("message") if isinstance(error, dict) else error
+    return message if isinstance(message, str) and message else json.dumps(error, default=str)
 
 
 def _looks_like_html(response: Answer) -> bool:

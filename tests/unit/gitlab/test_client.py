@@ -438,6 +438,24 @@ async def test_mutation_refused_before_it_ran_is_bad_request(
         await mutate(make_client())
 
 
+@pytest.mark.parametrize(
+    ("errors", "said"),
+    [
+        ([{"message": None, "path": ["project"]}], '{"message": null, "path": ["project"]}'),
+        ([{"extensions": {"code": "x"}}], '{"extensions": {"code": "x"}}'),
+        (["Field 'x' is missing", 7], "Field 'x' is missing; 7"),
+        ("Field 'x' is missing", "Field 'x' is missing"),
+    ],
+)
+async def test_graphql_errors_are_quoted_as_gitlab_wrote_them(
+    make_client: Callable[..., GitLabClient], router: Any, errors: Any, said: str
+) -> None:
+    router.post(GRAPHQL).respond(200, json={"errors": errors})
+    with pytest.raises(GitLabBadRequest) as caught:
+        await query(make_client())
+    assert caught.value.message == f"GitLab rejected the request: {said}"
+
+
 #: GitLab's answer to a cursor its keyset connection cannot decode: the connection null in
 #: ``data``, the error beside it with its path.
 CURSOR_REFUSED: dict[str, Any] = {
