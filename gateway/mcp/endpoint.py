@@ -3,7 +3,8 @@
 The middlewares (``middlewares``) have already checked Origin/Host, media types, body size and
 the version header of GET/DELETE. A POST then goes:
 
-1. Read the body (413 when longer than ``server.max_request_bytes``), decode it (400 + -32700),
+1. Read the body (413 when longer than ``server.max_request_bytes``; 408 when it has not all
+   arrived after :data:`BODY_SECONDS`), decode it (400 + -32700),
    choose the era (``eras.choose_era``; 400 + -32022 for an unknown ``MCP-Protocol-Version``),
    classify the message (400 + -32600). From here on errors echo the request's id.
 2. **Modern** (2026-07-28): the envelope and header checks (``eras.check_modern_request``), no
@@ -21,6 +22,7 @@ legacy session (204).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from typing import Any
 
@@ -43,7 +45,20 @@ from gateway.mcp.middlewares import EXCHANGE, MCP_PATH, decode_content, too_larg
 from gateway.mcp.sessions import SESSION_HEADER, Session, SessionSealer
 from gateway.mcp.streamable_http import SseStream, json_response, receipt, write_json
 from gateway.mcp.telemetry import Telemetry
-from gateway.mcp.wire import RpcError, check_text, classify, decode_body, invalid_request, readable_id
+from gateway.mcp.wire import (
+    INVALID_REQUEST,
+    RpcError,
+    check_text,
+    classify,
+    decode_body,
+    invalid_request,
+    readable_id,
+)
+
+#: How long a POST's body may take to arrive. aiohttp bounds the wait for a request's headers
+#: (its keep-alive timeout) but not for its body: a client that stops mid-body would otherwise
+#: hold its connection and handler for good. A 1 MiB body needs 35 KB/s to make it.
+BODY_SECONDS = 30.0
 
 #: The app's session sealer (tests move its clock; operators see it through /metrics).
 SESSIONS = web.AppKey("mcp_sessions", SessionSealer)
@@ -199,9 +214,18 @@ class McpEndpoint:
 
     async def _read_body(self, request: web.Request) -> bytes:
         try:
-            body = await request.read()
+            async with asyncio.timeout(BODY_SECONDS):
+                body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             raise too_large(self._max_body) from None
+        except TimeoutError:
+            raise RpcError(
+                INVALID_REQUEST,
+                f"Request Timeout: the body did not arrive within {BODY_SECONDS:g} s (less came than "
+                "Content-Length said). Send the whole JSON-RPC message in one request.",
+                http_status=408,
+                headers={"Connection": "close"},
+            ) from None
         if len(body) > self._max_body:
             raise too_large(self._max_body)
         return decode_content(request, body, self._max_body)

@@ -3,12 +3,14 @@ header", "Origin and Host", "JSON-RPC errors")."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import uuid
 
 import pytest
 
+from gateway.mcp import endpoint
 from tests.unit.mcp.conftest import MakeMcp
 from tests.unit.mcp.helpers import Mcp
 
@@ -273,6 +275,29 @@ async def test_body_too_large_is_413(mcp_factory: MakeMcp) -> None:
     raw = await client.post({"jsonrpc": "2.0", "id": 9, "method": "ping", "params": {"pad": "x" * 4000}})
     assert raw.status == 413
     assert "server.max_request_bytes (2048 bytes)" in (await raw.json())["error"]["message"]
+
+
+async def test_a_body_that_stops_arriving_is_408_not_waited_for_forever(
+    mcp: Mcp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(endpoint, "BODY_SECONDS", 0.2)
+    server = mcp.client.server
+    reader, writer = await asyncio.open_connection(server.host, server.port)
+    head = "".join(f"{k}: {v}\r\n" for k, v in mcp.request_headers().items())
+    # Content-Length promises 100 bytes; 10 come, then the client goes quiet (hung, not gone).
+    writer.write(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n{head}Content-Length: 100\r\n\r\n".encode())
+    writer.write(b'{"jsonrpc"')
+    await writer.drain()
+    try:
+        answer = await asyncio.wait_for(reader.read(4096), 10)
+    finally:
+        writer.close()
+    status_line, _, rest = answer.partition(b"\r\n")
+    assert status_line == b"HTTP/1.1 408 Request Timeout"
+    error = json.loads(rest.partition(b"\r\n\r\n")[2])["error"]
+    assert error["code"] == -32600
+    assert "did not arrive within 0.2 s" in error["message"]
+    assert (await mcp.post(PING)).status == 200  # other requests are served as ever
 
 
 # -- GET -----------------------------------------------------------------------------------
