@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from gateway.errors import not_found
 from gateway.gitlab.operation import Answer, ByPathOrId, GlobalIdNumber, Operation
 from gateway.gitlab.urls import is_numeric_id, project_address, project_full_path
-from gateway.tools.arguments import ProjectId, schema_extra
+from gateway.tools.arguments import ProjectId, schema_extra, shown
 from gateway.tools.ci.pipeline_read import PipelineBase, Status, status_argument
 from gateway.tools.context import ToolContext
 from gateway.tools.pagination import (
@@ -31,6 +31,9 @@ from gateway.tools.pagination import (
 )
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput
 
+#: The longest ``ref`` and ``source`` filters taken.
+_LENGTHS = {"ref": 1024, "source": 64}
+
 
 class ListPipelinesInput(ToolInput):
     """The project, optional filters, and the page."""
@@ -38,20 +41,16 @@ class ListPipelinesInput(ToolInput):
     id: ProjectId
     ref: str | SkipJsonSchema[None] = Field(
         None,
-        min_length=1,
-        max_length=1024,
         description="Only pipelines for this branch or tag, e.g. `main`.",
-        json_schema_extra=schema_extra(),
+        json_schema_extra=schema_extra(minLength=1, maxLength=_LENGTHS["ref"]),
     )
     status: Status | SkipJsonSchema[None] = Field(
         None, description="Only pipelines with this status, e.g. `failed`.", json_schema_extra=schema_extra()
     )
     source: str | SkipJsonSchema[None] = Field(
         None,
-        min_length=1,
-        max_length=64,
         description="Only pipelines started this way, e.g. `push`, `schedule`, `merge_request_event`, `web`.",
-        json_schema_extra=schema_extra(),
+        json_schema_extra=schema_extra(minLength=1, maxLength=_LENGTHS["source"]),
     )
     first: PageSize = first_field("the pipelines")
     after: Cursor = after_field("the pipelines")
@@ -60,6 +59,16 @@ class ListPipelinesInput(ToolInput):
     @classmethod
     def _known_status(cls, value: Any) -> Any:
         return status_argument(value, "pipeline status")
+
+    @field_validator("ref", "source", mode="before")
+    @classmethod
+    def _filter_text(cls, value: Any, info: ValidationInfo) -> Any:
+        # Checked here, not with Field(min_length=...): on a type that also admits null, pydantic
+        # applies the lengths to a null as well and fails with a TypeError instead of accepting it.
+        limit = _LENGTHS[str(info.field_name)]
+        if value is not None and (not isinstance(value, str) or not 1 <= len(value) <= limit):
+            raise ValueError(f"must be a non-empty string of at most {limit} characters, not {shown(value)}")
+        return value
 
 
 class ListedPipeline(PipelineBase):
