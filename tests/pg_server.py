@@ -5,6 +5,12 @@ PostgreSQL refuses to run as root (``pg_ctl: cannot be run as root``) and CI run
 The cluster lives in a temporary folder that user owns, listens on 127.0.0.1 on a free port with
 fsync off (nothing here needs to survive a power cut), and takes passwords over TCP
 (scram-sha-256), so a wrong password is refused as in production.
+
+``pg_ctl`` detaches the server from the process that started it, so a pytest run killed by
+Ctrl-C or SIGKILL would leave it running: a watchdog (this file run as a script, in its own
+session so Ctrl-C does not reach it) holds the read end of a pipe only the starting process
+writes to, and stops the server and removes its folder when that end reads EOF, which is when
+:meth:`PostgresServer.stop` closes it or the starting process dies, however it dies.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import uuid
 from dataclasses import dataclass, field
@@ -47,12 +54,31 @@ class PostgresServer:
 
     folder: Path
     port: int
+    watchdog: subprocess.Popen[bytes]
     databases: list[str] = field(default_factory=list)
 
     @classmethod
     def start(cls) -> PostgresServer:
         """initdb + pg_ctl start (fsync off), waiting until it accepts connections."""
         folder = Path(tempfile.mkdtemp(prefix="gateway-pg-"))
+        # Watching before the server exists: no moment where it could run unwatched.
+        watchdog = subprocess.Popen(
+            [sys.executable, __file__, str(folder)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        server = cls(folder=folder, port=0, watchdog=watchdog)
+        try:
+            server._init_and_start()
+        except BaseException:
+            server.stop()
+            raise
+        return server
+
+    def _init_and_start(self) -> None:
+        folder = self.folder
         data, sock = folder / "data", folder / "sock"
         sock.mkdir()
         pwfile = folder / "pw"
@@ -80,7 +106,7 @@ class PostgresServer:
             check=True,
             capture_output=True,
         )
-        port = _free_port()
+        port = self.port = _free_port()
         opts = (
             f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
             "-c full_page_writes=off -c max_connections=300 -c shared_buffers=32MB"
@@ -104,7 +130,6 @@ class PostgresServer:
             check=True,
             capture_output=True,
         )
-        return cls(folder=folder, port=port)
 
     def url(self, database: str = "postgres", *, password: str = PASSWORD, user: str = SUPERUSER) -> str:
         """``postgresql://postgres:…@127.0.0.1:PORT/database``."""
@@ -149,10 +174,22 @@ class PostgresServer:
             self.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
     def stop(self) -> None:
-        """pg_ctl stop (fast) and remove the folder."""
-        subprocess.run(
-            _as_postgres([str(BIN / "pg_ctl"), "-D", str(self.folder / "data"), "-m", "fast", "-w", "stop"]),
-            check=False,
-            capture_output=True,
-        )
-        shutil.rmtree(self.folder, ignore_errors=True)
+        """Have the watchdog stop the server (fast) and remove the folder, and wait for it."""
+        assert self.watchdog.stdin is not None
+        self.watchdog.stdin.close()
+        self.watchdog.wait(timeout=90)
+
+
+def _stop(folder: Path) -> None:
+    """pg_ctl stop (fast) and remove the folder; a server that is not running is no error."""
+    subprocess.run(
+        _as_postgres([str(BIN / "pg_ctl"), "-D", str(folder / "data"), "-m", "fast", "-w", "stop"]),
+        check=False,
+        capture_output=True,
+    )
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":  # the watchdog: python tests/pg_server.py FOLDER, the pipe on stdin
+    sys.stdin.buffer.read()
+    _stop(Path(sys.argv[1]))
