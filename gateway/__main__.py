@@ -8,9 +8,10 @@ TOML file < environment < flags (``gateway.config``).
 
 Exit status: 0 after a clean stop (SIGTERM or SIGINT: stop accepting, let in-flight calls finish
 within ``server.shutdown_timeout_seconds``, wake broker waiters, close the database); 2 for a
-configuration error, printed as one line per bad option naming it (``server.port: ...``) with no
-stack trace (a ``broker.database_url`` whose database refuses the credentials, does not exist,
-has a newer schema or stays unreachable for ``broker.connect_timeout_seconds`` included); 1
+configuration error, printed as one line per bad option naming it (``server.port: ...``, or the
+variable or flag it came from: ``GATEWAY_SERVER__PORT: ...``) with no stack trace (a
+``broker.database_url`` whose database refuses the credentials, does not exist, has a newer
+schema or stays unreachable for ``broker.connect_timeout_seconds`` included); 1
 when the gateway cannot start (the listening address cannot be bound, the state folder is in use
 by another gateway...), with one line saying why.
 """
@@ -88,6 +89,17 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     if args.read_only:
         out["read_only"] = True
     return out
+
+
+def _flags(args: argparse.Namespace) -> dict[str, str]:
+    """The options set by a flag, with that flag: what a configuration error names."""
+    given = {
+        "server.host": ("--host", args.host is not None),
+        "server.port": ("--port", args.port is not None),
+        "read_only": ("--read-only", bool(args.read_only)),
+        "server.conformance_fixtures": ("--conformance-fixtures", bool(args.conformance_fixtures)),
+    }
+    return {option: flag for option, (flag, used) in given.items() if used}
 
 
 def masked_config(settings: Settings) -> dict[str, Any]:
@@ -209,13 +221,18 @@ def migrate_database(settings: Settings) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run the gateway until SIGINT/SIGTERM; return the exit status (see the module docstring)."""
     from gateway.config import load_settings
-    from gateway.config_errors import config_error_lines, unknown_environment, value_error_line
+    from gateway.config_errors import (
+        config_error_lines,
+        environment_source,
+        unknown_environment,
+        value_error_line,
+    )
 
     args = parse_args(argv)
     try:
         settings = load_settings(args.config, **_overrides(args))
     except ValidationError as err:
-        for line in config_error_lines(err):
+        for line in config_error_lines(err, flags=_flags(args)):
             print(f"{PROG}: configuration error: {line}", file=sys.stderr)
         return 2
     except FileNotFoundError as err:
@@ -229,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         gitlab_url = normalize_base_url(settings.gitlab.url).url
     except ValueError as err:  # credentials, a query, a fragment or a bad port in the URL
-        print(f"{PROG}: configuration error: gitlab.url: {err}", file=sys.stderr)
+        source = environment_source(("gitlab", "url"))
+        print(f"{PROG}: configuration error: {source[0] if source else 'gitlab.url'}: {err}", file=sys.stderr)
         return 2
     from gateway.config_errors import unknown_environment_line
 

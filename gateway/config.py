@@ -447,14 +447,18 @@ class Settings(BaseSettings):
         )
 
 
+#: The outside contract's environment names and their options (an empty value counts as unset).
+CONTRACT_ENVIRONMENT: dict[str, tuple[str, str | None]] = {
+    "GITLAB_URL": ("gitlab", "url"),
+    "GITLAB_TOKEN": ("gitlab", "token"),
+    "GATEWAY_STATE_DIR": ("state_dir", None),
+}
+
+
 class _ContractEnvSource(PydanticBaseSettingsSource):
     """Maps the outside contract's environment names onto their options."""
 
-    _NAMES: dict[str, tuple[str, str | None]] = {
-        "GITLAB_URL": ("gitlab", "url"),
-        "GITLAB_TOKEN": ("gitlab", "token"),
-        "GATEWAY_STATE_DIR": ("state_dir", None),
-    }
+    _NAMES = CONTRACT_ENVIRONMENT
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
         return None, field_name, False

@@ -1,5 +1,6 @@
-"""What an operator reads about a bad configuration: one line per problem, naming the option and,
-for a misspelt name, the option it most likely meant.
+"""What an operator reads about a bad configuration: one line per problem, naming the option (or
+the environment variable or flag the bad value came from) and, for a misspelt name, the option it
+most likely meant.
 
 ``gateway.__main__`` prints these lines (exit status 2); the options themselves are in
 ``gateway.config``.
@@ -12,11 +13,13 @@ import json
 import os
 import re
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
-from gateway.config import Settings
+from gateway.config import CONTRACT_ENVIRONMENT, Settings
 
 LISTED = "config/gateway.example.toml lists every option"
 
@@ -84,28 +87,147 @@ def unknown_option_message(loc: tuple[str | int, ...]) -> str:
     return f"unknown option; {LISTED}"
 
 
-def config_error_lines(err: ValidationError) -> list[str]:
+def environment_source(
+    loc: tuple[str | int, ...], environ: Mapping[str, str] | None = None
+) -> tuple[str, tuple[str | int, ...]] | None:
+    """The environment variable the value at ``loc`` came from, as it was spelt, and where in
+    that variable's value it is: ``("GATEWAY_CLIENT_TOKENS", (0, "token"))`` for
+    ``client_tokens.0.token``, ``("GITLAB_URL", ())`` for ``gitlab.url``; None when no variable
+    sets it (the value came from the file or a default). The environment outranks the file, so
+    a variable that is set is where the value came from."""
+    env = os.environ if environ is None else environ
+    parts = [str(part) for part in loc]
+    candidates: list[tuple[str, int]] = []
+    for name, (top, option) in CONTRACT_ENVIRONMENT.items():
+        depth = 1 if option is None else 2
+        if parts[:depth] == [top, option][:depth] and env.get(name):  # empty counts as unset
+            candidates.append((name, depth))
+    field = Settings.model_fields.get(parts[0]) if parts else None
+    if field is not None:
+        section = field.annotation
+        if len(parts) > 1 and isinstance(section, type) and issubclass(section, BaseModel):
+            candidates.append((f"GATEWAY_{parts[0]}__{parts[1]}".upper(), 2))
+        candidates.append((f"GATEWAY_{parts[0]}".upper(), 1))
+    spelt = {name.upper(): name for name in env}  # pydantic-settings ignores the case
+    for name, depth in candidates:
+        if name in spelt:
+            return spelt[name], loc[depth:]
+    return None
+
+
+def _json_kind(value: object, *, toml: bool = False) -> str:
+    """What ``value`` is in JSON's words (TOML's with ``toml``)."""
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, dict):
+        return "a table" if toml else "an object"
+    return "null"
+
+
+def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
+    """The model of the value at ``loc``: a section's, or a list's items' (``client_tokens.0``)."""
+    model: type[BaseModel] | None = Settings
+    for part in loc:
+        if isinstance(part, str) and model is not None:
+            field = model.model_fields.get(part)
+            model = None if field is None else _model_of(field.annotation)
+    return model
+
+
+def _example(variable: str) -> str | None:
+    """The JSON of a list or table option's example, e.g. ``["pm", "dev", "reviewer"]``."""
+    example = _JSON_EXAMPLES.get(variable.upper())
+    return None if example is None else example.split("=", 1)[1].strip("'")
+
+
+def _shape_message(e: ErrorDetails, variable: str | None) -> str:
+    """A value that is not the list or the object its option needs, said in JSON terms for a
+    variable and in TOML terms for the file, with the shape expected."""
+    loc, given = e["loc"], _json_kind(e.get("input"), toml=variable is None)
+    model = _model_at(loc)
+    keys = [] if model is None else list(model.model_fields)
+    example = None if variable is None else _example(variable)
+    if e["type"] in ("model_type", "dict_type"):
+        if not loc or not isinstance(loc[-1], int):  # a whole section, e.g. GATEWAY_SERVER='5'
+            if variable is not None:
+                return (
+                    f"must be a JSON object, not {given}; or set one option at a time: {variable}__<OPTION>"
+                )
+            return f"must be a table, not {given}: write its options under a [{loc[0] if loc else ''}] header"
+        if variable is not None:
+            shape = " and ".join(f'"{key}"' for key in keys)
+            message = f"each entry must be a JSON object with {shape}, not {given}"
+            return message + (f", e.g. {variable}='{example}'" if example else "")
+        return (
+            f"each entry must be a table with {' and '.join(keys)}, not {given}: write each under its "
+            f"own [[{loc[0]}]] header ({LISTED})"
+        )
+    if variable is not None:
+        return f"must be a JSON list, not {given}" + (f", e.g. {variable}='{example}'" if example else "")
+    if model is not None:  # a list of tables (client_tokens)
+        return (
+            f"must be a list of tables, not {given}: write each entry under its own [[{loc[0]}]] "
+            f"header, with two brackets ({LISTED})"
+        )
+    name = str(loc[-1])
+    listed = _example(f"GATEWAY_{'__'.join(str(part) for part in loc)}")
+    return f"must be a list, not {given}" + (f", e.g. {name} = {listed}" if listed else "")
+
+
+#: Errors of a value's shape: a list or an object of the wrong kind.
+_SHAPE_ERRORS = frozenset({"model_type", "dict_type", "tuple_type", "list_type"})
+
+
+def config_error_lines(
+    err: ValidationError, *, flags: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None
+) -> list[str]:
     """One line per invalid option: ``<option>: <what is wrong> (got <value>)``.
 
-    The value is shown only for options that are not secrets (nothing under a ``token`` key).
-    A check of a whole section names its options itself (``server.metrics_port ... is also
-    server.port``), so its line is not prefixed with the section again.
+    The line names where the bad value was given: the command-line flag (``flags`` maps an
+    option such as ``server.port`` to the flag that set it), else the environment variable that
+    sets it (``GATEWAY_SERVER__PORT``; ``GATEWAY_CLIENT_TOKENS[0].token`` inside a JSON value),
+    else the option of the file. The value is shown only for options that are not secrets
+    (nothing under a ``token`` key). A check of a whole section names its options itself
+    (``server.metrics_port ... is also server.port``), so its line is not prefixed with the
+    section again.
     """
     lines = []
     for e in err.errors():
         loc = [str(p) for p in e["loc"]]
         option = ".".join(loc)
+        flag = (flags or {}).get(option)
+        source = None if flag is not None or not loc else environment_source(e["loc"], environ)
+        variable = None if source is None else source[0]
+        shown = e.get("input")
+        empty = variable is not None and shown == ""
         message = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden" and source is not None and not source[1]:
+            lines.append(unknown_environment_line(source[0], refused=True))
+            continue
         if e["type"] == "extra_forbidden":
             message = unknown_option_message(e["loc"])
         elif e["type"] == "missing":
             message = "required option is missing"
-        shown = e.get("input")
+        elif e["type"] in _SHAPE_ERRORS:
+            message = _shape_message(e, variable)
+        elif empty:
+            message = "is set but empty: give it a value, or unset it to keep the default"
         secret = any("token" in part for part in loc)
         scalar = isinstance(shown, str | int | float | bool)
-        if scalar and not secret and e["type"] != "value_error":  # value errors already say it
+        if scalar and not secret and not empty and e["type"] != "value_error":  # value errors already say it
             message += f" (got {shown!r})"
-        if not option or message.startswith(f"{option}."):
+        if source is not None:
+            name, inside = source
+            option = name + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in inside)
+        elif flag is not None:
+            option = flag
+        if not loc or message.startswith(f"{'.'.join(loc)}."):
             lines.append(message)
         else:
             lines.append(f"{option}: {message}")

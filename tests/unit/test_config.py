@@ -117,7 +117,8 @@ def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         (
             "",
             {"GATEWAY_SERVER__PROT": "9999"},
-            "server.prot: unknown option (did you mean server.port?); config/gateway.example.toml lists",
+            "environment variable GATEWAY_SERVER__PROT names no option (did you mean GATEWAY_SERVER__PORT? "
+            "config/gateway.example.toml lists every option)",
         ),
         (
             "[gitlab]\ncredentialmode = 'passthrough'",
@@ -143,7 +144,7 @@ def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         (
             "",
             {"GATEWAY_SERVER__EVENT_LOOP": "uv"},
-            "server.event_loop: Input should be 'auto', 'uvloop' or 'asyncio' (got 'uv')",
+            "GATEWAY_SERVER__EVENT_LOOP: Input should be 'auto', 'uvloop' or 'asyncio' (got 'uv')",
         ),
         (
             "[gitlab]\nca_bundle = '/nonexistent/ca.pem'",
@@ -153,12 +154,12 @@ def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         (
             "",
             {"GATEWAY_CACHE__MAX_ENTRIES": "0"},
-            "cache.max_entries: Input should be greater than or equal to 1",
+            "GATEWAY_CACHE__MAX_ENTRIES: Input should be greater than or equal to 1",
         ),
         (
             "",
             {"GATEWAY_LOGGING__FORMAT": "xml"},
-            "logging.format: Input should be 'json' or 'plain' (got 'xml')",
+            "GATEWAY_LOGGING__FORMAT: Input should be 'json' or 'plain' (got 'xml')",
         ),
         ("[broker]\nagents = ['pm', '../etc']", {}, "broker.agents: '../etc' is not a usable agent id"),
         (
@@ -169,7 +170,8 @@ def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         (
             "",
             {"GATEWAY_BROKER__AGENTS": '["pm", "broker"]'},
-            "broker.agents: 'broker' is not a usable agent id: it is the sender of the broker's own notices",
+            "GATEWAY_BROKER__AGENTS: 'broker' is not a usable agent id: it is the sender of the broker's "
+            "own notices",
         ),
         (
             "[server]\nmetrics_port = 8080",
@@ -214,7 +216,7 @@ def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         (
             "",
             {"GITLAB_URL": "https://user:secret@gitlab.example.com"},
-            "gitlab.url: the GitLab URL must not carry credentials; set GITLAB_TOKEN instead",
+            "GITLAB_URL: the GitLab URL must not carry credentials; set GITLAB_TOKEN instead",
         ),
     ],
 )
@@ -251,7 +253,7 @@ def test_print_config_refuses_a_gitlab_url_the_start_would_refuse(
     monkeypatch.setenv("GITLAB_URL", url)
     code, out, err = run(capsys, "--print-config")
     assert (code, out) == (2, "")
-    assert err.startswith("gitlab-mcp-gateway: configuration error: gitlab.url: ") and says in err
+    assert err.startswith("gitlab-mcp-gateway: configuration error: GITLAB_URL: ") and says in err
     assert "secret" not in err
 
 
@@ -278,7 +280,7 @@ def test_a_bad_secret_is_named_but_never_echoed(
     monkeypatch.setenv("GATEWAY_CLIENT_TOKENS", '[{"token": "has a space-0000", "agent_id": "pm"}]')
     code, _, err = run(capsys)
     assert code == 2
-    assert "client_tokens.0.token: must be a non-empty secret without spaces" in err
+    assert "GATEWAY_CLIENT_TOKENS[0].token: must be a non-empty secret without spaces" in err
     assert "has a space" not in err
 
 
@@ -299,7 +301,7 @@ def test_a_guessable_client_token_is_refused(
     monkeypatch.setenv("GATEWAY_CLIENT_TOKENS", json.dumps([{"token": token, "agent_id": "pm"}]))
     code, _, err = run(capsys)
     assert code == 2
-    assert f"client_tokens.0.token: {said}" in err
+    assert f"GATEWAY_CLIENT_TOKENS[0].token: {said}" in err
     assert token not in err
 
 
@@ -322,8 +324,9 @@ def test_a_placeholder_gitlab_token_is_refused(
         monkeypatch.setenv(name, value)
     code, out, err = run(capsys, "--config", str(write(tmp_path, toml)), "--print-config")
     assert (code, out) == (2, "")
+    named = "GITLAB_TOKEN" if env else "gitlab.token"  # the variable that was set, else the file's option
     assert err == (
-        "gitlab-mcp-gateway: configuration error: gitlab.token: is still the example's placeholder: "
+        f"gitlab-mcp-gateway: configuration error: {named}: is still the example's placeholder: "
         "create a personal or project access token with scope api (read_api with --read-only; "
         "https://docs.gitlab.com/user/profile/personal_access_tokens/) and set GITLAB_TOKEN to it, or "
         "unset GITLAB_TOKEN to read public projects anonymously\n"
@@ -540,7 +543,7 @@ def test_toolsets_take_a_comma_list_and_refuse_unknown_names(
     monkeypatch.setenv("GATEWAY_TOOLSETS", "cii")
     code, _, err = run(capsys, "--print-config")
     assert code == 2
-    assert "toolsets: " in err and "unknown toolset 'cii': choose from ci, repository" in err
+    assert "GATEWAY_TOOLSETS: " in err and "unknown toolset 'cii': choose from ci, repository" in err
 
 
 def test_unknown_gateway_variables_are_named() -> None:
@@ -630,5 +633,5 @@ def test_without_uvloop_auto_runs_on_asyncio_with_one_warning_and_uvloop_is_refu
     monkeypatch.setenv("GATEWAY_SERVER__EVENT_LOOP", "uvloop")
     code, _, err = run(capsys, "--print-config")
     assert code == 2
-    assert err.startswith("gitlab-mcp-gateway: configuration error: server.event_loop: uvloop cannot be")
+    assert err.startswith("gitlab-mcp-gateway: configuration error: GATEWAY_SERVER__EVENT_LOOP: uvloop ")
     assert 'or set "auto"' in err
