@@ -85,7 +85,9 @@ async def check_gitlab(
     except httpx.HTTPError as exc:
         why = type(exc).__name__
         hint = "check GITLAB_URL, the network path or proxy to it"
-        if "SSL" in str(exc) or "certificate" in str(exc).lower():
+        if "WRONG_VERSION_NUMBER" in str(exc):  # what a plain-HTTP port answers a TLS hello with
+            hint = "it does not speak TLS on that port: check whether GITLAB_URL should start with http://"
+        elif "SSL" in str(exc) or "certificate" in str(exc).lower():
             hint = "check GitLab's TLS certificate; for a private CA set gitlab.ca_bundle"
         return _warn("unreachable", f"GitLab at {url} is not reachable ({why}): {hint}" + _SERVES_ANYWAY)
     status = response.status_code

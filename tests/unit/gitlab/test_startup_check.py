@@ -86,6 +86,14 @@ async def test_a_certificate_problem_points_at_the_ca_bundle() -> None:
     assert level == logging.WARNING and "gitlab.ca_bundle" in line
 
 
+async def test_https_to_a_plain_http_port_says_to_check_the_scheme() -> None:
+    error = httpx.ConnectError("[SSL: WRONG_VERSION_NUMBER] wrong version number (_ssl.c:1006)")
+    level, line = await check(error)
+    assert level == logging.WARNING
+    assert "does not speak TLS on that port: check whether GITLAB_URL should start with http://" in line
+    assert "ca_bundle" not in line
+
+
 @pytest.mark.parametrize(
     "response",
     [httpx.Response(200, text="<html>sign in</html>"), httpx.Response(404, text="Not Found")],
