@@ -183,7 +183,7 @@ def migrate_database(settings: Settings) -> int:
     import os
 
     from gateway.broker.migrations import HEAD
-    from gateway.broker.state_dir import lock_state_dir
+    from gateway.broker.state_dir import StateDirInUse, lock_state_dir
     from gateway.broker.store import DatabaseUnusable, Store, StoreError
 
     async def migrate() -> str:
@@ -192,7 +192,7 @@ def migrate_database(settings: Settings) -> int:
         if settings.broker.database_url is None:
             try:
                 lock_fd = lock_state_dir(state_dir)
-            except StoreError:
+            except StateDirInUse:
                 raise StoreError(
                     f"a gateway is running on the state folder {state_dir} (it holds its lock file): it "
                     "migrated the broker database when it started, so there is nothing to do; to run "

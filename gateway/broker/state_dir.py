@@ -24,6 +24,10 @@ DB_FILE = "broker.db"
 LOCK_FILE = "broker.lock"
 
 
+class StateDirInUse(StoreError):
+    """Another process holds the state folder's lock file."""
+
+
 def lock_state_dir(state_dir: Path) -> int:
     """Hold an exclusive lock on ``<state_dir>/broker.lock`` for the process's life.
 
@@ -34,15 +38,28 @@ def lock_state_dir(state_dir: Path) -> int:
         The lock file's descriptor; closing it releases the lock.
 
     Raises:
-        StoreError: another process holds the lock.
+        StateDirInUse: another process holds the lock.
+        StoreError: the folder cannot be made or written.
     """
-    state_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(state_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(state_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as err:  # a file in the way, no permission, a read-only file system
+        why = (
+            "a file is in the way, not a folder"
+            if isinstance(err, FileExistsError | NotADirectoryError)
+            else err.strerror or str(err)
+        )
+        raise StoreError(
+            f"the broker state folder {state_dir} cannot be used: {why} ({err.filename}). Give "
+            "GATEWAY_STATE_DIR (or state_dir in the --config file) a folder "
+            "this gateway's user can create and write"
+        ) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise StoreError(
+        raise StateDirInUse(
             f"another gateway is using the broker state folder {state_dir} (it holds {LOCK_FILE}); "
             "give each gateway its own GATEWAY_STATE_DIR"
         ) from None

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -475,6 +479,29 @@ async def test_second_gateway_on_same_folder_is_refused(env: Env, make_env: EnvF
     with pytest.raises(StoreError, match="another gateway is using the broker state folder"):
         await make_env(env.settings)
     assert State.IDLE.value == (await env.status())["state"]
+
+
+@pytest.mark.parametrize("command", [[], ["--migrate"]])
+def test_a_state_folder_that_cannot_be_made_is_one_clean_line(tmp_path: Path, command: list[str]) -> None:
+    in_the_way = tmp_path / "state"
+    in_the_way.write_text("not a folder\n")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("GITLAB_", "GATEWAY_"))}
+    clean.update(GITLAB_URL="http://127.0.0.1:9", GATEWAY_STATE_DIR=str(in_the_way))
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway", "--port", "0", *command],
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    verb = "migrate" if command else "start"
+    assert result.stderr.splitlines()[-1] == (
+        f"gitlab-mcp-gateway: cannot {verb}: the broker state folder {in_the_way} cannot be used: a file "
+        f"is in the way, not a folder ({in_the_way}). Give GATEWAY_STATE_DIR (or state_dir in the "
+        "--config file) a folder this gateway's user can create and write"
+    )
 
 
 async def test_status_is_one_snapshot(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
