@@ -29,7 +29,7 @@ from gateway.broker.effects import After, Facts, clear_auto_advance
 from gateway.broker.errors import BrokerError
 from gateway.broker.formats import BROKER, iso
 from gateway.broker.machine import Event
-from gateway.broker.store import PipelineRow, PlanRow, Queries, StoreError
+from gateway.broker.store import DatabaseUnavailable, PipelineRow, PlanRow, Queries, StoreError
 
 if TYPE_CHECKING:
     from gateway.config import BrokerSettings
@@ -137,20 +137,26 @@ class AutoAdvance:
         try:
             await self._step()
             self._retry_in = None
+        except DatabaseUnavailable:
+            # Logged by the store; an outage is no bug to trace: look again after the backoff.
+            self._retry_in = self._backoff()
         except (StoreError, BrokerError) as err:
             # The database is closed (shutdown), or the table refuses the step: nothing to retry.
             log.warning("auto-advance step not taken: %s", err)
         except Exception:
-            # Anything else (a full disk, a lost connection) rolled the step back: try again
+            # Anything else (a statement the database refused) rolled the step back: try again
             # after a bounded backoff rather than leave the stage stuck past its deadline.
-            again = RETRY_SECONDS if self._retry_in is None else min(self._retry_in * 2, RETRY_MAX_SECONDS)
-            self._retry_in = again
+            again = self._retry_in = self._backoff()
             log.exception("auto-advance step %s failed; trying again in %s s", self._stage, again)
         if self._on_tick is not None:
             try:
                 await self._on_tick()
             except Exception as err:  # chores are best-effort; the next tick tries again
                 log.warning("broker housekeeping failed: %s", err)
+
+    def _backoff(self) -> float:
+        """Seconds before a failed step is tried again: doubled after each failure, bounded."""
+        return RETRY_SECONDS if self._retry_in is None else min(self._retry_in * 2, RETRY_MAX_SECONDS)
 
     _stage: str | None = None
 

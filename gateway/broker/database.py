@@ -23,6 +23,7 @@ from urllib.parse import quote
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, make_url
 
+from gateway.broker.errors import BrokerError
 from gateway.observability.redaction import MIN_SECRET_LENGTH, REDACTED
 
 if TYPE_CHECKING:
@@ -43,6 +44,15 @@ class StoreError(Exception):
 
 class DatabaseUnusable(StoreError):
     """A configuration problem found at start: the gateway exits with status 2."""
+
+
+class DatabaseUnavailable(StoreError, BrokerError):
+    """The database failed a call while the gateway runs (unreachable, connection lost, locked
+    past the busy timeout, disk full): an ``upstream_error`` for the caller, who may try again
+    once it is back. A :class:`StoreError` as well, so what catches those still does."""
+
+    def __init__(self, message: str) -> None:
+        BrokerError.__init__(self, "upstream_error", message)
 
 
 def engine_url(database_url: str | None, state_dir: Path) -> URL:
@@ -75,7 +85,8 @@ def _sqlstate(err: BaseException) -> str | None:
     return state if isinstance(state, str) else None
 
 
-def _reason(err: BaseException, url: URL) -> str:
+def failure_text(err: BaseException, url: URL) -> str:
+    """What the database or its driver said, on one line, without ``url``'s password."""
     orig = getattr(err, "orig", None) or err
     return without_password(" ".join(str(orig).split()), url)[:300]
 
@@ -98,7 +109,7 @@ def without_password(text: str, url: URL) -> str:
 def classify(err: BaseException, url: URL) -> DatabaseUnusable | None:
     """A :class:`DatabaseUnusable` for a failure waiting cannot fix; None: worth retrying."""
     state = _sqlstate(err)
-    reason = _reason(err, url)
+    reason = failure_text(err, url)
     lowered = reason.lower()
     where = describe(url)
     if (
@@ -125,7 +136,7 @@ def refusal(err: sa.exc.DBAPIError, url: URL) -> StoreError:
     if isinstance(err.orig, sqlite3.DatabaseError) or "not a database" in str(err):
         return StoreError(f"{url.database} cannot be used as the broker database: {err.orig}")
     return classify(err, url) or DatabaseUnusable(
-        f"{OPTION}: {describe(url)} cannot be used: {_reason(err, url)}"
+        f"{OPTION}: {describe(url)} cannot be used: {failure_text(err, url)}"
     )
 
 
@@ -179,14 +190,14 @@ async def connect_with_retry(
             if left <= 0:
                 raise DatabaseUnusable(
                     f"{OPTION}: cannot reach {describe(url)} after {config.connect_timeout_seconds:g} s "
-                    f"({_reason(err, url)}). Check the host and port, that PostgreSQL is running and "
+                    f"({failure_text(err, url)}). Check the host and port, that PostgreSQL is running and "
                     "accepts connections from this gateway, or raise broker.connect_timeout_seconds."
                 ) from None
             wait = min(pause, left)
             log.warning(
                 "broker database %s is not reachable yet (%s); trying again in %.1f s",
                 describe(url),
-                _reason(err, url),
+                failure_text(err, url),
                 wait,
             )
             await asyncio.sleep(wait)

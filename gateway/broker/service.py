@@ -306,6 +306,10 @@ class BrokerService:
         """True while the database is open (``/readyz``)."""
         return self.store.is_open and self._closing is None
 
+    async def database_failure(self, seconds: float) -> str | None:
+        """Why the database does not answer within ``seconds``; None when it does (``/readyz``)."""
+        return await self.store.ping(seconds)
+
     async def shutdown(self, reason: str) -> None:
         """Wake every open wait with a ``shutdown`` result; later waits return it at once.
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import select
+import sqlite3
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -31,11 +32,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from gateway.broker.database import (
     OPTION,
+    DatabaseUnavailable,
     DatabaseUnusable,
     StoreError,
     connect_with_retry,
     describe,
     engine_url,
+    failure_text,
     refusal,
     sqlite_pragmas,
     without_password,
@@ -47,6 +50,7 @@ if TYPE_CHECKING:
     from gateway.config import BrokerSettings
 
 __all__ = [
+    "DatabaseUnavailable",
     "DatabaseUnusable",
     "IssueRow",
     "MessageRow",
@@ -64,6 +68,10 @@ log = logging.getLogger(__name__)
 _CHILD = "import sys; sys.path[:] = sys.argv[1:]; from gateway.broker.migrate import main; sys.exit(main())"
 #: PostgreSQL read transactions: one snapshot for all their statements.
 _SNAPSHOT = {"isolation_level": "REPEATABLE READ"}
+#: Failures of the database rather than of a statement: unreachable, connection lost, pool
+#: exhausted, SQLite locked past its busy timeout or its disk full (the raw driver's own for the
+#: statements ``write_one`` runs on the driver's connection).
+_UNAVAILABLE = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError, sqlite3.OperationalError)
 
 
 class Store:
@@ -164,7 +172,7 @@ class Store:
         https://www.postgresql.org/docs/current/transaction-iso.html#XACT-REPEATABLE-READ).
         """
         self._check_open()
-        async with self.engine.connect() as conn:
+        async with self._reaching(changes=False), self.engine.connect() as conn:
             conn = await conn.execution_options(broker_read=True, **_SNAPSHOT if self.postgres else {})
             async with conn.begin():
                 yield Queries(conn, postgres=self.postgres)
@@ -174,21 +182,24 @@ class Store:
         """One write transaction: committed when the block ends, rolled back on error."""
         self._check_open()
         if self.postgres:
-            async with self.engine.begin() as conn:
+            async with self._reaching(changes=True) as sent, self.engine.begin() as conn:
                 yield Queries(conn, postgres=True)
+                sent.append(True)  # committing: a failure from here on leaves the outcome unknown
             return
         async with self._write_lock:
             self._check_open()
-            async with self.engine.begin() as conn:
+            async with self._reaching(changes=True) as sent, self.engine.begin() as conn:
                 yield Queries(conn, postgres=False)
+                sent.append(True)
 
     @asynccontextmanager
     async def write_one(self) -> AsyncIterator[Queries]:
         """For a single statement (atomic by itself): no BEGIN/COMMIT round trips on SQLite."""
         self._check_open()
         if self.postgres:
-            async with self.engine.connect() as conn:
+            async with self._reaching(changes=True) as sent, self.engine.connect() as conn:
                 conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                sent.append(True)
                 yield Queries(conn, postgres=True)
             return
         async with self._write_lock:
@@ -196,10 +207,49 @@ class Store:
             # The driver runs without implicit transactions: the statement commits by itself.
             # Not committing here (nor rolling back: pool_reset_on_return=None) saves the round
             # trips of an empty BEGIN/COMMIT pair.
-            async with self.engine.connect() as conn:
+            async with self._reaching(changes=True) as sent, self.engine.connect() as conn:
                 conn = await conn.execution_options(broker_single=True)
                 raw = await conn.get_raw_connection()
+                sent.append(True)
                 yield Queries(conn, postgres=False, driver=raw.driver_connection)
+
+    @asynccontextmanager
+    async def _reaching(self, *, changes: bool) -> AsyncIterator[list[bool]]:
+        """Turn a failure of the database itself into :class:`DatabaseUnavailable`, logged once
+        as one line: a database down for a while is an outage to report, not a bug to trace.
+
+        ``changes``: a write, which may have been made once the caller appended to the yielded
+        list (committing a transaction, or sending a statement that commits by itself): the
+        message then cannot promise that nothing changed.
+        """
+        sent: list[bool] = []
+        try:
+            yield sent
+        except _UNAVAILABLE as err:
+            why = failure_text(err, self.engine.url)
+            log.warning("broker database %s failed: %s", self.where, why)
+            if changes and sent:
+                done = (
+                    "The change may or may not have been made: once the database is back, call "
+                    "get_pipeline_status (or get_message_history) to see, before repeating it."
+                )
+            else:
+                done = "Nothing was changed: call again in a moment."
+            raise DatabaseUnavailable(
+                "The broker's database is not available right now (the gateway's log says why; an "
+                f"operator may need to look at it). {done}"
+            ) from None
+
+    async def ping(self, seconds: float) -> str | None:
+        """None when the database answers ``SELECT 1`` within ``seconds``; else why not (``/readyz``)."""
+        try:
+            async with asyncio.timeout(seconds), self.engine.connect() as conn:
+                await conn.execute(sa.text("SELECT 1"))
+        except TimeoutError:
+            return f"the broker database {self.where} did not answer within {seconds:g} s"
+        except (*_UNAVAILABLE, sa.exc.DBAPIError) as err:
+            return f"the broker database {self.where} failed: {failure_text(err, self.engine.url)}"
+        return None
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection]:

@@ -7,10 +7,13 @@ no wait or restart fixes, and holding readiness back stops a rollout of it from 
 working pods. GitLab being down, slow or refusing the token never does: agents may use the
 broker with GitLab down, every pod shares the same GitLab and token (failing them all at once
 restarts nothing into health), and once GitLab has answered, the URL is known to be right.
+The broker's database is asked ``SELECT 1`` at each probe, beside GitLab: one that fails is
+reported (``state_store: "unreachable"`` and why) and, for the same reasons, leaves the pod ready.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
@@ -49,7 +52,8 @@ async def healthz(request: web.Request) -> web.Response:
 async def readyz(request: web.Request) -> web.Response:
     """200 when ready, else 503 with a ``reason`` that says what to check.
 
-    Body: ``{"status": "ready"|"not_ready", "state_store": "open"|"closed", "reason"?: str,
+    Body: ``{"status": "ready"|"not_ready", "state_store": "open"|"unreachable"|"closed",
+    "state_store_reason"?: str, "reason"?: str,
     "gitlab": {"url", "reachable", "state", "reason"?, "checked_at"}}``; ``state`` is ``ok``,
     ``unreachable``, ``not_gitlab`` or ``token_refused``, ``checked_at`` ISO 8601 UTC.
     """
@@ -60,7 +64,15 @@ async def readyz(request: web.Request) -> web.Response:
             {"status": "not_ready", "state_store": "closed", "reason": reason}, status=503
         )
     readiness = request.app[_READINESS]
-    found = await _check(readiness, services)
+    broker_open = services.broker is not None and services.broker.is_open()
+    store_failure: str | None = None
+    if broker_open:
+        assert services.broker is not None
+        found, store_failure = await asyncio.gather(
+            _check(readiness, services), services.broker.database_failure(GITLAB_CHECK_TIMEOUT)
+        )
+    else:
+        found = await _check(readiness, services)
     gitlab: dict[str, object] = {
         "url": redact(services.gitlab.base.url),
         "reachable": found.reachable,
@@ -70,7 +82,11 @@ async def readyz(request: web.Request) -> web.Response:
         gitlab["reason"] = found.line
     gitlab["checked_at"] = iso(readiness.checked_at)
     body: dict[str, object] = {"status": "ready", "state_store": "open"}
-    if services.broker is None or not services.broker.is_open():
+    if store_failure is not None:
+        # As GitLab down: every replica shares the database and a restart does not bring it
+        # back, while the GitLab tools still work; said here, with the database's own words.
+        body.update(state_store="unreachable", state_store_reason=store_failure)
+    if not broker_open:
         body.update(
             status="not_ready",
             state_store="closed",

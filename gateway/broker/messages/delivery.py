@@ -26,7 +26,7 @@ from gateway.broker.changes import Changes
 from gateway.broker.formats import iso, message_json
 from gateway.broker.machine import Event, Refused, State, decide
 from gateway.broker.roster import Roster
-from gateway.broker.store import MessageRow, Store, StoreError
+from gateway.broker.store import DatabaseUnavailable, MessageRow, Store, StoreError
 from gateway.broker.wakeups import Wakeups
 
 if TYPE_CHECKING:
@@ -147,7 +147,10 @@ class Delivery:
         if (closing := self._closing()) is not None:
             return WaitOutcome(shutdown=True, reason=closing)
         if ack is not None:
-            await self._changes.shielded(self._acknowledge(agent, ack))
+            try:
+                await self._changes.shielded(self._acknowledge(agent, ack))
+            except DatabaseUnavailable:
+                raise _wait_unavailable() from None
         interval = progress_interval or self._progress_interval
         deadline = start + seconds
         next_progress = start + interval
@@ -160,7 +163,14 @@ class Delivery:
                     if (closing := self._closing()) is not None:
                         return WaitOutcome(shutdown=True, reason=closing, waited_seconds=loop.time() - start)
                     wake.clear()
-                    state, row = await self._lease(agent, force)
+                    try:
+                        state, row = await self._lease(agent, force)
+                    except DatabaseUnavailable:
+                        if first:
+                            raise _wait_unavailable() from None
+                        # Waiting through an outage: the re-check looks again, and the timeout
+                        # still ends the wait.
+                        state, row = self._changes.state, None
                     if state is State.STOPPED:
                         if first:
                             try:
@@ -322,3 +332,11 @@ class Delivery:
             await self._changes.shielded(self._release(agent, message_id, token))
 
         return delivered, abandoned
+
+
+def _wait_unavailable() -> DatabaseUnavailable:
+    return DatabaseUnavailable(
+        "The broker's database is not available right now (the gateway's log says why; an operator may "
+        "need to look at it). No message was taken from your queue: call wait_for_message again in a "
+        "moment, with the same `ack` if you sent one."
+    )

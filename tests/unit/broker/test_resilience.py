@@ -1,4 +1,5 @@
-"""Failures the broker must survive: a failed auto-advance step, a close after something failed."""
+"""Failures the broker must survive: a failed auto-advance step, a close after something failed,
+its database going away for a while."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import asyncio
 import gc
 import logging
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from gateway.broker import auto_advance
 from gateway.broker.auto_advance import AutoAdvance
@@ -94,3 +97,46 @@ async def test_close_releases_everything_when_a_step_of_it_fails(
     assert (await again.status())["state"] == "PHASE_PREPARING"
     await close(again)
     gc.collect()  # here, under this test's filter, not in a later test
+
+
+async def test_a_database_outage_is_an_upstream_error_and_an_open_wait_rides_it_out(
+    make_env: EnvFactory, tmp_path: Path
+) -> None:
+    env = await make_env(broker={"recheck_seconds": 0.1})
+    store = env.broker.store
+    working = store.engine
+    # The same database, gone: a PostgreSQL server that refuses connections, a file that cannot be opened.
+    gone = (
+        "postgresql+psycopg://gw:pw@127.0.0.1:1/broker"
+        if store.postgres
+        else f"sqlite+aiosqlite:///{tmp_path / 'no-such-folder' / 'broker.db'}"
+    )
+    down = create_async_engine(gone)
+    waiting = asyncio.create_task(env.call("dev", "wait_for_message", {"timeout_sec": 10}))
+    await asyncio.sleep(0.3)  # the wait has looked once and waits
+    store.engine = down
+    try:
+        calls: list[tuple[str, str, dict[str, Any]]] = [
+            ("pm", "get_pipeline_status", {}),
+            ("pm", "start_phase", {"phase": 1, "issues": ["JOP-1"]}),
+            ("pm", "send_message", {"to": "dev", "subject": "lost?", "body": {}}),
+        ]
+        for agent, tool, args in calls:
+            error = await env.err(agent, tool, args)
+            assert error["reason"] == "upstream_error", (tool, error)
+            assert error["message"].startswith("The broker's database is not available right now")
+            assert error["message"].endswith("Nothing was changed: call again in a moment.")
+        error = await env.err("reviewer", "wait_for_message", {"timeout_sec": 0})
+        assert "No message was taken from your queue" in error["message"]
+        failure = await env.broker.database_failure(2)  # what /readyz reports
+        assert failure is not None and failure.startswith(f"the broker database {store.where} failed: ")
+        await asyncio.sleep(0.5)  # several re-checks of the open wait fail meanwhile
+        assert not waiting.done()
+    finally:
+        store.engine = working
+        await down.dispose()
+    await env.ok("pm", "send_message", {"to": "dev", "subject": "after", "body": {}})
+    result = await asyncio.wait_for(waiting, 5)
+    assert not result.is_error and result.structured["message"]["subject"] == "after"
+    assert (await env.status())["state"] == "IDLE"
+    assert await env.broker.database_failure(2) is None

@@ -52,9 +52,14 @@ class Broker:
     """The broker as ``/readyz`` sees it: open or not."""
 
     open = True
+    #: What the database check finds: None when it answers.
+    failure: str | None = None
 
     def is_open(self) -> bool:
         return self.open
+
+    async def database_failure(self, seconds: float) -> str | None:
+        return self.failure
 
 
 @dataclass
@@ -177,3 +182,17 @@ async def test_a_closed_broker_database_is_not_ready(readyz: Readyz) -> None:
     assert (status, body["status"], body["state_store"]) == (503, "not_ready", "closed")
     assert body["reason"].startswith("the broker's database is closed")
     assert body["gitlab"]["state"] == "ok"
+
+
+async def test_a_database_that_does_not_answer_is_reported_and_the_pod_stays_ready(
+    readyz: Readyz,
+) -> None:
+    readyz.broker.failure = "the broker database PostgreSQL gw@db:5432/broker failed: connection refused"
+    status, body = await readyz()
+    assert (status, body["status"], body["state_store"]) == (200, "ready", "unreachable")
+    assert body["state_store_reason"] == readyz.broker.failure
+    assert "reason" not in body
+    readyz.broker.failure = None
+    status, body = await readyz()
+    assert (status, body["state_store"]) == (200, "open")
+    assert "state_store_reason" not in body
