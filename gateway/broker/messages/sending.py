@@ -19,6 +19,27 @@ from gateway.broker.machine import Event
 from gateway.broker.roster import Roster
 from gateway.broker.store import PipelineRow, Queries, Store, StoreError
 
+#: How deeply a body may nest (``{}`` is 1). The encoder of the gateway's answers stops at 255
+#: levels and wraps a delivered body in several of its own, so a deeper body, once queued, could
+#: never be delivered: it would fail every wait of its recipient. No coordination message needs
+#: nearly this many.
+MAX_BODY_DEPTH = 100
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether the JSON value ``value`` nests more than ``limit`` objects or arrays deep (without
+    recursion, so a body of any depth is measured)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
 
 class Sending:
     """The sending side of one broker.
@@ -72,11 +93,20 @@ class Sending:
         ignored; the result then also has ``to`` and ``threadId``.
 
         Raises:
-            BrokerError: ``bad_request`` for an unknown recipient, ``not_found`` for an unknown
+            BrokerError: ``bad_request`` for an unknown recipient or a body too large or too
+                deeply nested, ``not_found`` for an unknown
                 ``reply_to``, ``conflict`` in STOPPED.
         """
         if reply_to is None:
             self._check_recipient(to)
+        if _deeper_than(body, MAX_BODY_DEPTH):
+            raise BrokerError(
+                "bad_request",
+                f"`body`: nested more than {MAX_BODY_DEPTH} objects or arrays deep, more than this "
+                "broker can deliver. Send a flatter body (or put the structure in GitLab and send "
+                "its link). Nothing was sent.",
+                limit=MAX_BODY_DEPTH,
+            )
         size = len(json.dumps(body, ensure_ascii=False).encode("utf-8"))
         if size > self._max_message_bytes:
             raise BrokerError(

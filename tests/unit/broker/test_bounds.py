@@ -1,10 +1,14 @@
-"""Bounded bodies and a bounded history: a send over the cap is refused, history pages within a budget."""
+"""Bounded bodies and a bounded history: a send over the cap (or nested too deep to deliver) is
+refused, history pages within a budget."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
+from gateway.broker.messages.sending import MAX_BODY_DEPTH
+from gateway.mcp import wire
 from tests.unit.broker.conftest import Env, EnvFactory
 
 
@@ -97,3 +101,31 @@ async def test_retention_purges_delivered_messages_by_age(make_env: EnvFactory) 
     assert await _purged(env, 1) == 1
     history = (await env.ok("pm", "get_message_history"))["messages"]
     assert [m["subject"] for m in history] == ["m1", "m2"]
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    body: dict[str, Any] = {"leaf": True}
+    for _ in range(depth - 1):
+        body = {"a": body}
+    return body
+
+
+async def test_a_body_too_deep_to_deliver_is_refused_and_the_deepest_allowed_is_delivered(env: Env) -> None:
+    error = await env.err(
+        "pm", "send_message", {"to": "dev", "subject": "deep", "body": _nested(MAX_BODY_DEPTH + 1)}
+    )
+    assert error["reason"] == "bad_request" and error["limit"] == MAX_BODY_DEPTH
+    assert error["message"].startswith(f"`body`: nested more than {MAX_BODY_DEPTH} objects or arrays deep")
+    error = await env.err(
+        "pm", "send_message", {"to": "dev", "subject": "deep", "body": {"list": [_nested(300)]}}
+    )
+    assert error["reason"] == "bad_request"
+    deepest = _nested(MAX_BODY_DEPTH)
+    await env.ok("pm", "send_message", {"to": "dev", "subject": "deepest", "body": deepest})
+    result = await env.call("dev", "wait_for_message", {"timeout_sec": 0})
+    assert result.structured["message"]["body"] == deepest
+    # The answer the transport writes: a body that deep still encodes (255 levels at most).
+    answer = json.loads(wire.response(1, {"structuredContent": result.structured, "isError": False}))
+    assert answer["result"]["structuredContent"]["message"]["body"] == deepest
+    history = (await env.ok("pm", "get_message_history"))["messages"]
+    assert [m["subject"] for m in history] == ["deepest"]
