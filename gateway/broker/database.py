@@ -106,6 +106,16 @@ def without_password(text: str, url: URL) -> str:
     return text
 
 
+#: What the driver says of a URL option it refuses, or of an SSL mode the server does not offer:
+#: no wait fixes either (an unknown query parameter is the driver's ProgrammingError, no SQLSTATE).
+_SETTINGS_REFUSED = (
+    "invalid uri query parameter",
+    "invalid connection option",
+    "invalid sslmode",
+    "does not support ssl",
+)
+
+
 def classify(err: BaseException, url: URL) -> DatabaseUnusable | None:
     """A :class:`DatabaseUnusable` for a failure waiting cannot fix; None: worth retrying."""
     state = _sqlstate(err)
@@ -128,6 +138,13 @@ def classify(err: BaseException, url: URL) -> DatabaseUnusable | None:
         )
     if state is not None and state[:2] in ("42", "0A", "22"):
         return DatabaseUnusable(f"{OPTION}: {where} cannot be used: {reason}")
+    if (isinstance(err, sa.exc.ProgrammingError) and state is None) or any(
+        words in lowered for words in _SETTINGS_REFUSED
+    ):
+        return DatabaseUnusable(
+            f"{OPTION}: {where} cannot be used with the URL's options ({reason}). Fix or remove the "
+            "option named (the part of the URL after '?', such as sslmode)."
+        )
     return None
 
 

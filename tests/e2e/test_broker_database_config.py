@@ -64,6 +64,26 @@ def test_unreachable_host_is_retried_then_refused(tmp_path: Path) -> None:
     assert "is not reachable yet" in out and "trying again in" in out  # the backoff is logged
 
 
+@pytest.mark.parametrize(
+    ("query", "driver_says"),
+    [
+        ("connect_timeout_s=5", 'invalid connection option "connect_timeout_s"'),
+        ("sslmode=require", "server does not support SSL, but SSL was required"),
+    ],
+)
+def test_a_url_option_no_wait_can_fix_is_refused_at_once(
+    tmp_path: Path, postgres_url: str, query: str, driver_says: str
+) -> None:
+    # Retried as a server not up yet, it took broker.connect_timeout_seconds (60 s) to be told.
+    env = {
+        "GATEWAY_BROKER__DATABASE_URL": f"{postgres_url}?{query}",
+        "GATEWAY_BROKER__CONNECT_TIMEOUT_SECONDS": "600",
+    }
+    for args in ((), ("--migrate",)):
+        out = refused(run(env, tmp_path, *args), "cannot be used with the URL's options", driver_says)
+        assert "is not reachable yet" not in out
+
+
 def test_newer_schema(
     tmp_path: Path, postgres_url: str, start_gateway: Callable[..., GatewayProcess]
 ) -> None:
