@@ -236,8 +236,8 @@ class Store:
             else:
                 done = "Nothing was changed: call again in a moment."
             raise DatabaseUnavailable(
-                "The broker's database is not available right now (the gateway's log says why; an "
-                f"operator may need to look at it). {done}"
+                "The broker's database could not serve this call right now (the gateway's log says why; if "
+                f"it persists, an operator should look at it). {done}"
             ) from None
 
     async def ping(self, seconds: float) -> str | None:

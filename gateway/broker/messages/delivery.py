@@ -336,7 +336,7 @@ class Delivery:
 
 def _wait_unavailable() -> DatabaseUnavailable:
     return DatabaseUnavailable(
-        "The broker's database is not available right now (the gateway's log says why; an operator may "
-        "need to look at it). No message was taken from your queue: call wait_for_message again in a "
-        "moment, with the same `ack` if you sent one."
+        "The broker's database could not serve this call right now (the gateway's log says why; if it "
+        "persists, an operator should look at it). No message was taken from your queue: call "
+        "wait_for_message again in a moment, with the same `ack` if you sent one."
     )

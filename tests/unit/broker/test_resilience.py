@@ -124,7 +124,7 @@ async def test_a_database_outage_is_an_upstream_error_and_an_open_wait_rides_it_
         for agent, tool, args in calls:
             error = await env.err(agent, tool, args)
             assert error["reason"] == "upstream_error", (tool, error)
-            assert error["message"].startswith("The broker's database is not available right now")
+            assert error["message"].startswith("The broker's database could not serve this call right now")
             assert error["message"].endswith("Nothing was changed: call again in a moment.")
         error = await env.err("reviewer", "wait_for_message", {"timeout_sec": 0})
         assert "No message was taken from your queue" in error["message"]
