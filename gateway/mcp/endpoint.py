@@ -234,9 +234,11 @@ class McpEndpoint:
         """The caller and their legacy session.
 
         Raises:
-            RpcError: 400 without ``Mcp-Session-Id``; 401 from authentication; 404 for an id that
-                is not a live session of this caller (clients then initialize again).
+            RpcError: 401 from authentication, first (a caller without valid credentials learns
+                that, not what a session needs); then 400 without ``Mcp-Session-Id``; 404 for an
+                id that is not a live session of this caller (clients then initialize again).
         """
+        identity = self._authenticate(ex, request, require_gitlab=require_gitlab)
         session_id = request.headers.get(SESSION_HEADER)
         if session_id is None:
             raise invalid_request(
@@ -244,10 +246,8 @@ class McpEndpoint:
                 "Mcp-Session-Id it returned with every request."
             )
         session = self._sealer.unseal(session_id)
-        if session is not None:
-            identity = self._authenticate(ex, request, require_gitlab=require_gitlab)
-            if not self._sealer.owned_by(session, identity.owner):
-                session = None
+        if session is not None and not self._sealer.owned_by(session, identity.owner):
+            session = None
         if session is None:
             raise RpcError(
                 -32600,

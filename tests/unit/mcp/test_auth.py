@@ -186,6 +186,24 @@ async def test_client_token_wrong_is_401(mcp_factory: MakeMcp, authorization: st
     assert resp.headers["WWW-Authenticate"].startswith("Bearer")
 
 
+@pytest.mark.parametrize("session_id", [None, "forged-session-id"])
+async def test_client_token_wrong_is_401_before_any_session_check(
+    mcp_factory: MakeMcp, session_id: str | None
+) -> None:
+    # A caller without valid credentials is told that first, not that a session is missing or
+    # unknown (curl without a session id used to get 400, a forged one 404).
+    client = await mcp_factory(client_tokens=TOKENS)
+    headers = {"Authorization": "Bearer wrong-secret"}
+    if session_id is not None:
+        headers["Mcp-Session-Id"] = session_id
+    resp = await client.post(
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=headers, session=False
+    )
+    assert resp.status == 401
+    assert resp.headers["WWW-Authenticate"].startswith("Bearer")
+    assert (await resp.json())["error"]["code"] == -32001
+
+
 async def test_client_token_decides_the_agent_and_the_header_is_ignored(mcp_factory: MakeMcp) -> None:
     client = await mcp_factory(client_tokens=TOKENS)
     client.headers = {"Authorization": f"Bearer {DEV_TOKEN}"}
@@ -206,10 +224,14 @@ async def test_every_request_needs_the_token(mcp_factory: MakeMcp) -> None:
     assert (await client.post(PING)).status == 200
 
 
-async def test_unknown_session_is_404_before_any_auth(mcp_factory: MakeMcp) -> None:
+async def test_unknown_session_of_an_authenticated_caller_is_404(mcp_factory: MakeMcp) -> None:
     client = await mcp_factory(client_tokens=TOKENS)
-    resp = await client.post(PING, headers={"Mcp-Session-Id": "forged"})
-    assert resp.status == 404
+    resp = await client.post(
+        PING, headers={"Mcp-Session-Id": "forged", "Authorization": f"Bearer {PM_TOKEN}"}
+    )
+    assert resp.status == 404  # the client then initializes again
+    without_token = await client.post(PING, headers={"Mcp-Session-Id": "forged"})
+    assert without_token.status == 401
 
 
 async def test_a_session_is_bound_to_its_caller(mcp_factory: MakeMcp) -> None:
