@@ -19,9 +19,12 @@ pytestmark = pytest.mark.skipif(
     not pg_server.available(), reason="PostgreSQL 15 (Debian's postgresql-15) is not installed"
 )
 
-#: A process that starts a server, says where, and then waits to be killed.
+#: A process that starts a server, says where, and then waits to be killed. Ctrl-C stops it even
+#: where the suite runs with SIGINT ignored (a background job of a shell without job control
+#: passes that on to every process it starts), as it stops a pytest run in a terminal.
 STARTER = """
-import sys, time
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from tests.pg_server import PostgresServer
 server = PostgresServer.start()
 print(server.port, server.folder, flush=True)
