@@ -313,6 +313,15 @@ def parse_arguments(tool: Tool, arguments: dict[str, Any]) -> BaseModel:
     """
     if not isinstance(arguments, dict):
         raise ToolError("bad_request", f"{tool.name}: arguments must be a JSON object")
+    # Null for an optional argument means "not given" (model clients often send every argument,
+    # null for those they leave out): its default applies. Null for a required argument is still
+    # refused, and an unknown argument is refused whatever its value.
+    fields = tool.input_model.model_fields
+    arguments = {
+        name: value
+        for name, value in arguments.items()
+        if value is not None or name not in fields or fields[name].is_required()
+    }
     try:
         return tool.input_model.model_validate(arguments)
     except ValidationError as err:
