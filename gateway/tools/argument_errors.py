@@ -7,6 +7,7 @@ number, true/false), followed by the value the caller sent.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -42,13 +43,30 @@ def describe_validation_error(tool_name: str, props: Mapping[str, Any], err: Val
         name = argument_name(e["loc"])
         if e["type"] == "extra_forbidden":
             accepted = ", ".join(props) or "no arguments"
-            parts.append(f"unknown argument `{name}`; {tool_name} accepts: {accepted}")
+            meant = _meant(name, props)
+            hint = f" (did you mean `{meant}`?)" if meant else ""
+            parts.append(f"unknown argument `{name}`{hint}; {tool_name} accepts: {accepted}")
             continue
         if e["type"] == "missing":
             parts.append(f"`{name}` is required" + _accepts(props.get(name.split(".")[0])))
             continue
         parts.append(f"`{name}`: {_problem(e)}" + _accepts(props.get(name.split(".")[0])))
     return f"Invalid arguments for {tool_name}: " + "; ".join(parts) + "."
+
+
+#: Names one tool takes for what another calls otherwise: GitLab's REST API says ``id`` for the
+#: project in some places and ``project_id`` in others, and so do this gateway's tools.
+_SAME_THING = {"id": "project_id", "project_id": "id"}
+
+
+def _meant(name: str, accepted: Mapping[str, Any]) -> str | None:
+    """The accepted argument an unknown ``name`` most likely meant: a near spelling, or the other
+    name of the project (``id``, ``project_id``)."""
+    other = _SAME_THING.get(name)
+    if other in accepted:
+        return other
+    close = difflib.get_close_matches(name, list(accepted), n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 def argument_name(loc: Sequence[int | str]) -> str:

@@ -216,7 +216,11 @@ class Registry:
 
     def _why_hidden(self, tool: Tool) -> str | None:
         if self.read_only and not tool.annotations.read_only:
-            return f"{tool.name} changes GitLab or broker state and this gateway runs read-only (--read-only)"
+            return (
+                f"{tool.name} changes GitLab or broker state and this gateway runs read-only "
+                "(--read-only, GATEWAY_READ_ONLY or read_only in its config file): restart it without "
+                "that to use this tool"
+            )
         if self.toolsets and tool.toolset not in self.toolsets:
             return f"{tool.name} belongs to toolset {tool.toolset!r}, which this gateway does not serve"
         return None

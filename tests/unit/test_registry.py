@@ -107,7 +107,7 @@ async def test_unknown_argument_is_a_tool_error_naming_it() -> None:
     result = await reg.call(ECHO, ctx(), {"id": "g/p", "frist": 3})
     assert result.is_error
     text = result.to_mcp()["content"][0]["text"]
-    assert "unknown argument `frist`" in text
+    assert "unknown argument `frist` (did you mean `first`?)" in text
     assert "echo accepts: id, first, include" in text
     assert result.structured["error"]["reason"] == "bad_request"
     assert result.structured["error"]["invalid_arguments"] == ["frist"]

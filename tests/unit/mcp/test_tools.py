@@ -159,7 +159,8 @@ async def test_hidden_tool_call_is_refused_with_a_clear_text(mcp_factory: MakeMc
         result = (await client.call(name, {}))["result"]
         assert result["isError"] is True
         assert result["content"][0]["text"] == (
-            "write changes GitLab or broker state and this gateway runs read-only (--read-only)"
+            "write changes GitLab or broker state and this gateway runs read-only (--read-only, "
+            "GATEWAY_READ_ONLY or read_only in its config file): restart it without that to use this tool"
         )
         assert result["structuredContent"]["error"]["reason"] == "unauthorized"
         # like every tool error: the request id an operator finds the access line by

@@ -447,8 +447,8 @@ async def test_missing_pipeline_is_a_different_not_found(env: ToolEnv, gitlab: r
         (
             {"id": PROJECT_PATH, "pipeline_id": 1, "project_id": 3},
             ["project_id"],
-            "unknown argument `project_id`; get_pipeline accepts: id, pipeline_id, include, job_status, "
-            "first, after",
+            "unknown argument `project_id` (did you mean `id`?); get_pipeline accepts: id, pipeline_id, "
+            "include, job_status, first, after",
         ),
         (
             {"id": PROJECT_PATH, "pipeline_id": 1, "include": ["jobs"], "exclude_allow_failure": True},
