@@ -64,7 +64,9 @@ class ListPipelinesInput(ToolInput):
     @classmethod
     def _filter_text(cls, value: Any, info: ValidationInfo) -> Any:
         # Checked here, not with Field(min_length=...): on a type that also admits null, pydantic
-        # applies the lengths to a null as well and fails with a TypeError instead of accepting it.
+        # checks the lengths as "items" ("at least 1 item after validation" for "") and fails on a
+        # null with a TypeError (null reaches here only when the model is used directly: tool
+        # calls drop a null optional argument first, in registry.parse_arguments).
         limit = _LENGTHS[str(info.field_name)]
         if value is not None and (not isinstance(value, str) or not 1 <= len(value) <= limit):
             raise ValueError(f"must be a non-empty string of at most {limit} characters, not {shown(value)}")
