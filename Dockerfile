@@ -25,7 +25,7 @@ ENV PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
 RUN python3 -m venv /opt/venv
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md MANIFEST.in ./
 COPY gateway ./gateway
 RUN /opt/venv/bin/pip install --no-cache-dir . \
     && /opt/venv/bin/pip uninstall --yes pip setuptools wheel \

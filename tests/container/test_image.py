@@ -8,10 +8,16 @@ goes straight to the one build. The ``Dockerfile`` is built on it with
 ``--build-arg PYTHON_IMAGE=...`` (``--format docker``: the OCI format drops ``HEALTHCHECK``),
 and the container runs with a published loopback port.
 
-Checked as an operator would: ``/healthz``, one MCP ``tools/call`` with the official SDK client
-(a broker tool, authenticated with a client token, so no GitLab is needed), the image's own
-health check (``podman healthcheck run``), and ``podman stop``: SIGTERM, exit status 0, "stopped"
-in the log.
+Checked as an operator would:
+
+- with a published port (``--host 0.0.0.0``, the documented ``docker run -p``): ``/healthz``, one
+  MCP ``tools/call`` with the official SDK client (a broker tool, authenticated with a client
+  token), the image's own health check (``podman healthcheck run``), and ``podman stop``: SIGTERM,
+  exit status 0, "stopped" in the log;
+- on the host's network, pointed at the repository's GitLab stand-in: the start-up line says
+  GitLab is reachable and the token accepted, and every GitLab tool answers one successful call
+  (``tests/e2e/every_tool.py``), so the GraphQL documents and everything else ``pip install .``
+  must carry are in the image.
 
 Podman runs as root here, on machines whose sandbox refuses raised rlimits and whose cgroup
 layout crun rejects: a ``containers.conf`` of the test's own (``CONTAINERS_CONF``) sets
@@ -39,7 +45,9 @@ import httpx
 import pytest
 
 from tests.conftest import REPO
+from tests.e2e.every_tool import HAPPY
 from tests.e2e.harness import free_port, mcp_client
+from tests.standin.fixtures import Standin, standin  # noqa: F401  (a fixture of this module)
 
 pytestmark = pytest.mark.slow
 
@@ -190,5 +198,50 @@ async def test_the_image_serves_mcp_passes_its_health_check_and_stops_cleanly(
         lines = (logs.stdout + logs.stderr).splitlines()  # the gateway logs JSON to stderr
         messages = [json.loads(line)["message"] for line in lines if line.startswith("{")]
         assert "stopped" in messages, messages
+    finally:
+        _run("podman", "rm", "--force", name, timeout=60, env=podman, check=False)
+
+
+def _log_messages(podman: dict[str, str], name: str) -> list[str]:
+    logs = _run("podman", "logs", name, timeout=60, env=podman)
+    lines = (logs.stdout + logs.stderr).splitlines()  # the gateway logs JSON to stderr
+    return [json.loads(line)["message"] for line in lines if line.startswith("{")]
+
+
+async def test_the_image_answers_every_gitlab_tool_from_the_standin(
+    podman: dict[str, str],
+    image: str,
+    standin: Standin,  # noqa: F811  (the fixture)
+) -> None:
+    port = free_port()
+    name = f"gateway-test-{uuid.uuid4().hex[:8]}"
+    tokens = json.dumps([{"token": CLIENT_TOKEN, "agent_id": "pm"}])
+    # The host's network: the stand-in listens on the host's loopback. The port is set through
+    # the environment, as the Dockerfile asks, so the image's HEALTHCHECK follows it.
+    run = ["podman", "run", "--detach", "--name", name, "--network", "host"]
+    run += ["--env", f"GATEWAY_SERVER__PORT={port}", "--env", f"GATEWAY_CLIENT_TOKENS={tokens}"]
+    run += ["--env", f"GITLAB_URL={standin.url}", "--env", f"GITLAB_TOKEN={standin.tokens.alice}"]
+    _run(*run, image, timeout=120, env=podman)
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}/healthz")
+        deadline = time.monotonic() + 30
+        checked = [m for m in _log_messages(podman, name) if f"at {standin.url}:" in m]
+        while not checked and time.monotonic() < deadline:
+            time.sleep(0.3)
+            checked = [m for m in _log_messages(podman, name) if f"at {standin.url}:" in m]
+        assert checked, f"no start-up check line within 30 s: {_log_messages(podman, name)}"
+        assert "reachable, token accepted (user alice)" in checked[0], checked
+
+        headers = {"Authorization": f"Bearer {CLIENT_TOKEN}"}
+        async with mcp_client(f"http://127.0.0.1:{port}/mcp", headers=headers) as client:
+            answers = {}
+            for tool, arguments in HAPPY.items():
+                result = await client.call_tool(tool, arguments)
+                assert not result.is_error, (tool, result.content)
+                assert result.structured_content, tool
+                answers[tool] = result.structured_content
+            status = await client.call_tool("get_pipeline_status", {})
+        assert not status.is_error, status.content
+        assert answers["get_pipeline"]["jobs"], "get_pipeline with include=[jobs] answered no jobs"
     finally:
         _run("podman", "rm", "--force", name, timeout=60, env=podman, check=False)

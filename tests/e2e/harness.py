@@ -8,7 +8,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -20,6 +19,8 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ContentBlock, TextContent
+
+from tests.shipped import shipped
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,8 +43,20 @@ def migrated_sqlite_broker() -> Path:
     return folder / "broker.db"
 
 
+def gateway_command(python_args: list[str] | None = None) -> list[str]:
+    """The command that starts the gateway as users install it: the console script
+    ``gitlab-mcp-gateway`` of a virtualenv that holds the wheel built from this checkout
+    (:mod:`tests.shipped`), or that virtualenv's Python with ``python_args`` before ``-m gateway``
+    (the benchmarks' profiler)."""
+    installed = shipped()
+    if python_args:
+        return [str(installed.python), *python_args, "-m", "gateway"]
+    return [str(installed.console_script)]
+
+
 class GatewayProcess:
-    """``python -m gateway`` in a subprocess, on a free loopback port.
+    """The installed gateway (:func:`gateway_command`) in a subprocess, on a free loopback port,
+    started from a folder outside the checkout (beside ``state_dir``).
 
     Args:
         env: extra environment (``GITLAB_URL``, ``GATEWAY_*``...); the parent's GITLAB_*/GATEWAY_*
@@ -95,8 +108,8 @@ class GatewayProcess:
             shutil.copyfile(migrated_sqlite_broker(), database)
         with self.log_path.open("ab") as log:  # the child keeps its own copy of the descriptor
             self.proc = subprocess.Popen(
-                [sys.executable, *self.python_args, "-m", "gateway", "--port", str(self.port), *self.args],
-                cwd=REPO,
+                [*gateway_command(self.python_args), "--port", str(self.port), *self.args],
+                cwd=self.state_dir.parent,
                 env=self.env,
                 stdout=log,
                 stderr=subprocess.STDOUT,

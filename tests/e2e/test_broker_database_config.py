@@ -4,7 +4,6 @@ never shows in a log line, ``--print-config`` or ``/metrics``."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.e2e.harness import REPO, GatewayProcess, free_port
+from tests.e2e.harness import GatewayProcess, free_port, gateway_command
 from tests.pg_server import PASSWORD
 
 pytestmark = pytest.mark.e2e
@@ -23,8 +22,8 @@ def run(env: dict[str, str], tmp_path: Path, *args: str) -> subprocess.Completed
 
     base = {k: v for k, v in os.environ.items() if not k.startswith(("GITLAB_", "GATEWAY_"))}
     return subprocess.run(
-        [sys.executable, "-m", "gateway", "--port", str(free_port()), *args],
-        cwd=REPO,
+        [*gateway_command(), "--port", str(free_port()), *args],
+        cwd=tmp_path,
         env={**base, "GATEWAY_STATE_DIR": str(tmp_path / "state"), "GITLAB_URL": "http://127.0.0.1:9", **env},
         capture_output=True,
         text=True,

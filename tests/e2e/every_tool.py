@@ -1,0 +1,31 @@
+"""One successful call of every GitLab tool against the stand-in's seed data, shared by the tests
+that run what ships through a real client (both eras, the Inspector CLI, the container image).
+
+A GitLab tool declared without a call here fails
+``test_every_gitlab_tool_has_a_happy_call`` (tests/unit/test_packaging.py), so a new tool is run
+end to end, from the wheel and from the image, from the day it is declared.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.standin import dataset as ds
+
+P = ds.PROJECT_PATH
+PIPELINE = {"id": P, "pipeline_id": ds.PIPELINE_ID}
+
+#: Every GitLab tool: a happy path (reads only, and one create on the stand-in).
+HAPPY: dict[str, dict[str, Any]] = {
+    "get_pipeline": {**PIPELINE, "include": ["jobs"]},
+    "list_pipelines": {"id": P},
+    "get_pipeline_jobs": PIPELINE,
+    "get_pipeline_failing_jobs": PIPELINE,
+    "get_downstream_pipelines": PIPELINE,
+    "get_failing_bridge_jobs": PIPELINE,
+    "save_pipeline": {"project_id": P, "ref": "main"},
+    "get_duo_session": {"workflow_id": ds.WORKFLOWS["finished"]},
+    "get_repository_file": {"project_id": P, "file_path": ds.FILES["readme"], "ref": "main"},
+}
+#: One tool error (``isError: true``), as an agent would see it.
+ERROR = ("get_pipeline", {"id": P, "pipeline_id": -1})
