@@ -168,7 +168,8 @@ def test_declared_destructive_not_read_only_in_ci_toolset() -> None:
         "inputs",
     ]
     assert schema.get("required", []) == []
-    assert schema["properties"]["action"]["anyOf"][0]["enum"] == ["retry", "cancel"]
+    # "create" is the result's own spelling of a create, so a caller may send it back.
+    assert schema["properties"]["action"]["anyOf"][0]["enum"] == ["create", "retry", "cancel"]
     variable = schema["properties"]["variables"]["anyOf"][0]["items"]
     assert variable["required"] == ["key", "value"]
     assert variable["properties"]["variable_type"]["enum"] == ["env_var", "file"]
@@ -229,6 +230,13 @@ async def test_create_without_variables_or_inputs_sends_neither(env: ToolEnv, gq
     out = ok(await env.call("save_pipeline", {"project_id": "grp%2Fsub%2Fproj", "ref": " feature/x "}))
     assert out["status"] == "pending" and out["ref"] == "feature/x"
     assert gql.variables("PipelineCreate") == [{"input": {"projectPath": PROJECT, "ref": "feature/x"}}]
+
+
+async def test_create_may_be_asked_for_with_the_results_own_action(env: ToolEnv, gql: GraphQL) -> None:
+    gql.on("PipelineCreate", payload("pipelineCreate", pipeline("CREATED", "main")))
+    out = ok(await env.call("save_pipeline", {"action": "create", "project_id": PROJECT, "ref": "main"}))
+    assert out["action"] == "create" and out["id"] == PIPELINE_ID
+    assert gql.variables("PipelineCreate") == [{"input": {"projectPath": PROJECT, "ref": "main"}}]
 
 
 async def test_create_by_numeric_project_id_resolves_the_path_first(env: ToolEnv, gql: GraphQL) -> None:
@@ -500,6 +508,12 @@ async def test_create_web_url_falls_back_to_the_configured_gitlab(env: ToolEnv, 
             "Provide exactly one of `url` or `project_id`, not both: they both name the project.",
         ),
         (
+            {"pipeline_id": PIPELINE_ID, "action": "create", "ref": "main"},
+            'action "create" starts a new pipeline and takes no `pipeline_id`. Omit `pipeline_id` to create '
+            'one (with `ref` and `project_id` or `url`), or pass action "retry" or "cancel" to act on '
+            f"pipeline {PIPELINE_ID}.",
+        ),
+        (
             {"project_id": PROJECT, "action": "retry"},
             'action "retry" needs `pipeline_id`: the ID of the pipeline to retry. To create a new pipeline, '
             "omit `action` and pass `ref` with `project_id` or `url`.",
@@ -556,6 +570,7 @@ async def test_create_web_url_falls_back_to_the_configured_gitlab(env: ToolEnv, 
     ],
     ids=[
         "url-and-project",
+        "create-with-pipeline",
         "retry-without-pipeline",
         "cancel-without-pipeline",
         "pipeline-without-action",
@@ -584,7 +599,10 @@ async def test_preconditions_each_have_their_own_message_and_send_nothing(
             {"pipeline_id": PIPELINE_ID, "action": "update"},
             '`action`: save_pipeline does not rename pipelines ("update"): it creates, retries and cancels.',
         ),
-        ({"pipeline_id": PIPELINE_ID, "action": "delete"}, "`action`: Input should be 'retry' or 'cancel'"),
+        (
+            {"pipeline_id": PIPELINE_ID, "action": "delete"},
+            "`action`: Input should be 'create', 'retry' or 'cancel'",
+        ),
         (
             {"pipeline_id": True, "action": "retry"},
             "`pipeline_id`: must be a positive integer such as 987654",
