@@ -275,6 +275,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.migrate:
         return migrate_database(settings)
 
+    from gateway.listening import bound_sockets
+
+    server = settings.server
+    try:
+        # Before anything starts: a port in use is refused before the broker database is created.
+        listening = bound_sockets(server.host, server.port)
+    except OSError as err:
+        if not _bind_error(err):
+            raise
+        print(f"{PROG}: cannot listen: {err.strerror or err}{_bind_hint(err, server)}", file=sys.stderr)
+        return 1
+
     from gateway.allocator import fix_mmap_threshold
     from gateway.app import create_app
     from gateway.broker.store import DatabaseUnusable, StoreError
@@ -297,7 +309,6 @@ def main(argv: list[str] | None = None) -> int:
         from gateway.tools.context import SERVICES
 
         startup_check.setup(app, lambda app: app[SERVICES].gitlab, settings)
-    server = settings.server
 
     serving: list[bool] = []  # set once the gateway listens: a start that fails to bind never served
 
@@ -345,19 +356,12 @@ def main(argv: list[str] | None = None) -> int:
         web.run_app(
             app,
             loop=loop,  # run_app closes it
-            host=server.host,
-            port=server.port,
+            sock=listening,
             shutdown_timeout=server.shutdown_timeout_seconds,
             print=on_listening,
             # One line per MCP request comes from the transport; aiohttp's access log only at DEBUG.
             access_log=logging.getLogger("aiohttp.access"),
         )
-    except OSError as err:
-        if not _bind_error(err):
-            raise
-        # asyncio's message names the address.
-        print(f"{PROG}: cannot listen: {err.strerror or err}{_bind_hint(err, server)}", file=sys.stderr)
-        return 1
     except DatabaseUnusable as err:
         # broker.database_url names a database this gateway cannot use: a configuration error.
         log.debug("start-up failed", exc_info=True)
