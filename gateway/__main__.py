@@ -249,19 +249,12 @@ def main(argv: list[str] | None = None) -> int:
         source = environment_source(("gitlab", "url"))
         print(f"{PROG}: configuration error: {source[0] if source else 'gitlab.url'}: {err}", file=sys.stderr)
         return 2
-    from gateway.config_errors import unknown_environment_line
+    from gateway.config_errors import refused_environment, unknown_environment_line
 
     unknown = unknown_environment()
-    for name in unknown:
-        if "__" in name:
-            # GATEWAY_<SECTION>__<OPTION> is ours whatever it says: refused, as a typo of an
-            # option's name inside a section is. A name without "__" may be another program's
-            # (CGI's GATEWAY_INTERFACE, a client's token variable): warned about below.
-            print(
-                f"{PROG}: configuration error: {unknown_environment_line(name, refused=True)}",
-                file=sys.stderr,
-            )
-    if any("__" in name for name in unknown):
+    for name in filter(refused_environment, unknown):  # the others are warned about below
+        print(f"{PROG}: configuration error: {unknown_environment_line(name, refused=True)}", file=sys.stderr)
+    if any(map(refused_environment, unknown)):
         return 2
     if args.print_config:
         for name in unknown:

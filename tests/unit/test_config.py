@@ -560,6 +560,27 @@ def test_unknown_gateway_variables_are_named() -> None:
     assert unknown_environment(env) == ["GATEWAY_BROKER__FAIL_LIMT", "GATEWAY_FOO__BAR"]
 
 
+def test_misspelt_gitlab_url_and_token_are_named_but_other_programs_gitlab_variables_are_not() -> None:
+    from gateway.config_errors import refused_environment, unknown_environment, unknown_environment_line
+
+    others = {
+        "GITLAB_CI": "true",
+        "GITLAB_USER_LOGIN": "alice",
+        "GITLAB_API_URL": "https://x",
+        "GITLAB_ENV": "f",
+    }
+    env = {"GITLAB_URl": "https://x", "GITLAB_TOKNE": "glpat-x", "gitlab_token": "glpat-x", **others}
+    assert unknown_environment(env) == ["GITLAB_TOKNE", "GITLAB_URl", "gitlab_token"]
+    assert unknown_environment_line("GITLAB_URl") == (
+        "environment variable GITLAB_URl names no option and is ignored (did you mean GITLAB_URL? "
+        "config/gateway.example.toml lists every option)"
+    )
+    assert "(did you mean GITLAB_TOKEN? " in unknown_environment_line("GITLAB_TOKNE")
+    assert not any(map(refused_environment, unknown_environment(env)))  # warned about, not refused
+    # With the right name set, a look-alike is some other program's variable.
+    assert unknown_environment({**env, "GITLAB_URL": "https://x", "GITLAB_TOKEN": "glpat-x"}) == []
+
+
 @pytest.mark.parametrize(
     ("agents", "expected"),
     [
@@ -591,9 +612,15 @@ def test_migrate_beside_a_running_gateway_says_there_is_nothing_to_do(tmp_path: 
 def test_a_misspelt_variable_is_named_with_the_option_it_likely_meant(tmp_path: Path) -> None:
     # Without "__" it may be another program's (CGI's GATEWAY_INTERFACE): warned, even by
     # --print-config, which a person checks a setting with.
-    out = _gateway(tmp_path, "--print-config", env={"GATEWAY_READONLY": "true", "GATEWAY_GITLAB_TOKEN": "x"})
+    out = _gateway(
+        tmp_path,
+        "--print-config",
+        env={"GATEWAY_READONLY": "true", "GATEWAY_GITLAB_TOKEN": "x", "GITLAB_TOKNE": "glpat-x"},
+    )
     assert out.returncode == 0
     assert '"read_only": false' in out.stdout
+    assert '"token": null' in out.stdout
+    assert "GITLAB_TOKNE names no option and is ignored (did you mean GITLAB_TOKEN?" in out.stderr
     assert "GATEWAY_READONLY names no option and is ignored (did you mean GATEWAY_READ_ONLY?" in out.stderr
     assert (
         "GATEWAY_GITLAB_TOKEN names no option and is ignored (did you mean GATEWAY_GITLAB__TOKEN?"
