@@ -2,7 +2,8 @@
 
 Flags: ``--host`` (default 127.0.0.1), ``--port`` (8080), ``--config FILE`` (TOML),
 ``--read-only``, ``--conformance-fixtures`` (test mode, loopback only), ``--print-config`` (the
-effective configuration as JSON, secrets masked, then exit), ``--migrate`` (bring the broker
+effective configuration as JSON, secrets masked, then exit), ``--example-config`` (the example
+configuration file, every option commented, then exit), ``--migrate`` (bring the broker
 database's schema up to date, then exit), ``--version``. Precedence: defaults <
 TOML file < environment < flags (``gateway.config``).
 
@@ -45,13 +46,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="MCP gateway to GitLab (Streamable HTTP on /mcp), with a phase broker for agents.",
-        epilog="Every option of the TOML file can also be set from the environment: see "
-        "config/gateway.example.toml.",
+        epilog="Every option of the TOML file can also be set from the environment: --example-config "
+        "prints them all, with their defaults and environment names.",
     )
     parser.add_argument("--host", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port to listen on (default 8080)")
     parser.add_argument(
-        "--config", type=Path, help="TOML configuration file (see config/gateway.example.toml)"
+        "--config", type=Path, help="TOML configuration file (--example-config prints one to start from)"
     )
     parser.add_argument("--read-only", action="store_true", default=None, help="serve only read-only tools")
     parser.add_argument(
@@ -66,6 +67,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="print the effective configuration (JSON, secrets masked) and exit",
     )
     parser.add_argument(
+        "--example-config",
+        action="store_true",
+        help="print an example configuration file (every option, set to its default, with what it does) "
+        "and exit: --example-config > gateway.toml",
+    )
+    parser.add_argument(
         "--migrate",
         action="store_true",
         help="bring the broker database's schema up to date and exit (a deployment step or an init "
@@ -73,6 +80,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser.parse_args(argv)
+
+
+#: The example configuration, shipped inside the package so that every installation has it.
+EXAMPLE_CONFIG = "config_example.toml"
+
+
+def example_config() -> str:
+    """The text of the example configuration file (``--example-config``)."""
+    from importlib.resources import files
+
+    return files("gateway").joinpath(EXAMPLE_CONFIG).read_text(encoding="utf-8")
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -229,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     args = parse_args(argv)
+    if args.example_config:  # before the configuration is read: it may be what is broken
+        sys.stdout.write(example_config())
+        return 0
     try:
         settings = load_settings(args.config, **_overrides(args))
     except ValidationError as err:

@@ -21,7 +21,9 @@ from pydantic_core import ErrorDetails
 
 from gateway.config import CONTRACT_ENVIRONMENT, Settings
 
-LISTED = "config/gateway.example.toml lists every option"
+#: Where every option is listed, for people who installed the gateway with pip or run its
+#: container as much as for a checkout: the example configuration ships inside the package.
+LISTED = "--example-config lists every option"
 
 #: How alike a misspelt name and an option's name must be (difflib's ratio) to be suggested:
 #: ``prot`` → ``port`` and ``hots`` → ``host`` (0.75) are, ``fail`` → ``fail_limit`` is not.

@@ -2,7 +2,7 @@
 
 Precedence defaults < TOML file < environment < flags; one clean line per bad option, naming it;
 the refusal to expose a service token on a non-loopback address; secrets masked when printed;
-``config/gateway.example.toml`` lists every option with its default.
+``gateway/config_example.toml`` (``--example-config``) lists every option with its default.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from gateway.config import BrokerSettings, Settings, load_settings
 from gateway.event_loop import UVLOOP_EXPECTED, new_event_loop
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "config" / "gateway.example.toml"
+EXAMPLE = REPO / "gateway" / "config_example.toml"
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -111,25 +111,24 @@ def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         (
             "[server]\nhots = 1",
             {},
-            "server.hots: unknown option (did you mean server.host?); config/gateway.example.toml lists "
-            "every option",
+            "server.hots: unknown option (did you mean server.host?); --example-config lists every option",
         ),
         (
             "",
             {"GATEWAY_SERVER__PROT": "9999"},
             "environment variable GATEWAY_SERVER__PROT names no option (did you mean GATEWAY_SERVER__PORT? "
-            "config/gateway.example.toml lists every option)",
+            "--example-config lists every option)",
         ),
         (
             "[gitlab]\ncredentialmode = 'passthrough'",
             {},
-            "gitlab.credentialmode: unknown option (did you mean gitlab.credential_mode?); config/gateway",
+            "gitlab.credentialmode: unknown option (did you mean gitlab.credential_mode?); --example-config",
         ),
         (
             "port = 9000",
             {},
             "error: port: unknown top-level option; did you mean server.port (under [server])? "
-            "config/gateway.example.toml lists every option (got 9000)",
+            "--example-config lists every option (got 9000)",
         ),
         (
             "connect_timeout_seconds = 1",
@@ -137,8 +136,8 @@ def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "connect_timeout_seconds: unknown top-level option; did you mean gitlab.connect_timeout_seconds "
             "(under [gitlab]) or broker.connect_timeout_seconds (under [broker])?",
         ),
-        ("readonly = true", {}, "readonly: unknown option (did you mean read_only?); config/gateway.example"),
-        ("[sever]\nport = 1", {}, "sever: unknown option (did you mean server?); config/gateway.example"),
+        ("readonly = true", {}, "readonly: unknown option (did you mean read_only?); --example-config lists"),
+        ("[sever]\nport = 1", {}, "sever: unknown option (did you mean server?); --example-config lists"),
         ("[gitlab]\nurl = 'gitlab.example.com'", {}, "gitlab.url: must start with http:// or https://"),
         ("[gitlab]\ncredential_mode = 'pass'", {}, "gitlab.credential_mode: Input should be 'service' or"),
         (
@@ -573,7 +572,7 @@ def test_misspelt_gitlab_url_and_token_are_named_but_other_programs_gitlab_varia
     assert unknown_environment(env) == ["GITLAB_TOKNE", "GITLAB_URl", "gitlab_token"]
     assert unknown_environment_line("GITLAB_URl") == (
         "environment variable GITLAB_URl names no option and is ignored (did you mean GITLAB_URL? "
-        "config/gateway.example.toml lists every option)"
+        "--example-config lists every option)"
     )
     assert "(did you mean GITLAB_TOKEN? " in unknown_environment_line("GITLAB_TOKNE")
     assert not any(map(refused_environment, unknown_environment(env)))  # warned about, not refused
@@ -662,3 +661,24 @@ def test_without_uvloop_auto_runs_on_asyncio_with_one_warning_and_uvloop_is_refu
     assert code == 2
     assert err.startswith("gitlab-mcp-gateway: configuration error: GATEWAY_SERVER__EVENT_LOOP: uvloop ")
     assert 'or set "auto"' in err
+
+
+def test_example_config_prints_the_packaged_example(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--example-config")
+    assert code == 0
+    assert out == EXAMPLE.read_text(encoding="utf-8")
+    assert "--example-config > gateway.toml" in out  # it says how it was made
+
+
+def test_every_file_the_package_reads_is_in_its_wheel() -> None:
+    # A pip install (the container's too) gets only what package-data names besides modules: a
+    # glob that misses a file works in a checkout and fails once installed.
+    globs = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    package = REPO / "gateway"
+    shipped = {path for pattern in globs["gateway"] for path in package.glob(pattern)}
+    data = {
+        path
+        for path in package.rglob("*")
+        if path.is_file() and path.suffix not in (".py", ".pyc", ".md")  # .md: sources of docs/tools/
+    }
+    assert data - shipped == set()
