@@ -20,7 +20,9 @@ from graphql.execution.values import get_variable_values
 from jsonschema import Draft202012Validator
 
 from gateway.config import Settings
+from gateway.gitlab.credentials import ANONYMOUS
 from gateway.tools import all_tools
+from gateway.tools.visibility import ANONYMOUS_READS
 from tests.unit.gitlab.fake_gitlab import gitlab_schema
 from tests.unit.gitlab.tool_env import ToolEnv
 
@@ -237,6 +239,21 @@ async def test_create_may_be_asked_for_with_the_results_own_action(env: ToolEnv,
     out = ok(await env.call("save_pipeline", {"action": "create", "project_id": PROJECT, "ref": "main"}))
     assert out["action"] == "create" and out["id"] == PIPELINE_ID
     assert gql.variables("PipelineCreate") == [{"input": {"projectPath": PROJECT, "ref": "main"}}]
+
+
+async def test_create_by_an_anonymous_gateway_says_it_has_no_token(env: ToolEnv, gql: GraphQL) -> None:
+    gql.on("PipelineCreate", NOT_AVAILABLE)
+    err = error(await env.call("save_pipeline", {"project_id": PROJECT, "ref": "main"}, credential=ANONYMOUS))
+    assert err["reason"] == "not_found"
+    assert err["message"] == (
+        f"Project '{PROJECT}' not found, or GitLab does not let a caller without a token run pipelines "
+        f"in it. {ANONYMOUS_READS}"
+    )
+    gql.on("PipelineRetry", NOT_AVAILABLE)
+    err = error(
+        await env.call("save_pipeline", {"pipeline_id": PIPELINE_ID, "action": "retry"}, credential=ANONYMOUS)
+    )
+    assert err["message"].endswith(ANONYMOUS_READS) and "this token" not in err["message"]
 
 
 async def test_create_by_numeric_project_id_resolves_the_path_first(env: ToolEnv, gql: GraphQL) -> None:
