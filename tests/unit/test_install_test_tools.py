@@ -42,6 +42,10 @@ def test_the_tools_installed_follow_the_tests_selected(args: tuple[str, ...], gr
     assert groups_for(*args) == groups
 
 
+def test_scripts_test_passes_its_arguments() -> None:
+    assert 'scripts/install-test-tools --for "$@"' in (REPO / "scripts" / "test").read_text()
+
+
 def test_an_unknown_group_is_refused() -> None:
     done = subprocess.run([str(SCRIPT), "postgresql"], cwd=REPO, capture_output=True, text=True, timeout=30)
     assert done.returncode == 2
