@@ -2,7 +2,8 @@
 
 Flags: ``--host`` (default 127.0.0.1), ``--port`` (8080), ``--config FILE`` (TOML),
 ``--read-only``, ``--conformance-fixtures`` (test mode, loopback only), ``--print-config`` (the
-effective configuration as JSON, secrets masked, then exit), ``--migrate`` (bring the broker
+effective configuration as JSON, secrets masked, then exit), ``--example-config`` (the example
+configuration file, every option commented, then exit), ``--migrate`` (bring the broker
 database's schema up to date, then exit), ``--version``. Precedence: defaults <
 TOML file < environment < flags (``gateway.config``).
 
@@ -45,13 +46,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="MCP gateway to GitLab (Streamable HTTP on /mcp), with a phase broker for agents.",
-        epilog="Every option of the TOML file can also be set from the environment: see "
-        "config/gateway.example.toml.",
+        epilog="Every option of the TOML file can also be set from the environment: --example-config "
+        "prints them all, with their defaults and environment names.",
     )
     parser.add_argument("--host", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port to listen on (default 8080)")
     parser.add_argument(
-        "--config", type=Path, help="TOML configuration file (see config/gateway.example.toml)"
+        "--config", type=Path, help="TOML configuration file (--example-config prints one to start from)"
     )
     parser.add_argument("--read-only", action="store_true", default=None, help="serve only read-only tools")
     parser.add_argument(
@@ -66,6 +67,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="print the effective configuration (JSON, secrets masked) and exit",
     )
     parser.add_argument(
+        "--example-config",
+        action="store_true",
+        help="print an example configuration file (every option, set to its default, with what it does) "
+        "and exit: --example-config > gateway.toml",
+    )
+    parser.add_argument(
         "--migrate",
         action="store_true",
         help="bring the broker database's schema up to date and exit (a deployment step or an init "
@@ -73,6 +80,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return parser.parse_args(argv)
+
+
+#: The example configuration, shipped inside the package so that every installation has it.
+EXAMPLE_CONFIG = "config_example.toml"
+
+
+def example_config() -> str:
+    """The text of the example configuration file (``--example-config``)."""
+    from importlib.resources import files
+
+    return files("gateway").joinpath(EXAMPLE_CONFIG).read_text(encoding="utf-8")
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -229,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     args = parse_args(argv)
+    if args.example_config:  # before the configuration is read: it may be what is broken
+        sys.stdout.write(example_config())
+        return 0
     try:
         settings = load_settings(args.config, **_overrides(args))
     except ValidationError as err:
@@ -249,19 +270,12 @@ def main(argv: list[str] | None = None) -> int:
         source = environment_source(("gitlab", "url"))
         print(f"{PROG}: configuration error: {source[0] if source else 'gitlab.url'}: {err}", file=sys.stderr)
         return 2
-    from gateway.config_errors import unknown_environment_line
+    from gateway.config_errors import refused_environment, unknown_environment_line
 
     unknown = unknown_environment()
-    for name in unknown:
-        if "__" in name:
-            # GATEWAY_<SECTION>__<OPTION> is ours whatever it says: refused, as a typo of an
-            # option's name inside a section is. A name without "__" may be another program's
-            # (CGI's GATEWAY_INTERFACE, a client's token variable): warned about below.
-            print(
-                f"{PROG}: configuration error: {unknown_environment_line(name, refused=True)}",
-                file=sys.stderr,
-            )
-    if any("__" in name for name in unknown):
+    for name in filter(refused_environment, unknown):  # the others are warned about below
+        print(f"{PROG}: configuration error: {unknown_environment_line(name, refused=True)}", file=sys.stderr)
+    if any(map(refused_environment, unknown)):
         return 2
     if args.print_config:
         for name in unknown:
@@ -274,6 +288,18 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(settings.logging, secrets=secrets_of(settings))
     if args.migrate:
         return migrate_database(settings)
+
+    from gateway.listening import bound_sockets
+
+    server = settings.server
+    try:
+        # Before anything starts: a port in use is refused before the broker database is created.
+        listening = bound_sockets(server.host, server.port)
+    except OSError as err:
+        if not _bind_error(err):
+            raise
+        print(f"{PROG}: cannot listen: {err.strerror or err}{_bind_hint(err, server)}", file=sys.stderr)
+        return 1
 
     from gateway.allocator import fix_mmap_threshold
     from gateway.app import create_app
@@ -297,7 +323,6 @@ def main(argv: list[str] | None = None) -> int:
         from gateway.tools.context import SERVICES
 
         startup_check.setup(app, lambda app: app[SERVICES].gitlab, settings)
-    server = settings.server
 
     serving: list[bool] = []  # set once the gateway listens: a start that fails to bind never served
 
@@ -345,19 +370,12 @@ def main(argv: list[str] | None = None) -> int:
         web.run_app(
             app,
             loop=loop,  # run_app closes it
-            host=server.host,
-            port=server.port,
+            sock=listening,
             shutdown_timeout=server.shutdown_timeout_seconds,
             print=on_listening,
             # One line per MCP request comes from the transport; aiohttp's access log only at DEBUG.
             access_log=logging.getLogger("aiohttp.access"),
         )
-    except OSError as err:
-        if not _bind_error(err):
-            raise
-        # asyncio's message names the address.
-        print(f"{PROG}: cannot listen: {err.strerror or err}{_bind_hint(err, server)}", file=sys.stderr)
-        return 1
     except DatabaseUnusable as err:
         # broker.database_url names a database this gateway cannot use: a configuration error.
         log.debug("start-up failed", exc_info=True)

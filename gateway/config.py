@@ -1,7 +1,8 @@
 """Configuration: defaults, a TOML file, then the environment, then command-line flags.
 
 Precedence (highest first): CLI flags (``--host``, ``--port``, ``--read-only``) > environment >
-TOML file (``--config FILE``) > defaults. ``config/gateway.example.toml`` lists every option.
+TOML file (``--config FILE``) > defaults. ``gateway/config_example.toml`` lists every option
+(``gitlab-mcp-gateway --example-config`` prints it).
 
 Environment names:
 

@@ -21,7 +21,9 @@ from pydantic_core import ErrorDetails
 
 from gateway.config import CONTRACT_ENVIRONMENT, Settings
 
-LISTED = "config/gateway.example.toml lists every option"
+#: Where every option is listed, for people who installed the gateway with pip or run its
+#: container as much as for a checkout: the example configuration ships inside the package.
+LISTED = "--example-config lists every option"
 
 #: How alike a misspelt name and an option's name must be (difflib's ratio) to be suggested:
 #: ``prot`` → ``port`` and ``hots`` → ``host`` (0.75) are, ``fail`` → ``fail_limit`` is not.
@@ -283,17 +285,50 @@ def _known_environment() -> set[str]:
     return known
 
 
-def unknown_environment(environ: dict[str, str] | None = None) -> list[str]:
-    """``GATEWAY_*`` variables that name no option (a typo is otherwise silently ignored)."""
+#: How alike a variable's name and ``GITLAB_URL`` or ``GITLAB_TOKEN`` must be (difflib's ratio)
+#: to be taken for a misspelling of it: ``GITLAB_TOKNE`` (0.92) and ``GITLB_URL`` (0.95) are;
+#: ``GITLAB_API_URL`` (0.83, another GitLab client's) and ``GITLAB_CI`` (0.74, GitLab CI's) are not.
+_CONTRACT_CLOSE = 0.85
+#: The contract's names that are not ``GATEWAY_*`` (whose misspellings are caught as any option's).
+_GITLAB_NAMES = sorted(name for name in CONTRACT_ENVIRONMENT if not name.startswith("GATEWAY_"))
+
+
+def _misspelt_contract_name(name: str, env: Mapping[str, str]) -> bool:
+    """``name`` looks like ``GITLAB_URL`` or ``GITLAB_TOKEN`` but is not it (``GITLAB_URl``,
+    ``GITLAB_TOKNE``), and the name it looks like is not set: when it is, the look-alike is
+    another program's variable, not a typo."""
+    if name in CONTRACT_ENVIRONMENT or name.upper().startswith("GATEWAY_"):
+        return False
+    close = difflib.get_close_matches(name.upper(), _GITLAB_NAMES, n=1, cutoff=_CONTRACT_CLOSE)
+    return bool(close) and not env.get(close[0])
+
+
+def unknown_environment(environ: Mapping[str, str] | None = None) -> list[str]:
+    """``GATEWAY_*`` variables that name no option, and misspellings of ``GITLAB_URL`` and
+    ``GITLAB_TOKEN`` (either is otherwise silently ignored)."""
     env = os.environ if environ is None else environ
     known = _known_environment()
-    return sorted(k for k in env if k.upper().startswith("GATEWAY_") and k.upper() not in known)
+    return sorted(
+        k
+        for k in env
+        if (k.upper().startswith("GATEWAY_") and k.upper() not in known) or _misspelt_contract_name(k, env)
+    )
+
+
+def refused_environment(name: str) -> bool:
+    """An unknown variable that stops the gateway rather than being warned about:
+    ``GATEWAY_<SECTION>__<OPTION>`` is the gateway's own whatever it says, as a typo of an
+    option's name inside a section is. Any other may be another program's (CGI's
+    ``GATEWAY_INTERFACE``, a client's token variable, a look-alike of ``GITLAB_URL``)."""
+    return name.upper().startswith("GATEWAY_") and "__" in name
 
 
 def unknown_environment_line(name: str, *, refused: bool = False) -> str:
     """What to say of unknown variable ``name``: that it is ignored (or ``refused``), and the
-    option it most likely meant (``GATEWAY_READONLY`` → ``GATEWAY_READ_ONLY``)."""
-    close = difflib.get_close_matches(name.upper(), sorted(_known_environment()), n=1, cutoff=0.8)
+    option it most likely meant (``GATEWAY_READONLY`` → ``GATEWAY_READ_ONLY``, ``GITLAB_TOKNE``
+    → ``GITLAB_TOKEN``)."""
+    candidates = sorted(_known_environment() | set(_GITLAB_NAMES))
+    close = difflib.get_close_matches(name.upper(), candidates, n=1, cutoff=0.8)
     hint = f"did you mean {close[0]}? " if close else ""
     what = "" if refused else " and is ignored"
     return f"environment variable {name} names no option{what} ({hint}{LISTED})"

@@ -201,8 +201,9 @@ class Changes:
                 "conflict",
                 f"The pipeline is STOPPED (stop_pipeline{by}{at}) for good: {tool} and every other "
                 f"state-changing call are refused. Monitoring tools still work ({MONITORING}). To run a "
-                f"new pipeline an operator stops the gateway and moves {DB_FILE} (or, with PostgreSQL, "
-                f"the broker's database) and {STOP_FILE} out of the way.",
+                f"new pipeline an operator stops the gateway and empties the broker's state: {DB_FILE}, "
+                f"logs/ and {STOP_FILE} out of the state folder (with PostgreSQL, the broker's tables "
+                f'dropped and {STOP_FILE} deleted; the gateway\'s docs/broker.md, "Starting over").',
                 state=err.state.value,
                 allowed_states=[s.value for s in err.allowed],
             )

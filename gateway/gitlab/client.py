@@ -34,6 +34,7 @@ from gateway import __version__
 from gateway.config import GitLabSettings
 from gateway.gitlab.answers import check_status, decode_json, graphql_data
 from gateway.gitlab.call import Answer, GitLabCall, Transient
+from gateway.gitlab.connect_hints import tls_hint
 from gateway.gitlab.credentials import Credential
 from gateway.gitlab.errors import GitLabUpstreamError
 from gateway.gitlab.http import build_http_client, build_transport
@@ -241,10 +242,12 @@ class GitLabClient:
                 response = await self._exchange(call, headers, deadline)
         except _NOT_SENT as exc:
             self._record(call, "error", started, error=type(exc).__name__)
+            hint = tls_hint(exc) or (
+                "check GITLAB_URL, proxy settings (HTTPS_PROXY, NO_PROXY) and that GitLab is up"
+            )
             raise Transient(
                 GitLabUpstreamError(
-                    f"Could not connect to GitLab at {self.base.url} ({type(exc).__name__}). Check "
-                    "GITLAB_URL, proxy settings (HTTPS_PROXY, NO_PROXY) and that GitLab is up.",
+                    f"Could not connect to GitLab at {self.base.url} ({type(exc).__name__}): {hint}.",
                     request_id=call.request_id,
                 )
             ) from None

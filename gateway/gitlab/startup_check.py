@@ -29,6 +29,7 @@ import httpx
 from aiohttp import web
 
 from gateway.gitlab.client import GitLabClient
+from gateway.gitlab.connect_hints import tls_hint
 from gateway.gitlab.credentials import service_credential
 from gateway.gitlab.operation_loader import load_operation, operation_name
 from gateway.observability.logging import redact
@@ -84,11 +85,7 @@ async def check_gitlab(
         )
     except httpx.HTTPError as exc:
         why = type(exc).__name__
-        hint = "check GITLAB_URL, the network path or proxy to it"
-        if "WRONG_VERSION_NUMBER" in str(exc):  # what a plain-HTTP port answers a TLS hello with
-            hint = "it does not speak TLS on that port: check whether GITLAB_URL should start with http://"
-        elif "SSL" in str(exc) or "certificate" in str(exc).lower():
-            hint = "check GitLab's TLS certificate; for a private CA set gitlab.ca_bundle"
+        hint = tls_hint(exc) or "check GITLAB_URL, the network path or proxy to it"
         return _warn("unreachable", f"GitLab at {url} is not reachable ({why}): {hint}" + _SERVES_ANYWAY)
     status = response.status_code
     if status >= 500 or status == 429:

@@ -15,14 +15,13 @@ and stops before them.
 from __future__ import annotations
 
 import logging
-import os
-import socket
 from collections.abc import AsyncIterator
 
 from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 from gateway.config import Settings
+from gateway.listening import bound_sockets
 from gateway.observability import health
 from gateway.observability.metrics import METRICS
 from gateway.tools.context import SERVICES
@@ -40,7 +39,7 @@ def serve_metrics_port(app: web.Application, settings: Settings) -> None:
     if port is None:
         return
     host = settings.server.metrics_host
-    sock = _bound_socket(host, port)
+    socks = bound_sockets(host, port)
 
     async def listener(app: web.Application) -> AsyncIterator[None]:
         ops = web.Application()
@@ -52,7 +51,8 @@ def serve_metrics_port(app: web.Application, settings: Settings) -> None:
         runner = web.AppRunner(ops, access_log=None, handle_signals=False)
         await runner.setup()
         try:
-            await web.SockSite(runner, sock).start()
+            for sock in socks:
+                await web.SockSite(runner, sock).start()
             shown = f"[{host}]" if ":" in host else host
             log.info("Serving /metrics, /healthz and /readyz on http://%s:%d", shown, port)
             yield
@@ -60,30 +60,3 @@ def serve_metrics_port(app: web.Application, settings: Settings) -> None:
             await runner.cleanup()
 
     app.cleanup_ctx.append(listener)
-
-
-def _bound_socket(host: str, port: int) -> socket.socket:
-    """A listening-ready TCP socket bound to ``host:port`` (the first address ``host`` resolves to).
-
-    Raises:
-        OSError: as asyncio words a bind failure (``error while attempting to bind on address
-            ('0.0.0.0', 9090): address already in use``), so that it reads like the MCP port's.
-    """
-    family, kind, proto, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        # As asyncio's create_server does on POSIX: a restart may bind while old connections linger.
-        if os.name == "posix":
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if family == socket.AF_INET6:
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-        sock.bind(address)
-    except OSError as err:
-        sock.close()
-        reason = (err.strerror or str(err)).lower()
-        raise OSError(
-            err.errno, f"error while attempting to bind on address {(host, port)!r}: {reason}"
-        ) from None
-    return sock

@@ -96,12 +96,37 @@ def _arguments(tool: Tool) -> list[str]:
     required = set(schema.get("required", []))
     lines = ["| argument | type | required | default | description |", "| --- | --- | --- | --- | --- |"]
     for name, prop in props.items():
-        default = f"`{json.dumps(prop['default'])}`" if "default" in prop else ""
-        need = "yes" if name in required else ""
-        lines.append(
-            f"| `{name}` | {_type(prop)} | {need} | {default} | {_cell(prop.get('description', ''))} |"
-        )
+        lines += _argument_rows(name, prop, name in required, nested=True)
     return lines
+
+
+def _argument_rows(name: str, prop: dict[str, Any], required: bool, *, nested: bool) -> list[str]:
+    """The row of one argument and, one level down, the rows of the fields of the object it takes
+    or of its list's items (``phases[].issues``; "required" there means in each item): an agent
+    cannot build ``array of object`` from the type alone."""
+    default = f"`{json.dumps(prop['default'])}`" if "default" in prop else ""
+    rows = [
+        f"| `{name}` | {_type(prop)} | {'yes' if required else ''} | {default} "
+        f"| {_cell(prop.get('description', ''))} |"
+    ]
+    if not nested:
+        return rows
+    for inner, prefix in _objects_within(name, prop):
+        needed = set(inner.get("required", []))
+        for field_name, field in inner.get("properties", {}).items():
+            rows += _argument_rows(f"{prefix}.{field_name}", field, field_name in needed, nested=False)
+    return rows
+
+
+def _objects_within(name: str, prop: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
+    """The object schemas ``prop`` holds (itself, its list's items, either branch of an
+    ``anyOf`` such as an optional list) with the prefix their fields are shown under."""
+    found = []
+    for node in [prop, *prop.get("anyOf", [])]:
+        inner, prefix = (node.get("items", {}), f"{name}[]") if node.get("type") == "array" else (node, name)
+        if inner.get("type") == "object" and inner.get("properties"):
+            found.append((inner, prefix))
+    return found
 
 
 def _result(tool: Tool) -> list[str]:
@@ -131,11 +156,9 @@ def _field_rows(name: str, prop: dict[str, Any], always: bool, *, nested: bool) 
     ]
     if not nested:
         return rows
-    for node in [prop, *prop.get("anyOf", [])]:
-        inner, prefix = (node.get("items", {}), f"{name}[]") if node.get("type") == "array" else (node, name)
-        fields: dict[str, Any] = inner.get("properties", {}) if inner.get("type") == "object" else {}
+    for inner, prefix in _objects_within(name, prop):
         required = set(inner.get("required", []))
-        for field_name, field in fields.items():
+        for field_name, field in inner.get("properties", {}).items():
             rows += _field_rows(f"{prefix}.{field_name}", field, field_name in required, nested=False)
     return rows
 

@@ -2,7 +2,7 @@
 
 Precedence defaults < TOML file < environment < flags; one clean line per bad option, naming it;
 the refusal to expose a service token on a non-loopback address; secrets masked when printed;
-``config/gateway.example.toml`` lists every option with its default.
+``gateway/config_example.toml`` (``--example-config``) lists every option with its default.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from gateway.config import BrokerSettings, Settings, load_settings
 from gateway.event_loop import UVLOOP_EXPECTED, new_event_loop
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "config" / "gateway.example.toml"
+EXAMPLE = REPO / "gateway" / "config_example.toml"
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -111,25 +111,24 @@ def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         (
             "[server]\nhots = 1",
             {},
-            "server.hots: unknown option (did you mean server.host?); config/gateway.example.toml lists "
-            "every option",
+            "server.hots: unknown option (did you mean server.host?); --example-config lists every option",
         ),
         (
             "",
             {"GATEWAY_SERVER__PROT": "9999"},
             "environment variable GATEWAY_SERVER__PROT names no option (did you mean GATEWAY_SERVER__PORT? "
-            "config/gateway.example.toml lists every option)",
+            "--example-config lists every option)",
         ),
         (
             "[gitlab]\ncredentialmode = 'passthrough'",
             {},
-            "gitlab.credentialmode: unknown option (did you mean gitlab.credential_mode?); config/gateway",
+            "gitlab.credentialmode: unknown option (did you mean gitlab.credential_mode?); --example-config",
         ),
         (
             "port = 9000",
             {},
             "error: port: unknown top-level option; did you mean server.port (under [server])? "
-            "config/gateway.example.toml lists every option (got 9000)",
+            "--example-config lists every option (got 9000)",
         ),
         (
             "connect_timeout_seconds = 1",
@@ -137,8 +136,8 @@ def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: P
             "connect_timeout_seconds: unknown top-level option; did you mean gitlab.connect_timeout_seconds "
             "(under [gitlab]) or broker.connect_timeout_seconds (under [broker])?",
         ),
-        ("readonly = true", {}, "readonly: unknown option (did you mean read_only?); config/gateway.example"),
-        ("[sever]\nport = 1", {}, "sever: unknown option (did you mean server?); config/gateway.example"),
+        ("readonly = true", {}, "readonly: unknown option (did you mean read_only?); --example-config lists"),
+        ("[sever]\nport = 1", {}, "sever: unknown option (did you mean server?); --example-config lists"),
         ("[gitlab]\nurl = 'gitlab.example.com'", {}, "gitlab.url: must start with http:// or https://"),
         ("[gitlab]\ncredential_mode = 'pass'", {}, "gitlab.credential_mode: Input should be 'service' or"),
         (
@@ -486,20 +485,20 @@ def _gateway(
     )
 
 
-def test_a_port_in_use_is_one_clean_line(tmp_path: Path) -> None:
+def test_a_port_in_use_is_one_clean_line_before_the_broker_database_is_made(tmp_path: Path) -> None:
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
         result = _gateway(tmp_path, "--port", str(port))
     assert result.returncode == 1
-    assert "Traceback" not in result.stderr
-    assert result.stderr.splitlines()[-1] == (
+    assert not (tmp_path / "state" / "broker.db").exists()  # the port was tried first
+    assert result.stderr.splitlines() == [
         f"gitlab-mcp-gateway: cannot listen: error while attempting to bind on address "
         f"('127.0.0.1', {port}): address already in use. Another process listens there: stop it, or "
         "choose another port with --port N (or GATEWAY_SERVER__PORT=N, or port under [server] in the "
         "--config file)"
-    )
+    ]
 
 
 def test_a_metrics_port_in_use_is_one_clean_line_before_anything_starts(tmp_path: Path) -> None:
@@ -560,6 +559,27 @@ def test_unknown_gateway_variables_are_named() -> None:
     assert unknown_environment(env) == ["GATEWAY_BROKER__FAIL_LIMT", "GATEWAY_FOO__BAR"]
 
 
+def test_misspelt_gitlab_url_and_token_are_named_but_other_programs_gitlab_variables_are_not() -> None:
+    from gateway.config_errors import refused_environment, unknown_environment, unknown_environment_line
+
+    others = {
+        "GITLAB_CI": "true",
+        "GITLAB_USER_LOGIN": "alice",
+        "GITLAB_API_URL": "https://x",
+        "GITLAB_ENV": "f",
+    }
+    env = {"GITLAB_URl": "https://x", "GITLAB_TOKNE": "glpat-x", "gitlab_token": "glpat-x", **others}
+    assert unknown_environment(env) == ["GITLAB_TOKNE", "GITLAB_URl", "gitlab_token"]
+    assert unknown_environment_line("GITLAB_URl") == (
+        "environment variable GITLAB_URl names no option and is ignored (did you mean GITLAB_URL? "
+        "--example-config lists every option)"
+    )
+    assert "(did you mean GITLAB_TOKEN? " in unknown_environment_line("GITLAB_TOKNE")
+    assert not any(map(refused_environment, unknown_environment(env)))  # warned about, not refused
+    # With the right name set, a look-alike is some other program's variable.
+    assert unknown_environment({**env, "GITLAB_URL": "https://x", "GITLAB_TOKEN": "glpat-x"}) == []
+
+
 @pytest.mark.parametrize(
     ("agents", "expected"),
     [
@@ -591,9 +611,15 @@ def test_migrate_beside_a_running_gateway_says_there_is_nothing_to_do(tmp_path: 
 def test_a_misspelt_variable_is_named_with_the_option_it_likely_meant(tmp_path: Path) -> None:
     # Without "__" it may be another program's (CGI's GATEWAY_INTERFACE): warned, even by
     # --print-config, which a person checks a setting with.
-    out = _gateway(tmp_path, "--print-config", env={"GATEWAY_READONLY": "true", "GATEWAY_GITLAB_TOKEN": "x"})
+    out = _gateway(
+        tmp_path,
+        "--print-config",
+        env={"GATEWAY_READONLY": "true", "GATEWAY_GITLAB_TOKEN": "x", "GITLAB_TOKNE": "glpat-x"},
+    )
     assert out.returncode == 0
     assert '"read_only": false' in out.stdout
+    assert '"token": null' in out.stdout
+    assert "GITLAB_TOKNE names no option and is ignored (did you mean GITLAB_TOKEN?" in out.stderr
     assert "GATEWAY_READONLY names no option and is ignored (did you mean GATEWAY_READ_ONLY?" in out.stderr
     assert (
         "GATEWAY_GITLAB_TOKEN names no option and is ignored (did you mean GATEWAY_GITLAB__TOKEN?"
@@ -635,3 +661,10 @@ def test_without_uvloop_auto_runs_on_asyncio_with_one_warning_and_uvloop_is_refu
     assert code == 2
     assert err.startswith("gitlab-mcp-gateway: configuration error: GATEWAY_SERVER__EVENT_LOOP: uvloop ")
     assert 'or set "auto"' in err
+
+
+def test_example_config_prints_the_packaged_example(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--example-config")
+    assert code == 0
+    assert out == EXAMPLE.read_text(encoding="utf-8")
+    assert "--example-config > gateway.toml" in out  # it says how it was made

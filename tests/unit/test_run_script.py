@@ -32,3 +32,5 @@ def test_relative_paths_are_read_from_the_folder_it_was_started_in(tmp_path: Pat
     assert result.returncode == 0, result.stderr
     config = json.loads(result.stdout)
     assert config["server"]["port"] == 9123
+    # Relative, so the broker's state lands in .pipeline/ of the caller's folder (README), not the checkout's.
+    assert config["state_dir"] == ".pipeline"

@@ -97,6 +97,15 @@ def test_generated_docs_are_current(path: Path) -> None:
     )
 
 
+def test_an_argument_taking_a_list_of_objects_shows_the_fields_of_its_items() -> None:
+    broker = (ROOT / "docs" / "tools" / "broker.md").read_text(encoding="utf-8")
+    assert "| `phases` | array of object | yes |  | The phases in the order they run |" in broker
+    assert "| `phases[].phase` | integer 0..1000000 | yes |  | Phase number |" in broker
+    assert "| `phases[].issues` | array of string | yes |  | Issue ids of the phase, in order |" in broker
+    save = (ROOT / "docs" / "tools" / "save_pipeline.md").read_text(encoding="utf-8")
+    assert '| `variables[].variable_type` | `env_var` \\| `file` |  | `"env_var"` |' in save
+
+
 def test_every_tool_has_a_generated_page() -> None:
     paged = {tool.name for page in pages() for tool in page.tools}
     assert paged == {tool.name for tool in TOOLS}

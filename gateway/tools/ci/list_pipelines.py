@@ -30,6 +30,7 @@ from gateway.tools.pagination import (
     page_info,
 )
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput
+from gateway.tools.visibility import and_token_can
 
 #: The longest ``ref`` and ``source`` filters taken.
 _LENGTHS = {"ref": 1024, "source": 64}
@@ -137,7 +138,7 @@ async def list_pipelines(ctx: ToolContext, args: ListPipelinesInput) -> ListPipe
     if project is None:
         raise not_found(
             f"Project '{args.id}' not found or inaccessible. Check the project ID or full path (for example "
-            "`group/subgroup/project`) and that your GitLab token can read the project."
+            "`group/subgroup/project`)" + and_token_can(ctx.call.principal.credential, "read the project")
         )
     pipelines = project.pipelines or Pipelines()
     return ListPipelinesOutput(

@@ -31,6 +31,7 @@ from gateway.gitlab.urls import (
 )
 from gateway.tools.context import ToolContext
 from gateway.tools.registry import ToolOutput
+from gateway.tools.visibility import ANONYMOUS_READS, anonymous_note, is_anonymous
 
 # -- GitLab's answers ---------------------------------------------------------------------------------
 
@@ -127,7 +128,10 @@ async def lookup_project(
     variables = project_address(full_path, numeric)
     if pipeline_id is not None:
         variables |= {"pipelineId": global_id("Ci::Pipeline", pipeline_id), "withPipeline": True}
-    missing = f"Project '{named}' not found or inaccessible. Check the ID or full path (e.g. group/project)."
+    missing = (
+        f"Project '{named}' not found or inaccessible. Check the ID or full path (e.g. group/project)."
+        + anonymous_note(ctx.call.principal.credential)
+    )
     try:
         project = (await SAVE_PIPELINE_PROJECT.run(ctx.gitlab, variables)).project_node()
     except GitLabNotFound:
@@ -258,6 +262,11 @@ async def create(
             err.request_id,
         ) from None
     except GitLabNotFound:
+        if is_anonymous(ctx.call.principal.credential):
+            raise not_found(
+                f"Project '{project.full_path}' not found, or GitLab does not let a caller without a token "
+                f"run pipelines in it. {ANONYMOUS_READS}"
+            ) from None
         raise not_found(
             f"Project '{project.full_path}' not found, or this token may not run pipelines in it "
             "(GitLab does not say which). Check the project and the token's access (Developer role or "
@@ -285,10 +294,16 @@ async def create(
     return _result(ctx, "create", pipeline, pipeline_id=None, project=project)
 
 
-def _hidden_pipeline(pipeline_id: int, verb: str) -> ToolError:
+def _hidden_pipeline(ctx: ToolContext, pipeline_id: int, verb: str) -> ToolError:
+    check = "Check `pipeline_id` (the ID shown in the pipeline's URL, not its IID)."
+    if is_anonymous(ctx.call.principal.credential):
+        return not_found(
+            f"Pipeline {pipeline_id} not found, or GitLab does not let a caller without a token {verb} it. "
+            f"{check} {ANONYMOUS_READS}"
+        )
     return not_found(
         f"Pipeline {pipeline_id} not found, or this token may not {verb} it (GitLab does not say which). "
-        "Check `pipeline_id` (the ID shown in the pipeline's URL, not its IID)."
+        + check
     )
 
 
@@ -305,7 +320,7 @@ async def retry(ctx: ToolContext, pipeline_id: int, project: ResolvedProject | N
             err.request_id,
         ) from None
     except GitLabNotFound:
-        raise _hidden_pipeline(pipeline_id, "retry") from None
+        raise _hidden_pipeline(ctx, pipeline_id, "retry") from None
     if payload is None:
         raise _retry_unknown(
             pipeline_id, project, "GitLab answered pipelineRetry without a payload", ctx.call.request_id
@@ -331,7 +346,7 @@ async def cancel(ctx: ToolContext, pipeline_id: int, project: ResolvedProject | 
             resent = True
             answer = await PIPELINE_CANCEL.run(ctx.gitlab, variables, mutation=False)
     except GitLabNotFound:
-        raise _hidden_pipeline(pipeline_id, "cancel") from None
+        raise _hidden_pipeline(ctx, pipeline_id, "cancel") from None
     if answer.pipelineCancel is None:
         raise ToolError(
             "upstream_error", "GitLab answered pipelineCancel without a payload; try again later."

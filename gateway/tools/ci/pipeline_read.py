@@ -22,6 +22,7 @@ from gateway.gitlab.urls import global_id, is_numeric_id, project_address, proje
 from gateway.tools.arguments import schema_extra, shown
 from gateway.tools.pagination import DEFAULT_PAGE_SIZE, PageInfo, PageInfoAnswer, page_info
 from gateway.tools.registry import ToolOutput
+from gateway.tools.visibility import and_token_can
 
 Facet = Literal["jobs", "downstream_pipelines", "bridge_jobs"]
 
@@ -277,14 +278,14 @@ async def read_pipeline(
     if node is None:
         raise not_found(
             f"Project '{project}' not found or inaccessible. Check the project ID or full path (for example "
-            "`group/subgroup/project`) and that your GitLab token can read the project."
+            "`group/subgroup/project`)" + and_token_can(gitlab.credential, "read the project")
         )
     pipeline = node.pipeline
     if pipeline is None:
         raise not_found(
             f"Pipeline {pipeline_id} not found or inaccessible in project '{project}'. Check that "
-            f"{pipeline_id} is the pipeline ID (the number in `/-/pipelines/<id>`, not the per-project IID) "
-            "and that your GitLab token can read the project's pipelines."
+            f"{pipeline_id} is the pipeline ID (the number in `/-/pipelines/<id>`, not the per-project IID)"
+            + and_token_can(gitlab.credential, "read the project's pipelines")
         )
     out = GetPipelineOutput(**_pipeline_fields(gitlab, pipeline))
     if facet == "jobs":

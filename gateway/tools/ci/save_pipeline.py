@@ -3,7 +3,8 @@
 ``save_`` here folds two lifecycle actions into one tool, as GitLab's own tool does and its MCP
 guidelines allow as a documented exception (``docs/tools/save_pipeline.md``):
 
-- no ``pipeline_id`` → create (``Mutation.pipelineCreate``; needs ``ref`` and the project);
+- no ``pipeline_id`` (and no ``action``, or ``action: create``, the spelling the result uses) →
+  create (``Mutation.pipelineCreate``; needs ``ref`` and the project);
 - ``pipeline_id`` + ``action: retry`` → ``Mutation.pipelineRetry``;
 - ``pipeline_id`` + ``action: cancel`` → ``Mutation.pipelineCancel``.
 
@@ -78,10 +79,10 @@ class SavePipelineInput(ToolInput):
         None,
         description="ID of an existing pipeline to retry or cancel (with action). Omit it to create one.",
     )
-    action: Literal["retry", "cancel"] | None = Field(
+    action: Literal["create", "retry", "cancel"] | None = Field(
         None,
-        description="retry (re-run failed and canceled jobs) or cancel (stop running jobs); requires "
-        "pipeline_id. Omit it to create a pipeline.",
+        description="create (the default without pipeline_id: a new pipeline from ref), retry (re-run "
+        "failed and canceled jobs) or cancel (stop running jobs); retry and cancel require pipeline_id.",
     )
     ref: str | None = Field(
         None, description="Branch or tag to run the new pipeline on, e.g. main. Required to create."
@@ -120,7 +121,13 @@ def check_preconditions(args: SavePipelineInput) -> None:
         raise bad_request(
             "Provide exactly one of `url` or `project_id`, not both: they both name the project."
         )
-    if args.action is not None and args.pipeline_id is None:
+    if args.action == "create" and args.pipeline_id is not None:
+        raise bad_request(
+            'action "create" starts a new pipeline and takes no `pipeline_id`. Omit `pipeline_id` to '
+            'create one (with `ref` and `project_id` or `url`), or pass action "retry" or "cancel" to act '
+            f"on pipeline {args.pipeline_id}."
+        )
+    if args.action in ("retry", "cancel") and args.pipeline_id is None:
         raise bad_request(
             f'action "{args.action}" needs `pipeline_id`: the ID of the pipeline to {args.action}. '
             "To create a new pipeline, omit `action` and pass `ref` with `project_id` or `url`."
@@ -200,8 +207,9 @@ async def save_pipeline(ctx: ToolContext, args: SavePipelineInput) -> SavePipeli
 
 DESCRIPTION = """\
 Run, retry, or cancel a CI/CD pipeline.
-- Create: omit pipeline_id; pass ref (branch or tag) and the project as project_id (ID or full path) \
-or url, plus optional variables ([{key, value, variable_type: env_var|file}]) and inputs ({name: value}).
+- Create: omit pipeline_id (action "create", or no action); pass ref (branch or tag) and the project \
+as project_id (ID or full path) or url, plus optional variables ([{key, value, variable_type: \
+env_var|file}]) and inputs ({name: value}).
 - Retry or cancel: pass pipeline_id and action ("retry" re-runs failed and canceled jobs; "cancel" \
 stops it). Pipeline IDs are global; if you also pass project_id or url, the pipeline must belong to it.
 Returns {action, id, status, ref, web_url}. A create or retry is never sent twice: if GitLab does not \

@@ -43,6 +43,7 @@ from gateway.gitlab.operation import Answer, Operation
 from gateway.gitlab.urls import MAX_ID, global_id, global_id_number_or_none
 from gateway.tools.context import ToolContext
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput, ToolResult
+from gateway.tools.visibility import anonymous_note
 
 #: GraphQL model name of a Duo workflow (``AiDuoWorkflowsWorkflowID``).
 WORKFLOW_MODEL = "Ai::DuoWorkflows::Workflow"
@@ -132,12 +133,13 @@ class DuoSessionOutput(ToolOutput):
 # -- reading a session -----------------------------------------------------------------------------
 
 
-def _missing(workflow_id: int) -> ToolError:
+def _missing(ctx: ToolContext, workflow_id: int) -> ToolError:
     # GitLab answers "does not exist" and "may not read" alike, and so does the gateway.
     return not_found(
         f"Duo session {workflow_id} was not found, or you do not have access to it. Check the workflow_id: "
         "the number ending the session's URL in GitLab (/-/automate/agent-sessions/<id>), or the ID that "
         "trigger_duo_flow or ask_duo_agent (tools of GitLab's built-in MCP server) returned."
+        + anonymous_note(ctx.call.principal.credential)
     )
 
 
@@ -190,11 +192,11 @@ async def fetch_workflow(ctx: ToolContext, workflow_id: int) -> Workflow:
     try:
         answer = await GET_DUO_SESSION.run(ctx.gitlab, {"workflowId": global_id(WORKFLOW_MODEL, workflow_id)})
     except GitLabNotFound:
-        raise _missing(workflow_id) from None
+        raise _missing(ctx, workflow_id) from None
     nodes = answer.duoWorkflowWorkflows.nodes if answer.duoWorkflowWorkflows else None
     node = nodes[0] if nodes else None
     if node is None:
-        raise _missing(workflow_id)
+        raise _missing(ctx, workflow_id)
     return node
 
 

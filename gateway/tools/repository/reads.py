@@ -18,6 +18,7 @@ from gateway.gitlab.errors import GitLabBadRequest, GitLabNotFound
 from gateway.gitlab.operation import Answer, ByPathOrId, GlobalIdNumber, Operation
 from gateway.tools.repository.file_window import TextFile
 from gateway.tools.repository.target import FileTarget, ProjectRef
+from gateway.tools.visibility import ANONYMOUS_READS, is_anonymous
 
 if TYPE_CHECKING:
     from gateway.gitlab.client import GitLabSession
@@ -167,9 +168,7 @@ async def fetch_file(ctx: ToolContext, session: GitLabSession, target: FileTarge
     except GitLabNotFound:
         # GitLab answers "does not exist or you don't have permission" when the caller may see the
         # project but not its code; keep GitLab's one wording for both (no enumeration).
-        raise not_found(
-            f"Project '{project.shown}' not found or inaccessible", project=project.shown
-        ) from None
+        raise project_not_found(project, session) from None
     except GitLabBadRequest as err:
         if "ref is not valid" in err.message.lower():
             # Gitlab::GitRefValidator refused the name: no such ref can exist.
@@ -185,7 +184,7 @@ async def fetch_file(ctx: ToolContext, session: GitLabSession, target: FileTarge
         raise
     if node is None or node.repository is None:
         # GitLab's wording; a project without read_code access looks the same (no enumeration).
-        raise not_found(f"Project '{project.shown}' not found or inaccessible", project=project.shown)
+        raise project_not_found(project, session)
     project_id = node.id
     full_path = node.fullPath or project.full_path or ""
     rules = node.rules()
@@ -315,13 +314,22 @@ async def exclusion_rules(ctx: ToolContext, session: GitLabSession, project: Pro
             answer = await GET_REPOSITORY_FILE_EXCLUSIONS_CE.run(session, project.address)
         node = answer.project_node()
         if node is None or node.repository is None:
-            raise not_found(f"Project '{project.shown}' not found or inaccessible", project=project.shown)
+            raise project_not_found(project, session)
         return node.rules()
 
     rules: tuple[str, ...] = await cache.get_or_load(
         credential_key(session.credential, "exclusions", *project.key), load
     )
     return rules
+
+
+def project_not_found(project: ProjectRef, session: GitLabSession) -> ToolError:
+    """GitLab's wording for a project that is missing or hidden (it does not say which), plus, for an
+    anonymous gateway, that only public projects are visible to it."""
+    message = f"Project '{project.shown}' not found or inaccessible"
+    if is_anonymous(session.credential):
+        message += f". {ANONYMOUS_READS}"
+    return not_found(message, project=project.shown)
 
 
 def missing_error(target: FileTarget, missing: Missing) -> ToolError:

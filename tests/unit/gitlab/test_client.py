@@ -359,7 +359,7 @@ async def test_unreachable_gitlab_says_what_to_check(
     with pytest.raises(GitLabUpstreamError) as caught:
         await query(make_client(retry_attempts=2))
     assert caught.value.message == (
-        "Could not connect to GitLab at https://gitlab.example.com (ConnectError). Check GITLAB_URL, proxy "
+        "Could not connect to GitLab at https://gitlab.example.com (ConnectError): check GITLAB_URL, proxy "
         "settings (HTTPS_PROXY, NO_PROXY) and that GitLab is up."
     )
 

@@ -21,6 +21,7 @@ from cryptography.x509.oid import NameOID
 
 from gateway.config import Settings
 from gateway.gitlab.client import GitLabClient
+from gateway.gitlab.connect_hints import CERTIFICATE, PLAIN_HTTP_PORT
 from gateway.gitlab.credentials import service_credential
 from gateway.gitlab.errors import GitLabUpstreamError
 
@@ -131,9 +132,35 @@ async def test_tls_without_the_ca_bundle_is_refused(
 ) -> None:
     url, _, seen = tls_gitlab
     client = GitLabClient(make_settings(gitlab={"url": url, "retry_attempts": 1}).gitlab)
-    with pytest.raises(GitLabUpstreamError, match="Could not connect to GitLab"):
+    with pytest.raises(GitLabUpstreamError, match="Could not connect to GitLab") as caught:
         await _query(client)
+    assert caught.value.message.endswith(f": {CERTIFICATE}.")
     assert seen == []  # the token never went to an unverified server
+
+
+async def test_https_to_a_plain_http_port_says_what_the_start_up_line_says(
+    make_settings: Callable[..., Settings],
+) -> None:
+    async def plain_http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1024)  # a TLS hello, answered as a plain-HTTP server answers it
+        writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(plain_http, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = GitLabClient(
+        make_settings(gitlab={"url": f"https://127.0.0.1:{port}", "retry_attempts": 1}).gitlab
+    )
+    try:
+        with pytest.raises(GitLabUpstreamError) as caught:
+            await _query(client)
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert caught.value.message == (
+        f"Could not connect to GitLab at https://127.0.0.1:{port} (ConnectError): {PLAIN_HTTP_PORT}."
+    )
 
 
 class _Proxy:

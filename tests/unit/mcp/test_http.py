@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from gateway.mcp import endpoint
+from tests.conftest import REPO
 from tests.unit.mcp.conftest import MakeMcp
 from tests.unit.mcp.helpers import Mcp
 
@@ -445,6 +446,13 @@ async def test_one_log_line_per_request_without_secrets(mcp: Mcp, caplog: pytest
     assert isinstance(rec.duration_ms, float)  # type: ignore[attr-defined]
     assert "glpat-secret-value" not in repr(rec.__dict__)
     assert (mcp.session_id or "") not in repr(rec.__dict__)
+    # Every field of the line is explained where operators read about logs.
+    operations = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")
+    logs = operations.split("## Logs", 1)[1].split("\n## ")[0]
+    standard = vars(logging.makeLogRecord({})).keys() | {"message", "asctime", "taskName"}
+    fields = [key for key in vars(rec) if key not in standard and not key.startswith("_")]
+    assert "era" in fields
+    assert [key for key in fields if f"`{key}`" not in logs] == []
 
 
 async def test_mcp_request_metrics_use_bounded_labels(mcp: Mcp) -> None:

@@ -15,8 +15,9 @@ import pytest
 import respx
 
 from gateway.config import Settings
-from gateway.gitlab.credentials import Credential
+from gateway.gitlab.credentials import ANONYMOUS, Credential
 from gateway.tools import all_tools
+from gateway.tools.visibility import ANONYMOUS_READS
 from tests.unit.gitlab.fake_gitlab import (
     BRIDGE_IDS,
     CHILD_PIPELINE_ID,
@@ -393,6 +394,30 @@ async def test_missing_pipeline_is_a_different_not_found(env: ToolEnv, gitlab: r
         "read the project's pipelines."
     )
     assert gitlab.call_count == 1
+
+
+async def test_an_anonymous_gateway_says_it_sees_public_projects_only(env: ToolEnv) -> None:
+    # No GITLAB_TOKEN: there is no token to check, so the message says what anonymous means.
+    err = error(
+        await env.call(
+            "get_pipeline", {"id": "nope/missing", "pipeline_id": PIPELINE_ID}, credential=ANONYMOUS
+        )
+    )
+    assert err["reason"] == "not_found"
+    assert err["message"] == (
+        "Project 'nope/missing' not found or inaccessible. Check the project ID or full path (for example "
+        "`group/subgroup/project`). This gateway reads GitLab anonymously (no GITLAB_TOKEN set), so only "
+        "public projects are visible: to see private ones, set GITLAB_TOKEN to a token with the read_api "
+        "scope (api to run pipelines) where the gateway starts, and restart it."
+    )
+    for tool, arguments in (
+        ("get_pipeline", {"id": PROJECT_PATH, "pipeline_id": 5}),
+        ("list_pipelines", {"id": "nope/missing"}),
+        ("get_pipeline_jobs", {"id": "nope/missing", "pipeline_id": 5}),
+    ):
+        err = error(await env.call(tool, arguments, credential=ANONYMOUS))
+        assert err["reason"] == "not_found", tool
+        assert err["message"].endswith(ANONYMOUS_READS) and "token can" not in err["message"], tool
 
 
 # -- bad input: a clear error and no request -----------------------------------------------------

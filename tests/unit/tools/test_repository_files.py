@@ -21,9 +21,11 @@ from graphql import OperationDefinitionNode, parse, validate
 from jsonschema import Draft202012Validator
 
 from gateway.config import Settings
+from gateway.gitlab.credentials import ANONYMOUS
 from gateway.tools import all_tools
 from gateway.tools.repository.checks import is_excluded
 from gateway.tools.repository.target import normalize_file_path
+from gateway.tools.visibility import ANONYMOUS_READS
 from tests.conftest import REPO
 from tests.unit.gitlab.fake_gitlab import gitlab_schema
 from tests.unit.gitlab.tool_env import ToolEnv
@@ -406,6 +408,10 @@ async def test_unknown_or_hidden_project(env: ToolEnv, fake: FakeRepoGitLab, pro
     err = error(await call(env, project_id=project_id, file_path="README.md", ref="main"))
     assert err["reason"] == "not_found"
     assert err["message"] == f"Project '{project_id}' not found or inaccessible"
+    anonymous = error(
+        await env.call(TOOL, {"project_id": project_id, "file_path": "README.md"}, credential=ANONYMOUS)
+    )
+    assert anonymous["message"] == f"Project '{project_id}' not found or inaccessible. {ANONYMOUS_READS}"
 
 
 # -- paths -----------------------------------------------------------------------------------

@@ -20,7 +20,9 @@ from graphql.execution.values import get_variable_values
 from jsonschema import Draft202012Validator
 
 from gateway.config import Settings
+from gateway.gitlab.credentials import ANONYMOUS
 from gateway.tools import all_tools
+from gateway.tools.visibility import ANONYMOUS_READS
 from tests.unit.gitlab.fake_gitlab import gitlab_schema
 from tests.unit.gitlab.tool_env import ToolEnv
 
@@ -168,7 +170,8 @@ def test_declared_destructive_not_read_only_in_ci_toolset() -> None:
         "inputs",
     ]
     assert schema.get("required", []) == []
-    assert schema["properties"]["action"]["anyOf"][0]["enum"] == ["retry", "cancel"]
+    # "create" is the result's own spelling of a create, so a caller may send it back.
+    assert schema["properties"]["action"]["anyOf"][0]["enum"] == ["create", "retry", "cancel"]
     variable = schema["properties"]["variables"]["anyOf"][0]["items"]
     assert variable["required"] == ["key", "value"]
     assert variable["properties"]["variable_type"]["enum"] == ["env_var", "file"]
@@ -229,6 +232,28 @@ async def test_create_without_variables_or_inputs_sends_neither(env: ToolEnv, gq
     out = ok(await env.call("save_pipeline", {"project_id": "grp%2Fsub%2Fproj", "ref": " feature/x "}))
     assert out["status"] == "pending" and out["ref"] == "feature/x"
     assert gql.variables("PipelineCreate") == [{"input": {"projectPath": PROJECT, "ref": "feature/x"}}]
+
+
+async def test_create_may_be_asked_for_with_the_results_own_action(env: ToolEnv, gql: GraphQL) -> None:
+    gql.on("PipelineCreate", payload("pipelineCreate", pipeline("CREATED", "main")))
+    out = ok(await env.call("save_pipeline", {"action": "create", "project_id": PROJECT, "ref": "main"}))
+    assert out["action"] == "create" and out["id"] == PIPELINE_ID
+    assert gql.variables("PipelineCreate") == [{"input": {"projectPath": PROJECT, "ref": "main"}}]
+
+
+async def test_create_by_an_anonymous_gateway_says_it_has_no_token(env: ToolEnv, gql: GraphQL) -> None:
+    gql.on("PipelineCreate", NOT_AVAILABLE)
+    err = error(await env.call("save_pipeline", {"project_id": PROJECT, "ref": "main"}, credential=ANONYMOUS))
+    assert err["reason"] == "not_found"
+    assert err["message"] == (
+        f"Project '{PROJECT}' not found, or GitLab does not let a caller without a token run pipelines "
+        f"in it. {ANONYMOUS_READS}"
+    )
+    gql.on("PipelineRetry", NOT_AVAILABLE)
+    err = error(
+        await env.call("save_pipeline", {"pipeline_id": PIPELINE_ID, "action": "retry"}, credential=ANONYMOUS)
+    )
+    assert err["message"].endswith(ANONYMOUS_READS) and "this token" not in err["message"]
 
 
 async def test_create_by_numeric_project_id_resolves_the_path_first(env: ToolEnv, gql: GraphQL) -> None:
@@ -500,6 +525,12 @@ async def test_create_web_url_falls_back_to_the_configured_gitlab(env: ToolEnv, 
             "Provide exactly one of `url` or `project_id`, not both: they both name the project.",
         ),
         (
+            {"pipeline_id": PIPELINE_ID, "action": "create", "ref": "main"},
+            'action "create" starts a new pipeline and takes no `pipeline_id`. Omit `pipeline_id` to create '
+            'one (with `ref` and `project_id` or `url`), or pass action "retry" or "cancel" to act on '
+            f"pipeline {PIPELINE_ID}.",
+        ),
+        (
             {"project_id": PROJECT, "action": "retry"},
             'action "retry" needs `pipeline_id`: the ID of the pipeline to retry. To create a new pipeline, '
             "omit `action` and pass `ref` with `project_id` or `url`.",
@@ -556,6 +587,7 @@ async def test_create_web_url_falls_back_to_the_configured_gitlab(env: ToolEnv, 
     ],
     ids=[
         "url-and-project",
+        "create-with-pipeline",
         "retry-without-pipeline",
         "cancel-without-pipeline",
         "pipeline-without-action",
@@ -584,7 +616,10 @@ async def test_preconditions_each_have_their_own_message_and_send_nothing(
             {"pipeline_id": PIPELINE_ID, "action": "update"},
             '`action`: save_pipeline does not rename pipelines ("update"): it creates, retries and cancels.',
         ),
-        ({"pipeline_id": PIPELINE_ID, "action": "delete"}, "`action`: Input should be 'retry' or 'cancel'"),
+        (
+            {"pipeline_id": PIPELINE_ID, "action": "delete"},
+            "`action`: Input should be 'create', 'retry' or 'cancel'",
+        ),
         (
             {"pipeline_id": True, "action": "retry"},
             "`pipeline_id`: must be a positive integer such as 987654",
