@@ -14,6 +14,7 @@ import pytest
 from gateway.config import Settings, load_settings
 from gateway.tools.registry import Registry, Tool, ToolResult
 from tests import pg_server
+from tests.shipped import shipped
 
 REPO = Path(__file__).resolve().parent.parent
 #: GitLab's published GraphQL schema (SDL), kept in the repository: see tests/gitlab/README.md.
@@ -56,11 +57,19 @@ def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> d
     return factories
 
 
+#: Tests that run what ships (tests/shipped.py): the installed wheel, the distributions, the image.
+SHIPPED_TESTS = ("tests/e2e/", "tests/container/", "tests/unit/test_packaging.py")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A slow test without a timeout of its own gets the longer one."""
+    """A slow test without a timeout of its own gets the longer one; when a test that runs what
+    ships was selected, the wheel is built and installed now (once per run, unless scripts/test
+    did it), before any test's timeout starts."""
     for item in items:
         if item.get_closest_marker("slow") and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT_SECONDS))
+    if any(item.nodeid.startswith(SHIPPED_TESTS) for item in items):
+        shipped()
 
 
 @pytest.fixture(autouse=True)
