@@ -77,8 +77,12 @@ def _border(cx: float, cy: float, dx: float, dy: float) -> tuple[float, float]:
     return cx + dx * scale, cy + dy * scale
 
 
-def _arrow(a: tuple[float, float], b: tuple[float, float], bend: float) -> tuple[str, tuple[float, float]]:
-    """A quadratic curve from box ``a`` to box ``b`` bent by ``bend`` px; its path and label point."""
+def _arrow(
+    a: tuple[float, float], b: tuple[float, float], bend: float
+) -> tuple[str, tuple[float, float], str]:
+    """A quadratic curve from box ``a`` to box ``b`` bent by ``bend`` px: its path, its label's
+    point and text anchor (beside the curve, on its outer side, so the labels of a pair of
+    opposite arrows do not overlap)."""
     (ax, ay), (bx, by) = a, b
     dx, dy = bx - ax, by - ay
     length = math.hypot(dx, dy) or 1.0
@@ -88,7 +92,12 @@ def _arrow(a: tuple[float, float], b: tuple[float, float], bend: float) -> tuple
     end = _border(bx, by, cx - bx, cy - by)
     mid = (0.25 * start[0] + 0.5 * cx + 0.25 * end[0], 0.25 * start[1] + 0.5 * cy + 0.25 * end[1])
     path = f"M{start[0]:.1f},{start[1]:.1f} Q{cx:.1f},{cy:.1f} {end[0]:.1f},{end[1]:.1f}"
-    return path, mid
+    side = 1.0 if bend >= 0 else -1.0
+    anchor = "middle"
+    if bend and abs(nx) > 0.5:  # a mostly vertical arrow: its label to the side it bends to
+        anchor = "start" if nx * side > 0 else "end"
+        mid = (mid[0] + 6 * nx * side, mid[1] + 4)
+    return path, mid, anchor
 
 
 def render(current: str | None, states: Iterable[str] = tuple(State)) -> Markup:
@@ -107,11 +116,11 @@ def render(current: str | None, states: Iterable[str] = tuple(State)) -> Markup:
     for (src, dst), labels in sorted(pairs.items()):
         reverse = (dst, src) in pairs
         bend = 28.0 if reverse else 0.0
-        path, (lx, ly) = _arrow(places[src], places[dst], bend)
+        path, (lx, ly), anchor = _arrow(places[src], places[dst], bend)
         kind = "edge any" if src == ANY else "edge"
         parts.append(f'<path d="{path}" class="{kind}" marker-end="url(#arrow)"/>')
         parts.append(
-            f'<text x="{lx:.1f}" y="{ly - 4:.1f}" class="edge-label" text-anchor="middle">'
+            f'<text x="{lx:.1f}" y="{ly - 4:.1f}" class="edge-label" text-anchor="{anchor}">'
             f"{escape(', '.join(labels))}</text>"
         )
     for name in names:

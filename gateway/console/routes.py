@@ -38,7 +38,8 @@ CSP = (
 SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # Not no-referrer: with it Chromium sends "Origin: null" on the page's own form posts.
+    "Referrer-Policy": "same-origin",
     "X-Frame-Options": "DENY",
 }
 #: Seconds between two readings of the broker when nothing changed (lastSeen and "connected"
@@ -74,6 +75,10 @@ def _html(text: str, status: int = 200) -> web.Response:
     response = web.Response(text=text, status=status, content_type="text/html", charset="utf-8")
     _secure(response)
     return response
+
+
+def _forbidden(problem: str) -> web.Response:
+    return _html(problem if problem.startswith("Forbidden") else f"Forbidden: {problem}", 403)
 
 
 def _see_other(location: str) -> web.Response:
@@ -128,7 +133,7 @@ class ConsoleRoutes:
         """The console, or the sign-in page without a session."""
         problem = self.auth.origin_problem(request)
         if problem is not None:
-            return _html(f"Forbidden: {problem}", 403)
+            return _forbidden(problem)
         session = self.auth.session(request)
         if session is None:
             return _html(Renderer.login(error=None))
@@ -163,7 +168,7 @@ class ConsoleRoutes:
         """Check the token; on success set the session cookie and go to the console."""
         problem = self.auth.origin_problem(request)
         if problem is not None:
-            return _html(f"Forbidden: {problem}", 403)
+            return _forbidden(problem)
         form = await request.post()
         token = form.get("token")
         role = self.auth.role_of(token) if isinstance(token, str) else None
@@ -211,7 +216,7 @@ class ConsoleRoutes:
         """The session of a POST that passed the Origin/Host, session, role and CSRF checks."""
         problem = self.auth.origin_problem(request)
         if problem is not None:
-            return None, _html(f"Forbidden: {problem}", 403)
+            return None, _forbidden(problem)
         session = self.auth.session(request)
         if session is None:
             return None, _html(Renderer.login(error="Sign in first (your session may have ended)."), 401)
@@ -264,7 +269,7 @@ class ConsoleRoutes:
         (its change feed: this process's commits and, on PostgreSQL, every replica's)."""
         problem = self.auth.origin_problem(request)
         if problem is not None:
-            return _html(f"Forbidden: {problem}", 403)
+            return _forbidden(problem)
         session = self.auth.session(request)
         if session is None:
             raise web.HTTPUnauthorized(text="Sign in at /broker first.")
@@ -278,6 +283,14 @@ class ConsoleRoutes:
         )
         _secure(response)
         await response.prepare(request)
+        # ConnectionResetError: the page went away (a reload, a closed tab); nothing to finish.
+        with contextlib.suppress(ConnectionResetError):
+            await self._stream(response, broker, session, before)
+        return response
+
+    async def _stream(
+        self, response: web.StreamResponse, broker: BrokerService, session: Session, before: str | None
+    ) -> None:
         await response.write(b"retry: 2000\n\n")
         shown: dict[str, str] = {}
         csrf = self.auth.csrf_token(session)
@@ -304,4 +317,3 @@ class ConsoleRoutes:
             seen = version
             if await broker.feed.wait(seen, REFRESH_SECONDS) != seen:
                 await asyncio.sleep(COALESCE_SECONDS)
-        return response

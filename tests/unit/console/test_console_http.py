@@ -50,7 +50,7 @@ def broker_of(client: TestClient[Any, Any]) -> BrokerService:
     app = client.app
     assert app is not None
     broker = app[SERVICES].broker
-    assert broker is not None
+    assert isinstance(broker, BrokerService)
     return broker
 
 
