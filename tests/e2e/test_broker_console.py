@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -199,3 +201,75 @@ async def test_watch_answer_a_request_human_stop_and_start_over(
     for name in ("1-developing", "2-human-needed", "3-resumed", "4-stopped", "5-started-over"):
         assert (shots / f"{name}.png").stat().st_size > 10_000
     print(json.dumps({"screenshots": str(shots)}))
+
+
+async def sign_in(driver: Any, url: str) -> None:
+    await asyncio.to_thread(driver.get, f"{url}/broker")
+    driver.find_element(By.ID, "token").send_keys(TOKEN)
+    driver.find_element(By.ID, "name").send_keys("alice")
+    driver.find_element(By.ID, "sign-in").click()
+    await until(driver, lambda d: d.find_element(By.ID, "live").text == "live")
+
+
+def broker_command(gateway: GatewayProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    """``gitlab-mcp-gateway broker ...`` with ``gateway``'s configuration."""
+    return subprocess.run(
+        [sys.executable, "-m", "gateway", "broker", *args],
+        env=gateway.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+async def test_a_replica_shows_what_another_replica_and_the_command_line_did(
+    tmp_path: Path, postgres_url: str, browser: Any
+) -> None:
+    env = {
+        "GITLAB_URL": "http://127.0.0.1:9",
+        "GATEWAY_CONSOLE__OPERATOR_TOKEN": TOKEN,
+        "GATEWAY_BROKER__DATABASE_URL": postgres_url,
+    }
+    first = GatewayProcess(env=env, state_dir=tmp_path / "state-a").start(60.0)
+    second = GatewayProcess(env=env, state_dir=tmp_path / "state-b")
+    try:
+        second.start(60.0)
+        await sign_in(browser, first.url)  # the page comes from the first replica
+        mark(browser)
+        async with mcp_client(second.mcp_url, headers={"X-Agent-Id": "pm"}) as pm:
+            # a change that wakes nobody (no message): the console still hears of it
+            structured(await pm.call_tool("start_phase", {"phase": 1, "issues": ["R-1"]}))
+            await until(browser, lambda d: badge(d) == "PHASE_PREPARING")
+            structured(await pm.call_tool("request_human", {"reason": "asked through the other replica"}))
+            await until(browser, lambda d: "asked through the other replica" in banner_text(d))
+            browser.save_screenshot(str(tmp_path / "replica-human-needed.png"))
+
+        # the command line on the same database, beside both gateways
+        done = broker_command(second, "instruct", "Go on.", "--as", "carol")
+        assert done.returncode == 0, done.stderr
+        await until(
+            browser, lambda d: "[operator:carol] instruction" in d.find_element(By.ID, "log-pipeline").text
+        )
+        done = broker_command(second, "stop", "--yes", "--as", "carol")
+        assert done.returncode == 0, done.stderr
+        await until(browser, lambda d: badge(d) == "STOPPED")
+        done = broker_command(second, "reset", "--yes", "--json", "--as", "carol")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["generation"] == 2
+        await until(browser, lambda d: badge(d) == "IDLE")
+        assert marked(browser)
+        for replica in (first, second):
+            for _ in range(100):  # each replica removes its own .stop-pipeline once it hears
+                if not (replica.state_dir / ".stop-pipeline").exists():
+                    break
+                await asyncio.sleep(0.05)
+            assert not (replica.state_dir / ".stop-pipeline").exists()
+            async with mcp_client(replica.mcp_url, headers={"X-Agent-Id": "dev"}) as dev:
+                # each replica takes up the new pipeline: its waits work again
+                got = structured(await dev.call_tool("wait_for_message", {"timeout_sec": 0.2}))
+                assert got.get("stopped") is not True and got["timedOut"] is True
+    finally:
+        first.stop()
+        second.stop()
