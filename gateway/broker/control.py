@@ -68,7 +68,8 @@ class Control:
         return await self._changes.run(agent, body)
 
     async def stop_pipeline(self, agent: str) -> dict[str, Any]:
-        """``stop_pipeline``: any state → STOPPED (until a person starts over); writes ``.stop-pipeline``, wakes every wait.
+        """``stop_pipeline``: any state → STOPPED (until a person starts over); writes
+        ``.stop-pipeline``, wakes every wait.
 
         Returns ``{success, state}``. A second call succeeds and changes nothing.
         """

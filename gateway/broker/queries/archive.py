@@ -78,13 +78,16 @@ class ArchiveQueries(Statements):
             ("transitions", transitions, archived_transitions, _TRANSITION_COLUMNS),
             ("logLines", activity_log, archived_activity_log, _LOG_COLUMNS),
         ):
-            copied = await self.conn.execute(
+            # Counted first: an INSERT ... SELECT's rowcount is not reported by every driver.
+            counts[name] = (
+                await self.conn.execute(sa.select(sa.func.count()).select_from(live))
+            ).scalar_one()
+            await self.conn.execute(
                 sa.insert(archive).from_select(
                     ["generation", *columns],
                     sa.select(sa.literal(gen, sa.Integer), *(live.c[c] for c in columns)),
                 )
             )
-            counts[name] = copied.rowcount
             await self.conn.execute(sa.delete(live))
         await self.conn.execute(sa.delete(issues))
         await self.conn.execute(sa.delete(plan))
