@@ -4,7 +4,8 @@
   never a client token (``gateway.config`` refuses one that is). A token is compared in constant
   time (:func:`hmac.compare_digest`).
 - Signing in sets a session cookie (``HttpOnly``, ``SameSite=Strict``, ``Secure`` when the
-  request came over TLS, path ``/broker``). The cookie is signed, not stored: its key is derived
+  request came over TLS, or through a proxy saying so with ``X-Forwarded-Proto: https``; path
+  ``/broker``). The cookie is signed, not stored: its key is derived
   from the role's token, so every replica with the same configuration accepts it, a viewer's
   cookie can never claim the operator's role, and changing a token ends its sessions.
 - Every action (POST) carries a CSRF token derived from the session (a hidden form field), and
@@ -74,6 +75,7 @@ class ConsoleAuth:
             self._tokens["viewer"] = console.viewer_token.get_secret_value().encode()
         self._seconds = console.session_hours * 3600
         self._guard = OriginHostGuard(server)
+        self._origins = {o.strip().lower().rstrip("/") for o in server.allowed_origins}
 
     def _key(self, role: Role) -> bytes:
         return hmac.new(self._tokens[role], b"gateway-console-session-v1", hashlib.sha256).digest()
@@ -138,13 +140,21 @@ class ConsoleAuth:
         if error is not None:
             return error.message
         origin = request.headers.get("Origin")
-        if request.method == "POST" and origin is not None and origin != "null":
+        if request.method == "POST" and origin is not None:
             # A form of this page posts to its own origin; another origin is a cross-site post,
-            # whatever the loopback rules of /mcp allow.
-            own = f"{request.scheme}://{request.host}".lower()
-            if origin.strip().lower().rstrip("/") != own:
-                return f"Origin {origin[:100]!r} is not this console's origin ({own})"
+            # whatever the loopback rules of /mcp allow. The scheme is not compared: a proxy
+            # that terminates TLS passes the request on over plain HTTP.
+            _, _, host = origin.strip().lower().rstrip("/").partition("://")
+            own = {request.host.lower(), request.headers.get("X-Forwarded-Host", "").lower()}
+            if host not in own and origin.strip().lower().rstrip("/") not in self._origins:
+                return f"Origin {origin[:100]!r} is not this console's origin ({request.host})"
         return None
+
+    @staticmethod
+    def over_tls(request: web.Request) -> bool:
+        """The browser reached the console over HTTPS (directly, or through a proxy that says so)."""
+        forwarded = request.headers.get("X-Forwarded-Proto", "").split(",")[0].strip().lower()
+        return request.secure or forwarded == "https"
 
     def set_cookie(self, response: web.StreamResponse, request: web.Request, value: str) -> None:
         """The session cookie: HttpOnly, SameSite=Strict, Secure over TLS, for ``/broker`` only."""
@@ -155,9 +165,11 @@ class ConsoleAuth:
             path=COOKIE_PATH,
             httponly=True,
             samesite="Strict",
-            secure=request.secure,
+            secure=self.over_tls(request),
         )
 
     def clear_cookie(self, response: web.StreamResponse, request: web.Request) -> None:
         """End the session in the browser."""
-        response.del_cookie(COOKIE, path=COOKIE_PATH, secure=request.secure, httponly=True, samesite="Strict")
+        response.del_cookie(
+            COOKIE, path=COOKIE_PATH, secure=self.over_tls(request), httponly=True, samesite="Strict"
+        )

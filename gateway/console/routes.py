@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from gateway.broker.errors import BrokerError
+from gateway.broker.store import StoreError
 from gateway.console.auth import CSRF_FIELD, ConsoleAuth, Session
 from gateway.console.views import Renderer, snapshot
 
@@ -158,6 +159,8 @@ class ConsoleRoutes:
             if before is not None and err.reason == "bad_request":
                 return _see_other(BASE)
             return _html(f"The broker cannot be read right now: {err}", 503)
+        except StoreError as err:
+            return _html(f"The broker cannot be read right now: {err}", 503)
         ctx = self._renderer.context(
             snap, can_act=session.can_act, csrf=self.auth.csrf_token(session), before=before
         )
@@ -258,7 +261,8 @@ class ConsoleRoutes:
         try:
             await calls[name]()
         except BrokerError as err:
-            return await self._render(request, session, notice=None, error=str(err), status=409)
+            status = 503 if err.reason == "upstream_error" else 409
+            return await self._render(request, session, notice=None, error=str(err), status=status)
         log.info("console action %s by %s", name, session.name)
         return _see_other(f"{BASE}?done={name}")
 
@@ -302,7 +306,7 @@ class ConsoleRoutes:
             version = broker.feed.version
             try:
                 snap = await snapshot(broker, self._console, before)
-            except BrokerError as err:
+            except (BrokerError, StoreError) as err:
                 await response.write(f"event: problem\ndata: {json.dumps(str(err))}\n\n".encode())
             else:
                 ctx = self._renderer.context(snap, can_act=session.can_act, csrf=csrf, before=before)

@@ -101,6 +101,23 @@ async def test_sign_in_sets_a_strict_http_only_cookie(make_console: Make) -> Non
     assert "alice (operator)" in text and "Send to the PM" in text
 
 
+async def test_behind_a_tls_proxy_the_cookie_is_secure(make_console: Make) -> None:
+    client = await make_console(operator_token=OPERATOR)
+    host = f"{client.host}:{client.port}"
+    ok = await client.post(
+        "/broker/login",
+        data={"token": OPERATOR},
+        headers={"X-Forwarded-Proto": "https", "Origin": f"https://{host}"},
+        allow_redirects=False,
+    )
+    assert ok.status == 303 and "Secure" in ok.headers["Set-Cookie"]
+
+
+async def test_human_is_no_agent_id(make_settings: Callable[..., Settings]) -> None:
+    with pytest.raises(ValueError, match="'human' is not a usable agent id"):
+        make_settings(broker={"agents": ["pm", "human"]})
+
+
 async def test_security_headers_and_no_inline_script(make_console: Make) -> None:
     client = await make_console(operator_token=OPERATOR)
     await sign_in(client, OPERATOR)
