@@ -209,7 +209,7 @@ class Changes:
             at = f" at {p.stopped_at}" if p is not None and p.stopped_at else ""
             return BrokerError(
                 "conflict",
-                f"The pipeline is STOPPED (stop_pipeline{by}{at}) for good: {tool} and every other "
+                f"The pipeline is STOPPED (stop_pipeline{by}{at}): {tool} and every other "
                 f"state-changing call are refused. Monitoring tools still work ({MONITORING}). Only a "
                 "person can start a new pipeline (the stopped one is archived): from the broker console "
                 "(/broker, 'Start over') or with `gitlab-mcp-gateway broker reset`.",

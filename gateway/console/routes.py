@@ -55,7 +55,6 @@ NOTICES = {
     "cancel-advance": "The advance was cancelled: the pipeline is PAUSED until the PM resumes.",
     "stop": "The pipeline is stopped. Start over when you are ready.",
     "start-over": "Started over: the stopped pipeline is archived and a new one is IDLE.",
-    "signed-in": None,
 }
 _ASSETS = {"console.js": "text/javascript", "console.css": "text/css"}
 
@@ -236,7 +235,7 @@ class ConsoleRoutes:
     async def action(self, request: web.Request) -> web.Response:
         """One operator action; then back to the console with a notice, or the page with an error."""
         name = request.match_info["action"]
-        if name not in NOTICES or name == "signed-in":
+        if name not in NOTICES:
             raise web.HTTPNotFound()
         session, refusal = await self._checked(request, act=True)
         if refusal is not None:
