@@ -41,7 +41,6 @@
         badge.className = "state-badge state-" + data.state.toLowerCase();
         document.title = "Broker console · " + data.state;
       }
-      if (data.reload) window.location.replace(window.location.pathname);
       document.body.dataset.version = String(data.version);
     });
     source.addEventListener("signed-out", () => window.location.replace("/broker"));
