@@ -4,7 +4,8 @@ Flags: ``--host`` (default 127.0.0.1), ``--port`` (8080), ``--config FILE`` (TOM
 ``--read-only``, ``--conformance-fixtures`` (test mode, loopback only), ``--print-config`` (the
 effective configuration as JSON, secrets masked, then exit), ``--example-config`` (the example
 configuration file, every option commented, then exit), ``--migrate`` (bring the broker
-database's schema up to date, then exit), ``--version``. Precedence: defaults <
+database's schema up to date, then exit), ``--version``; the ``broker`` subcommands
+(``gateway.cli.broker``: status, history, log, instruct, stop, reset). Precedence: defaults <
 TOML file < environment < flags (``gateway.config``).
 
 Exit status: 0 after a clean stop (SIGTERM or SIGINT: stop accepting, let in-flight calls finish
@@ -79,6 +80,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "container; the gateway also does it at start)",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    from gateway.cli import broker as broker_cli
+
+    broker_cli.add_parser(parser.add_subparsers(dest="command", metavar="COMMAND"), PROG)
     return parser.parse_args(argv)
 
 
@@ -288,6 +292,10 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(settings.logging, secrets=secrets_of(settings))
     if args.migrate:
         return migrate_database(settings)
+    if args.command == "broker":
+        from gateway.cli import broker as broker_cli
+
+        return broker_cli.run(args, settings, prog=PROG)
 
     from gateway.listening import bound_sockets
 

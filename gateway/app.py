@@ -4,7 +4,8 @@ imports this module back.
 Routes: ``/mcp`` (MCP Streamable HTTP, both protocol eras: ``gateway.mcp.endpoint``), ``/healthz``
 (process alive), ``/readyz`` (state store open and ``GITLAB_URL`` not something other than GitLab;
 GitLab's state reported: ``gateway.observability.health``) and
-``/metrics`` (Prometheus text format). Tests build their own app with
+``/metrics`` (Prometheus text format), ``/broker`` (the live broker console, when configured:
+``gateway.console``). Tests build their own app with
 ``create_app(settings, gitlab_http=...)``.
 """
 
@@ -16,6 +17,7 @@ import httpx
 from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
 
+from gateway import console
 from gateway.broker.service import open_broker
 from gateway.cache import CacheRegistry
 from gateway.config import Settings
@@ -121,5 +123,6 @@ def create_app(
     )
     McpEndpoint(settings, telemetry, sealer, calls, dispatcher).add_routes(app)
     health.setup(app)
+    console.setup(app, settings, lambda: app[SERVICES].broker)
     app.router.add_get("/metrics", make_aiohttp_handler(metrics.registry))
     return app

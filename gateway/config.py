@@ -330,17 +330,58 @@ class BrokerSettings(_Section):
                 )
         if len(set(value)) != len(value):
             raise ValueError(f"lists an agent id twice: {list(value)}")
-        if "broker" in value:
-            raise ValueError(
-                "'broker' is not a usable agent id: it is the sender of the broker's own notices; "
-                "rename that agent in broker.agents"
-            )
+        for reserved, why in (
+            ("broker", "it is the sender of the broker's own notices"),
+            ("human", "it is the sender of the instructions people send from the broker console"),
+        ):
+            if reserved in value:
+                raise ValueError(
+                    f"{reserved!r} is not a usable agent id: {why}; rename that agent in broker.agents"
+                )
         if "pm" not in value:
             raise ValueError(
                 f"{list(value)} has no 'pm': only 'pm' may call resume (docs/broker.md), so without it "
                 "HUMAN_NEEDED and PAUSED could never be left; add 'pm' to broker.agents"
             )
         return value
+
+
+#: The shortest console token accepted: a guessable one would open the pipeline's controls.
+MIN_CONSOLE_TOKEN_CHARS = 16
+
+
+class ConsoleSettings(_Section):
+    """``[console]``: the live broker console at ``/broker`` (off unless a token is set)."""
+
+    #: Signs in with every right: watch, instruct the PM, switch auto-advance, stop, start over.
+    operator_token: SecretStr | None = None
+    #: Signs in to watch only (read-only viewers).
+    viewer_token: SecretStr | None = None
+    #: How long a console sign-in lasts.
+    session_hours: float = Field(12.0, gt=0, le=24 * 30)
+    #: Message bodies longer than this (as indented JSON) are shown collapsed.
+    collapse_body_chars: int = Field(400, ge=40)
+    #: Messages per page of the threads view.
+    page_messages: int = Field(50, ge=5, le=500)
+    #: Lines of each activity log shown.
+    log_lines: int = Field(40, ge=5, le=1000)
+
+    @field_validator("operator_token", "viewer_token")
+    @classmethod
+    def _token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value().strip():
+            return None
+        if len(value.get_secret_value().strip()) < MIN_CONSOLE_TOKEN_CHARS:
+            raise ValueError(
+                f"is shorter than {MIN_CONSOLE_TOKEN_CHARS} characters: use a random secret, for example "
+                "the output of `openssl rand -base64 32`"
+            )
+        return SecretStr(value.get_secret_value().strip())
+
+    @property
+    def enabled(self) -> bool:
+        """The console is served only when at least one token is configured."""
+        return self.operator_token is not None or self.viewer_token is not None
 
 
 class LoggingSettings(_Section):
@@ -375,6 +416,7 @@ class Settings(BaseSettings):
     gitlab: GitLabSettings = GitLabSettings()
     cache: CacheSettings = CacheSettings()
     broker: BrokerSettings = BrokerSettings()
+    console: ConsoleSettings = ConsoleSettings()
     logging: LoggingSettings = LoggingSettings()
     #: Broker database, activity logs and ``.stop-pipeline``.
     state_dir: Path = Path(".pipeline")
@@ -411,6 +453,28 @@ class Settings(BaseSettings):
             raise ValueError(
                 "client_tokens: two entries have the same token; give each principal its own secret"
             )
+        console = [
+            (name, token.get_secret_value())
+            for name, token in (
+                ("console.operator_token", self.console.operator_token),
+                ("console.viewer_token", self.console.viewer_token),
+            )
+            if token is not None
+        ]
+        if len(console) == 2 and console[0][1] == console[1][1]:
+            raise ValueError(
+                "console.operator_token and console.viewer_token are the same: a viewer could act; "
+                "give each its own secret"
+            )
+        others = set(secrets)
+        if self.gitlab.token is not None:
+            others.add(self.gitlab.token.get_secret_value())
+        for name, token in console:
+            if token in others:
+                raise ValueError(
+                    f"{name} is also a client token or the GitLab token: the console needs a secret of its "
+                    "own (an agent's token must not open the operator's controls)"
+                )
         for client in self.client_tokens:
             if client.agent_id not in self.broker.agents:
                 raise ValueError(

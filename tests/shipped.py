@@ -93,7 +93,9 @@ def build(folder: Path) -> Shipped:
     # by an earlier build in place, which would hide a file the packaging rules no longer name.
     for name in SOURCES:
         if (REPO / name).is_dir():
-            shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.py[co]"))
+            shutil.copytree(
+                REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.py[co]")
+            )
         elif (REPO / name).exists():
             shutil.copy2(REPO / name, source / name)
     # --no-isolation: the build backend pinned by the test extras (setuptools, wheel) instead of

@@ -154,6 +154,22 @@ class ActivityLogs:
                 out.appendleft(line)
         return list(out)
 
+    def archive(self, generation: int) -> None:
+        """Move the log files (rotated ones included) to ``logs/archive/pipeline-{generation}/``:
+        an operator started over, and the next lines belong to the new pipeline. A failure is
+        logged, not raised: the database holds the archived lines already."""
+        if not self.files:
+            return
+        self.close()
+        target = self.folder / "archive" / f"pipeline-{generation}"
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+            for name in self.names:
+                for file in self.folder.glob(f"{name}.log*"):
+                    file.rename(target / file.name)
+        except OSError as err:
+            logging.getLogger(__name__).error("could not archive the activity logs to %s: %s", target, err)
+
     def close(self) -> None:
         """Close every open file."""
         for handler in self._handlers.values():

@@ -14,6 +14,7 @@ goes away mid-change cannot leave a committed change without its wake-ups.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -21,13 +22,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from gateway.broker.activity_log import PIPELINE_LOG, ActivityLogs
 from gateway.broker.effects import After, Effects, Facts
 from gateway.broker.errors import BrokerError
+from gateway.broker.feed import ChangeFeed
 from gateway.broker.formats import BROKER, iso
 from gateway.broker.machine import Event, Refused, State, Transition, decide, tool_of
 from gateway.broker.queries import RowLock
 from gateway.broker.roster import Roster
-from gateway.broker.state_dir import DB_FILE, STOP_FILE, write_stop_file
+from gateway.broker.state_dir import STOP_FILE, write_stop_file
 from gateway.broker.store import PipelineRow, Queries, Store
-from gateway.broker.wakeups import STOP, TIMER, Wakeups
+from gateway.broker.wakeups import CHANGED, RESET, STOP, TIMER, Wakeups
 
 if TYPE_CHECKING:
     from gateway.observability.metrics import Metrics
@@ -58,6 +60,7 @@ class Changes:
         state: the state as of the last commit, for checks that need no transaction (waits).
         reschedule: ``reschedule(stage, deadline)`` of the auto-advance timer; the service binds it
             once both exist, because the timer's steps are themselves changes.
+        feed: moves after every committed change (the live console watches it).
     """
 
     def __init__(
@@ -82,6 +85,7 @@ class Changes:
         self._state_dir = state_dir
         self._clock = clock
         self._pending: set[asyncio.Task[Any]] = set()
+        self.feed = ChangeFeed()
 
     async def run(
         self,
@@ -153,6 +157,12 @@ class Changes:
             await q.notify(STOP)
         if after.timer is not None:
             await q.notify(TIMER)
+        if after.reset:
+            await q.notify(RESET)
+        elif lines and not after.wake and not after.stop:
+            # A change with nothing to wake (begin_developing, a plan, a switch): other replicas'
+            # consoles still show it.
+            await q.notify(CHANGED)
 
     async def shielded(
         self, coro: Coroutine[Any, Any, T], *, if_cancelled: Callable[[T], None] | None = None
@@ -199,11 +209,10 @@ class Changes:
             at = f" at {p.stopped_at}" if p is not None and p.stopped_at else ""
             return BrokerError(
                 "conflict",
-                f"The pipeline is STOPPED (stop_pipeline{by}{at}) for good: {tool} and every other "
-                f"state-changing call are refused. Monitoring tools still work ({MONITORING}). To run a "
-                f"new pipeline an operator stops the gateway and empties the broker's state: {DB_FILE}, "
-                f"logs/ and {STOP_FILE} out of the state folder (with PostgreSQL, the broker's tables "
-                f'dropped and {STOP_FILE} deleted; the gateway\'s docs/broker.md, "Starting over").',
+                f"The pipeline is STOPPED (stop_pipeline{by}{at}): {tool} and every other "
+                f"state-changing call are refused. Monitoring tools still work ({MONITORING}). Only a "
+                "person can start a new pipeline (the stopped one is archived): from the broker console "
+                "(/broker, 'Start over') or with `gitlab-mcp-gateway broker reset`.",
                 state=err.state.value,
                 allowed_states=[s.value for s in err.allowed],
             )
@@ -254,6 +263,10 @@ class Changes:
 
     def after_commit(self, after: After) -> None:
         """Apply a committed change's in-process consequences (see :class:`~gateway.broker.effects.After`)."""
+        if after.reset:
+            # Before this change's own lines are written: they are the new pipeline's first.
+            self.remove_stop_file()
+            self._logs.archive(after.results["archivedGeneration"])
         for recipient in after.sent:
             self._metrics.broker_messages_sent.labels(recipient).inc()
         for agent in after.wake:
@@ -269,11 +282,17 @@ class Changes:
             self._wakeups.wake_all()
         if after.timer is not None:
             self.reschedule(*after.timer)
+        self.feed.changed()
 
     def set_state_metrics(self) -> None:
         """``gateway_broker_state``: 1 for :attr:`state`, 0 for every other state."""
         for s in State:
             self._metrics.broker_state.labels(s.value).set(1 if s is self.state else 0)
+
+    def remove_stop_file(self) -> None:
+        """Remove ``.stop-pipeline`` (an operator started over; the database says so already)."""
+        with contextlib.suppress(FileNotFoundError):
+            (self._state_dir / STOP_FILE).unlink()
 
     def write_stop_file(self, by: str | None, at: str | None) -> None:
         """Write ``.stop-pipeline`` for a stop ``by`` an agent ``at`` a time (now when None)."""

@@ -1,7 +1,8 @@
 """Safety and control: ``request_human``, ``resume``, ``stop_pipeline``.
 
 Contract: broker.md ("States", "Stopping"). A person is asked for by any agent;
-only the PM resumes, on a person's word; a stop is for good.
+only the PM resumes, on a person's word; a stop lasts until a person starts over
+(``gateway.broker.operator``).
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ class Control:
         return await self._changes.run(agent, body)
 
     async def stop_pipeline(self, agent: str) -> dict[str, Any]:
-        """``stop_pipeline``: any state → STOPPED for good; writes ``.stop-pipeline``, wakes every wait.
+        """``stop_pipeline``: any state → STOPPED (until a person starts over); writes
+        ``.stop-pipeline``, wakes every wait.
 
         Returns ``{success, state}``. A second call succeeds and changes nothing.
         """

@@ -65,6 +65,8 @@ class After:
     state: State | None = None
     timer: tuple[str | None, float | None] | None = None
     stop: bool = False
+    #: An operator started over: remove ``.stop-pipeline``, archive the log files, tell replicas.
+    reset: bool = False
     results: dict[str, Any] = field(default_factory=dict)
     #: ``(log, at, who, text)`` lines written to the database, for the log files after commit.
     log_lines: list[tuple[str, str, str, str]] = field(default_factory=list)

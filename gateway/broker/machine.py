@@ -61,6 +61,9 @@ class Event(StrEnum):
     RESUME_IDLE = "resume:idle"
     CANCEL_AUTO_ADVANCE = "cancel_auto_advance"
     STOP = "stop_pipeline"
+    #: An operator starts over after a stop (the console or ``broker reset``): the stopped
+    #: pipeline is archived and a new one starts in IDLE. Not a tool: agents cannot do it.
+    START_OVER = "start_over"
     #: Timer: the cooldown ended; every agent is sent a reset message.
     AUTO_ADVANCE_RESET = "auto_advance:session_reset"
     #: Timer: the session reset ended; the plan's next phase starts as ``start_phase`` would.
@@ -179,6 +182,9 @@ TABLE: dict[tuple[State, Event], Transition] = {
     ),
     # stop_pipeline: any state, STOPPED included (a second stop changes nothing and succeeds).
     **{(s, _E.STOP): Transition(_S.STOPPED, (_F.CLEAR_AUTO_ADVANCE, _F.STOP)) for s in State},
+    # Only a person starts over, and only once the pipeline is stopped (gateway.broker.operator
+    # archives the stopped pipeline in the same transaction).
+    (_S.STOPPED, _E.START_OVER): Transition(_S.IDLE),
     **_every(_NOT_STOPPED, _E.SET_PHASE_PLAN),
     **_every(_NOT_STOPPED, _E.SET_AUTO_ADVANCE),
     **_every(_NOT_STOPPED, _E.SEND_MESSAGE),

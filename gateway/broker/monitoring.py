@@ -18,6 +18,7 @@ from gateway.broker.formats import human_duration, iso
 from gateway.broker.machine import State
 from gateway.broker.roster import Roster
 from gateway.broker.store import Store
+from gateway.broker.wakeups import CHANGED
 
 if TYPE_CHECKING:
     from gateway.config import BrokerSettings
@@ -43,8 +44,11 @@ class Monitoring:
         logs: ActivityLogs,
         config: BrokerSettings,
         clock: Callable[[], float],
+        *,
+        on_change: Callable[[], None] | None = None,
     ) -> None:
         self._store = store
+        self._on_change = on_change
         self._roster = roster
         self._logs = logs
         self._config = config
@@ -101,7 +105,10 @@ class Monitoring:
         line = (agent, iso(self._clock()), agent, message)
         async with self._store.write() as q:
             await q.append_log([line])
+            await q.notify(CHANGED)  # other replicas' consoles show the line
         self._logs.write_files([line])
+        if self._on_change is not None:
+            self._on_change()
         return {"success": True}
 
     async def activity_log(self, name: str, tail_lines: int) -> dict[str, Any]:

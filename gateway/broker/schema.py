@@ -30,6 +30,9 @@ pipeline = sa.Table(
     sa.Column("stopped_by", sa.Text),
     sa.Column("stopped_at", sa.Text),
     sa.Column("updated_at", sa.Text, nullable=False),
+    # Added by migration 0004: which pipeline this is; starting over after a stop archives the
+    # stopped one under its generation and raises it by one.
+    sa.Column("generation", sa.Integer, nullable=False, server_default="1"),
 )
 
 issues = sa.Table(
@@ -106,4 +109,58 @@ activity_log = sa.Table(
     sa.Column("text", sa.Text, nullable=False),
     sa.Index("activity_log_by_name", "name", "seq"),
     sqlite_autoincrement=True,
+)
+
+# Added by migration 0004: stopped pipelines, archived when an operator starts over.
+archived_pipelines = sa.Table(
+    "archived_pipelines",
+    metadata,
+    sa.Column("generation", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("archived_at", sa.Text, nullable=False),
+    sa.Column("archived_by", sa.Text, nullable=False),
+    sa.Column("final_state", sa.Text, nullable=False),
+    # JSON: the pipeline row, its issues and its plan as they were.
+    sa.Column("snapshot", sa.Text, nullable=False),
+)
+
+archived_messages = sa.Table(
+    "archived_messages",
+    metadata,
+    sa.Column("generation", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("id", sa.Text, nullable=False),
+    sa.Column("sender", sa.Text, nullable=False),
+    sa.Column("recipient", sa.Text, nullable=False),
+    sa.Column("subject", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("priority", sa.Integer, nullable=False),
+    sa.Column("reply_to", sa.Text),
+    sa.Column("thread_id", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Text, nullable=False),
+    sa.Column("delivered_at", sa.Text),
+    sa.Column("delivery_attempts", sa.Integer, nullable=False),
+    sa.Column("issue", sa.Text),
+)
+
+archived_transitions = sa.Table(
+    "archived_transitions",
+    metadata,
+    sa.Column("generation", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("at", sa.Text, nullable=False),
+    sa.Column("from_state", sa.Text, nullable=False),
+    sa.Column("to_state", sa.Text, nullable=False),
+    sa.Column("event", sa.Text, nullable=False),
+    sa.Column("agent", sa.Text),
+)
+
+archived_activity_log = sa.Table(
+    "archived_activity_log",
+    metadata,
+    sa.Column("generation", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("at", sa.Text, nullable=False),
+    sa.Column("who", sa.Text, nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
 )

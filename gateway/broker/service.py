@@ -51,13 +51,14 @@ from gateway.broker.messages.delivery import Delivery
 from gateway.broker.messages.history import History
 from gateway.broker.messages.sending import Sending
 from gateway.broker.monitoring import Monitoring
+from gateway.broker.operator import Operator
 from gateway.broker.phases import Phases
 from gateway.broker.plan import Plan
 from gateway.broker.prepared import CHANNEL
 from gateway.broker.roster import Roster
 from gateway.broker.state_dir import STOP_FILE, lock_state_dir
 from gateway.broker.store import Store, StoreError
-from gateway.broker.wakeups import Listener, Wakeups
+from gateway.broker.wakeups import RESET, Listener, Wakeups
 
 if TYPE_CHECKING:
     from gateway.config import Settings
@@ -91,6 +92,8 @@ class BrokerService:
         changes: the change unit.
         auto_advance: the auto-advance timer.
         housekeeping: the chores of each timer look.
+        operator: what people do (the console, ``broker`` subcommands): instruct, stop, start over.
+        feed: moves whenever the broker's visible state may have changed (the live console).
     """
 
     def __init__(
@@ -159,7 +162,11 @@ class BrokerService:
             page_bytes=self.config.history_page_bytes,
             item_bytes=self.config.history_item_bytes,
         )
-        self.monitoring = Monitoring(store, self.roster, logs, self.config, clock)
+        self.monitoring = Monitoring(
+            store, self.roster, logs, self.config, clock, on_change=self.changes.feed.changed
+        )
+        self.operator = Operator(self.changes, self.plan, self.control, clock)
+        self.feed = self.changes.feed
         self._closing: str | None = None
         self._lock_fd: int | None = None
         self._listener: Listener | None = None
@@ -215,32 +222,48 @@ class BrokerService:
         self._listener = Listener(
             url.render_as_string(hide_password=False),
             CHANNEL,
-            lambda payload: self.wakeups.dispatch(payload, self._stopped_elsewhere, self.auto_advance.kick),
+            self._on_signal,
             self._listener_back,
             self.store.where,
             sent_here=self.store.sent_here,
         )
         await self._listener.start()
 
+    def _on_signal(self, payload: str) -> None:
+        """A change committed by another replica (or a ``broker`` command)."""
+        if payload == RESET:
+            self.changes.spawn(self._sync_stop_file())
+        else:
+            self.wakeups.dispatch(payload, self._stopped_elsewhere, self.auto_advance.kick)
+        self.feed.changed()
+
     def _listener_back(self) -> None:
         # Signals sent while the connection was down are lost: every wait and the timer look again.
         self.wakeups.wake_all()
         self.auto_advance.kick()
         self.changes.spawn(self._sync_stop_file())
+        self.feed.changed()
 
     def _stopped_elsewhere(self) -> None:
-        self.changes.state = State.STOPPED  # for good: no later change can undo it
+        self.changes.state = State.STOPPED  # until an operator starts over (*reset)
         self.changes.set_state_metrics()
         self.changes.spawn(self._sync_stop_file())
 
     async def _sync_stop_file(self) -> None:
-        """Another replica stopped the pipeline: write this state folder's ``.stop-pipeline`` too."""
+        """Another replica stopped the pipeline, or an operator started over: keep this process's
+        state and its state folder's ``.stop-pipeline`` in step with the database."""
         try:
             async with self.store.read() as q:
                 p = await q.pipeline()
         except (StoreError, SQLAlchemyError):
             return
-        if p.state is State.STOPPED:
+        if p.state is not State.STOPPED and self.changes.state is State.STOPPED:
+            self.changes.state = p.state
+            self.changes.set_state_metrics()
+            self.changes.remove_stop_file()
+            self.logs.close()  # the next line opens the file afresh
+            self.feed.changed()
+        elif p.state is State.STOPPED:
             self.changes.state = State.STOPPED
             self.changes.set_state_metrics()
             if not (self.state_dir / STOP_FILE).exists():

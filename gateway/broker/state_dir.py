@@ -2,8 +2,8 @@
 
 - ``broker.db``: the SQLite store (``gateway.broker.store``);
 - ``broker.lock``: locked for the process's life, so one gateway at a time uses the folder;
-- ``.stop-pipeline``: written when the pipeline stops for good; found at start, it means STOPPED
-  (it means STOPPED).
+- ``.stop-pipeline``: written when the pipeline stops, removed when a person starts over; found at
+  start, it means STOPPED.
 
 The activity logs live in ``logs/`` (``gateway.broker.activity_log``).
 """

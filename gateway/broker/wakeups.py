@@ -10,7 +10,8 @@ wait re-reads the table, and a slow re-check (``broker.recheck_seconds``) covers
 while the listener was reconnecting (after which every wait is woken anyway).
 
 Payloads: an agent id (a message for it, or a lease given back), ``*stop`` (the pipeline
-stopped), ``*timer`` (an auto-advance stage was scheduled or changed).
+stopped), ``*timer`` (an auto-advance stage was scheduled or changed), ``*reset`` (an operator
+started over after a stop), ``*changed`` (any other change, for the live console only).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 
 STOP = "*stop"
 TIMER = "*timer"
+RESET = "*reset"
+CHANGED = "*changed"
 RECONNECT_MAX_SECONDS = 10.0
 
 
@@ -95,6 +98,8 @@ class Wakeups:
             self.wake_all()
         elif payload == TIMER:
             on_timer()
+        elif payload in (RESET, CHANGED):
+            return  # no wait to wake: the service and the change feed act on these
         else:
             self.wake(payload)
 

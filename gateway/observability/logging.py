@@ -192,11 +192,14 @@ _NOISY = ("aiosqlite", "hpack", "alembic")
 
 
 def secrets_of(settings: Settings) -> list[str]:
-    """The configured secrets: the service GitLab token and every client token."""
+    """The configured secrets: the service GitLab token, every client token, the console's tokens."""
     out: list[str] = []
     if settings.gitlab.token is not None:
         out.append(settings.gitlab.token.get_secret_value())
     out.extend(client.token.get_secret_value() for client in settings.client_tokens)
+    for console_token in (settings.console.operator_token, settings.console.viewer_token):
+        if console_token is not None:
+            out.append(console_token.get_secret_value())
     if settings.broker.database_url is not None:
         from urllib.parse import unquote, urlsplit
 

@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import REPO
 
 SCRIPT = REPO / "scripts" / "install-test-tools"
-EVERYTHING = ["node", "podman", "postgres", "prometheus"]
+EVERYTHING = ["browser", "node", "podman", "postgres", "prometheus"]
 
 
 def groups_for(*args: str) -> list[str]:
@@ -34,7 +34,7 @@ def groups_for(*args: str) -> list[str]:
         ),
         ((str(REPO / "tests" / "unit" / "broker"),), ["postgres", "prometheus"]),
         (("tests/container",), ["podman"]),
-        (("./tests/e2e/test_examples.py",), ["node", "postgres", "prometheus"]),
+        (("./tests/e2e/test_examples.py",), ["browser", "node", "postgres", "prometheus"]),
         (("tests/e2e", "tests/container"), EVERYTHING),
     ],
 )
@@ -49,4 +49,4 @@ def test_scripts_test_passes_its_arguments() -> None:
 def test_an_unknown_group_is_refused() -> None:
     done = subprocess.run([str(SCRIPT), "postgresql"], cwd=REPO, capture_output=True, text=True, timeout=30)
     assert done.returncode == 2
-    assert "no group 'postgresql': choose from node prometheus podman postgres" in done.stderr
+    assert "no group 'postgresql': choose from node prometheus podman postgres browser" in done.stderr

@@ -101,7 +101,9 @@ def test_every_gitlab_tool_has_a_happy_call() -> None:
     assert set(HAPPY) <= gitlab_tools, sorted(set(HAPPY) - gitlab_tools)
 
 
-def test_the_shipped_virtualenv_runs_the_installed_gateway_not_the_tree(dist: Shipped, tmp_path: Path) -> None:
+def test_the_shipped_virtualenv_runs_the_installed_gateway_not_the_tree(
+    dist: Shipped, tmp_path: Path
+) -> None:
     result = subprocess.run(
         [str(dist.python), "-c", "import gateway; print(gateway.__file__)"],
         cwd=tmp_path,

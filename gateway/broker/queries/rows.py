@@ -31,6 +31,8 @@ class PipelineRow:
     human_at: str | None
     stopped_by: str | None
     stopped_at: str | None
+    #: Which pipeline this is: 1, then one more each time an operator starts over after a stop.
+    generation: int = 1
 
 
 @dataclass
@@ -90,6 +92,7 @@ PIPELINE_COLUMNS = (
     pipeline.c.human_at,
     pipeline.c.stopped_by,
     pipeline.c.stopped_at,
+    pipeline.c.generation,
 )
 
 
@@ -128,6 +131,7 @@ def pipeline_row(r: Any) -> PipelineRow:
         human_at=r.human_at,
         stopped_by=r.stopped_by,
         stopped_at=r.stopped_at,
+        generation=r.generation,
     )
 
 

@@ -90,20 +90,6 @@ def test_head_is_the_newest_migration() -> None:
     assert migrate.script_head() == HEAD
 
 
-def test_starting_over_on_postgresql_drops_every_table_the_migrations_make(tmp_path: Path) -> None:
-    """docs/broker.md, "Starting over": the documented DROP TABLE names exactly the broker's tables."""
-    import re
-
-    from tests.conftest import REPO
-
-    docs = (REPO / "docs" / "broker.md").read_text(encoding="utf-8")
-    (statement,) = re.findall(r"DROP TABLE IF EXISTS ([a-z_, ]+) CASCADE", docs)
-    migrate.upgrade(engine_url(None, tmp_path))
-    with sqlite3.connect(tmp_path / "broker.db") as db:
-        made = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert sorted(statement.split(", ")) == sorted(made - {"sqlite_sequence"})
-
-
 #: Opens the store twice on one database (the URL on stdin, None for SQLite in argv[1]) and says
 #: how many migration processes ran and whether this process ever loaded Alembic.
 OPEN_TWICE = """

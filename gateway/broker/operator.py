@@ -1,0 +1,160 @@
+"""What the people behind the agents do: instruct the PM, switch auto-advance, stop, start over.
+
+Used by the live console (``gateway.console``) and the command line (``gitlab-mcp-gateway
+broker``). Each action is a change like an agent's (``gateway.broker.changes``), and its line in
+``pipeline.log`` names the operator (``operator:alice``): the audit trail of who did what.
+
+- :meth:`Operator.instruct` sends the PM a ``human`` message (high priority, from ``human``): the
+  PM reads it and calls ``resume``, as the broker's rules want (only the PM resumes).
+- :meth:`Operator.start_over` is the one thing no agent can do: after ``stop_pipeline``, archive
+  the stopped pipeline (messages, transitions and activity logs move to the ``archived_*``
+  tables under its generation number; nothing is deleted) and start a new one in ``IDLE``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from gateway.broker.changes import Changes
+from gateway.broker.control import PM, Control
+from gateway.broker.effects import After, Facts, queue_message
+from gateway.broker.errors import BrokerError
+from gateway.broker.formats import PRIORITIES, iso
+from gateway.broker.machine import Event, State
+from gateway.broker.plan import Plan
+from gateway.broker.store import PipelineRow, Queries
+
+#: The sender of an operator's instruction, and its subject.
+HUMAN = "human"
+#: How an operator is named in the logs: ``operator:alice``.
+OPERATOR_PREFIX = "operator:"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
+#: The longest instruction, in characters (a message coordinates; details belong in GitLab).
+MAX_INSTRUCTION_CHARS = 20_000
+
+
+def operator_name(name: str | None, default: str = "operator") -> str:
+    """``name`` when it is a plain name (letters, digits, ``._@+-``, at most 64), else ``default``."""
+    name = (name or "").strip()
+    return name if _NAME.fullmatch(name) else default
+
+
+def operator_label(name: str) -> str:
+    """``operator:alice``: who an action is by, in the logs and messages."""
+    return f"{OPERATOR_PREFIX}{operator_name(name)}"
+
+
+class Operator:
+    """The actions of people on one broker.
+
+    Args:
+        changes: runs each action as a change.
+        plan: the auto-advance switch.
+        control: the stop.
+        clock: Unix time source.
+    """
+
+    def __init__(self, changes: Changes, plan: Plan, control: Control, clock: Callable[[], float]) -> None:
+        self._changes = changes
+        self._plan = plan
+        self._control = control
+        self._clock = clock
+
+    async def generations(self) -> dict[str, Any]:
+        """``{generation, archives}``: which pipeline this is, and the archived ones, newest first."""
+        async with self._changes.store.read() as q:
+            p = await q.pipeline()
+            archives = await q.archives()
+        return {"generation": p.generation, "archives": archives}
+
+    async def instruct(self, name: str, text: str) -> dict[str, Any]:
+        """Send the PM a high-priority ``human`` message ``{text, operator}``; ``{messageId, to}``.
+
+        Raises:
+            BrokerError: ``bad_request`` for an empty or too long text; ``conflict`` in STOPPED.
+        """
+        text = text.strip()
+        if not text:
+            raise BrokerError("bad_request", "The instruction is empty: write what the PM should do.")
+        if len(text) > MAX_INSTRUCTION_CHARS:
+            raise BrokerError(
+                "bad_request",
+                f"The instruction has {len(text)} characters, over {MAX_INSTRUCTION_CHARS}: put the details "
+                "in GitLab (an issue or a comment) and send its link.",
+            )
+        who = operator_label(name)
+
+        async def body(q: Queries, p: PipelineRow, after: After) -> dict[str, Any]:
+            self._changes.decide(p, Event.SEND_MESSAGE)
+            message_id = await queue_message(
+                q,
+                after,
+                sender=HUMAN,
+                recipient=PM,
+                subject=HUMAN,
+                body={"text": text, "operator": who, "state": p.state.value},
+                priority=PRIORITIES["high"],
+                created_at=iso(self._clock()),
+            )
+            shown = text if len(text) <= 200 else text[:200] + "…"
+            after.pipeline_log.append((who, f"instruction {message_id} to {PM} in {p.state}: {shown}"))
+            return {"messageId": message_id, "to": PM}
+
+        return await self._changes.run(who, body, lock="share", save_seen=False)
+
+    async def set_auto_advance(self, name: str, enabled: bool) -> dict[str, Any]:
+        """Switch auto-advance on or off (off drops an advance under way; the state stays IDLE)."""
+        return await self._plan.set_auto_advance(operator_label(name), enabled)
+
+    async def cancel_auto_advance(self, name: str) -> dict[str, Any]:
+        """Cancel the auto-advance under way: PAUSED until the PM resumes."""
+        who = operator_label(name)
+        return await self._plan.cancel_auto_advance(who, f"cancelled by {who} from the console")
+
+    async def stop(self, name: str) -> dict[str, Any]:
+        """``stop_pipeline`` by a person: STOPPED until someone starts over."""
+        return await self._control.stop_pipeline(operator_label(name))
+
+    async def start_over(self, name: str) -> dict[str, Any]:
+        """Archive the stopped pipeline and start a new one in IDLE.
+
+        Returns ``{success, state, generation, archived: {generation, messages, transitions, logLines}}``.
+
+        Raises:
+            BrokerError: ``conflict`` unless the pipeline is STOPPED (stop it first).
+        """
+        who = operator_label(name)
+
+        async def body(q: Queries, p: PipelineRow, after: After) -> dict[str, Any]:
+            if p.state is not State.STOPPED:
+                raise BrokerError(
+                    "conflict",
+                    f"The pipeline is {p.state}, not STOPPED: only a stopped pipeline can be started over. "
+                    "Stop it first (the agents are told), then start over. Nothing was changed.",
+                    state=p.state.value,
+                    allowed_states=[State.STOPPED.value],
+                )
+            now = self._clock()
+            counts = await q.archive_pipeline(p, iso(now), who)
+            fresh = await q.pipeline("update")
+            await self._changes.apply(q, fresh, Event.START_OVER, Facts(agent=who, now=now), after)
+            after.reset = True
+            after.results["archivedGeneration"] = p.generation
+            after.pipeline_log.append(
+                (
+                    who,
+                    f"started over: pipeline {p.generation} (stopped by {p.stopped_by} at "
+                    f"{p.stopped_at}) archived with {counts['messages']} messages; pipeline "
+                    f"{fresh.generation} starts in IDLE",
+                )
+            )
+            return {
+                "success": True,
+                "state": State.IDLE.value,
+                "generation": fresh.generation,
+                "archived": {"generation": p.generation, **counts},
+            }
+
+        return await self._changes.run(who, body, save_seen=False)

@@ -1,0 +1,1 @@
+"""Operator commands of ``gitlab-mcp-gateway`` besides serving (``broker``: ``gateway.cli.broker``)."""

@@ -1,0 +1,322 @@
+"""The console's HTTP routes under ``/broker``: the page, sign-in, actions, live events, assets.
+
+Every answer carries a Content-Security-Policy that allows only this gateway's own script and
+style (``default-src 'self'``: no inline script, no CDN), and is never cached (the static assets
+excepted). Actions are form posts: operator role, CSRF token, Origin/Host checks and a ticked
+confirmation box, then one call on the broker's operator part (``gateway.broker.operator``),
+whose line in ``pipeline.log`` names the operator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from gateway.broker.errors import BrokerError
+from gateway.broker.store import StoreError
+from gateway.console.auth import CSRF_FIELD, ConsoleAuth, Session
+from gateway.console.views import Renderer, snapshot
+
+if TYPE_CHECKING:
+    from gateway.broker.service import BrokerService
+    from gateway.config import Settings
+
+log = logging.getLogger("gateway.console")
+
+BASE = "/broker"
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'none'; "
+    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    # Not no-referrer: with it Chromium sends "Origin: null" on the page's own form posts.
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+}
+#: Seconds between two readings of the broker when nothing changed (lastSeen and "connected"
+#: move with time, and a message delivered elsewhere changes a queue depth without a signal).
+REFRESH_SECONDS = 5.0
+#: After a change, wait this long for the rest of a burst before reading.
+COALESCE_SECONDS = 0.1
+#: What a finished action says (by name: nothing a caller sends is echoed into the page).
+NOTICES = {
+    "instruct": "Instruction sent to the PM. It reads it and calls resume.",
+    "auto-advance": "Auto-advance switched.",
+    "cancel-advance": "The advance was cancelled: the pipeline is PAUSED until the PM resumes.",
+    "stop": "The pipeline is stopped. Start over when you are ready.",
+    "start-over": "Started over: the stopped pipeline is archived and a new one is IDLE.",
+}
+_ASSETS = {"console.js": "text/javascript", "console.css": "text/css"}
+
+BrokerOf = Callable[[], "BrokerService | None"]
+
+
+class BrokerClosed(Exception):
+    """The app's broker is not open (start-up failed, or shutting down)."""
+
+
+def _secure(response: web.StreamResponse, *, cache: bool = False) -> web.StreamResponse:
+    response.headers.update(SECURITY_HEADERS)
+    response.headers["Cache-Control"] = "max-age=300" if cache else "no-store"
+    return response
+
+
+def _html(text: str, status: int = 200) -> web.Response:
+    response = web.Response(text=text, status=status, content_type="text/html", charset="utf-8")
+    _secure(response)
+    return response
+
+
+def _forbidden(problem: str) -> web.Response:
+    return _html(problem if problem.startswith("Forbidden") else f"Forbidden: {problem}", 403)
+
+
+def _see_other(location: str) -> web.Response:
+    response = web.Response(status=303, headers={"Location": location})
+    _secure(response)
+    return response
+
+
+class ConsoleRoutes:
+    """The handlers, bound to one app's settings and broker.
+
+    Args:
+        settings: the gateway's settings (``console``, ``server``).
+        broker: returns the app's broker (opened at start-up, after the routes are added).
+    """
+
+    def __init__(self, settings: Settings, broker: BrokerOf) -> None:
+        self._console = settings.console
+        self._broker = broker
+        self.auth = ConsoleAuth(settings.console, settings.server)
+        self._renderer = Renderer(settings.console)
+        self._closing = False
+
+    def add_routes(self, app: web.Application) -> None:
+        """Register every route under ``/broker`` and the shutdown hook that ends live streams."""
+        app.router.add_get(BASE, self.page)
+        app.router.add_get(f"{BASE}/", self.page)
+        app.router.add_post(f"{BASE}/login", self.login)
+        app.router.add_post(f"{BASE}/logout", self.logout)
+        app.router.add_get(f"{BASE}/events", self.events)
+        app.router.add_post(f"{BASE}/actions/{{action}}", self.action)
+        app.router.add_get(f"{BASE}/static/{{name}}", self.asset)
+        app.on_shutdown.append(self._shutdown)
+
+    async def _shutdown(self, app: web.Application) -> None:
+        self._closing = True
+        with contextlib.suppress(BrokerClosed):
+            self._open_broker().feed.changed()  # wake every stream so it ends now
+
+    def _open_broker(self) -> BrokerService:
+        try:
+            broker = self._broker()
+        except KeyError:
+            broker = None
+        if broker is None:
+            raise BrokerClosed
+        return broker
+
+    # ---- pages ---------------------------------------------------------------------------------
+
+    async def page(self, request: web.Request) -> web.Response:
+        """The console, or the sign-in page without a session."""
+        problem = self.auth.origin_problem(request)
+        if problem is not None:
+            return _forbidden(problem)
+        session = self.auth.session(request)
+        if session is None:
+            return _html(Renderer.login(error=None))
+        done = request.query.get("done")
+        return await self._render(request, session, notice=NOTICES.get(done or ""), error=None)
+
+    async def _render(
+        self,
+        request: web.Request,
+        session: Session,
+        *,
+        notice: str | None,
+        error: str | None,
+        status: int = 200,
+    ) -> web.Response:
+        before = request.query.get("before") or None
+        try:
+            snap = await snapshot(self._open_broker(), self._console, before)
+        except BrokerClosed:
+            return _html("The broker is not open (the gateway is starting or stopping).", 503)
+        except BrokerError as err:
+            if before is not None and err.reason == "bad_request":
+                return _see_other(BASE)
+            return _html(f"The broker cannot be read right now: {err}", 503)
+        except StoreError as err:
+            return _html(f"The broker cannot be read right now: {err}", 503)
+        ctx = self._renderer.context(
+            snap, can_act=session.can_act, csrf=self.auth.csrf_token(session), before=before
+        )
+        text = self._renderer.page(ctx, name=session.name, role=session.role, notice=notice, error=error)
+        return _html(text, status)
+
+    async def login(self, request: web.Request) -> web.Response:
+        """Check the token; on success set the session cookie and go to the console."""
+        problem = self.auth.origin_problem(request)
+        if problem is not None:
+            return _forbidden(problem)
+        form = await request.post()
+        token = form.get("token")
+        role = self.auth.role_of(token) if isinstance(token, str) else None
+        if role is None:
+            log.warning("console sign-in refused: wrong token (from %s)", request.remote)
+            return _html(
+                Renderer.login(
+                    error="That token does not open this console. Use console.operator_token or "
+                    "console.viewer_token from the gateway's configuration."
+                ),
+                401,
+            )
+        name = form.get("name")
+        session, cookie = self.auth.new_session(role, name if isinstance(name, str) else None)
+        log.info("console sign-in: %s as %s (from %s)", session.name, role, request.remote)
+        response = _see_other(BASE)
+        self.auth.set_cookie(response, request, cookie)
+        return response
+
+    async def logout(self, request: web.Request) -> web.Response:
+        """End the session (CSRF-checked, so no other site can sign a person out)."""
+        _, refusal = await self._checked(request, act=False)
+        if refusal is not None:
+            return refusal
+        response = _see_other(BASE)
+        self.auth.clear_cookie(response, request)
+        return response
+
+    async def asset(self, request: web.Request) -> web.Response:
+        """``console.js`` and ``console.css``, from the package (nothing from elsewhere)."""
+        name = request.match_info["name"]
+        kind = _ASSETS.get(name)
+        if kind is None:
+            raise web.HTTPNotFound()
+        body = resources.files("gateway.console").joinpath("static", name).read_bytes()
+        response = web.Response(body=body, content_type=kind, charset="utf-8")
+        _secure(response, cache=True)
+        return response
+
+    # ---- actions -------------------------------------------------------------------------------
+
+    async def _checked(
+        self, request: web.Request, *, act: bool
+    ) -> tuple[Session | None, web.Response | None]:
+        """The session of a POST that passed the Origin/Host, session, role and CSRF checks."""
+        problem = self.auth.origin_problem(request)
+        if problem is not None:
+            return None, _forbidden(problem)
+        session = self.auth.session(request)
+        if session is None:
+            return None, _html(Renderer.login(error="Sign in first (your session may have ended)."), 401)
+        if act and not session.can_act:
+            return None, _html("Forbidden: this sign-in is read-only (console.viewer_token).", 403)
+        form = await request.post()
+        csrf = form.get(CSRF_FIELD)
+        if not self.auth.csrf_ok(session, csrf if isinstance(csrf, str) else None):
+            return None, _html(
+                "Forbidden: the form's CSRF token is missing or wrong. Reload the console and try again.", 403
+            )
+        return session, None
+
+    async def action(self, request: web.Request) -> web.Response:
+        """One operator action; then back to the console with a notice, or the page with an error."""
+        name = request.match_info["action"]
+        if name not in NOTICES:
+            raise web.HTTPNotFound()
+        session, refusal = await self._checked(request, act=True)
+        if refusal is not None:
+            return refusal
+        assert session is not None
+        form = await request.post()
+        if form.get("confirm") != "yes":
+            return await self._render(
+                request, session, notice=None, error="Tick the confirmation box to do this.", status=400
+            )
+        try:
+            operator = self._open_broker().operator
+        except BrokerClosed:
+            return _html("The broker is not open (the gateway is starting or stopping).", 503)
+        calls: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
+            "instruct": lambda: operator.instruct(session.name, str(form.get("text") or "")),
+            "auto-advance": lambda: operator.set_auto_advance(session.name, form.get("enabled") == "true"),
+            "cancel-advance": lambda: operator.cancel_auto_advance(session.name),
+            "stop": lambda: operator.stop(session.name),
+            "start-over": lambda: operator.start_over(session.name),
+        }
+        try:
+            await calls[name]()
+        except BrokerError as err:
+            status = 503 if err.reason == "upstream_error" else 409
+            return await self._render(request, session, notice=None, error=str(err), status=status)
+        log.info("console action %s by %s", name, session.name)
+        return _see_other(f"{BASE}?done={name}")
+
+    # ---- live ----------------------------------------------------------------------------------
+
+    async def events(self, request: web.Request) -> web.StreamResponse:
+        """Server-sent events: the sections that changed, after every change the broker signals
+        (its change feed: this process's commits and, on PostgreSQL, every replica's)."""
+        problem = self.auth.origin_problem(request)
+        if problem is not None:
+            return _forbidden(problem)
+        session = self.auth.session(request)
+        if session is None:
+            raise web.HTTPUnauthorized(text="Sign in at /broker first.")
+        before = request.query.get("before") or None
+        try:
+            broker = self._open_broker()
+        except BrokerClosed:
+            return _html("The broker is not open (the gateway is starting or stopping).", 503)
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"}
+        )
+        _secure(response)
+        await response.prepare(request)
+        # ConnectionResetError: the page went away (a reload, a closed tab); nothing to finish.
+        with contextlib.suppress(ConnectionResetError):
+            await self._stream(response, broker, session, before)
+        return response
+
+    async def _stream(
+        self, response: web.StreamResponse, broker: BrokerService, session: Session, before: str | None
+    ) -> None:
+        await response.write(b"retry: 2000\n\n")
+        shown: dict[str, str] = {}
+        csrf = self.auth.csrf_token(session)
+        seen = -1
+        while not self._closing:
+            if session.expires <= time.time():
+                await response.write(b"event: signed-out\ndata: {}\n\n")
+                break
+            version = broker.feed.version
+            try:
+                snap = await snapshot(broker, self._console, before)
+            except (BrokerError, StoreError) as err:
+                await response.write(f"event: problem\ndata: {json.dumps(str(err))}\n\n".encode())
+            else:
+                ctx = self._renderer.context(snap, can_act=session.can_act, csrf=csrf, before=before)
+                sections = self._renderer.sections(ctx)
+                changed = {k: v for k, v in sections.items() if shown.get(k) != v}
+                if changed or seen < 0:
+                    data = {"version": version, "state": snap.status["state"], "sections": changed}
+                    await response.write(f"event: sections\ndata: {json.dumps(data)}\n\n".encode())
+                    shown = sections
+                else:
+                    await response.write(b": keep-alive\n\n")
+            seen = version
+            if await broker.feed.wait(seen, REFRESH_SECONDS) != seen:
+                await asyncio.sleep(COALESCE_SECONDS)
