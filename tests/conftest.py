@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from gateway.config import Settings, load_settings
+from gateway.observability.logging import _HANDLER_MARK as GATEWAY_HANDLER_MARK
 from gateway.tools.registry import Registry, Tool, ToolResult
 from tests import pg_server
 from tests.shipped import shipped
@@ -70,6 +72,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT_SECONDS))
     if any(item.nodeid.startswith(SHIPPED_TESTS) for item in items):
         shipped()
+
+
+@pytest.fixture(autouse=True)
+def _no_gateway_log_handler_outlives_its_test() -> Iterator[None]:
+    """``main()`` sends logs to the stderr of its moment, a test's capture: a handler left behind
+    would write a later test's records to a closed stream ("--- Logging error ---")."""
+    yield
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if getattr(h, GATEWAY_HANDLER_MARK, False)]:
+        root.removeHandler(handler)
 
 
 @pytest.fixture(autouse=True)
