@@ -66,7 +66,8 @@ class ServerSettings(_Section):
     allowed_origins: tuple[str, ...] = ()
     #: Lifetime of a legacy-era MCP session (its sealed ``Mcp-Session-Id`` expires then).
     session_ttl_seconds: float = Field(86400.0, gt=0)
-    #: Cap of the list of sessions ended by DELETE and not yet expired.
+    #: No longer used: sessions ended by DELETE are kept in the broker's database until they
+    #: expire, with no cap that could forget one early. Accepted so existing configurations load.
     max_sessions: int = Field(1000, ge=1)
     #: AES-256 key sealing ``Mcp-Session-Id`` values: 32 random bytes in base64
     #: (``openssl rand -base64 32``), the same on every replica. Unset: generated at start, so

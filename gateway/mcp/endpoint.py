@@ -11,13 +11,15 @@ the version header of GET/DELETE. A POST then goes:
    session (``Mcp-Session-Id`` is ignored), authentication, dispatch. A notification gets 202; a
    posted response 400.
 3. **Legacy**: ``initialize`` authenticates and opens a sealed session; anything else needs
-   ``Mcp-Session-Id`` (missing → 400; invalid, expired, ended or another caller's → 404),
-   then authentication and dispatch. Batches only in 2025-03-26 sessions.
+   ``Mcp-Session-Id`` (missing → 400; invalid, expired, ended or another caller's → 404; 503
+   while the broker's database, which says whether it was ended, cannot be reached), then
+   dispatch. Batches only in 2025-03-26 sessions.
 
 GET answers 405 in both eras: the gateway sends no server-initiated messages (no subscriptions,
 a fixed tool list), so a standalone stream would only hold a connection open (the conformance
 scenarios ``server-sse-multiple-streams`` and ``server-sse-polling`` accept it). DELETE ends a
-legacy session (204).
+legacy session (204) for every replica sharing the broker's database, until it would have expired
+(``gateway.broker.ended_sessions``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from typing import Any
 from aiohttp import web
 from mcp_types import JSONRPCNotification, JSONRPCRequest
 
+from gateway.broker.database import StoreError
+from gateway.broker.ended_sessions import EndedSessions
 from gateway.config import Settings
 from gateway.mcp.auth import Authenticator, Identity
 from gateway.mcp.calls import ActiveCalls, settle
@@ -46,6 +50,7 @@ from gateway.mcp.sessions import SESSION_HEADER, Session, SessionSealer
 from gateway.mcp.streamable_http import SseStream, json_response, receipt, write_json
 from gateway.mcp.telemetry import Telemetry
 from gateway.mcp.wire import (
+    INTERNAL_ERROR,
     INVALID_REQUEST,
     RpcError,
     check_text,
@@ -54,6 +59,7 @@ from gateway.mcp.wire import (
     invalid_request,
     readable_id,
 )
+from gateway.tools.context import SERVICES
 
 #: How long a POST's body may take to arrive. aiohttp bounds the wait for a request's headers
 #: (its keep-alive timeout) but not for its body: a client that stops mid-body would otherwise
@@ -110,7 +116,7 @@ class McpEndpoint:
         if isinstance(msg, JSONRPCRequest) and msg.method == "initialize":
             self._authenticate(ex, request)
             return await self._answer(request, ex, msg)
-        self._session(ex, request)
+        await self._session(ex, request)
         if isinstance(msg, JSONRPCRequest):
             return await self._answer(request, ex, msg)
         if isinstance(msg, JSONRPCNotification):
@@ -174,7 +180,7 @@ class McpEndpoint:
         header = request.headers.get(VERSION_HEADER)
         if header in NO_BATCH_VERSIONS:
             raise _batch_refused(header)
-        session = self._session(ex, request)
+        session = await self._session(ex, request)
         if session.protocol_version in NO_BATCH_VERSIONS:
             raise _batch_refused(session.protocol_version)
         ex.counted = True
@@ -205,8 +211,11 @@ class McpEndpoint:
     async def delete(self, request: web.Request) -> web.StreamResponse:
         """``DELETE /mcp``: end the legacy session named by ``Mcp-Session-Id`` (204)."""
         ex = request[EXCHANGE]
-        session = self._session(ex, request, require_gitlab=False)
-        self._sealer.end(session)
+        session = await self._session(ex, request, require_gitlab=False)
+        try:
+            await _ended_sessions(request).end(session.number, session.expires)
+        except StoreError:
+            raise _sessions_unavailable() from None
         self._calls.end_session(session.number)
         return web.Response(status=204, headers=ex.response_headers)
 
@@ -230,13 +239,14 @@ class McpEndpoint:
             raise too_large(self._max_body)
         return decode_content(request, body, self._max_body)
 
-    def _session(self, ex: Exchange, request: web.Request, *, require_gitlab: bool = True) -> Session:
+    async def _session(self, ex: Exchange, request: web.Request, *, require_gitlab: bool = True) -> Session:
         """The caller and their legacy session.
 
         Raises:
             RpcError: 401 from authentication, first (a caller without valid credentials learns
                 that, not what a session needs); then 400 without ``Mcp-Session-Id``; 404 for an
-                id that is not a live session of this caller (clients then initialize again).
+                id that is not a live session of this caller (clients then initialize again);
+                503 when the broker's database cannot say whether the session was ended.
         """
         identity = self._authenticate(ex, request, require_gitlab=require_gitlab)
         session_id = request.headers.get(SESSION_HEADER)
@@ -248,6 +258,16 @@ class McpEndpoint:
         session = self._sealer.unseal(session_id)
         if session is not None and not self._sealer.owned_by(session, identity.owner):
             session = None
+        if session is not None:
+            try:
+                ended = await _ended_sessions(request).is_ended(session.number)
+            except StoreError:
+                # Not served on a guess: an id ended elsewhere must not come back while the
+                # record is out of reach.
+                raise _sessions_unavailable() from None
+            if ended:
+                self._sealer.refuse_ended()
+                session = None
         if session is None:
             raise RpcError(
                 -32600,
@@ -262,6 +282,23 @@ class McpEndpoint:
         identity = self._auth.authenticate(request.headers, request.remote, require_gitlab=require_gitlab)
         ex.identity = identity
         return identity
+
+
+def _ended_sessions(request: web.Request) -> EndedSessions:
+    broker = request.app[SERVICES].broker
+    if broker is None:  # every app opens one; only tools' own tests build services without it
+        raise RuntimeError("the gateway has no broker database to keep ended sessions in")
+    return broker.ended_sessions
+
+
+def _sessions_unavailable() -> RpcError:
+    return RpcError(
+        INTERNAL_ERROR,
+        "Service Unavailable: the gateway cannot reach the database that records ended sessions (its "
+        "log says why). Send the request again in a moment.",
+        http_status=503,
+        headers={"Retry-After": "1"},
+    )
 
 
 def _batch_refused(version: str | None) -> RpcError:
