@@ -82,6 +82,9 @@ class ServerSettings(_Section):
     max_request_bytes: int = Field(1_048_576, ge=1024)
     #: Seconds in-flight calls get to finish after SIGTERM.
     shutdown_timeout_seconds: float = Field(10.0, ge=0)
+    #: Longest wait, seconds, for a client to take one write of an answer (a JSON body, an SSE
+    #: event): a client that stops reading is disconnected then, and what the answer held freed.
+    write_timeout_seconds: float = Field(30.0, gt=0)
     #: SSE keep-alive comment interval for long tool calls, seconds.
     keepalive_seconds: float = Field(15.0, gt=0)
     #: Page size of ``tools/list`` (MCP server/utilities/pagination).

@@ -45,9 +45,15 @@ from gateway.mcp.eras import (
     choose_era,
 )
 from gateway.mcp.exchange import EventStream, Exchange, Reply
-from gateway.mcp.middlewares import EXCHANGE, MCP_PATH, decode_content, too_large
+from gateway.mcp.middlewares import EXCHANGE, MCP_PATH, ClientClosed, decode_content, too_large
 from gateway.mcp.sessions import SESSION_HEADER, Session, SessionSealer
-from gateway.mcp.streamable_http import SseStream, json_response, receipt, write_json
+from gateway.mcp.streamable_http import (
+    SseStream,
+    connection_closed,
+    json_response,
+    receipt,
+    write_json,
+)
 from gateway.mcp.telemetry import Telemetry
 from gateway.mcp.wire import (
     INTERNAL_ERROR,
@@ -88,6 +94,7 @@ class McpEndpoint:
         self._auth = Authenticator(settings)
         self._max_body = settings.server.max_request_bytes
         self._keepalive = settings.server.keepalive_seconds
+        self._write_timeout = settings.server.write_timeout_seconds
 
     def add_routes(self, app: web.Application) -> None:
         app[SESSIONS] = self._sealer
@@ -134,6 +141,9 @@ class McpEndpoint:
             msg.method, msg.params, request.headers, self._dispatcher.modern_methods
         )
         self._authenticate(ex, request)
+        # Closing the connection cancels a 2026-07-28 request, answered as JSON as much as on a
+        # stream (a legacy client cancels with notifications/cancelled instead).
+        ex.connection_closed = functools.partial(connection_closed, request)
         return await self._answer(request, ex, msg)
 
     async def _answer(self, request: web.Request, ex: Exchange, msg: JSONRPCRequest) -> web.StreamResponse:
@@ -144,6 +154,7 @@ class McpEndpoint:
                 request,
                 keepalive_seconds=self._keepalive,
                 headers=ex.response_headers,
+                write_timeout=self._write_timeout,
                 resumable=ex.era is Era.LEGACY,
                 gauge=self._telemetry.metrics.sse_streams_open,
             )
@@ -167,7 +178,7 @@ class McpEndpoint:
         result = reply.result
         if result is not None and (result.on_delivered is not None or result.on_abandoned is not None):
             # Written now, so the result's callbacks know whether it left.
-            written = await write_json(request, response)
+            written = await write_json(request, response, self._write_timeout)
             await settle(result, written, ex.request_id, functools.partial(receipt, request))
         return response
 
@@ -190,7 +201,7 @@ class McpEndpoint:
                 await settle(result, False, ex.request_id)
             return json_response(None, ex.response_headers, 202)
         response = json_response(b"[" + b",".join(bodies) + b"]", ex.response_headers)
-        delivered = await write_json(request, response)
+        delivered = await write_json(request, response, self._write_timeout)
         for result in results:
             # One response carries them all: each takes its own receipt of the connection.
             await settle(result, delivered, ex.request_id, functools.partial(receipt, request))
@@ -227,6 +238,9 @@ class McpEndpoint:
                 body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             raise too_large(self._max_body) from None
+        except ConnectionError:
+            # aiohttp's own ConnectionResetError subclass: the client closed mid-body.
+            raise ClientClosed from None
         except TimeoutError:
             raise RpcError(
                 INVALID_REQUEST,
