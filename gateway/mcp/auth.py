@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gateway.config import Settings, is_loopback
 from gateway.gitlab.credentials import Credential, passthrough_credential, service_credential
@@ -54,7 +54,7 @@ class Identity:
     """
 
     principal: Principal
-    owner: str
+    owner: str = field(repr=False)
 
 
 def quotable(value: str) -> str:
