@@ -8,6 +8,10 @@ since the id is refused as expired from then on. Nothing is ever dropped earlier
 exactly the sessions ended within the last ``server.session_ttl_seconds``, so its size is bounded by
 the rate of DELETEs (each needs a live session of an authenticated caller) times that lifetime,
 and no number of sessions ended later can bring one back.
+
+Every request of a legacy-era session looks its session up here: one statement by primary key,
+with no transaction around it (``Store.read_one``; on SQLite one hand-off to the driver's thread),
+so that a DELETE on any replica counts on every other at once.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ class EndedSessions:
 
     async def is_ended(self, number: str) -> bool:
         """Whether session ``number`` was ended, by any replica."""
-        async with self._store.read() as q:
+        async with self._store.read_one() as q:  # on every request of a legacy session
             return await q.session_ended(id_hash(number))
 
     async def prune(self) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
+from gateway.broker.prepared import ENDED_SESSION, run_prepared
 from gateway.broker.queries.base import Statements
 from gateway.broker.schema import ended_sessions
 
@@ -21,10 +22,7 @@ class SessionQueries(Statements):
 
     async def session_ended(self, id_hash: str) -> bool:
         """Whether ``id_hash`` was ended (an expired row is as good: the id has expired too)."""
-        found = await self.conn.execute(
-            sa.select(sa.literal(1)).select_from(ended_sessions).where(ended_sessions.c.id_hash == id_hash)
-        )
-        return found.first() is not None
+        return bool(await run_prepared(self.conn, self._driver, ENDED_SESSION, {"id_hash": id_hash}))
 
     async def prune_ended_sessions(self, now: float, limit: int) -> int:
         """Forget at most ``limit`` sessions whose ids have expired; how many were."""
