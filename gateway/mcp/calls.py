@@ -37,9 +37,10 @@ from gateway.tools.registry import Tool, ToolResult
 
 log = logging.getLogger("gateway.mcp")
 
-#: Why a call was stopped. ``client``: notifications/cancelled; ``session_closed``: DELETE or
-#: eviction; ``client_gone``: a write to its stream failed; ``shutdown``: the app is stopping;
-#: ``server``: aiohttp cancelled the HTTP handler (shutdown timeout).
+#: Why a call was stopped. ``client``: notifications/cancelled; ``session_closed``: DELETE of its
+#: session on this replica; ``client_gone``: a write to its stream failed, or the connection of a
+#: 2026-07-28 request closed; ``shutdown``: the app is stopping; ``server``: aiohttp cancelled
+#: the HTTP handler (shutdown timeout).
 CancelReason = str
 
 
