@@ -109,7 +109,6 @@ def create_app(
             else None
         ),
         ttl_seconds=server.session_ttl_seconds,
-        max_ended=server.max_sessions,
         metrics=metrics,
     )
     dispatcher = Dispatcher(

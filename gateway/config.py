@@ -67,7 +67,8 @@ class ServerSettings(_Section):
     allowed_origins: tuple[str, ...] = ()
     #: Lifetime of a legacy-era MCP session (its sealed ``Mcp-Session-Id`` expires then).
     session_ttl_seconds: float = Field(86400.0, gt=0)
-    #: Cap of the list of sessions ended by DELETE and not yet expired.
+    #: No longer used: sessions ended by DELETE are kept in the broker's database until they
+    #: expire, with no cap that could forget one early. Accepted so existing configurations load.
     max_sessions: int = Field(1000, ge=1)
     #: AES-256 key sealing ``Mcp-Session-Id`` values: 32 random bytes in base64
     #: (``openssl rand -base64 32``), the same on every replica. Unset: generated at start, so
@@ -82,6 +83,9 @@ class ServerSettings(_Section):
     max_request_bytes: int = Field(1_048_576, ge=1024)
     #: Seconds in-flight calls get to finish after SIGTERM.
     shutdown_timeout_seconds: float = Field(10.0, ge=0)
+    #: Longest wait, seconds, for a client to take one write of an answer (a JSON body, an SSE
+    #: event): a client that stops reading is disconnected then, and what the answer held freed.
+    write_timeout_seconds: float = Field(30.0, gt=0)
     #: SSE keep-alive comment interval for long tool calls, seconds.
     keepalive_seconds: float = Field(15.0, gt=0)
     #: Page size of ``tools/list`` (MCP server/utilities/pagination).

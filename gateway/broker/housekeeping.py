@@ -1,5 +1,6 @@
 """Housekeeping, done at each look of the auto-advance timer: save ``lastSeen``, refresh the state
-and queue-depth gauges, apply the retention rule for delivered messages, prune the activity logs.
+and queue-depth gauges, apply the retention rule for delivered messages, prune the activity logs
+and the ended MCP sessions whose ids have expired.
 
 Every chore is best-effort: one that fails is logged by the timer and done again at a later look.
 """
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from gateway.broker.activity_log import ActivityLogs
 from gateway.broker.changes import Changes
+from gateway.broker.ended_sessions import EndedSessions
 from gateway.broker.formats import iso
 from gateway.broker.roster import Roster
 from gateway.broker.store import Store
@@ -35,6 +37,7 @@ class Housekeeping:
         metrics: the app's metrics.
         config: the ``broker`` settings (retention, log lines kept).
         clock: Unix time source.
+        ended_sessions: the MCP sessions ended by DELETE.
     """
 
     def __init__(
@@ -46,6 +49,7 @@ class Housekeeping:
         metrics: Metrics,
         config: BrokerSettings,
         clock: Callable[[], float],
+        ended_sessions: EndedSessions,
     ) -> None:
         self._store = store
         self._changes = changes
@@ -54,6 +58,7 @@ class Housekeeping:
         self._metrics = metrics
         self._config = config
         self._clock = clock
+        self._ended_sessions = ended_sessions
         self._ticks = 0
         self._next_purge = 0.0
 
@@ -74,6 +79,7 @@ class Housekeeping:
             async with self._store.write() as q:
                 for name in self._logs.names:
                     await q.prune_log(name, self._config.log_keep_lines)
+            await self._ended_sessions.prune()
 
     async def purge_delivered(self) -> int:
         """The retention rule for delivered messages (``broker.retain_delivered_seconds`` and

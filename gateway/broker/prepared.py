@@ -1,4 +1,5 @@
-"""The statements of the message path (send, claim, delivery), built once, and how they run.
+"""The statements of the message path (send, claim, delivery) and of the ended-session lookup,
+built once, and how they run.
 
 Every message goes through three of them: queued (:data:`QUEUE`, on PostgreSQL :data:`QUEUE_AND_NOTIFY`
 with its ``pg_notify``), claimed by a wait (:data:`CLAIM`), taken off its queue or held for an
@@ -29,7 +30,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gateway.broker.machine import State
-from gateway.broker.schema import agents, messages, pipeline
+from gateway.broker.schema import agents, ended_sessions, messages, pipeline
 
 #: PostgreSQL channel of the broker's wake-ups (``gateway.broker.wakeups``).
 CHANNEL = "gateway_broker"
@@ -136,6 +137,11 @@ CLAIM = _claim_statement()
 ACKNOWLEDGE = _leased_update(delivered_at=sa.bindparam("at", type_=sa.Text), lease_until=None)
 #: Keep the message leased until ``:until`` (waiting for the agent's acknowledgement).
 HOLD = _leased_update(lease_until=sa.bindparam("until", type_=sa.Float))
+#: Whether MCP session ``:id_hash`` was ended (``gateway.broker.ended_sessions``): looked up on
+#: every request of a legacy-era session.
+ENDED_SESSION = sa.select(ended_sessions.c.id_hash).where(
+    ended_sessions.c.id_hash == sa.bindparam("id_hash", type_=sa.Text)
+)
 
 
 @dataclass(frozen=True)
@@ -149,7 +155,7 @@ class _Compiled:
 _compiled: dict[tuple[int, str], _Compiled] = {}
 
 
-def _compile(stmt: sa.Insert | sa.Update, dialect: Dialect) -> _Compiled:
+def _compile(stmt: sa.Insert | sa.Update | sa.Select[Any], dialect: Dialect) -> _Compiled:
     key = (id(stmt), dialect.name)
     found = _compiled.get(key)
     if found is None:
@@ -173,7 +179,7 @@ async def run_prepared(
     Raises:
         sqlalchemy.exc.DBAPIError: as SQLAlchemy raises it, whichever way the statement ran.
     """
-    if driver is None or not isinstance(stmt, sa.Insert | sa.Update):
+    if driver is None or not isinstance(stmt, sa.Insert | sa.Update | sa.Select):
         return (await conn.execute(stmt, dict(params))).all()
     form = _compile(stmt, conn.dialect)
     values = {**form.defaults, **params}

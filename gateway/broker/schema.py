@@ -164,3 +164,14 @@ archived_activity_log = sa.Table(
     sa.Column("who", sa.Text, nullable=False),
     sa.Column("text", sa.Text, nullable=False),
 )
+
+# Added by migration 0005.
+#: MCP sessions ended by DELETE (``gateway.broker.ended_sessions``): a SHA-256 of the session's
+#: number and the moment its sealed id expires, after which the row serves no purpose.
+ended_sessions = sa.Table(
+    "ended_sessions",
+    metadata,
+    sa.Column("id_hash", sa.Text, primary_key=True),
+    sa.Column("expires", sa.Float, nullable=False),
+    sa.Index("ended_sessions_by_expiry", "expires"),
+)

@@ -19,7 +19,8 @@ The tools (``gateway.tools.broker``) check arguments, then call one method on on
 - ``store`` (``queries``, ``schema``, ``migrations``, ``migrate``, ``database``): the database, SQLite or
   PostgreSQL; ``wakeups``: this process's open waits and, on PostgreSQL, the LISTEN connection
   that wakes them when another replica commits; ``activity_log``, ``state_dir``: log files and
-  the state folder's other files.
+  the state folder's other files; ``ended_sessions``: the MCP sessions ended by DELETE, which
+  every replica must refuse.
 
 Replicas: with PostgreSQL any number of gateway processes share one broker. Nothing a replica
 keeps in memory is needed by another: queues, leases, state, timers and activity logs are rows;
@@ -44,6 +45,7 @@ from gateway.broker.auto_advance import AutoAdvance
 from gateway.broker.changes import Changes
 from gateway.broker.control import Control
 from gateway.broker.effects import After, Effects, Facts
+from gateway.broker.ended_sessions import EndedSessions
 from gateway.broker.formats import BROKER, iso
 from gateway.broker.housekeeping import Housekeeping
 from gateway.broker.machine import Event, State
@@ -89,6 +91,8 @@ class BrokerService:
         delivery: ``wait_for_message``.
         history: ``message_history``.
         monitoring: ``status``, ``log_activity``, ``activity_log``.
+        ended_sessions: the MCP sessions ended by DELETE (the MCP layer's, kept here because it is
+            the database every replica shares).
         changes: the change unit.
         auto_advance: the auto-advance timer.
         housekeeping: the chores of each timer look.
@@ -128,7 +132,10 @@ class BrokerService:
         self.changes = Changes(
             store, self.wakeups, logs, metrics, self.roster, effects, self.state_dir, clock
         )
-        self.housekeeping = Housekeeping(store, self.changes, self.roster, logs, metrics, self.config, clock)
+        self.ended_sessions = EndedSessions(store, metrics, clock)
+        self.housekeeping = Housekeeping(
+            store, self.changes, self.roster, logs, metrics, self.config, clock, self.ended_sessions
+        )
         self.auto_advance = AutoAdvance(
             self.changes,
             clock,

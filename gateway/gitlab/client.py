@@ -263,6 +263,11 @@ class GitLabClient:
                 "smaller: check GITLAB_URL and any proxy between the gateway and GitLab.",
                 request_id=call.request_id,
             ) from None
+        except asyncio.CancelledError:
+            # The MCP call was cancelled (its client went away, shutdown) with this attempt under
+            # way: GitLab may have it, a mutation may have been made, so the access line says so.
+            self._record(call, "cancelled", started, error="cancelled")
+            raise
         except (httpx.HTTPError, TimeoutError) as exc:
             what = "deadline passed" if isinstance(exc, TimeoutError) else type(exc).__name__
             self._record(call, "error", started, error=type(exc).__name__)

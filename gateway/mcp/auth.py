@@ -15,8 +15,9 @@ Rules (README, "Connecting a client"):
   ``PRIVATE-TOKEN`` when ``Authorization`` carries the gateway secret), and a POST without one is
   refused with 401 saying which header to send.
 
-Tokens never reach logs: :attr:`Identity.owner` is built from the agent id and the credential's
-keyed hash only.
+Tokens never reach logs: :attr:`Identity.owner` is built from how callers are authenticated, the
+agent id and a SHA-256 of the GitLab credential; it stays in memory, and a sealed session id holds
+only an HMAC of it (``sessions``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gateway.config import Settings, is_loopback
 from gateway.gitlab.credentials import Credential, passthrough_credential, service_credential
@@ -45,12 +46,15 @@ class Identity:
 
     Attributes:
         principal: handed to tools through ``CallInfo``.
-        owner: key that binds a session to this caller (None when callers are not
-            authenticated, so any holder of the session id may use it).
+        owner: what binds a session to this caller: how callers are authenticated here
+            (``client-token:<agent>``, or ``open`` where anyone may hold a session id), and in
+            passthrough mode ``|gitlab:`` and a SHA-256 of the caller's GitLab credential. A
+            session issued under one is not found under another, so an id from a gateway that
+            authenticates differently is refused. Never logged.
     """
 
     principal: Principal
-    owner: str | None
+    owner: str = field(repr=False)
 
 
 def quotable(value: str) -> str:
@@ -63,6 +67,10 @@ def quotable(value: str) -> str:
 def unauthorized(message: str, challenge: str = _REALM) -> RpcError:
     """A 401 refusal with its ``WWW-Authenticate`` challenge."""
     return RpcError(UNAUTHORIZED, message, http_status=401, headers={"WWW-Authenticate": challenge})
+
+
+def _credential_digest(credential: Credential) -> str:
+    return hashlib.sha256(credential.token.encode()).hexdigest()
 
 
 class Authenticator:
@@ -95,10 +103,10 @@ class Authenticator:
         """
         agent_id: str | None = None
         claimed: str | None = None
-        owner: str | None = None
+        owner = "open"
         if self._tokens:
             agent_id = self._client_token_agent(headers.get("Authorization"))
-            owner = f"agent:{agent_id}"
+            owner = f"client-token:{agent_id}"
         elif self._agent_header:
             value = headers.get(AGENT_HEADER)
             if value is not None:
@@ -112,7 +120,9 @@ class Authenticator:
             if credential is None and require_gitlab:
                 raise unauthorized(self._missing_gitlab_token_message(), 'Bearer realm="gitlab"')
             if credential is not None:
-                owner = f"{owner or ''}|gitlab:{credential.cache_key}"
+                # Not ``credential.cache_key``: that is keyed per process, and a session must
+                # be its caller's on every replica and after a restart.
+                owner = f"{owner}|gitlab:{_credential_digest(credential)}"
                 register_secret(credential.token)  # redacted from every later log line
         else:
             credential = self._service

@@ -4,7 +4,8 @@ Rules (MCP 2025-11-25 basic/utilities/progress, basic/utilities/cancellation):
 
 - The handler runs in its own task, registered under its legacy session and JSON-RPC id, so
   ``notifications/cancelled {requestId}`` (legacy era, same replica) cancels it; in the modern
-  era closing the response stream cancels it. A cancelled call gets no response.
+  era closing the connection cancels it, whether the answer was to come as a stream or as one
+  JSON body (:func:`cancel_when_closed`). A cancelled call gets no response.
 - Progress: ``notifications/progress`` go on the call's SSE stream only when the request carried
   ``_meta.progressToken``; values must increase strictly (others are dropped) and nothing is sent
   once the response was written.
@@ -36,9 +37,10 @@ from gateway.tools.registry import Tool, ToolResult
 
 log = logging.getLogger("gateway.mcp")
 
-#: Why a call was stopped. ``client``: notifications/cancelled; ``session_closed``: DELETE or
-#: eviction; ``client_gone``: a write to its stream failed; ``shutdown``: the app is stopping;
-#: ``server``: aiohttp cancelled the HTTP handler (shutdown timeout).
+#: Why a call was stopped. ``client``: notifications/cancelled; ``session_closed``: DELETE of its
+#: session on this replica; ``client_gone``: a write to its stream failed, or the connection of a
+#: 2026-07-28 request closed; ``shutdown``: the app is stopping; ``server``: aiohttp cancelled
+#: the HTTP handler (shutdown timeout).
 CancelReason = str
 
 
@@ -62,6 +64,20 @@ class ToolCall:
             self.cancel_reason = reason
         if not self.task.done():
             self.task.cancel()
+
+
+#: How often a 2026-07-28 call answered as JSON checks that its client is still connected.
+CLOSE_WATCH_SECONDS = 0.1
+
+
+async def cancel_when_closed(call: ToolCall, closed: Callable[[], bool]) -> None:
+    """Cancel ``call`` (``client_gone``) once ``closed()`` says its client closed the connection.
+    Runs until cancelled itself, when the call is over."""
+    while True:
+        await asyncio.sleep(CLOSE_WATCH_SECONDS)
+        if closed():
+            call.cancel("client_gone")
+            return
 
 
 class ProgressReporter:

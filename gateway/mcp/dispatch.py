@@ -40,7 +40,15 @@ from pydantic import ValidationError
 
 from gateway import __version__
 from gateway.errors import ToolError
-from gateway.mcp.calls import ActiveCalls, ProgressReporter, ToolCall, await_call, settle, tool_outcome
+from gateway.mcp.calls import (
+    ActiveCalls,
+    ProgressReporter,
+    ToolCall,
+    await_call,
+    cancel_when_closed,
+    settle,
+    tool_outcome,
+)
 from gateway.mcp.eras import (
     LATEST_LEGACY_VERSION,
     LEGACY_VERSIONS,
@@ -377,12 +385,17 @@ class Dispatcher:
         started = perf_counter()
         task = asyncio.create_task(self._registry.call(tool, ToolContext(self._services(), info), arguments))
         call = ToolCall(tool, msg.id, task, session_number)
+        watcher: asyncio.Task[None] | None = None
         if stream is not None:
             stream.on_broken = lambda: call.cancel("client_gone")
+        elif ex.connection_closed is not None:
+            watcher = asyncio.create_task(cancel_when_closed(call, ex.connection_closed))
         self._calls.add(call)
         try:
             outcome = await await_call(call, ex.request_id)
         finally:
+            if watcher is not None:
+                watcher.cancel()
             self._calls.discard(call)
             if reporter is not None:
                 reporter.stop()

@@ -11,13 +11,15 @@ the version header of GET/DELETE. A POST then goes:
    session (``Mcp-Session-Id`` is ignored), authentication, dispatch. A notification gets 202; a
    posted response 400.
 3. **Legacy**: ``initialize`` authenticates and opens a sealed session; anything else needs
-   ``Mcp-Session-Id`` (missing → 400; invalid, expired, ended or another caller's → 404),
-   then authentication and dispatch. Batches only in 2025-03-26 sessions.
+   ``Mcp-Session-Id`` (missing → 400; invalid, expired, ended or another caller's → 404; 503
+   while the broker's database, which says whether it was ended, cannot be reached), then
+   dispatch. Batches only in 2025-03-26 sessions.
 
 GET answers 405 in both eras: the gateway sends no server-initiated messages (no subscriptions,
 a fixed tool list), so a standalone stream would only hold a connection open (the conformance
 scenarios ``server-sse-multiple-streams`` and ``server-sse-polling`` accept it). DELETE ends a
-legacy session (204).
+legacy session (204) for every replica sharing the broker's database, until it would have expired
+(``gateway.broker.ended_sessions``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from typing import Any
 from aiohttp import web
 from mcp_types import JSONRPCNotification, JSONRPCRequest
 
+from gateway.broker.database import StoreError
+from gateway.broker.ended_sessions import EndedSessions
 from gateway.config import Settings
 from gateway.mcp.auth import Authenticator, Identity
 from gateway.mcp.calls import ActiveCalls, settle
@@ -41,11 +45,18 @@ from gateway.mcp.eras import (
     choose_era,
 )
 from gateway.mcp.exchange import EventStream, Exchange, Reply
-from gateway.mcp.middlewares import EXCHANGE, MCP_PATH, decode_content, too_large
+from gateway.mcp.middlewares import EXCHANGE, MCP_PATH, ClientClosed, decode_content, too_large
 from gateway.mcp.sessions import SESSION_HEADER, Session, SessionSealer
-from gateway.mcp.streamable_http import SseStream, json_response, receipt, write_json
+from gateway.mcp.streamable_http import (
+    SseStream,
+    connection_closed,
+    json_response,
+    receipt,
+    write_json,
+)
 from gateway.mcp.telemetry import Telemetry
 from gateway.mcp.wire import (
+    INTERNAL_ERROR,
     INVALID_REQUEST,
     RpcError,
     check_text,
@@ -54,6 +65,7 @@ from gateway.mcp.wire import (
     invalid_request,
     readable_id,
 )
+from gateway.tools.context import SERVICES
 
 #: How long a POST's body may take to arrive. aiohttp bounds the wait for a request's headers
 #: (its keep-alive timeout) but not for its body: a client that stops mid-body would otherwise
@@ -82,6 +94,7 @@ class McpEndpoint:
         self._auth = Authenticator(settings)
         self._max_body = settings.server.max_request_bytes
         self._keepalive = settings.server.keepalive_seconds
+        self._write_timeout = settings.server.write_timeout_seconds
 
     def add_routes(self, app: web.Application) -> None:
         app[SESSIONS] = self._sealer
@@ -110,7 +123,7 @@ class McpEndpoint:
         if isinstance(msg, JSONRPCRequest) and msg.method == "initialize":
             self._authenticate(ex, request)
             return await self._answer(request, ex, msg)
-        self._session(ex, request)
+        await self._session(ex, request)
         if isinstance(msg, JSONRPCRequest):
             return await self._answer(request, ex, msg)
         if isinstance(msg, JSONRPCNotification):
@@ -128,6 +141,9 @@ class McpEndpoint:
             msg.method, msg.params, request.headers, self._dispatcher.modern_methods
         )
         self._authenticate(ex, request)
+        # Closing the connection cancels a 2026-07-28 request, answered as JSON as much as on a
+        # stream (a legacy client cancels with notifications/cancelled instead).
+        ex.connection_closed = functools.partial(connection_closed, request)
         return await self._answer(request, ex, msg)
 
     async def _answer(self, request: web.Request, ex: Exchange, msg: JSONRPCRequest) -> web.StreamResponse:
@@ -138,6 +154,7 @@ class McpEndpoint:
                 request,
                 keepalive_seconds=self._keepalive,
                 headers=ex.response_headers,
+                write_timeout=self._write_timeout,
                 resumable=ex.era is Era.LEGACY,
                 gauge=self._telemetry.metrics.sse_streams_open,
             )
@@ -161,7 +178,7 @@ class McpEndpoint:
         result = reply.result
         if result is not None and (result.on_delivered is not None or result.on_abandoned is not None):
             # Written now, so the result's callbacks know whether it left.
-            written = await write_json(request, response)
+            written = await write_json(request, response, self._write_timeout)
             await settle(result, written, ex.request_id, functools.partial(receipt, request))
         return response
 
@@ -174,7 +191,7 @@ class McpEndpoint:
         header = request.headers.get(VERSION_HEADER)
         if header in NO_BATCH_VERSIONS:
             raise _batch_refused(header)
-        session = self._session(ex, request)
+        session = await self._session(ex, request)
         if session.protocol_version in NO_BATCH_VERSIONS:
             raise _batch_refused(session.protocol_version)
         ex.counted = True
@@ -184,7 +201,7 @@ class McpEndpoint:
                 await settle(result, False, ex.request_id)
             return json_response(None, ex.response_headers, 202)
         response = json_response(b"[" + b",".join(bodies) + b"]", ex.response_headers)
-        delivered = await write_json(request, response)
+        delivered = await write_json(request, response, self._write_timeout)
         for result in results:
             # One response carries them all: each takes its own receipt of the connection.
             await settle(result, delivered, ex.request_id, functools.partial(receipt, request))
@@ -205,8 +222,11 @@ class McpEndpoint:
     async def delete(self, request: web.Request) -> web.StreamResponse:
         """``DELETE /mcp``: end the legacy session named by ``Mcp-Session-Id`` (204)."""
         ex = request[EXCHANGE]
-        session = self._session(ex, request, require_gitlab=False)
-        self._sealer.end(session)
+        session = await self._session(ex, request, require_gitlab=False)
+        try:
+            await _ended_sessions(request).end(session.number, session.expires)
+        except StoreError:
+            raise _sessions_unavailable() from None
         self._calls.end_session(session.number)
         return web.Response(status=204, headers=ex.response_headers)
 
@@ -218,6 +238,9 @@ class McpEndpoint:
                 body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             raise too_large(self._max_body) from None
+        except ConnectionError:
+            # aiohttp's own ConnectionResetError subclass: the client closed mid-body.
+            raise ClientClosed from None
         except TimeoutError:
             raise RpcError(
                 INVALID_REQUEST,
@@ -230,13 +253,14 @@ class McpEndpoint:
             raise too_large(self._max_body)
         return decode_content(request, body, self._max_body)
 
-    def _session(self, ex: Exchange, request: web.Request, *, require_gitlab: bool = True) -> Session:
+    async def _session(self, ex: Exchange, request: web.Request, *, require_gitlab: bool = True) -> Session:
         """The caller and their legacy session.
 
         Raises:
             RpcError: 401 from authentication, first (a caller without valid credentials learns
                 that, not what a session needs); then 400 without ``Mcp-Session-Id``; 404 for an
-                id that is not a live session of this caller (clients then initialize again).
+                id that is not a live session of this caller (clients then initialize again);
+                503 when the broker's database cannot say whether the session was ended.
         """
         identity = self._authenticate(ex, request, require_gitlab=require_gitlab)
         session_id = request.headers.get(SESSION_HEADER)
@@ -248,6 +272,16 @@ class McpEndpoint:
         session = self._sealer.unseal(session_id)
         if session is not None and not self._sealer.owned_by(session, identity.owner):
             session = None
+        if session is not None:
+            try:
+                ended = await _ended_sessions(request).is_ended(session.number)
+            except StoreError:
+                # Not served on a guess: an id ended elsewhere must not come back while the
+                # record is out of reach.
+                raise _sessions_unavailable() from None
+            if ended:
+                self._sealer.refuse_ended()
+                session = None
         if session is None:
             raise RpcError(
                 -32600,
@@ -262,6 +296,23 @@ class McpEndpoint:
         identity = self._auth.authenticate(request.headers, request.remote, require_gitlab=require_gitlab)
         ex.identity = identity
         return identity
+
+
+def _ended_sessions(request: web.Request) -> EndedSessions:
+    broker = request.app[SERVICES].broker
+    if broker is None:  # every app opens one; only tools' own tests build services without it
+        raise RuntimeError("the gateway has no broker database to keep ended sessions in")
+    return broker.ended_sessions
+
+
+def _sessions_unavailable() -> RpcError:
+    return RpcError(
+        INTERNAL_ERROR,
+        "Service Unavailable: the gateway cannot reach the database that records ended sessions (its "
+        "log says why). Send the request again in a moment.",
+        http_status=503,
+        headers={"Retry-After": "1"},
+    )
 
 
 def _batch_refused(version: str | None) -> RpcError:

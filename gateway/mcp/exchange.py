@@ -40,6 +40,8 @@ class Exchange:
         tool: the tool's declared name for ``tools/call``.
         outcome: ``ok``, ``error``, ``rejected``, a tool error reason, ``cancelled``...
         counted: the messages were already counted in ``mcp_requests`` (batches count each).
+        connection_closed: whether the client closed the connection, where that cancels the
+            request (the 2026-07-28 era); None elsewhere.
     """
 
     request_id: str
@@ -55,6 +57,7 @@ class Exchange:
     tool: str | None = None
     outcome: str = "ok"
     counted: bool = False
+    connection_closed: Callable[[], bool] | None = None
 
     @property
     def version(self) -> str:

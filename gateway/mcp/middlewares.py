@@ -5,6 +5,10 @@
    :class:`Exchange`, the access line (``gateway.observability.access``) and the metrics of each
    request, and the JSON-RPC error
    answer of anything refused (with the request's ``id`` once the body parsed, without one before).
+   It writes the answer itself, within ``server.write_timeout_seconds`` (``streamable_http.send``),
+   so the access line says how that went. A client that closes before its body has all arrived
+   (:class:`ClientClosed`) is the access line's ``client_closed``, nothing more: not a fault of the
+   gateway's.
 2. Origin/Host (DNS-rebinding protection, ``security``) → 403.
 3. Content-Type (POST: ``application/json``) → 415; ``Content-Encoding`` other than ``gzip``,
    ``deflate`` or ``identity`` → 415; Accept (POST: must allow ``application/json`` and
@@ -43,6 +47,7 @@ from gateway.mcp.eras import (
 )
 from gateway.mcp.exchange import Exchange
 from gateway.mcp.security import OriginHostGuard
+from gateway.mcp.streamable_http import send
 from gateway.mcp.telemetry import Telemetry
 from gateway.mcp.wire import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, RpcError, method_label
 from gateway.observability.access import RequestTrace
@@ -61,7 +66,16 @@ _METRIC_OUTCOMES = {
     "internal_error": "error",
     "cancelled": "cancelled",
     "client_gone": "cancelled",
+    "client_closed": "client_closed",
+    "write_timeout": "client_closed",
 }
+#: The access line's status of a request whose client closed before it could be answered (nginx's
+#: "client closed request"): nothing was sent.
+CLIENT_CLOSED_STATUS: Final = 499
+
+
+class ClientClosed(Exception):
+    """The client closed its connection before its request's body had all arrived."""
 
 
 def error_response(ex: Exchange, err: RpcError) -> web.Response:
@@ -74,8 +88,9 @@ def error_response(ex: Exchange, err: RpcError) -> web.Response:
     )
 
 
-def exchange_middleware(telemetry: Telemetry) -> Middleware:
-    """Request id, :class:`Exchange`, error answers, the log line and the metrics of ``/mcp``."""
+def exchange_middleware(telemetry: Telemetry, write_timeout: float) -> Middleware:
+    """Request id, :class:`Exchange`, error answers, the log line and the metrics of ``/mcp``;
+    answers written within ``write_timeout`` seconds."""
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -110,6 +125,10 @@ def exchange_middleware(telemetry: Telemetry) -> Middleware:
             if ex.outcome == "ok":
                 ex.outcome = "rejected" if err.http_status >= 400 else "error"
             response = error_response(ex, err)
+        except ClientClosed:
+            ex.outcome = "client_closed"
+            _record(telemetry, ex, started, CLIENT_CLOSED_STATUS, counted, trace)
+            return web.Response(status=CLIENT_CLOSED_STATUS)  # aiohttp finds nobody to send it to
         except web.HTTPException:
             raise
         except Exception:
@@ -128,6 +147,10 @@ def exchange_middleware(telemetry: Telemetry) -> Middleware:
             ex.outcome = "cancelled" if ex.outcome == "ok" else ex.outcome
             _record(telemetry, ex, started, status, counted, trace)
             raise
+        if not response.prepared:
+            failed = await send(request, response, write_timeout)
+            if failed == "write_timeout":
+                ex.outcome = failed
         _record(telemetry, ex, started, response.status, counted, trace)
         return response
 
@@ -311,7 +334,7 @@ async def protocol_version_middleware(request: web.Request, handler: Handler) ->
 def mcp_middlewares(settings: Settings, telemetry: Telemetry) -> list[Middleware]:
     """The middlewares of ``/mcp``, outermost first."""
     return [
-        exchange_middleware(telemetry),
+        exchange_middleware(telemetry, settings.server.write_timeout_seconds),
         origin_host_middleware(settings),
         media_type_middleware,
         body_size_middleware(settings.server.max_request_bytes),

@@ -5,18 +5,20 @@ zereight/gitlab-mcp's stateless mode):
 
 - The id is an AES-256-GCM token (``cryptography``) holding what a session needs: the negotiated
   version, the client's capabilities (only their names when they are large, as the id travels in
-  a header), an expiry, a random session number and a SHA-256 hash of the credential key it was
-  issued to. Never the GitLab token. It is made of visible ASCII only
-  (``v1.`` + URL-safe base64).
+  a header), an expiry, a random session number and the caller it was issued to, as an
+  HMAC-SHA256 of :attr:`Identity.owner` under a key derived from the session key (HKDF-SHA256,
+  its own label). Never the GitLab token. It is made of visible ASCII only (``v1.`` + URL-safe
+  base64).
 - The key comes from ``server.session_key`` (32 bytes, base64); without one a key is generated at
   start, said in one INFO log line (sessions then do not survive a restart nor span replicas).
-  ``server.session_previous_key`` is still accepted while keys rotate.
+  ``server.session_previous_key`` is still accepted while keys rotate. Everything a replica
+  needs to serve a session is derived from the key, so any replica with it serves any session.
 - Expired, tampered or foreign-credential ids, and ids sealed with an unknown key, are "not
-  found" (HTTP 404): clients then initialize again.
+  found" (HTTP 404): clients then initialize again. The owner is compared as it is, so an id
+  issued where callers are not authenticated is foreign where they are.
 - A session expires ``server.session_ttl_seconds`` after ``initialize``.
-- DELETE ends a session: its number goes on a deny-list until the session would have expired.
-  The list holds at most ``server.max_sessions`` entries; when full, the entry closest to its
-  expiry goes first (counted in ``gateway_mcp_session_denylist_evictions_total``).
+- DELETE ends a session: the broker's database keeps it ended for every replica until it would
+  have expired (``gateway.broker.ended_sessions``); this module only seals and opens ids.
 """
 
 from __future__ import annotations
@@ -24,19 +26,20 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import heapq
-import itertools
+import hmac
 import json
 import logging
 import os
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from gateway.observability.metrics import Metrics
 
@@ -50,11 +53,23 @@ _NONCE_BYTES = 12
 _MAX_ID_CHARS = 8192
 #: Client capabilities kept whole up to this size (JSON); beyond it only their names.
 _MAX_CAPABILITIES_CHARS = 1024
+#: HKDF label of the key that binds a session to its owner (never used for anything else).
+_OWNER_LABEL = b"gitlab-mcp-gateway session owner v1"
 
 
-def owner_hash(owner: str | None) -> str | None:
-    """The hash a session keeps of the credential key it was issued to (None: unauthenticated)."""
-    return None if owner is None else hashlib.sha256(owner.encode()).hexdigest()[:32]
+def _owner_key(key: bytes) -> bytes:
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_OWNER_LABEL).derive(key)
+
+
+class _Key:
+    """One session key: its cipher and the key its owner hashes are made with."""
+
+    def __init__(self, key: bytes) -> None:
+        self.cipher = AESGCM(key)
+        self._owner = _owner_key(key)
+
+    def owner_hash(self, owner: str) -> str:
+        return hmac.new(self._owner, owner.encode(), hashlib.sha256).hexdigest()[:32]
 
 
 @dataclass(frozen=True)
@@ -67,7 +82,8 @@ class Session:
         protocol_version: the negotiated revision.
         capabilities: the client's ``capabilities`` from ``initialize``.
         expires: Unix seconds.
-        owner: hash of the credential key it was issued to (None: unauthenticated callers).
+        owner: keyed hash of the caller it was issued to (:attr:`Identity.owner`).
+        key: the key that sealed it (its owner hash is compared under that key).
     """
 
     id: str
@@ -75,7 +91,8 @@ class Session:
     protocol_version: str
     capabilities: dict[str, Any]
     expires: float
-    owner: str | None
+    owner: str
+    key: _Key = field(repr=False, compare=False)
 
     @property
     def log_id(self) -> str:
@@ -102,13 +119,12 @@ def decode_key(value: str) -> bytes:
 
 
 class SessionSealer:
-    """Issues and opens sealed session ids; keeps the deny-list of ended sessions.
+    """Issues and opens sealed session ids.
 
     Args:
         key: the current key (None: generate one, and say so at INFO).
         previous_key: an older key still accepted (rotation).
         ttl_seconds: lifetime of a session.
-        max_ended: cap of the deny-list.
         metrics: the app's metrics.
         clock: Unix seconds (tests pass their own).
     """
@@ -119,7 +135,6 @@ class SessionSealer:
         key: bytes | None,
         previous_key: bytes | None = None,
         ttl_seconds: float,
-        max_ended: int,
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -131,45 +146,41 @@ class SessionSealer:
                 "random bytes in base64 on every replica"
             )
             key = os.urandom(32)
-        self._current = AESGCM(key)
-        self._keys = [self._current] + ([AESGCM(previous_key)] if previous_key else [])
+        self._current = _Key(key)
+        self._keys = [self._current] + ([_Key(previous_key)] if previous_key else [])
         self.ttl = ttl_seconds
-        self.max_ended = max_ended
         self._clock = clock
         self._metrics = metrics
-        self._ended: dict[str, float] = {}
-        # (expiry, order of ending, number): ties go in the order sessions were ended.
-        self._expiries: list[tuple[float, int, str]] = []
-        self._ends = itertools.count()
         if metrics is not None:
             metrics.session_ttl_seconds.set(ttl_seconds)
-            metrics.session_denylist_capacity.set(max_ended)
 
-    def issue(self, protocol_version: str, capabilities: dict[str, Any], owner: str | None) -> Session:
+    def issue(self, protocol_version: str, capabilities: dict[str, Any], owner: str) -> Session:
         """A new session for ``owner`` (the caller's :attr:`Identity.owner`)."""
         if len(json.dumps(capabilities)) > _MAX_CAPABILITIES_CHARS:
             # The id travels in a header on every request: keep which capabilities were declared.
             capabilities = {str(key)[:64]: {} for key in list(capabilities)[:32]}
         number = secrets.token_urlsafe(12)
         expires = float(int(self._clock() + self.ttl))
-        hashed = owner_hash(owner)
+        hashed = self._current.owner_hash(owner)
         claims = {"n": number, "v": protocol_version, "c": capabilities, "e": expires, "o": hashed}
         nonce = os.urandom(_NONCE_BYTES)
-        sealed = self._current.encrypt(nonce, json.dumps(claims, separators=(",", ":")).encode(), _AAD)
+        plain = json.dumps(claims, separators=(",", ":")).encode()
+        sealed = self._current.cipher.encrypt(nonce, plain, _AAD)
         token = _PREFIX + base64.urlsafe_b64encode(nonce + sealed).decode().rstrip("=")
         if self._metrics is not None:
             self._metrics.sessions_issued.inc()
-        return Session(token, number, protocol_version, capabilities, expires, hashed)
+        return Session(token, number, protocol_version, capabilities, expires, hashed, self._current)
 
-    def open(self, session_id: str, owner: str | None) -> Session | None:
-        """The live session ``session_id`` of ``owner``, or None (and why is counted): not ours or
-        tampered (``invalid``), expired, ended by DELETE, or issued to another credential."""
+    def open(self, session_id: str, owner: str) -> Session | None:
+        """The unexpired session ``session_id`` of ``owner``, or None (and why is counted): not
+        ours or tampered (``invalid``), expired, or issued to another caller. Whether it was ended
+        is the broker's record (``gateway.broker.ended_sessions``)."""
         session = self.unseal(session_id)
         return session if session is not None and self.owned_by(session, owner) else None
 
-    def owned_by(self, session: Session, owner: str | None) -> bool:
-        """True when ``session`` was issued to ``owner`` (or to unauthenticated callers)."""
-        if session.owner is not None and session.owner != owner_hash(owner):
+    def owned_by(self, session: Session, owner: str) -> bool:
+        """True when ``session`` was issued to ``owner``."""
+        if not hmac.compare_digest(session.owner, session.key.owner_hash(owner)):
             # Another caller's session: answered like an unknown one (MCP security best
             # practices, session hijacking).
             self._refuse("foreign")
@@ -177,38 +188,18 @@ class SessionSealer:
         return True
 
     def unseal(self, session_id: str) -> Session | None:
-        """The live session ``session_id`` whoever holds it, or None (counted): not ours or
-        tampered (``invalid``), expired, or ended by DELETE. Cheap: checked before any
-        authentication work."""
+        """The unexpired session ``session_id`` whoever holds it, or None (counted): not ours or
+        tampered (``invalid``), or expired. Cheap: checked before any authentication work."""
         session = self._unseal(session_id)
         if session is None:
             return self._refuse("invalid")
-        now = self._clock()
-        if session.expires <= now:
+        if session.expires <= self._clock():
             return self._refuse("expired")
-        self._sweep(now)
-        if session.number in self._ended:
-            return self._refuse("ended")
         return session
 
-    def end(self, session: Session) -> None:
-        """Deny ``session`` from now until it would have expired (DELETE)."""
-        now = self._clock()
-        self._sweep(now)
-        if session.number in self._ended:
-            return
-        if len(self._ended) >= self.max_ended and self._expiries:
-            _, _, oldest = heapq.heappop(self._expiries)
-            self._ended.pop(oldest, None)
-            if self._metrics is not None:
-                self._metrics.session_denylist_evictions.inc()
-        self._ended[session.number] = session.expires
-        heapq.heappush(self._expiries, (session.expires, next(self._ends), session.number))
-        self._update_gauge()
-
-    def __len__(self) -> int:
-        """Sessions on the deny-list."""
-        return len(self._ended)
+    def refuse_ended(self) -> None:
+        """Count a session refused because it was ended by DELETE."""
+        self._refuse("ended")
 
     def _unseal(self, session_id: str) -> Session | None:
         if not session_id.startswith(_PREFIX) or len(session_id) > _MAX_ID_CHARS:
@@ -223,24 +214,17 @@ class SessionSealer:
         nonce, sealed = blob[:_NONCE_BYTES], blob[_NONCE_BYTES:]
         for key in self._keys:
             try:
-                plain = key.decrypt(nonce, sealed, _AAD)
+                plain = key.cipher.decrypt(nonce, sealed, _AAD)
             except (InvalidTag, ValueError):
                 continue
             claims = json.loads(plain)
-            return Session(session_id, claims["n"], claims["v"], claims["c"], claims["e"], claims["o"])
+            owner = claims["o"]
+            if not isinstance(owner, str):
+                return None  # issued by an older gateway to anyone: not found, initialize again
+            return Session(session_id, claims["n"], claims["v"], claims["c"], claims["e"], owner, key)
         return None
 
     def _refuse(self, reason: str) -> Session | None:
         if self._metrics is not None:
             self._metrics.session_rejections.labels(reason).inc()
         return None
-
-    def _sweep(self, now: float) -> None:
-        while self._expiries and self._expiries[0][0] <= now:
-            _, _, number = heapq.heappop(self._expiries)
-            self._ended.pop(number, None)
-        self._update_gauge()
-
-    def _update_gauge(self) -> None:
-        if self._metrics is not None:
-            self._metrics.sessions_ended.set(len(self._ended))

@@ -27,6 +27,10 @@ message only once an agent has it):
   read the response has nothing left unread that would make its close a reset.
 - When the client closes a stream the call is cancelled (``on_broken``); a watcher notices a
   closed connection within :data:`WATCH_SECONDS` even between keep-alives.
+- Every write waits at most ``server.write_timeout_seconds`` for the client to take it. A client
+  that stops reading would otherwise hold the answer's buffers, and its handler, for as long as
+  its connection stays open; past the timeout the connection is aborted and the answer counts as
+  not delivered.
 """
 
 from __future__ import annotations
@@ -67,16 +71,39 @@ def json_response(body: bytes | None, headers: Mapping[str, str], status: int = 
     return web.Response(body=body, status=status, content_type="application/json", headers=headers)
 
 
-async def write_json(request: web.Request, response: web.StreamResponse) -> bool:
+async def write_json(request: web.Request, response: web.StreamResponse, write_timeout: float) -> bool:
     """Send ``response`` now; True when it was handed in full to the open connection."""
     if _peer_closed(request):
         return False
+    return await send(request, response, write_timeout) is None
+
+
+async def send(request: web.Request, response: web.StreamResponse, write_timeout: float) -> str | None:
+    """Write ``response`` whole within ``write_timeout`` seconds. None when it was handed to the
+    connection; ``write_timeout`` when the client did not take it in time (the connection is then
+    aborted); ``client_gone`` when the connection failed."""
     try:
-        await response.prepare(request)
-        await response.write_eof()
+        async with asyncio.timeout(write_timeout):
+            await response.prepare(request)
+            await response.write_eof()
+    except TimeoutError:
+        abort(request)
+        return "write_timeout"
     except (OSError, ConnectionError):
-        return False
-    return True
+        return "client_gone"
+    return None
+
+
+def abort(request: web.Request) -> None:
+    """Drop ``request``'s connection at once, with whatever it still had to send."""
+    log.info("client did not read its answer within the write timeout; connection dropped")
+    if request.transport is not None:
+        request.transport.abort()
+
+
+def connection_closed(request: web.Request) -> bool:
+    """True once the event loop saw ``request``'s connection close."""
+    return not _connected(request)
 
 
 def receipt(request: web.Request) -> Receipt | None:
@@ -121,6 +148,7 @@ class SseStream:
         request: the POST being answered.
         keepalive_seconds: interval of ``: keepalive`` comments.
         headers: extra response headers (``X-Request-Id``).
+        write_timeout: longest wait for the client to take one write, seconds.
         resumable: legacy streams carry event ids and a priming event; modern ones do not.
         gauge: ``sse_streams_open``, incremented while the stream is open.
         on_broken: called once when the client goes away.
@@ -132,12 +160,14 @@ class SseStream:
         *,
         keepalive_seconds: float,
         headers: Mapping[str, str],
+        write_timeout: float,
         resumable: bool = True,
         gauge: Gauge | None = None,
         on_broken: Callable[[], None] | None = None,
     ) -> None:
         self._request = request
         self._keepalive_seconds = keepalive_seconds
+        self._write_timeout = write_timeout
         self.response = web.StreamResponse(status=200, headers={**SSE_HEADERS, **headers})
         self._resumable = resumable
         self._gauge = gauge
@@ -156,7 +186,12 @@ class SseStream:
         if self._open:
             return not self.broken
         try:
-            await self.response.prepare(self._request)
+            async with asyncio.timeout(self._write_timeout):
+                await self.response.prepare(self._request)
+        except TimeoutError:
+            abort(self._request)
+            self._mark_broken()
+            return False
         except (OSError, ConnectionError):
             self._mark_broken()
             return False
@@ -201,8 +236,13 @@ class SseStream:
         if self._gauge is not None:
             self._gauge.dec()
         if not self.broken:
-            with contextlib.suppress(OSError, ConnectionError):
-                await self.response.write_eof()
+            try:
+                async with asyncio.timeout(self._write_timeout):
+                    await self.response.write_eof()
+            except TimeoutError:
+                abort(self._request)
+            except (OSError, ConnectionError):
+                pass
 
     def _next_id(self) -> str:
         self._seq += 1
@@ -215,10 +255,15 @@ class SseStream:
             if self._finished:
                 return False
             try:
-                if final:
-                    await self.response.write_eof(data)
-                else:
-                    await self.response.write(data)
+                async with asyncio.timeout(self._write_timeout):
+                    if final:
+                        await self.response.write_eof(data)
+                    else:
+                        await self.response.write(data)
+            except TimeoutError:
+                abort(self._request)
+                self._mark_broken()
+                return False
             except (OSError, ConnectionError):
                 self._mark_broken()
                 return False

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from typing import Any, Final, TypeGuard
 
 import orjson
@@ -203,13 +204,24 @@ def decode_body(body: bytes) -> Any:
     """The JSON value of a POST body.
 
     Raises:
-        RpcError: ``-32700`` (HTTP 400, no id) when it is not JSON (RFC 8259).
+        RpcError: ``-32700`` (HTTP 400, no id) when it is not JSON (RFC 8259), or nests too deeply
+            to be read.
     """
     try:
         return json.loads(body, parse_constant=_refuse_constant, parse_float=_finite_float)
     except _NotJson as exc:
         raise RpcError(PARSE_ERROR, f"Parse error: {exc}", http_status=400) from None
-    except (ValueError, RecursionError):
+    except RecursionError:
+        # Python's parser reads as deep as its recursion limit allows; valid JSON past that is
+        # still refused, and the message must say why rather than call it malformed.
+        raise RpcError(
+            PARSE_ERROR,
+            f"Parse error: the body nests objects and arrays too deeply to be read (about "
+            f"{sys.getrecursionlimit()} levels or more); no MCP message needs that: send _meta and the "
+            "arguments nested less deeply.",
+            http_status=400,
+        ) from None
+    except ValueError:
         raise RpcError(PARSE_ERROR, "Parse error: the body is not valid JSON.", http_status=400) from None
 
 

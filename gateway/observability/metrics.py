@@ -48,7 +48,7 @@ class Metrics:
             registry=r,
         )
         # Legacy-era sessions are sealed ids (any replica opens them): counted as issued, refused
-        # by reason, and ended (the DELETE deny-list), with their TTL and the list's cap.
+        # by reason, and ended (by DELETE, kept in the broker's database until they expire).
         self.sessions_issued = Counter(
             "gateway_mcp_sessions_issued_total", "MCP sessions opened by initialize", registry=r
         )
@@ -60,15 +60,8 @@ class Metrics:
         )
         self.sessions_ended = Gauge(
             "gateway_mcp_sessions_ended",
-            "Sessions ended by DELETE and not yet expired (deny-list)",
-            registry=r,
-        )
-        self.session_denylist_capacity = Gauge(
-            "gateway_mcp_session_denylist_capacity", "Cap of the deny-list (server.max_sessions)", registry=r
-        )
-        self.session_denylist_evictions = Counter(
-            "gateway_mcp_session_denylist_evictions_total",
-            "Ended sessions dropped from a full deny-list before their expiry",
+            "Sessions ended by DELETE and not yet expired, on every replica (the broker database's "
+            "count at its last prune, plus those this replica ended since)",
             registry=r,
         )
         self.session_ttl_seconds = Gauge(

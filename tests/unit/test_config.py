@@ -348,7 +348,7 @@ def test_a_generated_session_key_is_reported_at_info_as_the_example_says(
     from gateway.mcp.sessions import SessionSealer
 
     with caplog.at_level("DEBUG", logger="gateway"):
-        SessionSealer(key=None, ttl_seconds=60, max_ended=10)
+        SessionSealer(key=None, ttl_seconds=60)
     said = [r for r in caplog.records if "sealed with a key generated for this process" in r.getMessage()]
     assert [r.levelname for r in said] == ["INFO"]
     comment = "\n".join(EXAMPLE.read_text().split("# session_key =")[0].splitlines()[-4:])

@@ -803,3 +803,28 @@ async def test_graphql_errors_saying_gitlab_failed_leave_a_mutation_outcome_unkn
     with pytest.raises(GitLabMaybeSent):
         await mutate(make_client())
     assert route.call_count == 1 and sleeps == []
+
+
+async def test_a_mutation_cancelled_while_gitlab_has_it_is_on_the_access_line(
+    make_client: Callable[..., GitLabClient], router: Any
+) -> None:
+    """The MCP call was cancelled (its client went away) after the mutation was sent: the access
+    line must still say that GitLab was asked, or nobody can tell the change may have been made."""
+    from gateway.observability.logging import bind_request_id
+
+    arrived = asyncio.Event()
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        arrived.set()
+        await asyncio.sleep(60)
+        return httpx.Response(200, json=DATA)
+
+    router.post(GRAPHQL).mock(side_effect=slow)
+    client = make_client()
+    with bind_request_id("req-1") as trace:
+        task = asyncio.create_task(mutate(client))
+        await asyncio.wait_for(arrived.wait(), 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert trace.fields() == {"gitlab_requests": 1, "gitlab": "get_pipeline:cancelled"}

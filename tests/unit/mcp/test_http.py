@@ -158,6 +158,17 @@ async def test_deeply_nested_json_is_parse_error(mcp: Mcp) -> None:
     assert (await resp.json())["error"]["code"] == -32700
 
 
+async def test_json_nested_too_deeply_is_called_that_not_invalid(mcp: Mcp) -> None:
+    meta = '{"a": ' * 1000 + "1" + "}" * 1000
+    body = '{"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {"_meta": ' + meta + "}}"
+    resp = await mcp.post(body.encode())
+    assert resp.status == 400
+    error = (await resp.json())["error"]
+    assert error["code"] == -32700
+    assert "not valid JSON" not in error["message"]
+    assert "too deeply" in error["message"]
+
+
 async def test_a_bug_in_the_transport_is_a_json_rpc_500_without_internals(
     mcp: Mcp, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

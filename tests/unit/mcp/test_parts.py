@@ -65,7 +65,6 @@ def _sealer(now: list[float], **kw: object) -> SessionSealer:
     return SessionSealer(
         key=bytes(range(32)),
         ttl_seconds=10,
-        max_ended=2,
         clock=lambda: now[0],
         **kw,  # type: ignore[arg-type]
     )
@@ -85,30 +84,31 @@ def test_sealed_session_round_trip_and_refusals() -> None:
         flipped = "A" if session.id[i] != "A" else "B"
         assert sealer.open(session.id[:i] + flipped + session.id[i + 1 :], "agent:pm|gitlab:abc") is None
     # Sealed with another key: not found.
-    other = SessionSealer(key=bytes(32), ttl_seconds=10, max_ended=2)
+    other = SessionSealer(key=bytes(32), ttl_seconds=10)
     assert other.open(session.id, "agent:pm|gitlab:abc") is None
+    # The next key in place, this one as previous: still found, and still only by its owner.
+    rotated = SessionSealer(
+        key=bytes(32), previous_key=bytes(range(32)), ttl_seconds=10, clock=lambda: now[0]
+    )
+    assert rotated.open(session.id, "agent:pm|gitlab:abc") is not None
+    assert rotated.open(session.id, "agent:dev|gitlab:abc") is None
     # Past its expiry: not found.
     now[0] += 10
     assert sealer.open(session.id, "agent:pm|gitlab:abc") is None
 
 
-def test_unauthenticated_sessions_open_for_anyone_until_ended() -> None:
-    now = [0.0]
-    sealer = _sealer(now)
-    session = sealer.issue("2025-11-25", {}, owner=None)
-    assert sealer.open(session.id, "agent:pm") is not None
-    sealer.end(session)
-    assert sealer.open(session.id, None) is None
-    assert len(sealer) == 1
-    now[0] += 11  # expired: the deny-list forgets it
-    assert sealer.open(session.id, None) is None
-    sealer.end(sealer.issue("2025-11-25", {}, owner=None))
-    assert len(sealer) == 1
+def test_a_session_is_bound_to_how_its_caller_was_authenticated() -> None:
+    sealer = _sealer([0.0])
+    session = sealer.issue("2025-11-25", {}, owner="open")
+    assert sealer.open(session.id, "open") is not None
+    # Where callers present client tokens, an id issued where nobody did is nobody's.
+    assert sealer.open(session.id, "client-token:pm") is None
+    assert "open" not in session.owner  # a keyed hash, not the owner itself
 
 
 @pytest.mark.parametrize("value", ["", "v1.", "v1.!!!", "nope", "v1." + "A" * 5000])
 def test_garbage_session_ids_are_not_found(value: str) -> None:
-    assert _sealer([0.0]).open(value, None) is None
+    assert _sealer([0.0]).open(value, "open") is None
 
 
 def test_session_key_must_be_32_bytes() -> None:

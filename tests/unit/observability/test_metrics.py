@@ -39,7 +39,6 @@ REQUIRED = {
     "session_rejections": ("gateway_mcp_session_rejections", "counter", ["reason"]),
     "sessions_ended": ("gateway_mcp_sessions_ended", "gauge", []),
     "session_ttl_seconds": ("gateway_mcp_session_ttl_seconds", "gauge", []),
-    "session_denylist_capacity": ("gateway_mcp_session_denylist_capacity", "gauge", []),
     "sse_streams_open": ("gateway_mcp_sse_streams_open", "gauge", []),
     "broker_state": ("gateway_broker_state", "gauge", ["state"]),
     "broker_queue_depth": ("gateway_broker_queue_depth", "gauge", ["agent"]),

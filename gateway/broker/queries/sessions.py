@@ -1,0 +1,43 @@
+"""Statements on ended MCP sessions (``gateway.broker.ended_sessions``)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from gateway.broker.prepared import ENDED_SESSION, run_prepared
+from gateway.broker.queries.base import Statements
+from gateway.broker.schema import ended_sessions
+
+
+class SessionQueries(Statements):
+    """Sessions ended by DELETE, until they would have expired."""
+
+    async def end_session(self, id_hash: str, expires: float) -> None:
+        """Record ``id_hash`` as ended; ending it again (another replica, a retry) changes nothing."""
+        insert = postgresql.insert if self.postgres else sqlite.insert
+        await self.conn.execute(
+            insert(ended_sessions).values(id_hash=id_hash, expires=expires).on_conflict_do_nothing()
+        )
+
+    async def session_ended(self, id_hash: str) -> bool:
+        """Whether ``id_hash`` was ended (an expired row is as good: the id has expired too)."""
+        return bool(await run_prepared(self.conn, self._driver, ENDED_SESSION, {"id_hash": id_hash}))
+
+    async def prune_ended_sessions(self, now: float, limit: int) -> int:
+        """Forget at most ``limit`` sessions whose ids have expired; how many were."""
+        expired = (
+            sa.select(ended_sessions.c.id_hash)
+            .where(ended_sessions.c.expires <= now)
+            .order_by(ended_sessions.c.expires)
+            .limit(limit)
+        )
+        done = await self.conn.execute(sa.delete(ended_sessions).where(ended_sessions.c.id_hash.in_(expired)))
+        return int(done.rowcount or 0)
+
+    async def ended_sessions_count(self, now: float) -> int:
+        """Sessions ended and not yet expired."""
+        count = await self.conn.execute(
+            sa.select(sa.func.count()).select_from(ended_sessions).where(ended_sessions.c.expires > now)
+        )
+        return int(count.scalar_one())
