@@ -23,9 +23,9 @@ from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 from gateway.config import Settings
-from gateway.observability import health
 from gateway.observability.metrics import METRICS
-from gateway.tools.context import SERVICES
+from gateway.server import health
+from gateway.server.services import SERVICES
 
 log = logging.getLogger("gateway")
 
