@@ -68,7 +68,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _no_child_processes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _no_child_processes(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[list[str]]:
     """Refuse every way a test could start a process: ``subprocess`` (and what builds on it:
     ``asyncio``'s default loop, ``os.popen``), ``asyncio.create_subprocess_*`` (uvloop's loop spawns
     without ``subprocess``), ``os.fork``/``posix_spawn``/``system`` and ``multiprocessing``."""
@@ -81,7 +83,7 @@ def _no_child_processes(request: pytest.FixtureRequest, monkeypatch: pytest.Monk
                 f'process: @pytest.mark.{MARKER}(reason="...")',
                 pytrace=False,
             )
-        yield
+        yield []
         return
     refused: list[str] = []
 
@@ -113,7 +115,7 @@ def _no_child_processes(request: pytest.FixtureRequest, monkeypatch: pytest.Monk
         patch(os, name, f"os.{name}", lambda path, argv, *_, **__: argv)
     patch(os, "system", "os.system", lambda cmd: cmd)
     patch(multiprocessing.process.BaseProcess, "start", "multiprocessing", lambda self: self.name)
-    yield
+    yield refused  # what was refused (the guard's own tests empty it)
     if refused:
         # Also when the code under test caught the refusal and the test passed anyway.
         pytest.fail(refused[0], pytrace=False)

@@ -358,9 +358,9 @@ async def test_stop_pipeline(env: Env) -> None:
 
 
 async def test_stop_file_at_start_means_stopped(
-    make_env: EnvFactory, make_settings: Callable[..., Settings]
+    make_env: EnvFactory, make_settings: Callable[..., Settings], broker_database_at_head: str | None
 ) -> None:
-    settings = make_settings(broker={})
+    settings = make_settings(broker={"database_url": broker_database_at_head})
     from pathlib import Path
 
     Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
