@@ -330,8 +330,9 @@ async def bench_tool(
     from gateway.gitlab.client import GitLabClient
     from gateway.gitlab.credentials import service_credential
     from gateway.observability.metrics import Metrics
+    from gateway.server.services import Services
     from gateway.tools import all_tools
-    from gateway.tools.context import CallInfo, Principal, Services, ToolContext
+    from gateway.tools.context import CallInfo, Principal, ToolContext
     from gateway.tools.registry import Registry
 
     settings = load_settings(gitlab={"url": standin_url, "token": token}, state_dir=str(workdir / "state"))

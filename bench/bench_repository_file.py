@@ -179,8 +179,9 @@ async def bench_tool(standin_url: str, control: StandinControl, rounds: int) -> 
     from gateway.gitlab.client import GitLabClient
     from gateway.gitlab.credentials import service_credential
     from gateway.observability.metrics import Metrics
+    from gateway.server.services import Services
     from gateway.tools import all_tools
-    from gateway.tools.context import CallInfo, Principal, Services, ToolContext
+    from gateway.tools.context import CallInfo, Principal, ToolContext
     from gateway.tools.registry import Registry
 
     settings = load_settings(

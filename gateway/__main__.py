@@ -310,9 +310,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
     from gateway.allocator import fix_mmap_threshold
-    from gateway.app import create_app
     from gateway.broker.store import DatabaseUnusable, StoreError
-    from gateway.observability.metrics_listener import serve_metrics_port
+    from gateway.server.app import create_app
+    from gateway.server.metrics_listener import serve_metrics_port
 
     fix_mmap_threshold()
     app = create_app(settings)
@@ -327,10 +327,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     if settings.gitlab.startup_check:
-        from gateway.gitlab import startup_check
-        from gateway.tools.context import SERVICES
+        from gateway.server.startup_check import check_gitlab_at_start
 
-        startup_check.setup(app, lambda app: app[SERVICES].gitlab, settings)
+        check_gitlab_at_start(app, settings)
 
     serving: list[bool] = []  # set once the gateway listens: a start that fails to bind never served
 

@@ -175,6 +175,24 @@ def broker_at_head_sqlite() -> Path:
     return migrated_sqlite_broker()
 
 
+@pytest.fixture
+def at_head(broker_at_head_sqlite: Path) -> Callable[[Settings], Settings]:
+    """``at_head(settings)`` → ``settings``, their SQLite broker database (``state_dir/broker.db``)
+    first made a copy of :func:`broker_at_head_sqlite` when there is none yet: an app built on
+    them opens its broker without migrating (no child process). Settings naming a PostgreSQL
+    database are returned as they are."""
+
+    def place(settings: Settings) -> Settings:
+        if settings.broker.database_url is None:
+            database = Path(settings.state_dir) / "broker.db"
+            if not database.exists():
+                database.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(broker_at_head_sqlite, database)
+        return settings
+
+    return place
+
+
 @pytest.fixture(scope="session")
 def broker_at_head_postgres(postgres: pg_server.PostgresServer) -> str:
     """A PostgreSQL database at the newest schema, made once per run: the template of
@@ -214,8 +232,14 @@ def broker_database_at_head(
         shutil.copyfile(request.getfixturevalue("broker_at_head_sqlite"), state / "broker.db")
         yield None
         return
-    postgres: pg_server.PostgresServer = request.getfixturevalue("postgres")
-    name = postgres.create_database(template=request.getfixturevalue("broker_at_head_postgres"))
+    yield request.getfixturevalue("postgres_url_at_head")
+
+
+@pytest.fixture
+def postgres_url_at_head(postgres: pg_server.PostgresServer, broker_at_head_postgres: str) -> Iterator[str]:
+    """As :func:`postgres_url`, a copy of :func:`broker_at_head_postgres`: a database already at
+    the newest schema, dropped after the test."""
+    name = postgres.create_database(template=broker_at_head_postgres)
     try:
         yield postgres.url(name)
     finally:

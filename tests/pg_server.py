@@ -161,17 +161,27 @@ class PostgresServer:
         )
         return out.stdout
 
+    def execute(self, sql: str, database: str = "postgres") -> None:
+        """Run one statement as the superuser over TCP, outside a transaction (``CREATE
+        DATABASE`` needs that): in this process, where :meth:`psql` starts one per call."""
+        import psycopg
+
+        with psycopg.connect(self.url(database), autocommit=True, connect_timeout=30) as conn:
+            conn.execute(sql.encode())
+
     def create_database(self, template: str | None = None) -> str:
         """A fresh database, empty or a copy of ``template`` (which nobody may be connected to); its name."""
         name = f"t_{uuid.uuid4().hex[:12]}"
-        self.psql(f"CREATE DATABASE {name}" + (f" TEMPLATE {template}" if template else ""))
+        self.execute(f"CREATE DATABASE {name}" + (f" TEMPLATE {template}" if template else ""))
         self.databases.append(name)
         return name
 
     def drop_database(self, name: str) -> None:
         """Drop ``name``, ending its connections (best effort)."""
-        with contextlib.suppress(subprocess.CalledProcessError):
-            self.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        import psycopg
+
+        with contextlib.suppress(psycopg.Error):
+            self.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
     def stop(self) -> None:
         """Have the watchdog stop the server (fast) and remove the folder, and wait for it."""

@@ -391,7 +391,7 @@ class BrokerService:
 
 @asynccontextmanager
 async def open_broker(settings: Settings, metrics: Metrics) -> AsyncIterator[BrokerService]:
-    """Open the broker for the app's lifetime (``gateway.app`` cleanup context); closes the database on exit.
+    """Open the broker for the app's lifetime (``gateway.server.services``); closes the database on exit.
 
     Raises:
         StoreError: the state folder is in use by another gateway or the database is unusable.

@@ -11,33 +11,26 @@ tool call, which an agent may make hours later. So at start the gateway sends on
   ``/readyz`` shows the same sentence as its ``reason``.
 
 It never stops the gateway: GitLab may come up later, and the broker tools need no GitLab.
-The request is sent once, without retries, in the background, so it does not delay serving. In
+The request is sent once, without retries, in the background (``gateway.server.startup_check``
+starts it once the app's services are up), so it does not delay serving. In
 passthrough mode there is no gateway token: only reachability is checked.
 ``gitlab.startup_check = false`` turns the start-up line off; ``/readyz``
-(``gateway.observability.health``) sends the same check and reports what it found.
+(``gateway.server.health``) sends the same check and reports what it found.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import httpx
-from aiohttp import web
 
 from gateway.gitlab.client import GitLabClient
 from gateway.gitlab.connect_hints import tls_hint
 from gateway.gitlab.credentials import service_credential
 from gateway.gitlab.operation_loader import load_operation, operation_name
 from gateway.observability.logging import redact
-
-if TYPE_CHECKING:
-    from gateway.config import Settings
-
-log = logging.getLogger("gateway")
 
 #: The whole check, seconds: a GitLab slower than this to answer a trivial query is reported.
 TIMEOUT_SECONDS = 15.0
@@ -150,29 +143,3 @@ def _json(response: httpx.Response) -> dict[str, Any] | None:
     except ValueError:
         return None
     return body if isinstance(body, dict) else None
-
-
-def setup(
-    app: web.Application, gitlab_of: Callable[[web.Application], GitLabClient], settings: Settings
-) -> None:
-    """Run the check in the background once the app's services are up (``gateway.__main__``).
-
-    Args:
-        gitlab_of: ``app -> GitLabClient``, called after start-up.
-        settings: the effective :class:`gateway.config.Settings`.
-    """
-
-    async def ctx(app: web.Application) -> AsyncIterator[None]:
-        token = settings.gitlab.token.get_secret_value() if settings.gitlab.token else None
-        passthrough = settings.gitlab.credential_mode == "passthrough"
-
-        async def run() -> None:
-            found = await check_gitlab(gitlab_of(app), token, passthrough=passthrough)
-            log.log(found.level, found.line)
-
-        task = asyncio.create_task(run(), name="gitlab-startup-check")
-        yield
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-
-    app.cleanup_ctx.append(ctx)

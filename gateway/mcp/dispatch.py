@@ -73,7 +73,7 @@ from gateway.mcp.wire import (
     method_label,
     response,
 )
-from gateway.tools.context import CallInfo, Services, ToolContext
+from gateway.tools.context import CallInfo, ToolContext, ToolServices
 from gateway.tools.registry import Registry, Tool, ToolResult
 
 #: How long a modern client may reuse ``tools/list`` and ``server/discover`` results: the tool
@@ -122,7 +122,7 @@ class Dispatcher:
         telemetry: the app's MCP metrics.
         sealer: issues legacy sessions.
         calls: calls in flight (shutdown and legacy ``notifications/cancelled`` reach them).
-        services: returns the app's :class:`Services` (built at start-up).
+        services: returns the app-wide services (built at start-up).
         page_size: ``tools/list`` page size.
         fixtures: the conformance suite's fixture tools (test mode only), else None.
     """
@@ -134,7 +134,7 @@ class Dispatcher:
         telemetry: Telemetry,
         sealer: SessionSealer,
         calls: ActiveCalls,
-        services: Callable[[], Services],
+        services: Callable[[], ToolServices],
         page_size: int,
         fixtures: Fixtures | None = None,
     ) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -65,7 +66,6 @@ from gateway.mcp.wire import (
     invalid_request,
     readable_id,
 )
-from gateway.tools.context import SERVICES
 
 #: How long a POST's body may take to arrive. aiohttp bounds the wait for a request's headers
 #: (its keep-alive timeout) but not for its body: a client that stops mid-body would otherwise
@@ -77,7 +77,11 @@ SESSIONS = web.AppKey("mcp_sessions", SessionSealer)
 
 
 class McpEndpoint:
-    """The aiohttp handlers of ``/mcp``. One per app."""
+    """The aiohttp handlers of ``/mcp``. One per app.
+
+    ``ended_sessions`` returns the record of sessions ended by DELETE, kept in the broker's
+    database so every replica and a restart refuse them (opened with the app's services).
+    """
 
     def __init__(
         self,
@@ -86,7 +90,9 @@ class McpEndpoint:
         sealer: SessionSealer,
         calls: ActiveCalls,
         dispatcher: Dispatcher,
+        ended_sessions: Callable[[], EndedSessions],
     ) -> None:
+        self._ended_sessions = ended_sessions
         self._telemetry = telemetry
         self._sealer = sealer
         self._calls = calls
@@ -224,7 +230,7 @@ class McpEndpoint:
         ex = request[EXCHANGE]
         session = await self._session(ex, request, require_gitlab=False)
         try:
-            await _ended_sessions(request).end(session.number, session.expires)
+            await self._ended_sessions().end(session.number, session.expires)
         except StoreError:
             raise _sessions_unavailable() from None
         self._calls.end_session(session.number)
@@ -274,7 +280,7 @@ class McpEndpoint:
             session = None
         if session is not None:
             try:
-                ended = await _ended_sessions(request).is_ended(session.number)
+                ended = await self._ended_sessions().is_ended(session.number)
             except StoreError:
                 # Not served on a guess: an id ended elsewhere must not come back while the
                 # record is out of reach.
@@ -296,13 +302,6 @@ class McpEndpoint:
         identity = self._auth.authenticate(request.headers, request.remote, require_gitlab=require_gitlab)
         ex.identity = identity
         return identity
-
-
-def _ended_sessions(request: web.Request) -> EndedSessions:
-    broker = request.app[SERVICES].broker
-    if broker is None:  # every app opens one; only tools' own tests build services without it
-        raise RuntimeError("the gateway has no broker database to keep ended sessions in")
-    return broker.ended_sessions
 
 
 def _sessions_unavailable() -> RpcError:

@@ -1,26 +1,25 @@
 """What a tool handler receives: the app's services and the facts of this one call.
 
 The transport builds a :class:`CallInfo` per ``tools/call`` (who is calling, the request id,
-a progress reporter); :class:`ToolContext` joins it with the app-wide :class:`Services` built by
-``gateway.app.create_app`` — nothing is global, so tests build their own.
+a progress reporter); :class:`ToolContext` joins it with the app-wide services, which the tools
+know only as :class:`ToolServices` describes them. The application builds them
+(``gateway.server.services``) — nothing is global, so tests build their own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-from aiohttp import web
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from gateway.errors import ToolError
-from gateway.gitlab.capabilities import Capabilities
 from gateway.gitlab.credentials import Credential
 
 if TYPE_CHECKING:
     from gateway.broker.service import BrokerService
     from gateway.cache import CacheRegistry
     from gateway.config import Settings
+    from gateway.gitlab.capabilities import Capabilities
     from gateway.gitlab.client import GitLabClient, GitLabSession
     from gateway.observability.metrics import Metrics
 
@@ -72,24 +71,38 @@ class CallInfo:
     has_progress_token: bool = False
 
 
-@dataclass
-class Services:
-    """App-wide services, built once by ``create_app`` and shared by every call."""
+class ToolServices(Protocol):
+    """The app-wide services every call shares, as the tools use them (the application's
+    ``gateway.server.services.Services`` is one; a test may hand a tool its own)."""
 
-    settings: Settings
-    gitlab: GitLabClient
-    caches: CacheRegistry
-    metrics: Metrics
-    broker: BrokerService | None = None
-    #: What the configured GitLab offers (CE or EE), learnt from its answers.
-    capabilities: Capabilities = field(default_factory=Capabilities)
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def gitlab(self) -> GitLabClient: ...
+
+    @property
+    def caches(self) -> CacheRegistry: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    @property
+    def broker(self) -> BrokerService | None:
+        """None where the app runs without one (tests of the GitLab tools)."""
+        ...
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the configured GitLab offers (CE or EE), learnt from its answers."""
+        ...
 
 
 @dataclass
 class ToolContext:
     """Handed to every tool handler."""
 
-    services: Services
+    services: ToolServices
     call: CallInfo
 
     @property
@@ -119,7 +132,3 @@ class ToolContext:
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Send ``notifications/progress`` on this call's stream (no-op without a token)."""
         await self.call.progress(progress, total, message)
-
-
-#: The app's :class:`Services`, set once they are built at start-up.
-SERVICES = web.AppKey("services", Services)

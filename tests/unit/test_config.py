@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -485,6 +486,16 @@ def _gateway(
     )
 
 
+def _at_head(tmp_path: Path, database: Path) -> None:
+    """The state folder of :func:`_gateway` with a broker database at the newest schema: the
+    gateway opens it without starting its migration process."""
+    (tmp_path / "state").mkdir()
+    shutil.copyfile(database, tmp_path / "state" / "broker.db")
+
+
+@pytest.mark.spawns_process(
+    reason="runs gitlab-mcp-gateway as a user does: its exit status and what it prints"
+)
 def test_a_port_in_use_is_one_clean_line_before_the_broker_database_is_made(tmp_path: Path) -> None:
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
@@ -501,6 +512,9 @@ def test_a_port_in_use_is_one_clean_line_before_the_broker_database_is_made(tmp_
     ]
 
 
+@pytest.mark.spawns_process(
+    reason="runs gitlab-mcp-gateway as a user does: its exit status and what it prints"
+)
 def test_a_metrics_port_in_use_is_one_clean_line_before_anything_starts(tmp_path: Path) -> None:
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
@@ -522,7 +536,11 @@ def test_a_metrics_port_in_use_is_one_clean_line_before_anything_starts(tmp_path
     assert not (tmp_path / "state" / "broker.db").exists()  # refused before the broker opened
 
 
-def test_a_host_that_is_no_address_is_one_clean_line(tmp_path: Path) -> None:
+@pytest.mark.spawns_process(
+    reason="runs gitlab-mcp-gateway as a user does: its exit status and what it prints"
+)
+def test_a_host_that_is_no_address_is_one_clean_line(tmp_path: Path, broker_at_head_sqlite: Path) -> None:
+    _at_head(tmp_path, broker_at_head_sqlite)
     result = _gateway(tmp_path, "--host", "no such host.invalid", "--port", "0")
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
@@ -593,6 +611,9 @@ def test_broker_agents_need_pm_and_not_broker(agents: list[str], expected: str) 
     assert "broker.agents" in str(caught.value)
 
 
+@pytest.mark.spawns_process(
+    reason="runs gitlab-mcp-gateway as a user does: its exit status and what it prints"
+)
 def test_migrate_beside_a_running_gateway_says_there_is_nothing_to_do(tmp_path: Path) -> None:
     from gateway.broker.state_dir import lock_state_dir
 
@@ -608,6 +629,9 @@ def test_migrate_beside_a_running_gateway_says_there_is_nothing_to_do(tmp_path: 
     assert "nothing to do" in last and "stop that gateway first" in last
 
 
+@pytest.mark.spawns_process(
+    reason="runs gitlab-mcp-gateway as a user does: its exit status and what it prints"
+)
 def test_a_misspelt_variable_is_named_with_the_option_it_likely_meant(tmp_path: Path) -> None:
     # Without "__" it may be another program's (CGI's GATEWAY_INTERFACE): warned, even by
     # --print-config, which a person checks a setting with.

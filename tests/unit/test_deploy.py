@@ -191,6 +191,7 @@ def test_scrape_configuration_matches_the_service_monitor() -> None:
 @pytest.mark.parametrize(
     "path", [DEPLOY / "prometheus" / "prometheus.yml", DEPLOY / "compose" / "prometheus.yml"], ids=str
 )
+@pytest.mark.spawns_process(reason="runs Prometheus's promtool on the file")
 def test_promtool_accepts_the_scrape_configuration(path: Path) -> None:
     promtool = _tool("promtool")
     result = subprocess.run(
@@ -306,6 +307,7 @@ def test_compose_runs_the_gateway_with_client_tokens(monkeypatch: pytest.MonkeyP
 # -- Dockerfile ---------------------------------------------------------------------------------
 
 
+@pytest.mark.spawns_process(reason="runs hadolint on the Dockerfile")
 def test_hadolint_accepts_the_dockerfile() -> None:
     hadolint = _tool("hadolint")
     result = subprocess.run([hadolint, "Dockerfile"], cwd=REPO, capture_output=True, text=True, timeout=60)

@@ -26,8 +26,9 @@ from tests.conftest import REPO
 from tests.e2e.every_tool import HAPPY
 from tests.shipped import Shipped, shipped
 
-# Building the distributions and calling twine are processes of their own.
-pytestmark = pytest.mark.spawns_process
+pytestmark = pytest.mark.spawns_process(
+    reason="builds the sdist and the wheel (once per run, shared with the end-to-end tests) and runs twine"
+)
 
 _PACKAGE_DATA_HINT = (
     "MANIFEST.in's `graft gateway` (read through pyproject's `include-package-data`) puts every file "

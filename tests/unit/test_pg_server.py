@@ -15,9 +15,14 @@ import pytest
 from tests import pg_server
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.skipif(
-    not pg_server.available(), reason="PostgreSQL 15 (Debian's postgresql-15) is not installed"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not pg_server.available(), reason="PostgreSQL 15 (Debian's postgresql-15) is not installed"
+    ),
+    pytest.mark.spawns_process(
+        reason="tests the starter of the PostgreSQL server: initdb, pg_ctl, its watchdog"
+    ),
+]
 
 #: A process that starts a server, says where, and then waits to be killed. Ctrl-C stops it even
 #: where the suite runs with SIGINT ignored (a background job of a shell without job control

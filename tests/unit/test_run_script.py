@@ -14,6 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 INSTALLED = REPO / ".venv" / ".installed"
 
 
+@pytest.mark.spawns_process(reason="runs scripts/run, the README's start command, as a user does")
 @pytest.mark.skipif(
     not INSTALLED.exists() or INSTALLED.stat().st_mtime < (REPO / "pyproject.toml").stat().st_mtime,
     reason="the checkout's .venv is not installed yet (scripts/test installs it); this test would install it",

@@ -11,6 +11,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import GITLAB_SCHEMA, REPO
 
 FORBIDDEN = re.compile(
@@ -38,6 +40,7 @@ def project_files() -> list[Path]:
     return [p for p in paths if p.is_file() and p not in (GITLAB_SCHEMA, Path(__file__))]
 
 
+@pytest.mark.spawns_process(reason="asks git for the files it would track (git ls-files)")
 def test_no_file_names_the_authors_notes() -> None:
     hits = []
     for path in project_files():

@@ -13,8 +13,9 @@ import pytest
 from gateway.broker.service import BrokerService, open_broker
 from gateway.config import Settings
 from gateway.observability.metrics import Metrics
+from gateway.server.services import Services
 from gateway.tools import broker as broker_tools
-from gateway.tools.context import CallInfo, Principal, Services, ToolContext
+from gateway.tools.context import CallInfo, Principal, ToolContext
 from gateway.tools.registry import Registry, ToolResult
 
 _VALIDATORS: dict[str, jsonschema.Draft202012Validator] = {}

@@ -358,9 +358,9 @@ async def test_stop_pipeline(env: Env) -> None:
 
 
 async def test_stop_file_at_start_means_stopped(
-    make_env: EnvFactory, make_settings: Callable[..., Settings]
+    make_env: EnvFactory, make_settings: Callable[..., Settings], broker_database_at_head: str | None
 ) -> None:
-    settings = make_settings(broker={})
+    settings = make_settings(broker={"database_url": broker_database_at_head})
     from pathlib import Path
 
     Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
@@ -481,6 +481,9 @@ async def test_second_gateway_on_same_folder_is_refused(env: Env, make_env: EnvF
     assert State.IDLE.value == (await env.status())["state"]
 
 
+@pytest.mark.spawns_process(
+    reason="runs gitlab-mcp-gateway as a user does: its exit status and what it prints"
+)
 @pytest.mark.parametrize("command", [[], ["--migrate"]])
 def test_a_state_folder_that_cannot_be_made_is_one_clean_line(tmp_path: Path, command: list[str]) -> None:
     in_the_way = tmp_path / "state"

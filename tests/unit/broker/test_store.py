@@ -24,6 +24,9 @@ from gateway.broker.migrations import HEAD
 from gateway.broker.store import DatabaseUnusable, Store, StoreError
 from gateway.config import BrokerSettings
 
+#: The migration runs in a child process of its own (gateway.broker.migrate): its tests start one.
+MIGRATES = pytest.mark.spawns_process(reason="tests the migration, which runs in a process of its own")
+
 #: The schema the SQLite store had before migrations moved to Alembic (``PRAGMA user_version`` 1).
 LEGACY_SCHEMA = """
 CREATE TABLE pipeline (
@@ -68,6 +71,7 @@ async def _store_session(url: sa.URL) -> AsyncIterator[AsyncConnection]:
         await engine.dispose()
 
 
+@MIGRATES
 async def test_fresh_database_is_at_head_and_reopens(tmp_path: Path, broker_database: str | None) -> None:
     store = await Store.open(config(broker_database), tmp_path)
     try:
@@ -124,6 +128,7 @@ print(json.dumps({"children": len(children), "revisions": revisions, "alembic": 
 """
 
 
+@pytest.mark.spawns_process(reason="runs the gateway's store in a process of its own, to see what it loads")
 def test_alembic_never_loads_in_the_gateway(tmp_path: Path, broker_database: str | None) -> None:
     """A new database is migrated by a child process; a database at the head needs none."""
     done = subprocess.run(
@@ -137,6 +142,7 @@ def test_alembic_never_loads_in_the_gateway(tmp_path: Path, broker_database: str
     assert json.loads(done.stdout) == {"children": 1, "revisions": [HEAD, HEAD], "alembic": []}
 
 
+@MIGRATES
 async def test_database_behind_is_upgraded(tmp_path: Path, broker_database: str | None) -> None:
     url = engine_url(broker_database, tmp_path)
     assert migrate.upgrade(url, to="0002") == (None, "0002")
@@ -154,6 +160,7 @@ async def test_database_behind_is_upgraded(tmp_path: Path, broker_database: str 
         await store.close()
 
 
+@MIGRATES
 async def test_failed_migration_is_one_clear_error(tmp_path: Path, broker_database: str | None) -> None:
     """A migration that fails (here 0003 meets a column someone added by hand) stops the start
     with what failed and where, and leaves the database as it was."""
@@ -171,6 +178,7 @@ async def test_failed_migration_is_one_clear_error(tmp_path: Path, broker_databa
     assert migrate.upgrade(url, to="0002") == ("0002", "0002")  # still at 0002
 
 
+@MIGRATES
 async def test_replicas_starting_together_migrate_once(tmp_path: Path, postgres_url: str) -> None:
     stores = await asyncio.gather(*(Store.open(config(postgres_url), tmp_path) for _ in range(3)))
     try:
@@ -180,6 +188,7 @@ async def test_replicas_starting_together_migrate_once(tmp_path: Path, postgres_
             await s.close()
 
 
+@MIGRATES
 async def test_existing_sqlite_database_is_migrated_with_nothing_lost(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "broker.db") as db:
         db.executescript(LEGACY_SCHEMA)
@@ -199,15 +208,17 @@ async def test_existing_sqlite_database_is_migrated_with_nothing_lost(tmp_path: 
         await store.close()
 
 
-async def test_newer_schema_is_refused(tmp_path: Path, broker_database: str | None) -> None:
-    store = await Store.open(config(broker_database), tmp_path)
+@MIGRATES  # the migration process is what refuses a revision it does not know
+async def test_newer_schema_is_refused(tmp_path: Path, broker_database_at_head: str | None) -> None:
+    store = await Store.open(config(broker_database_at_head), tmp_path / "state")
     async with store.write() as q:
         await q.conn.exec_driver_sql("UPDATE alembic_version SET version_num = '9999'")
     await store.close()
     with pytest.raises(DatabaseUnusable, match="schema revision 9999, newer than this gateway's"):
-        await Store.open(config(broker_database), tmp_path)
+        await Store.open(config(broker_database_at_head), tmp_path / "state")
 
 
+@MIGRATES
 async def test_newer_pre_alembic_sqlite_schema_is_refused(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "broker.db") as db:
         db.executescript(LEGACY_SCHEMA.replace("PRAGMA user_version = 1", "PRAGMA user_version = 5"))
@@ -221,8 +232,8 @@ async def test_not_a_database(tmp_path: Path) -> None:
         await Store.open(config(None), tmp_path)
 
 
-async def test_failed_change_rolls_back(tmp_path: Path, broker_database: str | None) -> None:
-    store = await Store.open(config(broker_database), tmp_path)
+async def test_failed_change_rolls_back(tmp_path: Path, broker_database_at_head: str | None) -> None:
+    store = await Store.open(config(broker_database_at_head), tmp_path / "state")
     try:
         with pytest.raises(RuntimeError):
             async with store.write() as q:
@@ -263,9 +274,11 @@ async def test_unreachable_server_is_retried_then_refused(
     assert retries and all("secret-pw-123" not in r for r in retries)
 
 
-async def test_sessions_the_server_ended_are_not_used_again(tmp_path: Path, postgres_url: str) -> None:
+async def test_sessions_the_server_ended_are_not_used_again(
+    tmp_path: Path, postgres_url_at_head: str
+) -> None:
     """PostgreSQL restarting or failing over ends every session: the next statements open new ones."""
-    store = await Store.open(config(postgres_url), tmp_path)
+    store = await Store.open(config(postgres_url_at_head), tmp_path)
 
     async def send(n: int) -> bool:
         async with store.write_one() as q:

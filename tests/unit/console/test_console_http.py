@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from gateway.app import create_app
 from gateway.broker.service import BrokerService
 from gateway.config import Settings
-from gateway.tools.context import SERVICES
+from gateway.server.app import create_app
+from gateway.server.services import SERVICES, build_services
 from tests.e2e.harness import migrated_sqlite_broker
 
 OPERATOR = "operator-token-0123456789"
@@ -34,7 +35,7 @@ def make_console(aiohttp_client: Any, make_settings: Callable[..., Settings]) ->
         Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
         shutil.copyfile(migrated_sqlite_broker(), Path(settings.state_dir) / "broker.db")
         gitlab_http = httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(503)))
-        app = create_app(settings, gitlab_http=gitlab_http)
+        app = create_app(settings, services=partial(build_services, gitlab_http=gitlab_http))
 
         async def close(app: web.Application) -> None:
             await gitlab_http.aclose()

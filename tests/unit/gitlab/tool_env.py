@@ -19,8 +19,9 @@ from gateway.config import Settings
 from gateway.gitlab.client import GitLabClient
 from gateway.gitlab.credentials import Credential, service_credential
 from gateway.observability.metrics import Metrics
+from gateway.server.services import Services
 from gateway.tools import all_tools
-from gateway.tools.context import CallInfo, Principal, Services, ToolContext
+from gateway.tools.context import CallInfo, Principal, ToolContext
 from gateway.tools.registry import Registry
 
 _DEFAULT = object()

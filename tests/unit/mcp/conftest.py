@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import httpx
 import pytest
 from aiohttp import web
 
-from gateway.app import create_app
 from gateway.config import Settings
+from gateway.server.app import create_app
+from gateway.server.services import build_services
 from gateway.tools.registry import Tool
 from tests.unit.mcp.helpers import Mcp, Probe, make_tools
 
@@ -24,14 +26,19 @@ MakeMcp = Callable[..., Awaitable[Mcp]]
 
 
 @pytest.fixture
-def mcp_factory(aiohttp_client: Any, make_settings: Callable[..., Settings], probe: Probe) -> MakeMcp:
+def mcp_factory(
+    aiohttp_client: Any,
+    make_settings: Callable[..., Settings],
+    at_head: Callable[[Settings], Settings],
+    probe: Probe,
+) -> MakeMcp:
     """``await mcp_factory(tools=None, handler_cancellation=False, **settings_overrides)`` → a raw
-    client on a fresh app."""
+    client on a fresh app, its broker on a copy of a database already at the newest schema."""
 
     async def make(
         *, tools: list[Tool] | None = None, handler_cancellation: bool = False, **overrides: Any
     ) -> Mcp:
-        settings = make_settings(**overrides)
+        settings = at_head(make_settings(**overrides))
         # No GitLab behind these apps: a mock transport also spares building a TLS context per app.
         gitlab_requests: list[httpx.Request] = []
 
@@ -41,7 +48,9 @@ def mcp_factory(aiohttp_client: Any, make_settings: Callable[..., Settings], pro
 
         gitlab_http = httpx.AsyncClient(transport=httpx.MockTransport(gitlab))
         app = create_app(
-            settings, gitlab_http=gitlab_http, tools=make_tools(probe) if tools is None else tools
+            settings,
+            services=partial(build_services, gitlab_http=gitlab_http),
+            tools=make_tools(probe) if tools is None else tools,
         )
 
         async def close_gitlab_http(app: web.Application) -> None:

@@ -9,7 +9,7 @@ import re
 import jsonschema
 import pytest
 
-from gateway.tools.context import SERVICES
+from gateway.server.services import SERVICES
 from tests.unit.mcp.conftest import MakeMcp
 from tests.unit.mcp.helpers import Mcp, Probe
 

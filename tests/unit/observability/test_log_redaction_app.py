@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from typing import Any
 
 import httpx
@@ -19,9 +20,10 @@ import pytest
 import respx
 from pydantic import Field
 
-from gateway.app import create_app
 from gateway.config import Settings
 from gateway.observability.logging import secrets_of
+from gateway.server.app import create_app
+from gateway.server.services import build_services
 from gateway.tools import all_tools
 from gateway.tools.context import ToolContext
 from gateway.tools.registry import Annotations, Tool, ToolInput
@@ -65,7 +67,10 @@ CARELESS = Tool(
 
 @pytest.fixture
 async def mcp(
-    aiohttp_client: Any, make_settings: Callable[..., Settings], capture_logs: Callable[..., LogCapture]
+    aiohttp_client: Any,
+    make_settings: Callable[..., Settings],
+    at_head: Callable[[Settings], Settings],
+    capture_logs: Callable[..., LogCapture],
 ) -> AsyncIterator[tuple[Mcp, LogCapture]]:
     settings = make_settings(
         gitlab={"url": GITLAB, "token": None, "credential_mode": "passthrough"},
@@ -73,7 +78,11 @@ async def mcp(
     )
     capture = capture_logs(format="json", level="DEBUG", secrets=secrets_of(settings))
     async with httpx.AsyncClient() as gitlab_http:
-        app = create_app(settings, gitlab_http=gitlab_http, tools=[*all_tools(), CARELESS])
+        app = create_app(
+            at_head(settings),
+            services=partial(build_services, gitlab_http=gitlab_http),
+            tools=[*all_tools(), CARELESS],
+        )
         client = Mcp(await aiohttp_client(app), app)
         client.headers = {"Authorization": f"Bearer {CLIENT_TOKEN}", "PRIVATE-TOKEN": GITLAB_TOKEN}
         await client.initialize()
@@ -155,12 +164,15 @@ async def test_no_token_in_any_log_line_and_one_request_id_throughout(mcp: tuple
 
 
 async def test_one_access_line_per_mcp_request_at_info(
-    aiohttp_client: Any, make_settings: Callable[..., Settings], capture_logs: Callable[..., LogCapture]
+    aiohttp_client: Any,
+    make_settings: Callable[..., Settings],
+    at_head: Callable[[Settings], Settings],
+    capture_logs: Callable[..., LogCapture],
 ) -> None:
     settings = make_settings(gitlab={"url": GITLAB, "token": "glpat-service0123456789"})
     capture = capture_logs(format="json", level="INFO", secrets=secrets_of(settings))
     async with httpx.AsyncClient() as gitlab_http:
-        app = create_app(settings, gitlab_http=gitlab_http)
+        app = create_app(at_head(settings), services=partial(build_services, gitlab_http=gitlab_http))
         client = Mcp(await aiohttp_client(app), app)
         await client.initialize()
         with respx.mock(base_url=GITLAB) as gitlab:

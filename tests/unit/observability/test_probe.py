@@ -52,6 +52,7 @@ async def test_readyz_reason_is_shown() -> None:
         await server.close()
 
 
+@pytest.mark.spawns_process(reason="runs the probe as the container's health check does: its exit status")
 def test_exit_status_when_nothing_listens() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "gateway.observability.probe", "http://127.0.0.1:9/healthz", "--timeout", "1"],

@@ -1,27 +1,24 @@
-"""The app factory: ``create_app(settings)`` composes the layers; nothing is global, and nothing
-imports this module back.
+"""The application factory: ``create_app(settings)`` composes the layers; nothing is global, and
+nothing imports this module back.
 
 Routes: ``/mcp`` (MCP Streamable HTTP, both protocol eras: ``gateway.mcp.endpoint``), ``/healthz``
 (process alive), ``/readyz`` (state store open and ``GITLAB_URL`` not something other than GitLab;
-GitLab's state reported: ``gateway.observability.health``) and
-``/metrics`` (Prometheus text format), ``/broker`` (the live broker console, when configured:
-``gateway.console``). Tests build their own app with
-``create_app(settings, gitlab_http=...)``.
+GitLab's state reported: ``gateway.server.health``), ``/metrics`` (Prometheus text format) and
+``/broker`` (the live broker console, when configured: ``gateway.console``). The app-wide
+services come from the caller's factory (:mod:`gateway.server.services`); tests build their own
+app with ``create_app(settings, services=partial(build_services, gitlab_http=...))``.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 
-import httpx
 from aiohttp import web
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 from gateway import console
-from gateway.broker.service import open_broker
-from gateway.cache import CacheRegistry
+from gateway.broker.ended_sessions import EndedSessions
 from gateway.config import Settings
-from gateway.gitlab.client import GitLabClient
 from gateway.mcp.calls import ActiveCalls, finish_read_checks
 from gateway.mcp.dispatch import Dispatcher
 from gateway.mcp.endpoint import McpEndpoint
@@ -29,22 +26,22 @@ from gateway.mcp.fixtures import Fixtures
 from gateway.mcp.middlewares import mcp_middlewares
 from gateway.mcp.sessions import SessionSealer, decode_key
 from gateway.mcp.telemetry import Telemetry
-from gateway.observability import health
 from gateway.observability.metrics import METRICS, Metrics
+from gateway.server import health
+from gateway.server.services import SERVICES, ServicesFactory, build_services
 from gateway.tools import all_tools
-from gateway.tools.context import SERVICES, Services
 from gateway.tools.registry import Registry, Tool
 
 
 def create_app(
-    settings: Settings, *, gitlab_http: httpx.AsyncClient | None = None, tools: Sequence[Tool] | None = None
+    settings: Settings, *, services: ServicesFactory = build_services, tools: Sequence[Tool] | None = None
 ) -> web.Application:
     """Build the gateway's aiohttp application.
 
     Args:
         settings: the effective configuration.
-        gitlab_http: an ``httpx.AsyncClient`` for GitLab (tests inject one); built from settings
-            otherwise.
+        services: builds the app-wide services at start-up and closes them at clean-up
+            (:func:`~gateway.server.services.build_services`: everything from ``settings``).
         tools: the tools to serve instead of every declared one (tests).
     """
     server = settings.server
@@ -63,21 +60,9 @@ def create_app(
     )
 
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:
-        gitlab = GitLabClient(settings.gitlab, metrics=metrics, http=gitlab_http)
-        caches = CacheRegistry(
-            enabled=settings.cache.enabled,
-            max_entries=settings.cache.max_entries,
-            max_bytes=settings.cache.max_bytes,
-            metrics=metrics,
-        )
-        try:
-            async with open_broker(settings, metrics) as broker:
-                app[SERVICES] = Services(
-                    settings=settings, gitlab=gitlab, caches=caches, metrics=metrics, broker=broker
-                )
-                yield
-        finally:
-            await gitlab.aclose()
+        async with services(settings, metrics) as built:
+            app[SERVICES] = built
+            yield
 
     app.cleanup_ctx.append(services_ctx)
 
@@ -94,9 +79,9 @@ def create_app(
     async def stop_calls(app: web.Application) -> None:
         # Before the server waits for in-flight calls: answer every wait_for_message now, and end
         # long-running calls so their streams close at once rather than at the shutdown timeout.
-        services = app.get(SERVICES)
-        if services is not None and services.broker is not None:
-            await services.broker.shutdown("the gateway is shutting down")
+        running = app.get(SERVICES)
+        if running is not None and running.broker is not None:
+            await running.broker.shutdown("the gateway is shutting down")
         calls.shutdown()
 
     app.on_shutdown.append(stop_calls)
@@ -120,7 +105,14 @@ def create_app(
         page_size=server.tools_page_size,
         fixtures=Fixtures() if server.conformance_fixtures else None,
     )
-    McpEndpoint(settings, telemetry, sealer, calls, dispatcher).add_routes(app)
+
+    def ended_sessions() -> EndedSessions:
+        broker = app[SERVICES].broker
+        if broker is None:  # build_services always opens one; only tools' own tests go without
+            raise RuntimeError("the gateway has no broker database to keep ended sessions in")
+        return broker.ended_sessions
+
+    McpEndpoint(settings, telemetry, sealer, calls, dispatcher, ended_sessions).add_routes(app)
     health.setup(app)
     console.setup(app, settings, lambda: app[SERVICES].broker)
     app.router.add_get("/metrics", make_aiohttp_handler(metrics.registry))

@@ -16,9 +16,9 @@ from aiohttp.test_utils import TestClient
 from gateway.cache import CacheRegistry
 from gateway.config import Settings
 from gateway.gitlab.client import GitLabClient
-from gateway.observability import health
 from gateway.observability.metrics import Metrics
-from gateway.tools.context import SERVICES, Services
+from gateway.server import health
+from gateway.server.services import SERVICES, Services
 
 GITLAB = "https://gitlab.example.com/gitlab"
 TOKEN = "glpat-service-token"

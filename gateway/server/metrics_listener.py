@@ -22,9 +22,9 @@ from prometheus_client.aiohttp import make_aiohttp_handler
 
 from gateway.config import Settings
 from gateway.listening import bound_sockets
-from gateway.observability import health
 from gateway.observability.metrics import METRICS
-from gateway.tools.context import SERVICES
+from gateway.server import health
+from gateway.server.services import SERVICES
 
 log = logging.getLogger("gateway")
 

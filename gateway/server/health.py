@@ -22,7 +22,7 @@ from aiohttp import web
 from gateway.broker.formats import iso
 from gateway.gitlab.startup_check import GitLabCheck, check_gitlab
 from gateway.observability.logging import redact
-from gateway.tools.context import SERVICES, Services
+from gateway.server.services import SERVICES, Services
 
 #: Seconds a GitLab check is reused: probes every few seconds send GitLab one request per period.
 GITLAB_CHECK_TTL = 30.0
