@@ -329,7 +329,13 @@ def test_dockerfile_promises() -> None:
     assert "EXPOSE 8080" in final
     assert not re.search(r"apt-get|gcc|build-essential|pip install", final)  # nothing built there
     ignore = (REPO / ".dockerignore").read_text().splitlines()
-    assert ignore[ignore.index("*") :][:4] == ["*", "!pyproject.toml", "!README.md", "!gateway/"]
+    assert ignore[ignore.index("*") :][:5] == [
+        "*",
+        "!pyproject.toml",
+        "!README.md",
+        "!MANIFEST.in",
+        "!gateway/",
+    ]
 
 
 # -- replicas on PostgreSQL ---------------------------------------------------------------------

@@ -64,10 +64,10 @@ async def test_ending_many_sessions_never_revives_an_ended_one(mcp_factory: Make
 
 
 async def test_a_session_ended_on_one_replica_is_ended_on_the_others(
-    postgres_url: str, mcp_factory: MakeMcp, tmp_path: Path
+    postgres_url_at_head: str, mcp_factory: MakeMcp, tmp_path: Path
 ) -> None:
-    # postgres_url first: its database outlives the apps, which close at the end of the test.
-    shared = {"database_url": postgres_url}
+    # postgres_url_at_head first: its database outlives the apps, which close at the end of the test.
+    shared = {"database_url": postgres_url_at_head}
     a = await mcp_factory(server={"session_key": KEY}, broker=shared, state_dir=str(tmp_path / "a"))
     b = await mcp_factory(server={"session_key": KEY}, broker=shared, state_dir=str(tmp_path / "b"))
     kept, ended = await open_session(a), await open_session(a)
