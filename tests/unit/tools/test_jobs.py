@@ -109,7 +109,9 @@ async def test_the_job_alone_is_one_request(env: ToolEnv, router: respx.MockRout
     assert [c.request.url.raw_path for c in router.calls] == [b"/api/v4/projects/grp%2Fsub%2Fproj/jobs/5010"]
 
 
-async def test_a_job_url_names_the_job_and_other_hosts_are_refused(env: ToolEnv, router: respx.MockRouter) -> None:
+async def test_a_job_url_names_the_job_and_other_hosts_are_refused(
+    env: ToolEnv, router: respx.MockRouter
+) -> None:
     serve(router, job())
     out = ok(await env.call("get_job", {"url": f"{GITLAB}/{PROJECT}/-/jobs/5010"}), "get_job")
     assert out["id"] == 5010
@@ -126,7 +128,9 @@ LONGEST_LINE = max(len(line) + 1 for line in RAW.split(b"\n"))
 
 
 @pytest.mark.parametrize("limit", [LONGEST_LINE, 333, 1000, 100_000])
-async def test_successive_windows_join_into_exactly_the_cleaned_log(env: ToolEnv, router: respx.MockRouter, limit: int) -> None:
+async def test_successive_windows_join_into_exactly_the_cleaned_log(
+    env: ToolEnv, router: respx.MockRouter, limit: int
+) -> None:
     serve(router, job())
     pieces, offset, calls = [], 0, 0
     while True:
@@ -166,7 +170,9 @@ async def test_a_line_longer_than_the_window_is_cut_on_a_character(
     assert "".join(seen) == raw.decode()
 
 
-async def test_a_window_stops_reading_gitlabs_answer_once_full(env: ToolEnv, router: respx.MockRouter) -> None:
+async def test_a_window_stops_reading_gitlabs_answer_once_full(
+    env: ToolEnv, router: respx.MockRouter
+) -> None:
     body = serve(router, job(), Body(RAW * 200, size=64))
     args = {"id": PROJECT, "job_id": 5010, "include": ["log"], "byte_limit": 500}
     log = ok(await env.call("get_job", args), "get_job")["log"]
@@ -174,7 +180,9 @@ async def test_a_window_stops_reading_gitlabs_answer_once_full(env: ToolEnv, rou
     assert body.sent < 1000
 
 
-async def test_a_window_inside_a_character_starts_at_the_next_one(env: ToolEnv, router: respx.MockRouter) -> None:
+async def test_a_window_inside_a_character_starts_at_the_next_one(
+    env: ToolEnv, router: respx.MockRouter
+) -> None:
     raw = "ab日本語\nnext\n".encode()
     serve(router, job(), Body(raw))
     args = {"id": PROJECT, "job_id": 5010, "include": ["log"], "byte_offset": 3}
@@ -183,7 +191,9 @@ async def test_a_window_inside_a_character_starts_at_the_next_one(env: ToolEnv, 
     assert log["metadata"]["returned"] == {"start": 5, "end": len(raw)}
 
 
-async def test_tail_lines_gives_the_last_lines_and_every_section(env: ToolEnv, router: respx.MockRouter) -> None:
+async def test_tail_lines_gives_the_last_lines_and_every_section(
+    env: ToolEnv, router: respx.MockRouter
+) -> None:
     body = serve(router, job(), Body(RAW, length=False))
     args = {"url": f"{GITLAB}/{PROJECT}/-/jobs/5010", "include": ["log"], "tail_lines": 12}
     log = ok(await env.call("get_job", args), "get_job")["log"]
@@ -201,7 +211,9 @@ async def test_tail_lines_gives_the_last_lines_and_every_section(env: ToolEnv, r
     assert body.sent == len(RAW)
 
 
-async def test_tail_lines_and_a_byte_window_are_one_or_the_other(env: ToolEnv, router: respx.MockRouter) -> None:
+async def test_tail_lines_and_a_byte_window_are_one_or_the_other(
+    env: ToolEnv, router: respx.MockRouter
+) -> None:
     args = {"id": PROJECT, "job_id": 5010, "include": ["log"], "tail_lines": 5, "byte_offset": 10}
     err = error(await env.call("get_job", args))
     assert err["reason"] == "bad_request" and err["invalid_arguments"] == ["tail_lines", "byte_offset"]
@@ -210,7 +222,9 @@ async def test_tail_lines_and_a_byte_window_are_one_or_the_other(env: ToolEnv, r
     assert not router.calls
 
 
-async def test_a_running_jobs_unfinished_line_waits_for_the_next_read(env: ToolEnv, router: respx.MockRouter) -> None:
+async def test_a_running_jobs_unfinished_line_waits_for_the_next_read(
+    env: ToolEnv, router: respx.MockRouter
+) -> None:
     raw = b"spec 001 ok\nspec 002 ok\nspec 00"
     serve(router, job(status="running", failure_reason=None, finished_at=None), Body(raw, length=False))
     log = ok(await env.call("get_job", {"id": PROJECT, "job_id": 5010, "include": ["log"]}), "get_job")["log"]
@@ -219,7 +233,9 @@ async def test_a_running_jobs_unfinished_line_waits_for_the_next_read(env: ToolE
     assert "still being written" in log["system_instruction"]
 
 
-async def test_a_log_the_token_may_not_read_is_not_a_missing_job(env: ToolEnv, router: respx.MockRouter) -> None:
+async def test_a_log_the_token_may_not_read_is_not_a_missing_job(
+    env: ToolEnv, router: respx.MockRouter
+) -> None:
     router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
     router.get(TRACE_URL).mock(return_value=httpx.Response(403, json={"message": "403 Forbidden"}))
     err = error(await env.call("get_job", {"id": PROJECT, "job_id": 5010, "include": ["log"]}))
@@ -247,7 +263,7 @@ async def test_artifacts_list_what_the_job_kept(env: ToolEnv, router: respx.Mock
                 {"file_type": "junit", "size": 300, "filename": "junit.xml.gz", "file_format": "gzip"},
             ],
             artifacts_expire_at="2020-01-01T00:00:00.000Z",
-        )
+        ),
     )
     args = {"id": PROJECT, "job_id": 5010, "include": ["artifacts", "log"], "tail_lines": 1}
     out = ok(await env.call("get_job", args), "get_job")
