@@ -293,3 +293,13 @@ async def test_a_sub_path_gitlab_serves_job_urls(make_settings: Callable[..., Se
 def test_the_runner_log_fixture_has_what_the_cleaner_handles() -> None:
     raw = runner_log(["x\n"], failed=False)
     assert "\r" in raw and "collapsed=true" in raw and "\x1b[" in raw
+
+
+async def test_a_log_gitlab_fails_to_send_is_asked_again(env: ToolEnv, router: respx.MockRouter) -> None:
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+    body = Body(RAW)
+    router.get(TRACE_URL).mock(side_effect=[httpx.Response(503, text="busy"), body.response])
+    args = {"id": PROJECT, "job_id": 5010, "include": ["log"], "tail_lines": 1}
+    out = ok(await env.call("get_job", args), "get_job")
+    assert out["log"]["metadata"]["total_bytes"] == len(RAW)
+    assert len(env.sleeps) == 1  # one backoff between the two attempts
