@@ -228,19 +228,15 @@ async def _log(ctx: ToolContext, args: GetJobInput, project: str, job: JobAnswer
         raise ToolError(
             "unauthorized",
             f"Job {job.id}'s log is not accessible: this token may read the job but not its log "
-            "(GitLab answered 403 on /trace; reading logs needs at least the Developer role in most "
-            "projects, or public pipelines). The job itself can still be read: call again without "
-            'include: ["log"].',
+            "(GitLab answered 403 for the log: the project does not let this user read job logs, "
+            "e.g. a Guest, or a non-member where the project's pipelines are not public). The job "
+            'itself can still be read: call again without include: ["log"].',
             job_id=job.id,
             kind="log_forbidden",
         ) from None
     except GitLabNotFound as err:
-        raise job_not_found(_ref(project, job.id), err) from None
+        raise job_not_found(JobRef(project, job.id), err) from None
     return _log_payload(read, job, limit, tail=args.tail_lines is not None)
-
-
-def _ref(project: str, job_id: int) -> JobRef:
-    return JobRef(project, job_id)
 
 
 def _section(s: LogSection) -> dict[str, Any]:

@@ -297,8 +297,12 @@ def test_the_runner_log_fixture_has_what_the_cleaner_handles() -> None:
 
 async def test_a_log_gitlab_fails_to_send_is_asked_again(env: ToolEnv, router: respx.MockRouter) -> None:
     router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
-    body = Body(RAW)
-    router.get(TRACE_URL).mock(side_effect=[httpx.Response(503, text="busy"), body.response])
+    answers = iter([httpx.Response(503, text="busy")])
+
+    def trace(request: httpx.Request) -> httpx.Response:
+        return next(answers, None) or Body(RAW).response(request)
+
+    router.get(TRACE_URL).mock(side_effect=trace)
     args = {"id": PROJECT, "job_id": 5010, "include": ["log"], "tail_lines": 1}
     out = ok(await env.call("get_job", args), "get_job")
     assert out["log"]["metadata"]["total_bytes"] == len(RAW)
