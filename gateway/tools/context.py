@@ -16,6 +16,7 @@ from aiohttp import web
 from gateway.errors import ToolError
 from gateway.gitlab.capabilities import Capabilities
 from gateway.gitlab.credentials import Credential
+from gateway.tools.waiting import SharedPolls
 
 if TYPE_CHECKING:
     from gateway.broker.service import BrokerService
@@ -83,6 +84,8 @@ class Services:
     broker: BrokerService | None = None
     #: What the configured GitLab offers (CE or EE), learnt from its answers.
     capabilities: Capabilities = field(default_factory=Capabilities)
+    #: Server-side waits (``wait_seconds``), one shared poll per resource and credential.
+    polls: SharedPolls = field(default_factory=SharedPolls)
 
 
 @dataclass
