@@ -21,11 +21,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json as json_lib
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -39,7 +41,8 @@ from gateway.gitlab.errors import GitLabUpstreamError
 from gateway.gitlab.http import build_http_client, build_transport
 from gateway.gitlab.operation_loader import graphql_body
 from gateway.gitlab.retries import SleepFn, with_retries
-from gateway.gitlab.transport import AnswerTooLarge
+from gateway.gitlab.streaming import BodyStream, open_stream
+from gateway.gitlab.transport import AiohttpTransport, AnswerTooLarge
 from gateway.gitlab.urls import EncodedId, GitLabBase, normalize_base_url
 from gateway.observability.access import note_gitlab_request
 from gateway.observability.metrics import Metrics
@@ -198,6 +201,73 @@ class GitLabClient:
         )
         return await self._call(call)
 
+    @asynccontextmanager
+    async def stream(
+        self,
+        route: str,
+        *,
+        credential: Credential,
+        path_params: Mapping[str, str | int] | None = None,
+        suffix: str = "",
+        request_id: str | None = None,
+    ) -> AsyncIterator[BodyStream]:
+        """GET a REST route whose body is read as it arrives (a job log; see
+        :mod:`gateway.gitlab.streaming`); leaving the block stops reading it.
+
+        Args:
+            suffix: encoded path segments joined by ``/``, appended to the route (a wildcard
+                route's tail, such as an artifact's path); each is checked as one segment.
+
+        Raises:
+            the typed errors of :meth:`rest`, before the block is entered.
+        """
+        path = route.format(**{k: _segment(k, v) for k, v in (path_params or {}).items()})
+        if suffix:
+            path += "/".join(_segment("suffix", s) for s in suffix.split("/"))
+        call = GitLabCall(
+            method="GET",
+            url=self.base.api_url + path,
+            operation=f"GET {route}",
+            idempotent=True,
+            credential=credential,
+            request_id=request_id,
+        )
+        body = await open_stream(self, call)
+        try:
+            yield body
+        finally:
+            await body.aclose()
+
+    # What the streaming path (gateway.gitlab.streaming) shares with the buffered one.
+
+    @property
+    def sleep(self) -> SleepFn:
+        return self._sleep
+
+    @property
+    def static_headers(self) -> Mapping[str, str]:
+        return self._static_headers
+
+    @property
+    def direct_transport(self) -> AiohttpTransport | None:
+        return self._direct
+
+    @property
+    def timeouts(self) -> Mapping[str, float | None]:
+        return self._timeouts
+
+    def record(
+        self,
+        call: GitLabCall,
+        status_class: str,
+        started: float,
+        *,
+        status: int | None = None,
+        error: str | None = None,
+    ) -> None:
+        """See :meth:`_record`."""
+        self._record(call, status_class, started, status=status, error=error)
+
     async def _call(self, call: GitLabCall) -> Any:
         async def attempt(deadline: float) -> Any:
             payload = decode_json(call, await self._send_once(call, deadline))
@@ -336,6 +406,18 @@ class GitLabSession:
         """See :meth:`GitLabClient.rest`."""
         return await self.client.rest(
             method, route, credential=self.credential, request_id=self.request_id, **kwargs
+        )
+
+    def stream(
+        self, route: str, *, path_params: Mapping[str, str | int] | None = None, suffix: str = ""
+    ) -> contextlib.AbstractAsyncContextManager[BodyStream]:
+        """See :meth:`GitLabClient.stream`."""
+        return self.client.stream(
+            route,
+            credential=self.credential,
+            request_id=self.request_id,
+            path_params=path_params,
+            suffix=suffix,
         )
 
 

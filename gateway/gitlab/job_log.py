@@ -57,6 +57,24 @@ _TOKEN = re.compile(
 )
 #: Cheap test for a line that needs no more than its newline removed.
 _PLAIN = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]|section_")
+#: What makes a line need the terminal's cursor: without any of these (most lines: colours
+#: only), the cursor stays at the end and cleaning is deleting escapes (:data:`STRIP`).
+NEEDS_CURSOR = re.compile(r"[\r\x08]|section_|\x1b\[[12]K")
+#: Every escape sequence and C0 control character but tab and newline.
+_STRIP_PATTERN = (
+    r"\x1b\[[0-9;?]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[()][0-9A-Za-z]|\x1b[@-_]?"
+    r"|[\x00-\x08\x0b-\x1f\x7f]"
+)
+STRIP = re.compile(_STRIP_PATTERN)
+#: :data:`STRIP` over raw bytes (escapes are ASCII, and no byte of a multi-byte UTF-8 character
+#: is below 0x80): faster than over text, for a stream's regions.
+STRIP_BYTES = re.compile(_STRIP_PATTERN.encode())
+_NEEDS_CURSOR_BYTES = (b"\r", b"\x08", b"section_", b"\x1b[1K", b"\x1b[2K")
+
+
+def needs_cursor(raw: bytes) -> bool:
+    """:data:`NEEDS_CURSOR` for raw bytes (substring tests, much faster than a regex)."""
+    return any(marker in raw for marker in _NEEDS_CURSOR_BYTES)
 
 
 @dataclass
@@ -123,6 +141,9 @@ class LogCleaner:
         if not _PLAIN.search(body):
             self.emitted += 1
             return [raw]
+        if not NEEDS_CURSOR.search(body):
+            self.emitted += 1
+            return [STRIP.sub("", body) + ("\n" if terminated else "")]
         out: list[str] = []
         text = ""
         cursor = 0

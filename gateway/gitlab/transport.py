@@ -22,10 +22,12 @@ The whole exchange, the response body included, runs under one deadline: the req
 ``"deadline"`` extension (``loop.time()`` seconds). A body trickled a byte at a time therefore
 cannot hold a call past it, which per-read timeouts alone cannot promise.
 
-The body is read whole before the response is returned (the gateway never streams from GitLab),
-so a failure while reading it is classified here, and the pooled connection is released at once.
-It is read up to :data:`MAX_ANSWER_BYTES` (decoded): a GitLab, or a proxy in front of it, that
-sends more cannot fill the gateway's memory (:class:`AnswerTooLarge`).
+The body is read whole before the response is returned, so a failure while reading it is
+classified here, and the pooled connection is released at once. It is read up to
+:data:`MAX_ANSWER_BYTES` (decoded): a GitLab, or a proxy in front of it, that sends more cannot
+fill the gateway's memory (:class:`AnswerTooLarge`). The one exception is a job log, which may be
+far larger and is read as it arrives (:meth:`AiohttpTransport.open`, see
+:mod:`gateway.gitlab.streaming`): its reader keeps a bounded part and stops when it has enough.
 Redirects are never followed and no cookie is kept; proxies are resolved once, at start.
 """
 
@@ -184,6 +186,47 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             raise mapped from exc
         return response.status, response.reason, response.headers, content
 
+    async def open(
+        self,
+        url: str,
+        headers: Mapping[str, str],
+        *,
+        timeouts: Mapping[str, float | None],
+        deadline: float,
+    ) -> aiohttp.ClientResponse:
+        """A GET whose body is left unread, for the caller to read as it arrives and then
+        ``close()`` (or ``release()``). Failures are mapped as in :meth:`exchange`.
+
+        Args:
+            deadline: ``loop.time()`` by which the whole exchange, body included, is over.
+        """
+        total = max(0.001, deadline - asyncio.get_running_loop().time())
+        timeout = aiohttp.ClientTimeout(
+            total=total,
+            connect=timeouts.get("pool"),
+            sock_connect=timeouts.get("connect"),
+            sock_read=timeouts.get("read"),
+        )
+        request_headers: list[tuple[str, str]] = list(headers.items())
+        if self._proxy_headers and url.startswith("http:"):
+            request_headers.extend(self._proxy_headers.items())
+        try:
+            return await self._client().request(
+                "GET",
+                url,
+                headers=request_headers,
+                allow_redirects=False,
+                timeout=timeout,
+                proxy=self._proxy,
+                proxy_headers=self._proxy_headers,
+                auto_decompress=True,  # the reader sees the log's own bytes
+            )
+        except Exception as exc:
+            mapped = _map_error(exc, None)
+            if mapped is None:
+                raise
+            raise mapped from exc
+
     @staticmethod
     def _headers(request: httpx.Request) -> list[tuple[str, str]]:
         return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
@@ -205,6 +248,11 @@ async def _read_capped(response: aiohttp.ClientResponse, request: httpx.Request 
                 f"its answer was larger than {MAX_ANSWER_BYTES / (1024 * 1024):g} MiB", request=request
             )
     return bytes(body)
+
+
+def map_error(exc: BaseException, request: httpx.Request | None) -> httpx.TransportError | None:
+    """The httpx error for an aiohttp failure (None: not a transport failure)."""
+    return _map_error(exc, request)
 
 
 def _map_error(exc: BaseException, request: httpx.Request | None) -> httpx.TransportError | None:

@@ -372,3 +372,38 @@ def global_id_number_or_none(gid: object) -> int | None:
         return global_id_number(gid)
     except ValueError:
         return None
+
+
+_JOB_PAGE = re.compile(
+    r"jobs/(?P<id>[0-9]+)(?:/(?:raw|artifacts/(?:file|raw)/(?P<path>.+)|artifacts(?:/browse(?:/.*)?)?))?",
+    re.DOTALL,
+)
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """A job named by a web URL: the project's full path, the job's id and, for the URL of one
+    artifact file (``.../-/jobs/<id>/artifacts/file/<path>``), that file's path (decoded once)."""
+
+    project: str
+    job_id: int
+    artifact_path: str | None = None
+
+
+def parse_job_url(base: GitLabBase, url: str) -> JobRef:
+    """Read ``<GitLab>/<project path>/-/jobs/<id>`` (what GitLab shows in the browser), also with
+    ``/raw``, ``/artifacts/browse/...`` or ``/artifacts/file/<path>`` after it.
+
+    Raises:
+        InvalidReference: as :func:`parse_gitlab_url`, or not a job URL; no request is made.
+    """
+    example = f"{base.url}/<group>/<project>/-/jobs/<id>"
+    parsed = parse_gitlab_url(base, url, example=example)
+    match = _JOB_PAGE.fullmatch(parsed.page.rstrip("/"))
+    if match is None:
+        raise not_a("job", parsed, example)
+    job_id = int(match["id"])
+    if not 0 < job_id <= MAX_ID:
+        raise InvalidReference(f"The job id in {url!r} must be a positive integer.")
+    path = match["path"]
+    return JobRef(parsed.project, job_id, unquote(path) if path else None)

@@ -468,6 +468,8 @@ class World:
     next_pipeline_id: int = 3001
     next_job_id: int = 9001
     created_pipeline_ids: list[int] = field(default_factory=list)
+    #: Reads of a running job's log so far (its log grows by one line per read).
+    trace_reads: dict[int, int] = field(default_factory=dict)
 
     def user_for_token(self, token: str) -> User | None:
         """The user a token authenticates, or None for an unknown (or revoked) token."""

@@ -19,7 +19,7 @@ import base64
 import hashlib
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlencode
@@ -37,6 +37,8 @@ class RestOutcome:
     status: int
     body: Any = None
     raw: bytes | None = None
+    stream: Iterable[bytes] | None = None
+    """A body sent as it is made (a large job log), instead of ``raw``."""
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
     route: str | None = None
@@ -284,7 +286,8 @@ _ROUTES: list[tuple[str, tuple[str, ...], Handler]] = []
 
 
 def route(method: str, template: str) -> Callable[[Handler], Handler]:
-    """Register a handler for ``METHOD /a/:b/c`` (``:name`` matches one decoded segment)."""
+    """Register a handler for ``METHOD /a/:b/c`` (``:name`` matches one decoded segment; a last
+    ``*name`` matches the rest of the path, its segments decoded and joined with ``/``)."""
 
     def deco(fn: Handler) -> Handler:
         _ROUTES.append((method, tuple(s for s in template.split("/") if s), fn))
@@ -298,11 +301,16 @@ def dispatch(req: RestRequest) -> RestOutcome:
     for method, parts, fn in _ROUTES:
         if method != req.method and not (method == "GET" and req.method == "HEAD"):
             continue
-        if len(parts) != len(req.segments):
+        segments = req.segments
+        if parts and parts[-1].startswith("*"):
+            if len(segments) < len(parts):
+                continue
+            segments = [*segments[: len(parts) - 1], "/".join(segments[len(parts) - 1 :])]
+        if len(parts) != len(segments):
             continue
         params: dict[str, str] = {}
-        for want, got in zip(parts, req.segments, strict=True):
-            if want.startswith(":"):
+        for want, got in zip(parts, segments, strict=True):
+            if want.startswith((":", "*")):
                 params[want[1:]] = got
             elif want != got:
                 break
@@ -556,3 +564,7 @@ def _list_jobs(req: RestRequest, params: dict[str, str]) -> RestOutcome:
 @route("GET", "/projects/:id/pipelines/:pipeline_id/bridges")
 def _list_bridges(req: RestRequest, params: dict[str, str]) -> RestOutcome:
     return _jobs(req, params, "BRIDGE", "/projects/{id}/pipelines/{pipeline_id}/bridges")
+
+
+# Job routes (logs, artifacts) live in their own module, registered on import.
+from tests.standin import job_logs as _job_logs  # noqa: E402, F401

@@ -28,6 +28,7 @@ import json
 import logging
 import time
 from collections import deque
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from typing import Any
@@ -465,6 +466,13 @@ def _serve_graphql(
     return web.Response(body=text.encode("utf-8"), content_type="application/json", charset="utf-8")
 
 
+async def _async_chunks(chunks: Iterable[bytes]) -> AsyncIterator[bytes]:
+    """A lazily made body, sent as it is made (never held whole)."""
+    for chunk in chunks:
+        yield chunk
+        await asyncio.sleep(0)  # let other requests run between chunks
+
+
 def _serve_rest(
     state: StandinState,
     request: web.Request,
@@ -494,6 +502,12 @@ def _serve_rest(
     record["route"] = outcome.route
     if outcome.route is None:
         record["unserved"] = True
+    if outcome.stream is not None:
+        return web.Response(
+            status=outcome.status,
+            body=_async_chunks(outcome.stream),
+            headers={"Content-Type": outcome.content_type, **outcome.headers},
+        )
     if outcome.raw is not None:
         return web.Response(
             status=outcome.status,
