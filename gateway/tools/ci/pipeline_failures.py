@@ -29,6 +29,7 @@ from gateway.gitlab.errors import GitLabError, GitLabNotFound, GitLabUnauthorize
 from gateway.gitlab.job_log import failing_section
 from gateway.gitlab.operation import Answer, ByPathOrId, Operation
 from gateway.gitlab.urls import encode_project
+from gateway.tools.ci.log_reads import read_tail
 from gateway.tools.registry import ToolOutput
 
 #: Failed jobs per page of the facet (each costs a log read); a larger ``first`` is lowered to it.
@@ -321,8 +322,6 @@ async def read_failure_log(
     gitlab: GitLabSession, project: str, job_id: int
 ) -> tuple[FailureLog | None, str | None]:
     """The end of the failing section of one job's log, or why it could not be read."""
-    from gateway.tools.ci.log_reads import read_tail  # TODO(merge jobs): top-level import
-
     try:
         async with gitlab.stream(
             TRACE_ROUTE, path_params={"id": encode_project(project), "job_id": job_id}
