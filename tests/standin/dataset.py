@@ -108,16 +108,17 @@ FAILED_JOB_IDS = [5000 + _BUILD_NAMES.index(n) + 1 for n in FAILED_JOB_NAMES]
 """Their ids: 5010, 5024, 5040."""
 FAILING_TEST = {
     "suite": "rspec",
-    "name": "Checkout applies the discount code to the total",
-    "classname": "spec.features.checkout_spec",
-    "file": "./spec/features/checkout_spec.rb",
+    "name": "User#display_name returns the name with its emoji 🙂",
+    "classname": "spec.models.user_spec",
+    "file": "./spec/models/user_spec.rb",
     "stack_trace": (
-        "Failure/Error: expect(order.total).to eq(90)\n\n"
-        "  expected: 90\n       got: 100\n\n  (compared using ==)\n"
-        "# ./spec/features/checkout_spec.rb:42:in `block (2 levels) in <top (required)>'"
+        'Failure/Error: expect(user.display_name).to eq("Zoë 🙂")\n\n'
+        '  expected: "Zoë 🙂"\n       got: "Zoe"\n\n  (compared using ==)\n'
+        "# ./spec/models/user_spec.rb:42:in `block (3 levels) in <top (required)>'"
     ),
 }
-"""The failed test case of ``rspec 7/30`` (job 5010), as GitLab parses its JUnit report."""
+"""The failed test case of ``rspec 7/30`` (job 5010, whose log shows the same failure), as GitLab
+parses its JUnit report."""
 ERROR_TEST = {
     "suite": "rspec",
     "name": "Invoice renders the PDF",
@@ -127,8 +128,9 @@ ERROR_TEST = {
     "# ./app/models/invoice.rb:17:in `render'\n# ./spec/models/invoice_spec.rb:9:in `block (2 levels)'",
 }
 """The errored test case of ``rspec 21/30`` (job 5024)."""
-RSPEC_TESTS_PER_JOB = 4
-"""Test cases in each ``rspec N/30`` job's report: the failed/errored ones above, the rest passed."""
+RSPEC_TESTS_PER_JOB = 7
+"""Test cases in each ``rspec N/30`` job's report (as its log says, "7 examples"): the failed or
+errored one above, the rest passed."""
 BUILD_STATUS_COUNTS = {"SUCCESS": 39, "FAILED": 3, "CANCELED": 1, "MANUAL": 1, "SKIPPED": 1}
 
 # -- repository -----------------------------------------------------------------------------------

@@ -1,15 +1,18 @@
 """``get_pipeline``: one pipeline and, optionally, one facet (its jobs, downstream pipelines or
 bridge jobs), exactly as GitLab's built-in MCP server ships it
-(https://docs.gitlab.com/api/graphql/reference/#pipeline).
+(https://docs.gitlab.com/api/graphql/reference/#pipeline); beyond GitLab's tool, the ``failures``
+facet (what failed and why: :mod:`gateway.tools.ci.pipeline_failures`) and ``wait_seconds``
+(wait for the pipeline to finish: :mod:`gateway.tools.ci.pipeline_wait`).
 
 - Arguments: ``id`` (numeric project ID or full path, plain or URL-encoded once), ``pipeline_id``
   (the global pipeline id, as in ``/-/pipelines/<id>``), ``include`` (at most one of ``jobs``,
-  ``downstream_pipelines``, ``bridge_jobs``), ``job_status`` (lowercase ``CiJobStatus``; filters
-  the ``jobs`` facet only), ``first`` (1..100, default 20) and ``after`` (the previous
-  ``page_info.end_cursor``). Bad input is refused before any request.
-- One GraphQL request per call (``operations/ci/get_pipeline.graphql``): facets sit behind
-  ``@include``; a numeric project ID goes through ``projects(ids:)`` and a path through
-  ``project(fullPath:)`` in the same document.
+  ``downstream_pipelines``, ``bridge_jobs``, ``failures``), ``job_status`` (lowercase
+  ``CiJobStatus``; filters the ``jobs`` facet only), ``first`` (1..100, default 20), ``after``
+  (the previous ``page_info.end_cursor``) and ``wait_seconds`` (0..300). Bad input is refused
+  before any request.
+- One GraphQL request per call (``operations/ci/get_pipeline.graphql``) but for ``failures`` and
+  waits (see their modules): facets sit behind ``@include``; a numeric project ID goes through
+  ``projects(ids:)`` and a path through ``project(fullPath:)`` in the same document.
 - Result: ``{id, status, ref, sha, source, web_url}`` plus, only when requested, the facet's
   key and ``page_info {has_next_page, end_cursor}``. Ids are the integer tails of GitLab's global
   IDs, statuses are lowercase, ``web_url`` is the GitLab URL joined with the ``path``/``webPath``
