@@ -62,15 +62,18 @@ async def test_one_call_finds_the_failing_test_and_its_stack_trace(
     assert failing["stack_trace"] == ds.FAILING_TEST["stack_trace"]
     assert failing["job_ids"] == ds.FAILED_JOB_IDS[:2]
     assert out["test_summary"]["failed"] == 1 and out["test_summary"]["error"] == 1
-    for failure in out["failures"]:
-        assert failure["log"] is not None or failure["log_error"], failure
+    log = out["failures"][0]["log"]
+    assert log["section"] == "step_script" and not log["truncated"]
+    assert '     Failure/Error: expect(user.display_name).to eq("Zoë 🙂")\n' in log["text"]
+    assert "\x1b" not in log["text"] and "section_" not in log["text"]
+    assert all(f["log"] is not None and f["log_error"] is None for f in out["failures"])
     # two GraphQL queries (jobs and summary, then test cases) and one log read per failed job
-    log = fresh_standin.control.requests()
-    assert [op["operation_name"] for r in log for op in r.get("graphql") or []] == [
+    requests = fresh_standin.control.requests()
+    assert [op["operation_name"] for r in requests for op in r.get("graphql") or []] == [
         "getPipeline",
         "getPipelineTestCases",
     ]
-    assert sorted(r["path"].rsplit("/", 2)[-2] for r in log if r["path"].endswith("/trace")) == sorted(
+    assert sorted(r["path"].rsplit("/", 2)[-2] for r in requests if r["path"].endswith("/trace")) == sorted(
         str(j) for j in ds.FAILED_JOB_IDS
     )
 
