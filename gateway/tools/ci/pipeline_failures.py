@@ -336,7 +336,11 @@ async def read_failure_log(
         return None, "GitLab has no log for this job (it was erased, or never written)."
     except GitLabError as exc:
         return None, f"The log could not be read: {exc.message}"
-    lines = tail.content.splitlines()
+    # Lines end at "\n" only, as the cleaner counts them (str.splitlines would also split at
+    # U+2028 and friends, and shift every line number after one).
+    lines = tail.content.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
     first_kept = tail.first_line
     last_kept = first_kept + len(lines) - 1
     section = failing_section(tail.sections)
