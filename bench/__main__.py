@@ -18,7 +18,9 @@ GitLab's exact answers, recorded once from the repository's GitLab stand-in). Ro
   authentication, Origin checks, the access line, metrics, retries and redaction;
 - ``gateway``: ``python -m gateway`` at its defaults (INFO logging; the event loop as
   ``--event-loop`` says, ``server.event_loop``), called over MCP Streamable HTTP in a 2025-06-18
-  session: ``get_pipeline`` with 20 jobs, and ``get_repository_file``;
+  session: ``get_pipeline`` with 20 jobs, ``get_repository_file``, and ``get_job`` with the last
+  50 lines of a 10 MB log (every call streams and cleans all of it; :data:`JOB_LOG_CALLS` calls
+  per round, as each costs far more than the others);
 - ``gateway 2026-07-28``: the same ``get_pipeline`` in the stateless era (per-request ``_meta``
   and headers, no session);
 - with ``--peer``: ``@zereight/mcp-gitlab`` (installed with npm into ``~/.cache`` on first use),
@@ -70,8 +72,13 @@ from gateway.gitlab.operation_loader import graphql_body  # noqa: E402
 from gateway.tools.ci.pipeline_read import pipeline_variables  # noqa: E402
 from tests.e2e.harness import GatewayProcess, free_port  # noqa: E402
 from tests.standin import dataset as ds  # noqa: E402
+from tests.standin.job_logs import BENCH_LOG_JOB_ID  # noqa: E402
 
 PEER = "@zereight/mcp-gitlab"
+JOB_ARGS = {"id": ds.PROJECT_PATH, "job_id": BENCH_LOG_JOB_ID, "include": ["log"], "tail_lines": 50}
+JOB_LABEL = "get_job, 10 MB log tail 50"
+#: Calls per round of the get_job row (at most ``--calls``).
+JOB_LOG_CALLS = 40
 PIPELINE_ARGS = {"id": ds.PROJECT_PATH, "pipeline_id": ds.PIPELINE_ID, "include": ["jobs"], "first": 20}
 FILE_ARGS = {"project_id": ds.PROJECT_PATH, "file_path": ds.FILES["app"], "ref": "main"}
 PEER_PIPELINE = ("list_pipeline_jobs", {"project_id": ds.PROJECT_PATH, "pipeline_id": str(ds.PIPELINE_ID)})
@@ -209,6 +216,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
         for tool, tool_label, arguments in (
             ("get_pipeline", "get_pipeline + 20 jobs", PIPELINE_ARGS),
             ("get_repository_file", "get_repository_file", FILE_ARGS),
+            ("get_job", JOB_LABEL, JOB_ARGS),
         ):
             call = tool_call(gateway.mcp_url, session, tool, arguments)
             targets.append(("gateway", tool_label, gateway.proc.pid, call))
@@ -264,7 +272,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
                     row = await measure(
                         clients,
                         call,
-                        calls=args.calls,
+                        calls=min(args.calls, JOB_LOG_CALLS) if tool == JOB_LABEL else args.calls,
+                        warmup=concurrency if tool == JOB_LABEL else None,
                         concurrency=concurrency,
                         pid=pid,
                         upstream_count=running.upstream_count,

@@ -187,10 +187,13 @@ async def measure(
     pid: int,
     upstream_count: Callable[[], Awaitable[int]],
     row: Row,
+    warmup: int | None = None,
 ) -> Row:
-    """Warm up, then ``calls`` calls ``concurrency`` at a time; fill ``row``."""
+    """Warm up (``warmup`` calls, by default 50 or two per caller), then ``calls`` calls
+    ``concurrency`` at a time; fill ``row``."""
     what = f"{row.server}, {row.tool}, c={row.concurrency}"
-    await _run(clients, call, max(50, 2 * concurrency), concurrency, [], f"warm-up of {what}")
+    warmup = max(50, 2 * concurrency) if warmup is None else warmup
+    await _run(clients, call, warmup, concurrency, [], f"warm-up of {what}")
     latencies: list[float] = []
     cpu_before, upstream_before = cpu_seconds(pid), await upstream_count()
     wall, errors = await _run(clients, call, calls, concurrency, latencies, what)

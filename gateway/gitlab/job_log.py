@@ -144,6 +144,11 @@ class LogCleaner:
         if not NEEDS_CURSOR.search(body):
             self.emitted += 1
             return [STRIP.sub("", body) + ("\n" if terminated else "")]
+        return self.feed_terminal(body, terminated)
+
+    def feed_terminal(self, body: str, terminated: bool) -> list[str]:
+        """:meth:`feed` for a line (without its ``\\n``) played through the terminal model; the
+        shortcuts above give the same result for the lines they take."""
         out: list[str] = []
         text = ""
         cursor = 0

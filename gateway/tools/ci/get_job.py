@@ -146,7 +146,10 @@ class _LogMetadata(BaseModel):
 
 
 class _Section(BaseModel):
-    name: str = Field(description="The section's name, e.g. `step_script`, `get_sources`, or a job's own.")
+    name: str = Field(
+        description="The section's name, e.g. `step_script`, `prepare_executor`, or one the job's script "
+        "opened."
+    )
     header: str = Field(description="The header line shown on the job page.")
     first_line: int
     last_line: int

@@ -156,7 +156,8 @@ class _Tail:
         self.chars = 0
 
     def add(self, start: int, end: int, text: str | bytes) -> None:
-        """Keep a cleaned line, or raw bytes that need only :data:`STRIP_BYTES` (done in :meth:`texts`)."""
+        """Keep a cleaned line, or a raw one that needs only :data:`STRIP_BYTES` (applied to the
+        lines kept at the end, so the many dropped on the way cost nothing)."""
         self.lines.append((start, end, text))
         self.chars += len(text)
         while len(self.lines) > self.wanted or (self.chars > MAX_TAIL_CHARS and len(self.lines) > 1):
@@ -204,8 +205,8 @@ async def read_tail(chunks: AsyncIterator[bytes], lines: int) -> LogRead:
         region = bytes(pending[: last + 1])
         del pending[: last + 1]
         if not needs_cursor(region):
-            # Colours at most, no section marker: the region cleans in one pass, and only its last
-            # lines need their raw offsets.
+            # Colours at most, no section marker, no cursor move: every raw line is one cleaned
+            # line, so only the last ones are looked at (most of a large log is such regions).
             _plain_region(cleaner, tail, region, pending_start)
         else:
             offset = pending_start

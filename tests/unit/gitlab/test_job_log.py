@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from gateway.gitlab.job_log import clean_log, failing_section, failing_tail, split_lines
+import random
+from collections.abc import AsyncIterator
+
+import pytest
+
+from gateway.gitlab.job_log import LogCleaner, clean_log, failing_section, failing_tail, split_lines
+from gateway.tools.ci.log_reads import read_tail
 
 E = "\x1b"
 K = f"\r{E}[0K{E}[0K{E}[36;1m"  # a runner section header's prefix
@@ -154,3 +160,56 @@ def test_cleaning_line_by_line_equals_cleaning_whole() -> None:
 def test_bytes_are_decoded_as_utf8_with_replacement() -> None:
     assert clean_log("é ✓\n".encode()).text == "é ✓\n"
     assert clean_log(b"bad \xff byte\n").text == "bad \ufffd byte\n"
+
+
+FRAGMENTS = [
+    "plain text ",
+    "grüße 日本語 ✓ ",
+    f"{E}[32;1m",
+    f"{E}[0;m",
+    f"{E}[0K",
+    f"{E}[K",
+    f"{E}[1K",
+    f"{E}[2K",
+    "\r",
+    "\x08",
+    "\t",
+    f"{E}]0;title\x07",
+    f"section_start:100:s1[collapsed=true]\r{E}[0K",
+    f"section_end:105:s1\r{E}[0K",
+    "section_ not a marker ",
+    "\x01",
+]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_shortcuts_clean_as_the_terminal_model_does(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(400):
+        body = "".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(0, 8)))
+        shortcut, model = LogCleaner(), LogCleaner()
+        assert shortcut.feed(body + "\n") == model.feed_terminal(body, True), repr(body)
+        assert shortcut.emitted == model.emitted
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 64, 4096])
+async def test_a_streamed_tail_matches_the_whole_log_cleaned(chunk: int) -> None:
+    rng = random.Random(chunk)
+    lines = ["".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(0, 6))) for _ in range(300)]
+    plain = [f"{E}[32mline {i} ✓{E}[0m" for i in range(300)]  # regions with colours only
+    raw = ("\n".join(lines + plain + lines[:50]) + "\npartial").encode()
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for i in range(0, len(raw), chunk):
+            yield raw[i : i + chunk]
+
+    whole = clean_log(raw)
+    for wanted in (1, 7, 400, 2000):
+        read = await read_tail(chunks(), wanted)
+        assert read.content == "".join(f"{line}\n" for line in whole.lines[-wanted:])[: len(read.content)]
+        assert read.content.rstrip("\n") == "\n".join(whole.lines[-wanted:])
+        assert read.total_lines == len(whole.lines)
+        assert [(s.name, s.first_line, s.last_line) for s in read.sections] == [
+            (s.name, s.first_line, s.last_line) for s in whole.sections
+        ]
+        assert read.total_bytes == len(raw) and read.end == len(raw)
