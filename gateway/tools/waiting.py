@@ -168,19 +168,20 @@ class SharedPolls:
         interval = watch.interval
         try:
             while True:
-                pause = interval
                 try:
                     watch.state = await watch.read()
                 except GitLabRateLimited as exc:
                     watch.rate_limited = exc
-                    pause = max(interval, float(exc.retry_after_seconds))
+                    # Not cut short by a caller joining: GitLab asked for this pause.
+                    await asyncio.sleep(max(interval, float(exc.retry_after_seconds)))
+                    continue
                 else:
                     watch.rate_limited = None
                     watch.read_at = asyncio.get_running_loop().time()
                     watch.publish()
                     if watch.settled(watch.state):
                         return
-                    interval = min(interval * watch.backoff, watch.max_interval)
+                pause, interval = interval, min(interval * watch.backoff, watch.max_interval)
                 watch.wake.clear()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(pause):

@@ -129,3 +129,16 @@ async def test_a_late_caller_wakes_a_backed_off_watch() -> None:
     waited = await asyncio.wait_for(polls.wait("k", source.read, done, wait_seconds=5, interval=0.05), 1)
     assert waited.settled and source.reads == 3
     assert (await asyncio.wait_for(first, 1)).settled
+
+
+async def test_a_late_caller_does_not_cut_a_retry_after_short() -> None:
+    polls = SharedPolls()
+    limited = GitLabRateLimited("Rate limited by GitLab. Retry after 1 seconds.", retry_after_seconds=1)
+    source = Source(limited, "failed")
+    first = asyncio.create_task(polls.wait("k", source.read, done, wait_seconds=10, interval=0.02))
+    await asyncio.sleep(0.2)
+    second = asyncio.create_task(polls.wait("k", source.read, done, wait_seconds=10, interval=0.02))
+    await asyncio.sleep(0.3)
+    assert source.reads == 1  # still honouring GitLab's Retry-After
+    assert (await asyncio.wait_for(first, 2)).settled and (await asyncio.wait_for(second, 2)).settled
+    assert source.reads == 2
