@@ -1,4 +1,5 @@
-"""One pipeline and at most one facet, read with one GraphQL request (``operations/ci/get_pipeline.graphql``).
+"""One pipeline and at most one facet, read with one GraphQL request (``operations/ci/get_pipeline.graphql``;
+the ``failures`` facet adds the reads :mod:`gateway.tools.ci.pipeline_failures` lists).
 
 Shared by ``get_pipeline`` and the superseded pipeline tools. The answer is read into typed models
 (:class:`GetPipelineAnswer`) and shaped into the tools' output models: ids are the integer tails
@@ -362,7 +363,7 @@ def _more(out: GetPipelineOutput) -> str:
     parts = []
     if out.page_info is not None and out.page_info.has_next_page:
         parts.append(
-            f"More failed jobs: call again with the same include and after: {out.page_info.end_cursor!r}."
+            f'More failed jobs: call again with the same include and after: "{out.page_info.end_cursor}".'
         )
     parts.append(
         'A job\'s whole log: get_job with id, job_id and include: ["log"] (byte_offset or tail_lines to '

@@ -165,7 +165,7 @@ async def test_pages_of_failed_jobs(env: ToolEnv, fake: FakeGitLab, logs: Logs) 
     out = ok(await env.call("get_pipeline", {**ARGS, "first": 2}))
     assert [f["id"] for f in out["failures"]] == list(FAILED_JOB_IDS[:2])
     assert out["page_info"]["has_next_page"] is True
-    assert repr(out["page_info"]["end_cursor"]) in out["more"]
+    assert f'after: "{out["page_info"]["end_cursor"]}".' in out["more"]
     nxt = ok(await env.call("get_pipeline", {**ARGS, "first": 2, "after": out["page_info"]["end_cursor"]}))
     assert [f["id"] for f in nxt["failures"]] == [FAILED_JOB_IDS[2]]
     assert nxt["failed_tests"] == [] and len(logs.asked) == 3
