@@ -105,8 +105,11 @@ async def test_wait_answers_when_the_pipeline_fails(gateway: GatewayProcess, fre
     )
 
 
-async def test_cancelling_a_wait_stops_polling(gateway: GatewayProcess, fresh_standin: Standin) -> None:
-    async with mcp_client(gateway.mcp_url, mode="legacy") as client:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_cancelling_a_wait_stops_polling(
+    gateway: GatewayProcess, fresh_standin: Standin, mode: str
+) -> None:
+    async with mcp_client(gateway.mcp_url, mode=mode) as client:
         wait = asyncio.create_task(
             client.call_tool(
                 "get_pipeline",
@@ -114,9 +117,13 @@ async def test_cancelling_a_wait_stops_polling(gateway: GatewayProcess, fresh_st
             )
         )
         await asyncio.sleep(1.0)
-        wait.cancel()  # the SDK sends notifications/cancelled
+        # Legacy: the SDK sends notifications/cancelled; 2026-07-28: it closes the response stream.
+        wait.cancel()
         await asyncio.gather(wait, return_exceptions=True)
         polled = fresh_standin.control.graphql_requests(operation="getPipeline")
         await asyncio.sleep(5.5)  # the next poll was due 5 s after the first
         assert fresh_standin.control.graphql_requests(operation="getPipeline") == polled == 1
-    assert "notifications/cancelled" in gateway.log()
+    if mode == "legacy":
+        assert "notifications/cancelled" in gateway.log()
+    else:
+        assert "tool=get_pipeline outcome=cancelled era=modern" in gateway.log()
