@@ -47,12 +47,20 @@ CancelReason = str
 class ToolCall:
     """One ``tools/call`` in flight, cancellable by the session, the stream or shutdown."""
 
-    __slots__ = ("cancel_reason", "rpc_id", "session", "task", "tool")
+    __slots__ = ("cancel_reason", "long_running", "rpc_id", "session", "task", "tool")
 
     def __init__(
-        self, tool: Tool, rpc_id: str | int, task: asyncio.Task[ToolResult], session: str | None = None
+        self,
+        tool: Tool,
+        rpc_id: str | int,
+        task: asyncio.Task[ToolResult],
+        session: str | None = None,
+        *,
+        long_running: bool | None = None,
     ) -> None:
         self.tool = tool
+        #: The tool is long-running, or this call of it waits (``Tool.runs_long``).
+        self.long_running = tool.long_running if long_running is None else long_running
         self.rpc_id = rpc_id
         self.task = task
         self.session = session
@@ -205,7 +213,7 @@ class ActiveCalls:
         self._calls.add(call)
         if call.session is not None:
             self._by_session[(call.session, call.rpc_id)] = call
-        if self.shutting_down and call.tool.long_running:
+        if self.shutting_down and call.long_running:
             call.cancel("shutdown")
 
     def discard(self, call: ToolCall) -> None:
@@ -233,7 +241,7 @@ class ActiveCalls:
         """Cancel every long-running call (their streams then end with a -32000 error)."""
         self.shutting_down = True
         for call in list(self._calls):
-            if call.tool.long_running:
+            if call.long_running:
                 call.cancel("shutdown")
 
     def __len__(self) -> int:

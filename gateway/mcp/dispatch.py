@@ -348,7 +348,7 @@ class Dispatcher:
             )
         stream: EventStream | None = None
         reporter: ProgressReporter | None = None
-        if open_stream is not None and (tool.long_running or token is not None):
+        if open_stream is not None and (tool.runs_long(params.arguments) or token is not None):
             stream = open_stream()
             if not await stream.open():
                 ex.outcome = "client_gone"
@@ -384,7 +384,7 @@ class Dispatcher:
             info.progress = reporter
         started = perf_counter()
         task = asyncio.create_task(self._registry.call(tool, ToolContext(self._services(), info), arguments))
-        call = ToolCall(tool, msg.id, task, session_number)
+        call = ToolCall(tool, msg.id, task, session_number, long_running=tool.runs_long(arguments))
         watcher: asyncio.Task[None] | None = None
         if stream is not None:
             stream.on_broken = lambda: call.cancel("client_gone")

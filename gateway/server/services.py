@@ -21,6 +21,7 @@ from gateway.config import Settings
 from gateway.gitlab.capabilities import Capabilities
 from gateway.gitlab.client import GitLabClient
 from gateway.observability.metrics import Metrics
+from gateway.tools.waiting import SharedPolls
 
 
 @dataclass
@@ -35,6 +36,8 @@ class Services:
     broker: BrokerService | None = None
     #: What the configured GitLab offers (CE or EE), learnt from its answers.
     capabilities: Capabilities = field(default_factory=Capabilities)
+    #: Server-side waits (``wait_seconds``), one shared poll per resource and credential.
+    polls: SharedPolls = field(default_factory=SharedPolls)
 
 
 #: The app's :class:`Services`, set once they are built at start-up.

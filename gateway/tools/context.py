@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from gateway.errors import ToolError
 from gateway.gitlab.credentials import Credential
+from gateway.tools.waiting import SharedPolls
 
 if TYPE_CHECKING:
     from gateway.broker.service import BrokerService
@@ -95,6 +96,11 @@ class ToolServices(Protocol):
     @property
     def capabilities(self) -> Capabilities:
         """What the configured GitLab offers (CE or EE), learnt from its answers."""
+        ...
+
+    @property
+    def polls(self) -> SharedPolls:
+        """Server-side waits (``wait_seconds``), one shared poll per resource and credential."""
         ...
 
 

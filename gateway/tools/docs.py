@@ -173,6 +173,8 @@ def _annotations(tool: Tool) -> str:
         else ""
     )
     long_running = "; long-running (answered over SSE with keep-alives)" if tool.long_running else ""
+    if tool.long_running_when is not None and not tool.long_running:
+        long_running = "; long-running when it waits (answered over SSE with keep-alives)"
     return f"Toolset `{tool.toolset}`; {hints}{aliases}{long_running}."
 
 

@@ -121,6 +121,8 @@ class Tool:
         output_model: pydantic model of ``structuredContent`` → ``outputSchema``.
         aliases: older names that still call this tool; not listed.
         long_running: answer ``tools/call`` over SSE with keep-alives (waits and polls).
+        long_running_when: for a tool that waits only when asked to (``wait_seconds``): True
+            for the arguments of a call that may wait, which is then handled as ``long_running``.
         title: the human-readable title.
         reference_hint: the tool's other way to name its target, appended to the message when a
             URL or path argument is refused (e.g. "Or pass `id` and `pipeline_id`.").
@@ -136,9 +138,21 @@ class Tool:
     output_model: type[BaseModel] | None = None
     aliases: tuple[str, ...] = ()
     long_running: bool = False
+    long_running_when: Callable[[Mapping[str, Any]], bool] | None = None
     title: str | None = None
     reference_hint: str | None = None
     operations: tuple[Operation[Any], ...] = ()
+
+    def runs_long(self, arguments: Mapping[str, Any] | None) -> bool:
+        """True when this call may wait (SSE with keep-alives; cancelled at once on shutdown)."""
+        if self.long_running:
+            return True
+        if self.long_running_when is None or not isinstance(arguments, Mapping):
+            return False
+        try:
+            return self.long_running_when(arguments)
+        except (TypeError, ValueError):  # arguments not yet validated: the call will be refused
+            return False
 
     def input_schema(self) -> dict[str, Any]:
         """JSON Schema (2020-12) of the arguments, ``$ref``s inlined, titles dropped."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.standin import dataset as ds
+from tests.standin import job_logs
 
 P = ds.PROJECT_PATH
 PIPELINE = {"id": P, "pipeline_id": ds.PIPELINE_ID}
@@ -26,6 +27,17 @@ HAPPY: dict[str, dict[str, Any]] = {
     "save_pipeline": {"project_id": P, "ref": "main"},
     "get_duo_session": {"workflow_id": ds.WORKFLOWS["finished"]},
     "get_repository_file": {"project_id": P, "file_path": ds.FILES["readme"], "ref": "main"},
+    "get_job": {
+        "id": P,
+        "job_id": job_logs.FAILED_LOG_JOB_ID,
+        "include": ["log", "artifacts"],
+        "tail_lines": 20,
+    },
+    "get_artifact_file": {
+        "project_id": P,
+        "job_id": job_logs.ARTIFACTS_JOB_ID,
+        "artifact_path": "coverage/index.html",
+    },
 }
 #: One tool error (``isError: true``), as an agent would see it.
 ERROR = ("get_pipeline", {"id": P, "pipeline_id": -1})

@@ -254,9 +254,14 @@ class StandinControl:
         status: str | None = None,
         jobs: dict[int, str] | None = None,
         name: str | None = None,
+        after_seconds: float | None = None,
     ) -> dict[str, Any]:
-        """Set a pipeline's status and/or some jobs' statuses (``{job_id: "success"}``)."""
+        """Set a pipeline's status and/or some jobs' statuses (``{job_id: "success"}``);
+        ``after_seconds`` schedules the change instead of applying it now (a pipeline that
+        finishes while a caller waits on it)."""
         body: dict[str, Any] = {}
+        if after_seconds is not None:
+            body["after_seconds"] = after_seconds
         if status is not None:
             body["status"] = status
         if jobs is not None:

@@ -26,6 +26,7 @@ from tests.standin.models import (
     Project,
     Repository,
     Tag,
+    TestCase,
     User,
     World,
 )
@@ -105,6 +106,31 @@ FAILED_JOB_NAMES = ["rspec 7/30", "rspec 21/30", "lint"]
 """The 3 failed build jobs of pipeline 1001 (``lint`` has ``allowFailure: true``)."""
 FAILED_JOB_IDS = [5000 + _BUILD_NAMES.index(n) + 1 for n in FAILED_JOB_NAMES]
 """Their ids: 5010, 5024, 5040."""
+FAILING_TEST = {
+    "suite": "rspec",
+    "name": "User#display_name returns the name with its emoji 🙂",
+    "classname": "spec.models.user_spec",
+    "file": "./spec/models/user_spec.rb",
+    "stack_trace": (
+        'Failure/Error: expect(user.display_name).to eq("Zoë 🙂")\n\n'
+        '  expected: "Zoë 🙂"\n       got: "Zoe"\n\n  (compared using ==)\n'
+        "# ./spec/models/user_spec.rb:42:in `block (3 levels) in <top (required)>'"
+    ),
+}
+"""The failed test case of ``rspec 7/30`` (job 5010, whose log shows the same failure), as GitLab
+parses its JUnit report."""
+ERROR_TEST = {
+    "suite": "rspec",
+    "name": "Invoice renders the PDF",
+    "classname": "spec.models.invoice_spec",
+    "file": "./spec/models/invoice_spec.rb",
+    "stack_trace": "NameError: uninitialized constant Invoice::PdfRenderer\n"
+    "# ./app/models/invoice.rb:17:in `render'\n# ./spec/models/invoice_spec.rb:9:in `block (2 levels)'",
+}
+"""The errored test case of ``rspec 21/30`` (job 5024)."""
+RSPEC_TESTS_PER_JOB = 7
+"""Test cases in each ``rspec N/30`` job's report (as its log says, "7 examples"): the failed or
+errored one above, the rest passed."""
 BUILD_STATUS_COUNTS = {"SUCCESS": 39, "FAILED": 3, "CANCELED": 1, "MANUAL": 1, "SKIPPED": 1}
 
 # -- repository -----------------------------------------------------------------------------------
@@ -295,6 +321,31 @@ def _simple_repository(project: str) -> Repository:
     return repo
 
 
+def _rspec_report(index: int, name: str) -> list[TestCase]:
+    """A JUnit report of one ``rspec N/30`` job: passed cases, plus the failing one of 7/30 and
+    the errored one of 21/30."""
+    cases = [
+        TestCase(
+            name=f"Spec {index}.{n} passes",
+            classname=f"spec.models.part{index}_spec",
+            file=f"./spec/models/part{index}_spec.rb",
+        )
+        for n in range(RSPEC_TESTS_PER_JOB)
+    ]
+    special = {"rspec 7/30": (FAILING_TEST, "failed"), "rspec 21/30": (ERROR_TEST, "error")}.get(name)
+    if special is not None:
+        test, status = special
+        cases[-1] = TestCase(
+            name=test["name"],
+            classname=test["classname"],
+            file=test["file"],
+            status=status,
+            stack_trace=test["stack_trace"],
+            execution_time=1.25,
+        )
+    return cases
+
+
 def _main_pipeline() -> Pipeline:
     jobs: list[Job] = []
     for i, name in enumerate(_BUILD_NAMES):
@@ -305,6 +356,8 @@ def _main_pipeline() -> Pipeline:
         job = Job(id=5001 + i, name=name, stage=stage, status=status, allow_failure=name == "lint")
         if status == "FAILED":
             job.failure_reason = "script_failure"
+        if name.startswith("rspec "):
+            job.test_cases = _rspec_report(i, name)
         if status in ("MANUAL", "SKIPPED"):
             job.started_at = job.finished_at = None
             job.duration = None

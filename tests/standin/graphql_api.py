@@ -72,6 +72,7 @@ from tests.standin.models import (
     Job,
     Pipeline,
     Project,
+    TestCase,
     User,
     World,
 )
@@ -849,6 +850,40 @@ class JobView:
         }
 
 
+def _suite_counts(name: str, jobs: list[Job]) -> dict[str, Any]:
+    """A ``TestSuiteSummary`` of ``jobs``' reports."""
+    cases = [c for j in jobs for c in j.test_cases]
+
+    def count(status: str) -> int:
+        return sum(1 for c in cases if c.status == status)
+
+    return {
+        "name": name,
+        "buildIds": [str(j.id) for j in jobs],
+        "totalCount": len(cases),
+        "successCount": count("success"),
+        "failedCount": count("failed"),
+        "skippedCount": count("skipped"),
+        "errorCount": count("error"),
+        "totalTime": round(sum(c.execution_time for c in cases), 2),
+        "suiteError": None,
+    }
+
+
+def _test_case(case: TestCase) -> dict[str, Any]:
+    return {
+        "name": case.name,
+        "classname": case.classname,
+        "file": case.file,
+        "status": case.status,
+        "stackTrace": case.stack_trace,
+        "executionTime": case.execution_time,
+        "systemOutput": case.system_output,
+        "attachmentUrl": None,
+        "recentFailures": None,
+    }
+
+
 def readable_pipeline(ctx: Ctx, pipeline: Pipeline | None) -> PipelineView | None:
     """A view of ``pipeline`` when the caller may read its project (``read_pipeline``), else None."""
     if pipeline is None:
@@ -949,6 +984,47 @@ class PipelineView:
         if args.get("whenExecuted") is not None:
             jobs = [j for j in jobs if j.when in set(args["whenExecuted"])]
         return Connection(jobs, args, key=lambda j: j.id, view=lambda j: JobView(self._ctx, self._pl, j))
+
+    def testReportSummary(self, info: Info) -> dict[str, Any]:
+        """``Pipeline.testReportSummary``: the latest builds' JUnit reports, one suite per
+        ``test_suite_name`` (parallel jobs together), as ``Ci::BuildReportResultService`` sums them."""
+        suites: dict[str, list[Job]] = {}
+        for job in self._pl.latest_jobs():
+            if job.kind == "BUILD" and job.test_cases:
+                suites.setdefault(job.test_suite_name, []).append(job)
+        summaries = [_suite_counts(name, jobs) for name, jobs in suites.items()]
+        total = {
+            "count": sum(s["totalCount"] for s in summaries),
+            "success": sum(s["successCount"] for s in summaries),
+            "failed": sum(s["failedCount"] for s in summaries),
+            "skipped": sum(s["skippedCount"] for s in summaries),
+            "error": sum(s["errorCount"] for s in summaries),
+            "time": round(sum(s["totalTime"] for s in summaries), 2),
+            "suiteError": None,
+        }
+        return {
+            "total": total,
+            "testSuites": lambda info, **args: Connection(
+                summaries, args, key=lambda s: summaries.index(s), view=lambda s: s
+            ),
+        }
+
+    def testSuite(self, info: Info, buildIds: list[str]) -> dict[str, Any] | None:
+        """``Pipeline.testSuite(buildIds:)``: the reports of those latest builds merged into one suite
+        (``Resolvers::Ci::TestSuiteResolver``), its cases errors and failures first; null when
+        none of the ids is a latest build of this pipeline."""
+        wanted = {int(b) for b in buildIds if str(b).isdigit()}
+        jobs = [j for j in self._pl.latest_jobs() if j.id in wanted and j.kind == "BUILD"]
+        if not jobs:
+            return None
+        order = {"error": 0, "failed": 1, "success": 2, "skipped": 3}
+        cases = sorted((c for j in jobs for c in j.test_cases), key=lambda c: order.get(c.status, 4))
+        suite = _suite_counts(jobs[0].test_suite_name, jobs)
+        del suite["buildIds"]
+        suite["testCases"] = lambda info, **args: Connection(
+            cases, args, key=lambda c: cases.index(c), view=_test_case
+        )
+        return suite
 
     def job(self, info: Info, id: str | None = None, name: str | None = None) -> JobView | None:
         jid = gid_id(id) if id else None

@@ -284,8 +284,25 @@ COMPLETED_STATUSES = frozenset({"SUCCESS", "FAILED", "CANCELED", "SKIPPED"})
 
 
 @dataclass
+class TestCase:
+    """One test case of a job's JUnit report, as GitLab parses it (``status``: ``TestCaseStatus``,
+    lowercase: success, failed, skipped, error)."""
+
+    name: str
+    classname: str
+    status: str = "success"
+    file: str | None = None
+    stack_trace: str | None = None
+    execution_time: float = 0.1
+    system_output: str | None = None
+
+
+@dataclass
 class Job:
-    """A CI job: a build (runs a script) or a bridge (triggers a downstream pipeline)."""
+    """A CI job: a build (runs a script) or a bridge (triggers a downstream pipeline).
+
+    ``test_cases`` is its JUnit report (``artifacts:reports:junit``), empty when it has none.
+    """
 
     id: int
     name: str
@@ -302,6 +319,13 @@ class Job:
     started_at: str | None = "2026-01-15T09:01:00Z"
     finished_at: str | None = "2026-01-15T09:04:00Z"
     duration: int | None = 180
+    test_cases: list[TestCase] = field(default_factory=list)
+
+    @property
+    def test_suite_name(self) -> str:
+        """GitLab's ``test_suite_name``: the job's name without its ``parallel`` index (``rspec 7/30``
+        → ``rspec``), so the parallel jobs of one suite report together."""
+        return re.sub(r"(\s+\d+[/:]\d+)+$", "", self.name) or self.name
 
     @property
     def model_name(self) -> str:

@@ -40,7 +40,7 @@ from graphql.language import FieldNode
 
 from tests.standin import dataset
 from tests.standin.graphql_api import Ctx, GraphQLEndpoint
-from tests.standin.models import STATUS_GROUPS, Access, Blob, DuoMessage, DuoWorkflow, Tag, User, World
+from tests.standin.models import STATUS_GROUPS, Access, Blob, DuoMessage, DuoWorkflow, Job, Tag, User, World
 from tests.standin.rest_api import RestOutcome, RestRequest, dispatch, split_raw_path
 from tests.standin.shaping import SHAPING_KINDS, reset_connection, shape
 
@@ -697,15 +697,34 @@ async def c_patch_pipeline(request: web.Request) -> web.Response:
     if pipeline is None:
         raise LookupError(f"pipeline {pid}")
     data = await _body(request)
-    if "status" in data:
-        pipeline.status = _ci_status(data["status"])
-    if "name" in data:
-        pipeline.name = data["name"]
-    for job_id, status in (data.get("jobs") or {}).items():
+    delay = data.pop("after_seconds", None)
+    # Validated now, so a bad scheduled update fails the control call rather than the timer.
+    status = _ci_status(data["status"]) if "status" in data else None
+    jobs: list[tuple[Job, str]] = []
+    for job_id, job_status in (data.get("jobs") or {}).items():
         job = next((j for j in pipeline.jobs if j.id == int(job_id)), None)
         if job is None:
             raise LookupError(f"job {job_id} in pipeline {pid}")
-        job.status = _ci_status(status)
+        jobs.append((job, _ci_status(job_status)))
+
+    def apply() -> None:
+        if status is not None:
+            pipeline.status = status
+        if "name" in data:
+            pipeline.name = data["name"]
+        for job, job_status in jobs:
+            job.status = job_status
+
+    if delay:
+        s = _state(request)
+
+        def later() -> None:
+            if s.world is world:  # not reset meanwhile
+                apply()
+
+        s.timers.append(asyncio.get_running_loop().call_later(float(delay), later))
+        return _json_ok({**pipeline_state(world, pid), "scheduled_in_seconds": float(delay)})
+    apply()
     return _json_ok(pipeline_state(world, pid))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from functools import cache
 from typing import Any
@@ -274,3 +275,55 @@ async def test_multiplexed_requests_and_string_variables(aiohttp_client: Any) ->
     ]
     root = await client.post("/api/graphql", json=batch[0], headers=headers)
     assert root.status == 404  # GitLab lives under /gitlab here
+
+
+async def test_test_reports_summary_and_suite(aiohttp_client: Any) -> None:
+    client = await aiohttp_client(create_app(endpoint()))
+    headers = {"PRIVATE-TOKEN": ds.ALICE_TOKEN}
+    query = """query($p: ID!, $id: CiPipelineID!, $builds: [ID!]!) {
+      project(fullPath: $p) { pipeline(id: $id) {
+      testReportSummary { total { count failed error suiteError }
+        testSuites(first: 5) { nodes { name buildIds failedCount errorCount } } }
+      testSuite(buildIds: $builds) { name failedCount errorCount
+        testCases(first: 3) { nodes { name classname file status stackTrace } } }
+      none: testSuite(buildIds: ["999"]) { name } } } }"""
+    variables = {
+        "p": ds.PROJECT_PATH,
+        "id": f"gid://gitlab/Ci::Pipeline/{ds.PIPELINE_ID}",
+        "builds": [str(j) for j in ds.FAILED_JOB_IDS],
+    }
+    answer = await (
+        await client.post("/api/graphql", json={"query": query, "variables": variables}, headers=headers)
+    ).json()
+    pipeline = answer["data"]["project"]["pipeline"]
+    assert pipeline["testReportSummary"]["total"] == {
+        "count": 30 * ds.RSPEC_TESTS_PER_JOB,
+        "failed": 1,
+        "error": 1,
+        "suiteError": None,
+    }
+    (rspec,) = pipeline["testReportSummary"]["testSuites"]["nodes"]
+    assert rspec["name"] == "rspec" and len(rspec["buildIds"]) == 30
+    assert (rspec["failedCount"], rspec["errorCount"]) == (1, 1)
+    suite = pipeline["testSuite"]
+    assert (suite["name"], suite["failedCount"], suite["errorCount"]) == ("rspec", 1, 1)
+    cases = suite["testCases"]["nodes"]
+    assert [c["status"] for c in cases] == ["error", "failed", "success"]  # errors and failures first
+    assert (
+        cases[1]["name"] == ds.FAILING_TEST["name"]
+        and cases[1]["stackTrace"] == ds.FAILING_TEST["stack_trace"]
+    )
+    assert pipeline["none"] is None
+
+
+async def test_a_pipeline_change_can_be_scheduled(aiohttp_client: Any) -> None:
+    client = await aiohttp_client(create_app(endpoint()))
+    pid = ds.RUNNING_PIPELINE_ID
+    answer = await (
+        await client.patch(f"/_standin/pipelines/{pid}", json={"status": "failed", "after_seconds": 0.1})
+    ).json()
+    assert answer["status"].lower() == "running" and answer["scheduled_in_seconds"] == 0.1
+    refused = await client.patch(f"/_standin/pipelines/{pid}", json={"status": "done", "after_seconds": 0.1})
+    assert refused.status == 400
+    await asyncio.sleep(0.3)
+    assert (await (await client.get(f"/_standin/pipelines/{pid}")).json())["status"].lower() == "failed"

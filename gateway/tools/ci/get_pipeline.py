@@ -1,15 +1,18 @@
 """``get_pipeline``: one pipeline and, optionally, one facet (its jobs, downstream pipelines or
 bridge jobs), exactly as GitLab's built-in MCP server ships it
-(https://docs.gitlab.com/api/graphql/reference/#pipeline).
+(https://docs.gitlab.com/api/graphql/reference/#pipeline); beyond GitLab's tool, the ``failures``
+facet (what failed and why: :mod:`gateway.tools.ci.pipeline_failures`) and ``wait_seconds``
+(wait for the pipeline to finish: :mod:`gateway.tools.ci.pipeline_wait`).
 
 - Arguments: ``id`` (numeric project ID or full path, plain or URL-encoded once), ``pipeline_id``
   (the global pipeline id, as in ``/-/pipelines/<id>``), ``include`` (at most one of ``jobs``,
-  ``downstream_pipelines``, ``bridge_jobs``), ``job_status`` (lowercase ``CiJobStatus``; filters
-  the ``jobs`` facet only), ``first`` (1..100, default 20) and ``after`` (the previous
-  ``page_info.end_cursor``). Bad input is refused before any request.
-- One GraphQL request per call (``operations/ci/get_pipeline.graphql``): facets sit behind
-  ``@include``; a numeric project ID goes through ``projects(ids:)`` and a path through
-  ``project(fullPath:)`` in the same document.
+  ``downstream_pipelines``, ``bridge_jobs``, ``failures``), ``job_status`` (lowercase
+  ``CiJobStatus``; filters the ``jobs`` facet only), ``first`` (1..100, default 20), ``after``
+  (the previous ``page_info.end_cursor``) and ``wait_seconds`` (0..300). Bad input is refused
+  before any request.
+- One GraphQL request per call (``operations/ci/get_pipeline.graphql``) but for ``failures`` and
+  waits (see their modules): facets sit behind ``@include``; a numeric project ID goes through
+  ``projects(ids:)`` and a path through ``project(fullPath:)`` in the same document.
 - Result: ``{id, status, ref, sha, source, web_url}`` plus, only when requested, the facet's
   key and ``page_info {has_next_page, end_cursor}``. Ids are the integer tails of GitLab's global
   IDs, statuses are lowercase, ``web_url`` is the GitLab URL joined with the ``path``/``webPath``
@@ -25,12 +28,14 @@ bridge jobs), exactly as GitLab's built-in MCP server ships it
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from gateway.tools.arguments import OptionalPositiveId, PositiveId, ProjectId, schema_extra, shown
+from gateway.tools.ci.pipeline_failures import GET_PIPELINE_TEST_CASES, MAX_FAILURES_PAGE
 from gateway.tools.ci.pipeline_read import (
     FACETS,
     GET_PIPELINE,
@@ -40,6 +45,7 @@ from gateway.tools.ci.pipeline_read import (
     read_pipeline,
     status_argument,
 )
+from gateway.tools.ci.pipeline_wait import MAX_WAIT_SECONDS, wait_for_pipeline
 from gateway.tools.context import ToolContext
 from gateway.tools.pagination import Cursor, PageSize, after_field, first_field
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput
@@ -53,6 +59,13 @@ PipelineId = Annotated[PositiveId, Field(description=_PIPELINE_ID_DOC)]
 OptionalPipelineId = Annotated[OptionalPositiveId, Field(description=_PIPELINE_ID_DOC)]
 
 
+def _no_bool(value: Any) -> Any:
+    # JSON true/false would otherwise pass as 1/0 (pydantic's lax int).
+    if isinstance(value, bool):
+        raise ValueError("must be an integer, not true/false")
+    return value
+
+
 class GetPipelineInput(ToolInput):
     """One pipeline of one project, by ID, and at most one facet (jobs, downstream pipelines or bridge
     jobs) to page through with first and after."""
@@ -64,7 +77,8 @@ class GetPipelineInput(ToolInput):
         max_length=1,
         description=(
             "At most one facet to add: `jobs` (build jobs), `downstream_pipelines` (child and "
-            "multi-project pipelines) or `bridge_jobs` (trigger jobs with their downstream pipeline). "
+            "multi-project pipelines), `bridge_jobs` (trigger jobs with their downstream pipeline) or "
+            "`failures` (failed jobs with why they failed, the end of their log, and failed test cases). "
             "Omit for the pipeline alone."
         ),
     )
@@ -73,8 +87,14 @@ class GetPipelineInput(ToolInput):
         description="Only jobs with this status, e.g. `failed`. Filters the `jobs` facet only.",
         json_schema_extra=schema_extra(),
     )
-    first: PageSize = first_field("the selected include facet")
+    first: PageSize = first_field(f"the selected include facet (`failures`: at most {MAX_FAILURES_PAGE})")
     after: Cursor = after_field("the selected include facet")
+    wait_seconds: Annotated[int, Field(ge=0, le=MAX_WAIT_SECONDS), BeforeValidator(_no_bool)] = Field(
+        0,
+        description="0 (default): answer at once. 1-300: while the pipeline has not finished, the gateway "
+        "polls GitLab for you and answers as soon as it is success, failed, canceled, skipped or manual "
+        "(waiting for someone to run a manual job), or when this many seconds have passed.",
+    )
 
     @field_validator("include", mode="before")
     @classmethod
@@ -125,28 +145,44 @@ class GetPipelineInput(ToolInput):
 
 async def get_pipeline(ctx: ToolContext, args: GetPipelineInput) -> GetPipelineOutput:
     """The ``get_pipeline`` handler (see the module docstring)."""
-    return await read_pipeline(
+    facet = args.include[0] if args.include else None
+    wait = None
+    if args.wait_seconds:
+        wait = await wait_for_pipeline(ctx, args.id, args.pipeline_id, args.wait_seconds)
+        if facet is None:
+            return wait.answer(None)
+    out = await read_pipeline(
         ctx.gitlab,
         args.id,
         args.pipeline_id,
-        args.include[0] if args.include else None,
+        facet,
         job_statuses=[args.job_status] if args.job_status else None,
         first=args.first,
         after=args.after,
     )
+    return wait.answer(out) if wait is not None else out
+
+
+def _waits(arguments: Mapping[str, Any]) -> bool:
+    wait = arguments.get("wait_seconds")
+    return isinstance(wait, int | str) and not isinstance(wait, bool) and str(wait).strip() not in ("", "0")
 
 
 DESCRIPTION = """\
-Get a pipeline and optionally its jobs, downstream pipelines, or bridge jobs.
+Get a pipeline and optionally its jobs, downstream pipelines, bridge jobs, or what failed and why.
 
 Returns the pipeline's id, status, ref, sha, source and web_url. Add one facet with `include`:
 `jobs` (build jobs: id, name, status, stage, allow_failure, web_url; narrow them with
 `job_status`, e.g. `failed`), `downstream_pipelines` (child and multi-project pipelines, each
-with project_full_path) or `bridge_jobs` (trigger jobs, each with the downstream_pipeline it
-started, or null when you cannot read it). A facet comes in pages of `first` (default 20, max
-100) with `page_info`; while `page_info.has_next_page` is true, call again with
-`after: page_info.end_cursor`. To find why a pipeline failed, read `jobs` with
-`job_status: failed`, then `bridge_jobs` and each failed downstream pipeline.
+with project_full_path), `bridge_jobs` (trigger jobs, each with the downstream_pipeline it
+started, or null when you cannot read it) or `failures`: each failed job (allow_failure ones
+marked) with GitLab's failure message, the last lines of the log section where it failed, and
+the failed test cases of its test report with their stack traces; `more` says how to read
+further (get_job for a whole log). A facet comes in pages of `first` (default 20, max 100;
+`failures`: 10) with `page_info`; while `page_info.has_next_page` is true, call again with
+`after: page_info.end_cursor`. To find why a pipeline failed, read `failures`, then
+`bridge_jobs` and each failed downstream pipeline. To wait for a running pipeline, pass
+`wait_seconds` (up to 300): the gateway answers when it finishes or when the time is up.
 """
 
 TOOLS: list[Tool] = [
@@ -159,6 +195,7 @@ TOOLS: list[Tool] = [
         handler=get_pipeline,
         annotations=READ_ONLY,
         toolset="ci",
-        operations=(GET_PIPELINE,),
+        operations=(GET_PIPELINE, GET_PIPELINE_TEST_CASES),
+        long_running_when=_waits,
     )
 ]

@@ -167,7 +167,7 @@ TOOLS: list[Tool] = [
             "List a project's CI/CD pipelines, newest first: id, status, ref, sha, source, web_url and "
             "created_at. Narrow them with `ref` (branch or tag), `status` (e.g. `failed`) and `source` "
             "(e.g. `schedule`). To see why one failed, pass its id to get_pipeline with include: "
-            f'["jobs"] and job_status: "failed". {PAGING}'
+            f'["failures"]. {PAGING}'
         ),
         input_model=ListPipelinesInput,
         output_model=ListPipelinesOutput,

@@ -1,4 +1,5 @@
-"""One pipeline and at most one facet, read with one GraphQL request (``operations/ci/get_pipeline.graphql``).
+"""One pipeline and at most one facet, read with one GraphQL request (``operations/ci/get_pipeline.graphql``;
+the ``failures`` facet adds the reads :mod:`gateway.tools.ci.pipeline_failures` lists).
 
 Shared by ``get_pipeline`` and the superseded pipeline tools. The answer is read into typed models
 (:class:`GetPipelineAnswer`) and shaped into the tools' output models: ids are the integer tails
@@ -20,11 +21,20 @@ from gateway.gitlab.client import GitLabSession
 from gateway.gitlab.operation import Answer, ByPathOrId, GlobalIdNumber, Operation
 from gateway.gitlab.urls import global_id, is_numeric_id, project_address, project_full_path
 from gateway.tools.arguments import schema_extra, shown
+from gateway.tools.ci.pipeline_failures import (
+    MAX_FAILURES_PAGE,
+    FailedTest,
+    PipelineFailure,
+    ReportSummary,
+    ReportSummaryNode,
+    fit_answer,
+    read_failures,
+)
 from gateway.tools.pagination import DEFAULT_PAGE_SIZE, PageInfo, PageInfoAnswer, page_info
 from gateway.tools.registry import ToolOutput
 from gateway.tools.visibility import and_token_can
 
-Facet = Literal["jobs", "downstream_pipelines", "bridge_jobs"]
+Facet = Literal["jobs", "downstream_pipelines", "bridge_jobs", "failures"]
 
 #: ``CiJobStatus`` and ``PipelineStatusEnum`` (the same names), lowercased as GitLab's tools take them
 #: (``Ci::HasStatus::AVAILABLE_STATUSES``).
@@ -60,7 +70,7 @@ def status_argument(value: Any, what: str) -> Any:
     return status
 
 
-FACETS: tuple[Facet, ...] = ("jobs", "downstream_pipelines", "bridge_jobs")
+FACETS: tuple[Facet, ...] = ("jobs", "downstream_pipelines", "bridge_jobs", "failures")
 
 # -- GitLab's answer --------------------------------------------------------------------------
 
@@ -97,6 +107,8 @@ class JobNode(Answer):
     allowFailure: bool | None = None
     stage: Stage | None = None
     webPath: str | None = None
+    failureMessage: str | None = None  # the failures facet only
+    exitCode: int | None = None
 
 
 class BridgeNode(Answer):
@@ -120,6 +132,8 @@ class PipelineNode(PipelineFields):
     jobs: Connection[JobNode] | None = None
     downstream: Connection[DownstreamNode] | None = None
     bridgeJobs: Connection[BridgeNode] | None = None
+    failedJobs: Connection[JobNode] | None = None
+    testReportSummary: ReportSummaryNode | None = None
 
 
 class ProjectNode(Answer):
@@ -185,6 +199,16 @@ class PipelineBase(_Out):
     web_url: str | None
 
 
+class PipelineWait(_Out):
+    """How a ``wait_seconds`` wait ended."""
+
+    timed_out: bool = Field(
+        description="True when wait_seconds passed before the pipeline reached a final status."
+    )
+    waited_seconds: float = Field(description="How long the gateway waited.")
+    message: str = Field(description="What happened, and what to do next.")
+
+
 class GetPipelineOutput(PipelineBase):
     """The pipeline, and only the requested facet's key with its page_info."""
 
@@ -197,8 +221,32 @@ class GetPipelineOutput(PipelineBase):
     bridge_jobs: list[BridgeJob] | SkipJsonSchema[None] = Field(
         None, description="With include: [bridge_jobs].", json_schema_extra=schema_extra()
     )
+    failures: list[PipelineFailure] | SkipJsonSchema[None] = Field(
+        None,
+        description="With include: [failures]: the failed jobs of this page, each with why it failed and "
+        "the end of its failing log section.",
+        json_schema_extra=schema_extra(),
+    )
+    failed_tests: list[FailedTest] | SkipJsonSchema[None] = Field(
+        None,
+        description="With include: [failures]: failed test cases from those jobs' test reports.",
+        json_schema_extra=schema_extra(),
+    )
+    test_summary: ReportSummary | SkipJsonSchema[None] = Field(
+        None,
+        description="With include: [failures]: the pipeline's whole test report, counted.",
+        json_schema_extra=schema_extra(),
+    )
+    more: str | SkipJsonSchema[None] = Field(
+        None,
+        description="With include: [failures]: how to read more (other failed jobs, whole logs).",
+        json_schema_extra=schema_extra(),
+    )
     page_info: PageInfo | SkipJsonSchema[None] = Field(
         None, description="Paging of the selected facet.", json_schema_extra=schema_extra()
+    )
+    wait: PipelineWait | SkipJsonSchema[None] = Field(
+        None, description="With wait_seconds: how the wait ended.", json_schema_extra=schema_extra()
     )
 
 
@@ -230,11 +278,12 @@ def pipeline_variables(
         "includeJobs": facet == "jobs",
         "includeDownstreamPipelines": facet == "downstream_pipelines",
         "includeBridgeJobs": facet == "bridge_jobs",
+        "includeFailures": facet == "failures",
         "jobStatuses": [s.upper() for s in job_statuses] if job_statuses and facet == "jobs" else None,
         "bridgeStatuses": [s.upper() for s in bridge_statuses]
         if bridge_statuses and facet == "bridge_jobs"
         else None,
-        "first": first if facet else None,
+        "first": (min(first, MAX_FAILURES_PAGE) if facet == "failures" else first) if facet else None,
         "after": after if facet else None,
     }
 
@@ -288,7 +337,15 @@ async def read_pipeline(
             + and_token_can(gitlab.credential, "read the project's pipelines")
         )
     out = GetPipelineOutput(**_pipeline_fields(gitlab, pipeline))
-    if facet == "jobs":
+    if facet == "failures":
+        failed = pipeline.failedJobs or Connection[JobNode]()
+        out.failures, out.failed_tests, out.test_summary = await read_failures(
+            gitlab, project, variables, failed.readable(), pipeline.testReportSummary
+        )
+        out.page_info = page_info(failed.pageInfo)
+        out.more = _more(out)
+        fit_answer(out.failures, out.failed_tests, lambda: len(out.model_dump_json(exclude_unset=True)))
+    elif facet == "jobs":
         jobs = pipeline.jobs or Connection[JobNode]()
         out.jobs = [_job(gitlab, n) for n in jobs.readable()]
         out.page_info = page_info(jobs.pageInfo)
@@ -301,6 +358,25 @@ async def read_pipeline(
         out.bridge_jobs = [_bridge(gitlab, n) for n in bridges.readable()]
         out.page_info = page_info(bridges.pageInfo)
     return out
+
+
+def _more(out: GetPipelineOutput) -> str:
+    parts = []
+    if out.page_info is not None and out.page_info.has_next_page:
+        parts.append(
+            f'More failed jobs: call again with the same include and after: "{out.page_info.end_cursor}".'
+        )
+    parts.append(
+        'A job\'s whole log: get_job with id, job_id and include: ["log"] (byte_offset or tail_lines to '
+        "page through it)."
+    )
+    if out.test_summary is not None and out.test_summary.failed_tests_not_shown:
+        where = f" ({out.web_url}/test_report)" if out.web_url else ""
+        parts.append(
+            f"{out.test_summary.failed_tests_not_shown} more failed test cases are in the pipeline's "
+            f"Tests tab{where}."
+        )
+    return " ".join(parts)
 
 
 def _web_url(gitlab: GitLabSession, path: str | None) -> str | None:

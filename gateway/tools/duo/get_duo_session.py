@@ -27,16 +27,18 @@ The agent's answer is the last message the agent wrote (``role: assistant`` in c
 Beyond GitLab's tool, ``wait_seconds`` (0 to 300) makes the gateway poll for the caller every
 :data:`POLL_INTERVAL_SECONDS`, with progress notifications, and return as soon as the session
 leaves the running state or the time is up; cancelling the call stops the polling at once.
+Callers waiting on the same session with the same credential share each poll
+(:mod:`gateway.tools.waiting`).
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
+from gateway.cache import credential_key
 from gateway.errors import ToolError, not_found
 from gateway.gitlab.errors import GitLabNotFound
 from gateway.gitlab.operation import Answer, Operation
@@ -310,16 +312,16 @@ async def get_duo_session(ctx: ToolContext, args: GetDuoSessionInput) -> ToolRes
         GitLabError: other GitLab failures (mapped by the registry).
         asyncio.CancelledError: the call was cancelled; no further request is sent.
     """
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    deadline = started + args.wait_seconds
+    if args.wait_seconds == 0:
+        return describe(await fetch_workflow(ctx, args.workflow_id), args.workflow_id).result
+    gitlab = ctx.gitlab  # raises now, before any wait, when the caller sent no token
     last_progress = 0.0
-    while True:
-        state = describe(await fetch_workflow(ctx, args.workflow_id), args.workflow_id)
-        remaining = deadline - loop.time()
-        if not state.running or remaining <= 0:
-            return state.result
-        elapsed = loop.time() - started
+
+    async def read() -> SessionState:
+        return describe(await fetch_workflow(ctx, args.workflow_id), args.workflow_id)
+
+    async def on_state(state: SessionState, elapsed: float) -> None:
+        nonlocal last_progress
         # MCP progress values must increase strictly (2025-11-25 basic/utilities/progress).
         last_progress = max(elapsed, last_progress + 0.001)
         note = f" Latest agent update: {truncate(state.update, 200)}" if state.update else ""
@@ -329,7 +331,17 @@ async def get_duo_session(ctx: ToolContext, args: GetDuoSessionInput) -> ToolRes
             f"Session {args.workflow_id} is still {state.status} ({elapsed:.0f} s of {args.wait_seconds} s)."
             + note,
         )
-        await asyncio.sleep(min(POLL_INTERVAL_SECONDS, remaining))
+
+    waited = await ctx.services.polls.wait(
+        credential_key(gitlab.credential, "duo_session", args.workflow_id),
+        read,
+        lambda state: not state.running,
+        wait_seconds=args.wait_seconds,
+        interval=POLL_INTERVAL_SECONDS,
+        backoff=1.0,
+        on_state=on_state,
+    )
+    return waited.state.result
 
 
 DESCRIPTION = """\

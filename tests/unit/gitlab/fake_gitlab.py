@@ -11,6 +11,11 @@ The data set mirrors the e2e stand-in's: project ``grp/sub/proj`` (id 42) with p
 (status failed) of 45 build jobs, 3 of them failed, and 2 bridges; bridge ``trigger-child``
 (failed) started child pipeline 987655 in the same project, bridge ``trigger-deploy`` (success)
 started 987656 in ``other/private``, which the caller cannot read.
+
+Test reports: :attr:`FakeGitLab.test_cases` maps a build's id to its JUnit test cases (GraphQL
+``TestCase`` dicts); jobs 1005 and 1020 (suite ``rspec``) have one failed and one errored case.
+``Pipeline.testReportSummary`` counts them per suite (the job name without its ``N/M`` index) and
+``Pipeline.testSuite(buildIds:)`` merges those builds' cases, errors and failures first.
 """
 
 from __future__ import annotations
@@ -38,6 +43,30 @@ SHA = "9a1b2c3d4e5f60718293a4b5c6d7e8f901234567"
 FAILED_JOB_IDS = (1005, 1020, 1040)
 JOB_IDS = tuple(range(1001, 1046))  # 45 build jobs
 BRIDGE_IDS = (2001, 2002)
+FAILING_TEST = {
+    "name": "Checkout applies the discount",
+    "classname": "spec.checkout_spec",
+    "file": "./spec/checkout_spec.rb",
+    "status": "failed",
+    "stackTrace": "Failure/Error: expect(total).to eq(90)\n  expected: 90\n       got: 100",
+}
+ERROR_TEST = {
+    "name": "Invoice renders",
+    "classname": "spec.invoice_spec",
+    "file": "./spec/invoice_spec.rb",
+    "status": "error",
+    "stackTrace": "NameError: uninitialized constant PdfRenderer",
+}
+
+
+def passed(n: int) -> dict[str, Any]:
+    return {
+        "name": f"passes {n}",
+        "classname": "spec.ok_spec",
+        "file": None,
+        "status": "success",
+        "stackTrace": None,
+    }
 
 
 @cache
@@ -87,6 +116,12 @@ class FakeGitLab:
     sub_path: str = ""
     requests: list[dict[str, Any]] = field(default_factory=list)
     projects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    test_cases: dict[int, list[dict[str, Any]]] = field(
+        default_factory=lambda: {
+            FAILED_JOB_IDS[0]: [passed(1), FAILING_TEST],
+            FAILED_JOB_IDS[1]: [ERROR_TEST, passed(2)],
+        }
+    )
 
     def __post_init__(self) -> None:
         root = self.sub_path
@@ -107,6 +142,8 @@ class FakeGitLab:
                     "stage": {"id": "gid://gitlab/Ci::Stage/1", "name": "test" if n else "build"},
                     "webPath": f"{root}/{PROJECT_PATH}/-/jobs/{job_id}",
                     "downstreamPipeline": None,
+                    "failureMessage": "The script failed with exit code 1" if failed else None,
+                    "exitCode": 1 if failed else 0,
                 }
             )
         bridges = [
@@ -188,7 +225,60 @@ class FakeGitLab:
             # GitLab's object-level read_pipeline check drops what the caller cannot read.
             return connection([p for p in downstream or [] if readable(p)], first, after)
 
+        def suite_name(job: dict[str, Any]) -> str:
+            return str(job["name"]).rsplit(" ", 1)[0] if "/" in str(job["name"]) else str(job["name"])
+
+        def reported() -> dict[str, list[tuple[int, list[dict[str, Any]]]]]:
+            suites: dict[str, list[tuple[int, list[dict[str, Any]]]]] = {}
+            for job in jobs:
+                number = int(str(job["id"]).rsplit("/", 1)[1])
+                if job["kind"] == "BUILD" and number in self.test_cases:
+                    suites.setdefault(suite_name(job), []).append((number, self.test_cases[number]))
+            return suites
+
+        def counts(name: str, builds: list[tuple[int, list[dict[str, Any]]]]) -> dict[str, Any]:
+            cases = [c for _, cs in builds for c in cs]
+            return {
+                "name": name,
+                "buildIds": [str(n) for n, _ in builds],
+                "totalCount": len(cases),
+                "failedCount": sum(c["status"] == "failed" for c in cases),
+                "errorCount": sum(c["status"] == "error" for c in cases),
+                "suiteError": None,
+            }
+
+        def summary(_info: Any) -> dict[str, Any]:
+            suites = [counts(name, builds) for name, builds in reported().items()]
+            return {
+                "total": {
+                    "count": sum(s["totalCount"] for s in suites),
+                    "failed": sum(s["failedCount"] for s in suites),
+                    "error": sum(s["errorCount"] for s in suites),
+                    "suiteError": None,
+                },
+                "testSuites": lambda _info, first=None, after=None, **_: connection(suites, first, after),
+            }
+
+        def test_suite(_info: Any, buildIds: list[str]) -> dict[str, Any] | None:
+            wanted = {int(b) for b in buildIds}
+            for name, builds in reported().items():
+                chosen = [(n, cs) for n, cs in builds if n in wanted]
+                if chosen:
+                    order = {"error": 0, "failed": 1}
+                    cases = sorted(
+                        (c for _, cs in chosen for c in cs), key=lambda c: order.get(c["status"], 2)
+                    )
+                    return {
+                        **counts(name, chosen),
+                        "testCases": lambda _info, first=None, after=None, cases=cases, **_: connection(
+                            cases, first, after
+                        ),
+                    }
+            return None
+
         pipeline = {
+            "testReportSummary": summary,
+            "testSuite": test_suite,
             "id": f"gid://gitlab/Ci::Pipeline/{number}",
             "iid": str(number % 1000),
             "status": status,

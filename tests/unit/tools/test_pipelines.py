@@ -80,9 +80,22 @@ def test_declared_read_only_in_ci_toolset_with_output_schema() -> None:
     assert mcp["annotations"]["destructiveHint"] is False
     schema = mcp["inputSchema"]
     assert schema["required"] == ["id", "pipeline_id"]
-    assert list(schema["properties"]) == ["id", "pipeline_id", "include", "job_status", "first", "after"]
+    assert list(schema["properties"]) == [
+        "id",
+        "pipeline_id",
+        "include",
+        "job_status",
+        "first",
+        "after",
+        "wait_seconds",
+    ]
     assert schema["properties"]["include"]["maxItems"] == 1
-    assert schema["properties"]["include"]["items"]["enum"] == ["jobs", "downstream_pipelines", "bridge_jobs"]
+    assert schema["properties"]["include"]["items"]["enum"] == [
+        "jobs",
+        "downstream_pipelines",
+        "bridge_jobs",
+        "failures",
+    ]
     assert "failed" in schema["properties"]["job_status"]["enum"]
     assert schema["properties"]["first"].items() >= {"default": 20, "minimum": 1, "maximum": 100}.items()
     assert set(mcp["outputSchema"]["anyOf"][0]["required"]) == {
@@ -440,7 +453,7 @@ async def test_an_anonymous_gateway_says_it_sees_public_projects_only(env: ToolE
         (
             {"id": PROJECT_PATH, "pipeline_id": 1, "include": ["artifacts"]},
             ["include"],
-            'unknown facet "artifacts"; accepts one of: jobs, downstream_pipelines, bridge_jobs',
+            'unknown facet "artifacts"; accepts one of: jobs, downstream_pipelines, bridge_jobs, failures',
         ),
         (
             {"id": PROJECT_PATH, "pipeline_id": 1, "include": ["jobs", "bridge_jobs"]},
@@ -473,7 +486,7 @@ async def test_an_anonymous_gateway_says_it_sees_public_projects_only(env: ToolE
             {"id": PROJECT_PATH, "pipeline_id": 1, "project_id": 3},
             ["project_id"],
             "unknown argument `project_id` (did you mean `id`?); get_pipeline accepts: id, pipeline_id, "
-            "include, job_status, first, after",
+            "include, job_status, first, after, wait_seconds",
         ),
         (
             {"id": PROJECT_PATH, "pipeline_id": 1, "include": ["jobs"], "exclude_allow_failure": True},
