@@ -218,6 +218,15 @@ class McpEndpoint:
                 body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             raise too_large(self._max_body) from None
+        except ConnectionResetError:
+            # The client closed the connection while sending its request (a call given up on
+            # at once): nobody will read an answer, and no bug to trace; the access line says so.
+            request[EXCHANGE].outcome = "client_gone"
+            raise RpcError(
+                INVALID_REQUEST,
+                "Bad Request: the client closed the connection before its request arrived.",
+                http_status=400,
+            ) from None
         except TimeoutError:
             raise RpcError(
                 INVALID_REQUEST,

@@ -300,6 +300,31 @@ async def test_a_body_that_stops_arriving_is_408_not_waited_for_forever(
     assert (await mcp.post(PING)).status == 200  # other requests are served as ever
 
 
+async def test_a_client_that_closes_before_its_body_arrived_is_no_error(
+    mcp: Mcp, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client that gives up on a call while still sending it (an abandoned wait) has gone: one
+    access line says so, with no ERROR line or traceback for the operator to chase."""
+    caplog.set_level(logging.INFO, logger="gateway.mcp")
+    server = mcp.client.server
+    _reader, writer = await asyncio.open_connection(server.host, server.port)
+    head = "".join(f"{k}: {v}\r\n" for k, v in mcp.request_headers().items())
+    writer.write(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n{head}Content-Length: 100\r\n\r\n".encode())
+    writer.write(b'{"jsonrpc"')
+    await writer.drain()
+    writer.close()
+    await writer.wait_closed()
+    for _ in range(100):
+        lines = [r for r in caplog.records if r.name == "gateway.mcp"]
+        if lines:
+            break
+        await asyncio.sleep(0.01)
+    assert [(r.levelname, r.getMessage(), getattr(r, "outcome", None)) for r in lines] == [
+        ("INFO", "mcp request", "client_gone")
+    ]
+    assert (await mcp.post(PING)).status == 200
+
+
 # -- GET -----------------------------------------------------------------------------------
 
 
