@@ -219,12 +219,13 @@ class BrokerService:
             self._listener_back,
             self.store.where,
             sent_here=self.store.sent_here,
+            on_lost=lambda: self.wakeups.heard(False),
         )
         await self._listener.start()
 
     def _listener_back(self) -> None:
         # Signals sent while the connection was down are lost: every wait and the timer look again.
-        self.wakeups.wake_all()
+        self.wakeups.heard(True)
         self.auto_advance.kick()
         self.changes.spawn(self._sync_stop_file())
 
