@@ -2,8 +2,9 @@
 flow: an agent that acknowledges (``wait_for_message``'s ``ack``) loses none of them.
 
 An answer can be written to a connection the client is already closing: the gateway cannot tell,
-so only the agent's acknowledgement closes that window, and such a message goes out again when its
-acknowledgement hold (``broker.ack_timeout_seconds``) ends. ``broker.recheck_seconds`` keeps its
+so only the agent's acknowledgement closes that window: such a message goes out again when its
+acknowledgement hold (``broker.ack_timeout_seconds``) ends, as does one the agent received and
+lost (it restarted before processing it). ``broker.recheck_seconds`` keeps its
 default (5 s), longer than every wait here: a message whose hold ends reaches the waits open then
 and later ones without a periodic re-check. Black-box over HTTP, one gateway.
 """
@@ -48,6 +49,16 @@ class Receiver:
         return message
 
 
+async def drain(steady: Receiver, http: httpx.AsyncClient) -> None:
+    """Wait and acknowledge until a wait longer than an ack timeout came back empty: every hold
+    still running when it began has ended into it by then."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while loop.time() < deadline:
+        if await steady.wait(http, 2 * ACK_TIMEOUT) is None:
+            return
+
+
 async def test_receivers_that_abandon_waits_lose_nothing_when_they_acknowledge(
     broker_env: dict[str, str], start_gateway: Callable[..., GatewayProcess]
 ) -> None:
@@ -89,28 +100,21 @@ async def test_receivers_that_abandon_waits_lose_nothing_when_they_acknowledge(
         ]
     await asyncio.wait_for(asyncio.gather(send_all(), *(dropping(r) for r in receivers)), 120)
 
-    # The last message reaches an agent that loses it (it restarts before processing it): never
-    # acknowledged, it goes out again when its hold ends, into the drain's first wait.
-    async with httpx.AsyncClient(timeout=10, trust_env=False) as http:
+    async with httpx.AsyncClient(timeout=30, trust_env=False) as http:
+        steady = Receiver(await Agent(gateway.mcp_url, "dev").open(http), received)
+        steady.pending = set().union(*(r.pending for r in receivers))
         pm = await Agent(gateway.mcp_url, "pm").open(http)
+        await drain(steady, http)
+
+        # One more message reaches an agent that loses it (it restarts before processing it):
+        # never acknowledged, it goes out again when its hold ends, into the next wait open then.
         last = await pm.call(http, "send_message", {"to": "dev", "subject": "last", "body": {}})
         queued.add(str(last["messageId"]))
         forgetful = await Agent(gateway.mcp_url, "dev").open(http)
         out = await forgetful.call(http, "wait_for_message", {"timeout_sec": 5, "ack": []})
-        assert out["message"] is not None
-
-    # Drain: a steady receiver that acknowledges, until a wait longer than an ack timeout came
-    # back empty: every hold still running when it began has ended into it by then.
-    async with httpx.AsyncClient(timeout=30, trust_env=False) as http:
-        steady = Receiver(await Agent(gateway.mcp_url, "dev").open(http), received)
-        steady.pending = set().union(*(r.pending for r in receivers))
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 60
-        while loop.time() < deadline:
-            if await steady.wait(http, 2 * ACK_TIMEOUT) is None:
-                break
+        assert out["message"]["messageId"] == last["messageId"]
+        await drain(steady, http)
         await steady.wait(http, 0)  # the last acknowledgements
-        pm = await Agent(gateway.mcp_url, "pm").open(http)
         queues = (await pm.call(http, "get_pipeline_status", {}))["queues"]
 
     lost = queued - received

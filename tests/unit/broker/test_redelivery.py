@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from tests.unit.broker.conftest import Env, EnvFactory
 
@@ -122,3 +123,37 @@ async def test_a_wait_that_looked_before_the_hold_was_set_gets_the_message(
     late = time.time() - ends
     assert out["message"] is not None and out["message"]["messageId"] == message_id
     assert late < LATE, f"got it {late:.2f} s after its hold ended"
+
+
+async def test_while_its_listen_connection_is_down_a_replica_still_finds_what_others_send(
+    replicas: tuple[Env, Env],
+) -> None:
+    """Signals from the other replicas are missed while the LISTEN connection is down: the waits
+    look at their queues every fraction of a second meanwhile, not every ``recheck_seconds``."""
+    here, there = replicas
+    listener = here.broker._listener
+    assert listener is not None and listener._conn is not None
+    backend, conninfo = listener._conn.info.backend_pid, listener._conninfo
+    listener._conninfo = "postgresql://nobody@127.0.0.1:1/none"  # it cannot come back for now
+    async with there.broker.store.connection() as conn:
+        await conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": backend})
+        await conn.commit()
+    for _ in range(100):
+        if not here.broker.wakeups.listening:
+            break
+        await asyncio.sleep(0.02)
+    assert not here.broker.wakeups.listening
+    waiting = asyncio.create_task(wait(here, 3))
+    await asyncio.sleep(0.2)
+    message_id = await send(there)  # its signal is lost on the way to `here`
+    sent = time.time()
+    out = await asyncio.wait_for(waiting, 10)
+    late = time.time() - sent
+    assert out["message"] is not None and out["message"]["messageId"] == message_id
+    assert late < LATE, f"got it {late:.2f} s after it was sent"
+    listener._conninfo = conninfo
+    for _ in range(150):  # the connection is retried at least every second
+        if here.broker.wakeups.listening:
+            break
+        await asyncio.sleep(0.02)
+    assert here.broker.wakeups.listening
