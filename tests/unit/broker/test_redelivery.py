@@ -1,6 +1,7 @@
 """Redelivery: a message whose lease or acknowledgement hold runs out is handed to the waits open
 then, and to later ones, when it runs out; not at the next periodic re-check
-(``broker.recheck_seconds``, left at its default of 5 s here: every wait below is shorter)."""
+(``broker.recheck_seconds``, left at its default of 5 s here: every wait below is shorter). And a
+replica that cannot hear the others' signals (its LISTEN connection is down) looks often meanwhile."""
 
 from __future__ import annotations
 
