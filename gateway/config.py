@@ -292,8 +292,9 @@ class BrokerSettings(_Section):
     retain_delivered_count: int = Field(10_000, ge=0)
     #: How often the timer loop applies the retention rule (seconds; sooner while it is catching up).
     purge_interval_seconds: float = Field(60.0, gt=0)
-    #: Open waits look at their queue this often even without a wake-up (a safety net for a
-    #: missed notification, and how an expired lease is noticed), seconds.
+    #: Open waits look at their queue at least this often even without a signal, seconds: a
+    #: safety net for a missed one (a send, a lease given back, and a lease or acknowledgement
+    #: hold running out wake waits at once).
     recheck_seconds: float = Field(5.0, gt=0)
     #: How often each replica looks for a due auto-advance step and saves ``lastSeen``, seconds.
     timer_poll_seconds: float = Field(1.0, gt=0)

@@ -106,17 +106,23 @@ class PostgresServer:
             check=True,
             capture_output=True,
         )
-        port = self.port = _free_port()
+        self.port = _free_port()
+        self.resume()
+
+    def resume(self) -> None:
+        """Start the server again after :meth:`halt` (same folder, same port); returns once it
+        accepts connections."""
+        folder = self.folder
         opts = (
-            f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
-            "-c full_page_writes=off -c max_connections=300 -c shared_buffers=32MB"
+            f"-p {self.port} -k {folder / 'sock'} -c listen_addresses=127.0.0.1 -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300 -c shared_buffers=32MB"
         )
         subprocess.run(
             _as_postgres(
                 [
                     str(BIN / "pg_ctl"),
                     "-D",
-                    str(data),
+                    str(folder / "data"),
                     "-o",
                     opts,
                     "-l",
@@ -127,6 +133,15 @@ class PostgresServer:
                     "start",
                 ]
             ),
+            check=True,
+            capture_output=True,
+        )
+
+    def halt(self) -> None:
+        """Stop the server as an outage would (``pg_ctl stop -m fast``: every session is ended),
+        keeping its data for :meth:`resume`."""
+        subprocess.run(
+            _as_postgres([str(BIN / "pg_ctl"), "-D", str(self.folder / "data"), "-m", "fast", "-w", "stop"]),
             check=True,
             capture_output=True,
         )

@@ -3,7 +3,8 @@ built once, and how they run.
 
 Every message goes through three of them: queued (:data:`QUEUE`, on PostgreSQL :data:`QUEUE_AND_NOTIFY`
 with its ``pg_notify``), claimed by a wait (:data:`CLAIM`), taken off its queue or held for an
-acknowledgement (:data:`ACKNOWLEDGE`, :data:`HOLD`). Each is one statement, atomic by itself, so
+acknowledgement (:data:`ACKNOWLEDGE`, :data:`HOLD`); a claim that finds nothing reads when the
+queue's first lease ends (:data:`NEXT_LEASE_END`). Each is one statement, atomic by itself, so
 it runs outside any explicit transaction (``Store.write_one``). Built once at import, they cost no
 construction per message, and each is compiled once per dialect.
 
@@ -95,6 +96,20 @@ def _claim_statement() -> sa.Update:
         # Spelled out: SQLite's RETURNING renders column names without their table.
         other.c.seq != sa.literal_column("messages.seq"),
     )
+    # When none waits behind it: the earliest end of the agent's other leases and acknowledgement
+    # holds, when that look's "nothing to claim" stops being true (``Wakeups.looked_empty``). Read
+    # only then: the agent's other queued messages are all leased, a few.
+    leased = messages.alias("leased")
+    next_end = (
+        sa.select(sa.func.min(leased.c.lease_until))
+        .where(
+            leased.c.recipient == recipient,
+            leased.c.delivered_at.is_(None),
+            leased.c.lease_until > now,
+            leased.c.seq != sa.literal_column("messages.seq"),
+        )
+        .scalar_subquery()
+    )
     first = (
         sa.select(messages.c.seq)
         .where(*free)
@@ -111,7 +126,21 @@ def _claim_statement() -> sa.Update:
             lease_token=sa.bindparam("b_lease_token", type_=sa.Text),
             delivery_attempts=messages.c.delivery_attempts + 1,
         )
-        .returning(*MESSAGE_COLUMNS, acknowledges.label("acknowledges"), more.label("more"))
+        .returning(
+            *MESSAGE_COLUMNS,
+            acknowledges.label("acknowledges"),
+            more.label("more"),
+            sa.case((more, None), else_=next_end).label("next_lease_end"),
+        )
+    )
+
+
+def _next_lease_end_statement() -> sa.Select[Any]:
+    recipient = sa.bindparam("b_recipient", type_=sa.Text)
+    return sa.select(sa.func.min(messages.c.lease_until).label("next_lease_end")).where(
+        messages.c.recipient == recipient,
+        messages.c.delivered_at.is_(None),
+        messages.c.lease_until.is_not(None),
     )
 
 
@@ -125,18 +154,30 @@ def _leased_update(**values: sa.BindParameter[Any] | None) -> sa.Update:
             messages.c.delivered_at.is_(None),
         )
         .values(**values)
-        .returning(messages.c.seq)
+        .returning(messages.c.recipient)
     )
+
+
+def _hold_statements() -> tuple[sa.Update, sa.Select[Any]]:
+    hold = _leased_update(lease_until=sa.bindparam("until", type_=sa.Float))
+    held = hold.cte("held")
+    return hold, sa.select(sa.func.pg_notify(CHANNEL, held.c.recipient))
 
 
 #: Queue ``:id`` (its own thread) unless the pipeline is STOPPED; returns its recipient.
 QUEUE, QUEUE_AND_NOTIFY = _queue_statements()
-#: Lease ``:b_recipient``'s first free message: its columns, ``acknowledges``, ``more``.
+#: Lease ``:b_recipient``'s first free message: its columns, ``acknowledges``, ``more``,
+#: ``next_lease_end`` (None when ``more``).
 CLAIM = _claim_statement()
+#: When the first lease or acknowledgement hold of ``:b_recipient``'s queued messages ends (it
+#: may have ended already: then one is free); None when none is leased.
+NEXT_LEASE_END = _next_lease_end_statement()
 #: Take the message off its queue (delivered at ``:at``).
 ACKNOWLEDGE = _leased_update(delivered_at=sa.bindparam("at", type_=sa.Text), lease_until=None)
-#: Keep the message leased until ``:until`` (waiting for the agent's acknowledgement).
-HOLD = _leased_update(lease_until=sa.bindparam("until", type_=sa.Float))
+#: Keep the message leased until ``:until`` (waiting for the agent's acknowledgement); on
+#: PostgreSQL the recipient is signalled too: the other replicas' waits that looked while the
+#: message was leased for its answer learn when it will be free instead.
+HOLD, HOLD_AND_NOTIFY = _hold_statements()
 #: Whether MCP session ``:id_hash`` was ended (``gateway.broker.ended_sessions``): looked up on
 #: every request of a legacy-era session.
 ENDED_SESSION = sa.select(ended_sessions.c.id_hash).where(

@@ -233,6 +233,7 @@ class BrokerService:
             self._listener_back,
             self.store.where,
             sent_here=self.store.sent_here,
+            on_lost=lambda: self.wakeups.heard(False),
         )
         await self._listener.start()
 
@@ -246,7 +247,7 @@ class BrokerService:
 
     def _listener_back(self) -> None:
         # Signals sent while the connection was down are lost: every wait and the timer look again.
-        self.wakeups.wake_all()
+        self.wakeups.heard(True)
         self.auto_advance.kick()
         self.changes.spawn(self._sync_stop_file())
         self.feed.changed()

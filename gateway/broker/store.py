@@ -85,6 +85,9 @@ class Store:
         self._open = True
         #: PostgreSQL: the server process id of each of this replica's pooled connections.
         self._backends: dict[int, int] = {}
+        #: While the database keeps failing: the failure logged last (waits look again every
+        #: fraction of a second through an outage; the same failure is logged once).
+        self._failing: str | None = None
 
     @classmethod
     async def open(cls, config: BrokerSettings, state_dir: Path) -> Store:
@@ -230,8 +233,9 @@ class Store:
 
     @asynccontextmanager
     async def _reaching(self, *, changes: bool) -> AsyncIterator[list[bool]]:
-        """Turn a failure of the database itself into :class:`DatabaseUnavailable`, logged once
-        as one line: a database down for a while is an outage to report, not a bug to trace.
+        """Turn a failure of the database itself into :class:`DatabaseUnavailable`, logged as one
+        line: a database down for a while is an outage to report, not a bug to trace. The same
+        failure again is logged at DEBUG only, until the database answers again (said at INFO).
 
         ``changes``: a write, which may have been made once the caller appended to the yielded
         list (committing a transaction, or sending a statement that commits by itself): the
@@ -242,7 +246,11 @@ class Store:
             yield sent
         except _UNAVAILABLE as err:
             why = failure_text(err, self.engine.url)
-            log.warning("broker database %s failed: %s", self.where, why)
+            if why == self._failing:
+                log.debug("broker database %s failed again: %s", self.where, why)
+            else:
+                log.warning("broker database %s failed: %s", self.where, why)
+            self._failing = why
             if changes and sent:
                 done = (
                     "The change may or may not have been made: once the database is back, call "
@@ -254,6 +262,9 @@ class Store:
                 "The broker's database could not serve this call right now (the gateway's log says why; if "
                 f"it persists, an operator should look at it). {done}"
             ) from None
+        if self._failing is not None:
+            self._failing = None
+            log.info("broker database %s answers again", self.where)
 
     async def ping(self, seconds: float) -> str | None:
         """None when the database answers ``SELECT 1`` within ``seconds``; else why not (``/readyz``)."""

@@ -27,12 +27,16 @@ from gateway.broker.formats import iso, message_json
 from gateway.broker.machine import Event, Refused, State, decide
 from gateway.broker.roster import Roster
 from gateway.broker.store import DatabaseUnavailable, MessageRow, Store, StoreError
-from gateway.broker.wakeups import Wakeups
+from gateway.broker.wakeups import DEAF_RECHECK_SECONDS, Wakeups
 
 if TYPE_CHECKING:
     from gateway.observability.metrics import Metrics
 
 log = logging.getLogger(__name__)
+
+#: How soon a wait looks again after finding a message free but not claimable (another replica's
+#: claim of it has not committed yet).
+BUSY_RECHECK_SECONDS = 0.05
 
 #: ``await progress(elapsed, total, message)``, as ``ToolContext.progress``.
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -79,8 +83,8 @@ class Delivery:
         progress_interval_seconds: default interval of a wait's progress notifications
             (``broker.progress_interval_seconds``).
         lease_seconds: how long a claimed message stays leased (``broker.lease_seconds``).
-        recheck_seconds: how often a wait asks the database whatever it heard
-            (``broker.recheck_seconds``).
+        recheck_seconds: how long a look that found nothing to claim is trusted without a
+            signal (``broker.recheck_seconds``; ends of leases and holds are known sooner).
         ack_timeout_seconds: how long a written message waits for its acknowledgement
             (``broker.ack_timeout_seconds``).
         read_check_seconds: ``broker.read_check_seconds`` (see :class:`WaitOutcome`).
@@ -108,6 +112,7 @@ class Delivery:
         self._wakeups = wakeups
         self._lease_seconds = lease_seconds
         self._recheck = recheck_seconds
+        self._deaf_recheck = min(recheck_seconds, DEAF_RECHECK_SECONDS)
         #: lease token → message id, for leases this process holds and has not ended.
         self._held: dict[str, str] = {}
         self._store = store
@@ -154,7 +159,7 @@ class Delivery:
         interval = progress_interval or self._progress_interval
         deadline = start + seconds
         next_progress = start + interval
-        first, force = True, False
+        first = True
         # Subscribe before looking: a message committed after the look still wakes this wait.
         with self._wakeups.subscribe(agent) as wake:
             self._metrics.broker_waits_open.inc()
@@ -163,14 +168,15 @@ class Delivery:
                     if (closing := self._closing()) is not None:
                         return WaitOutcome(shutdown=True, reason=closing, waited_seconds=loop.time() - start)
                     wake.clear()
+                    failed = False
                     try:
-                        state, row = await self._lease(agent, force)
+                        state, row = await self._lease(agent)
                     except DatabaseUnavailable:
                         if first:
                             raise _wait_unavailable() from None
-                        # Waiting through an outage: the re-check looks again, and the timeout
-                        # still ends the wait.
-                        state, row = self._changes.state, None
+                        # Waiting through an outage: it looks again soon, and the timeout still
+                        # ends the wait.
+                        state, row, failed = self._changes.state, None, True
                     if state is State.STOPPED:
                         if first:
                             try:
@@ -201,15 +207,15 @@ class Delivery:
                     now = loop.time()
                     if now >= deadline:
                         return WaitOutcome(timed_out=True, waited_seconds=now - start)
-                    recheck = now + self._recheck
-                    until = min(deadline, recheck)
+                    # Until a wake-up, or until the queue is no longer known empty (a lease or
+                    # an acknowledgement hold of its messages ends, or the look is too old).
+                    until = min(deadline, now + self._pause(agent, failed))
                     if progress is not None:
                         until = min(until, next_progress)
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout_at(until):
                             await wake.wait()
                     now = loop.time()
-                    force = now >= recheck  # the safety net always asks the database
                     if progress is not None and now >= next_progress:
                         next_progress = now + interval
                         elapsed = now - start
@@ -232,7 +238,17 @@ class Delivery:
         if done:
             self._metrics.broker_messages_delivered.labels(agent).inc(done)
 
-    async def _lease(self, agent: str, force: bool = True) -> tuple[State, MessageRow | None]:
+    def _pause(self, agent: str, failed: bool) -> float:
+        """How long a wait of ``agent`` whose look found nothing (or ``failed``) may sleep, at
+        most, before it looks again: while its queue is known empty."""
+        if failed:
+            return self._deaf_recheck  # the database may be back by then
+        now = self._clock()
+        until = self._wakeups.empty_until(agent, now)
+        # None: something was signalled since the look; look again now.
+        return 0.0 if until is None else until - now
+
+    async def _lease(self, agent: str) -> tuple[State, MessageRow | None]:
         """Lease ``agent``'s next message, shielded: a cancelled caller gives back what was leased."""
 
         def give_back(out: tuple[State, MessageRow | None]) -> None:
@@ -240,26 +256,45 @@ class Delivery:
             if row is not None and row.lease_token is not None:
                 self._changes.spawn(self._release(agent, row.id, row.lease_token))
 
-        return await self._changes.shielded(self._lease_now(agent, force), if_cancelled=give_back)
+        return await self._changes.shielded(self._lease_now(agent), if_cancelled=give_back)
 
-    async def _lease_now(self, agent: str, force: bool) -> tuple[State, MessageRow | None]:
-        if not force and not self._wakeups.maybe_queued(agent):
-            # Nothing was sent to this agent or given back since its last empty look: no need to
-            # ask the database (the periodic re-check still does, for leases that ran out).
+    async def _lease_now(self, agent: str) -> tuple[State, MessageRow | None]:
+        now = self._clock()
+        if not self._wakeups.maybe_queued(agent, now):
+            # Nothing was sent to this agent or given back, and none of its leases ended, since
+            # its last empty look: no need to ask the database.
             return self._changes.state, None
         mark = self._wakeups.mark(agent)
+        ends: float | None = None
         async with self._store.write_one() as q:
-            row = await q.claim(agent, self._clock(), self._lease_seconds)
+            row = await q.claim(agent, now, self._lease_seconds)
+            if row is None:
+                ends = await q.next_lease_end(agent)
         if row is not None:
             assert row.lease_token is not None
             self._held[row.lease_token] = row.id
             if not row.more:
-                self._wakeups.looked_empty(agent, mark)
+                own = now + self._lease_seconds  # if its answer is never reported
+                ends = own if row.next_lease_end is None else min(row.next_lease_end, own)
+                self._wakeups.looked_empty(agent, mark, self._known_empty_until(now, ends))
             return self._changes.state, row
-        self._wakeups.looked_empty(agent, mark)
+        self._wakeups.looked_empty(agent, mark, self._known_empty_until(now, ends))
         # The claim hands nothing out in STOPPED; the state as this process knows it says why
         # (a stop on another replica arrives as a signal before the woken wait looks again).
         return self._changes.state, None
+
+    def _known_empty_until(self, now: float, ends: float | None) -> float:
+        """Until when a look at ``now`` that found nothing (else) to claim holds: until the first
+        lease of the agent's messages ``ends``, and no longer than the periodic re-check (a
+        safety net for a signal missed; shorter while this replica may miss signals)."""
+        trusted = now + (self._recheck if self._wakeups.listening else self._deaf_recheck)
+        if ends is None:
+            return trusted
+        if ends <= now:
+            # Free already, yet not claimed: another replica is claiming it right now (SKIP
+            # LOCKED). Its claim commits in a moment; look again then.
+            ends = now + BUSY_RECHECK_SECONDS
+        return min(ends, trusted)
 
     async def _release(self, agent: str, message_id: str, token: str) -> None:
         """Give a lease back (the answer never went out): the next wait of ``agent`` takes it."""
@@ -307,8 +342,11 @@ class Delivery:
                 if agent in self._acknowledging:
                     # Written, but it may not have reached the agent: it stays leased until the
                     # agent acknowledges it, and goes out again if that does not happen in time.
+                    until = self._clock() + self._ack_timeout
                     async with self._store.write_one() as q:
-                        await q.hold_for_ack(message_id, token, self._clock() + self._ack_timeout)
+                        held = await q.hold_for_ack(message_id, token, until)
+                    if held:
+                        self._wakeups.lease_ends(agent, until)  # its waits look again then
                     return False
                 async with self._store.write_one() as q:
                     return await q.acknowledge(message_id, token, iso(self._clock()))

@@ -14,7 +14,9 @@ from gateway.broker.prepared import (
     CHANNEL,
     CLAIM,
     HOLD,
+    HOLD_AND_NOTIFY,
     MESSAGE_COLUMNS,
+    NEXT_LEASE_END,
     QUEUE,
     QUEUE_AND_NOTIFY,
     run_prepared,
@@ -119,7 +121,15 @@ class MessageQueries(Statements):
         row = message_row(r)
         row.acknowledges = bool(r.acknowledges)
         row.more = bool(r.more)
+        row.next_lease_end = r.next_lease_end
         return row
+
+    async def next_lease_end(self, recipient: str) -> float | None:
+        """When the first lease or acknowledgement hold of ``recipient``'s queued messages ends
+        (Unix time, maybe past: that message is free again); None when none of them is leased."""
+        rows = await run_prepared(self.conn, self._driver, NEXT_LEASE_END, {"b_recipient": recipient})
+        end = rows[0].next_lease_end if rows else None
+        return None if end is None else float(end)
 
     async def acknowledge(self, message_id: str, token: str, at: str) -> bool:
         """Take a delivered message off its queue, fenced by its lease token; False when that
@@ -129,9 +139,12 @@ class MessageQueries(Statements):
 
     async def hold_for_ack(self, message_id: str, token: str, until: float) -> bool:
         """Keep a written message leased until ``until``: it leaves its queue when the agent
-        acknowledges it, and goes out again if that does not happen in time."""
+        acknowledges it, and goes out again if that does not happen in time. On PostgreSQL its
+        recipient is signalled in the same statement: another replica's wait that looked while
+        the message was leased for its answer learns when it is free again."""
         params = {"b_id": message_id, "token": token, "until": until}
-        return bool(await run_prepared(self.conn, self._driver, HOLD, params))
+        stmt = HOLD_AND_NOTIFY if self.postgres else HOLD
+        return bool(await run_prepared(self.conn, self._driver, stmt, params))
 
     async def acknowledge_ids(self, recipient: str, ids: list[str], at: str) -> int:
         """The agent processed these of its messages: off their queue; how many were still on it."""

@@ -76,6 +76,9 @@ class MessageRow:
     acknowledges: bool = False
     #: Another free message of the recipient was queued behind this one when it was claimed.
     more: bool = True
+    #: When not ``more``: when the first lease of the recipient's other queued messages ends
+    #: (Unix time), None when none is leased.
+    next_lease_end: float | None = None
 
 
 PIPELINE_COLUMNS = (

@@ -6,7 +6,7 @@ from typing import Any
 
 from tests.unit.broker.conftest import Env, EnvFactory, close
 
-FAST = {"ack_timeout_seconds": 0.3, "recheck_seconds": 0.1}
+FAST = {"ack_timeout_seconds": 0.3}  # broker.recheck_seconds at its default (5 s)
 
 
 async def send(env: Env, subject: str) -> str:

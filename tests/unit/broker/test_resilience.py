@@ -100,8 +100,9 @@ async def test_close_releases_everything_when_a_step_of_it_fails(
 
 
 async def test_a_database_outage_is_an_upstream_error_and_an_open_wait_rides_it_out(
-    make_env: EnvFactory, tmp_path: Path
+    make_env: EnvFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="gateway.broker.store")
     env = await make_env(broker={"recheck_seconds": 0.1})
     store = env.broker.store
     working = store.engine
@@ -140,3 +141,9 @@ async def test_a_database_outage_is_an_upstream_error_and_an_open_wait_rides_it_
     assert not result.is_error and result.structured["message"]["subject"] == "after"
     assert (await env.status())["state"] == "IDLE"
     assert await env.broker.database_failure(2) is None
+    # The open wait looked again every 0.1 s through the outage: the operator reads each failure
+    # once (SQLite names its file, so the outage reads the same each time), and its end.
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "gateway.broker.store"]
+    failures = [m for level, m in said if level == "WARNING"]
+    assert 1 <= len(failures) <= 3 and len(set(failures)) == len(failures), said
+    assert said[-1] == ("INFO", f"broker database {store.where} answers again"), said
