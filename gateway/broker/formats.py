@@ -26,6 +26,14 @@ def iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def unix(text: str) -> float | None:
+    """The broker's ISO 8601 UTC form → Unix time; None for anything else."""
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
+
+
 def human_duration(seconds: float) -> str:
     """``8100`` → ``"2h 15m"`` (the broker's ``uptime`` form); ``95`` → ``"1m 35s"``."""
     s = int(seconds)

@@ -3,23 +3,41 @@ and queue-depth gauges, apply the retention rule for delivered messages, prune t
 and the ended MCP sessions whose ids have expired.
 
 Every chore is best-effort: one that fails is logged by the timer and done again at a later look.
+
+The broker's gauges are also read from the database at each ``/metrics`` scrape
+(:meth:`Housekeeping.refresh_for_scrape`): every replica then reports what the database says
+(state, time in state, queue depths, every replica's ``lastSeen``) whichever replica made the
+change, at the cost of one short read transaction per scrape. That read has a time limit well
+inside Prometheus's scrape timeout and never fails the scrape: a database that fails or is slow
+sets ``gateway_broker_database_up`` to 0 and leaves the other gauges at their last values.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from gateway.broker.activity_log import ActivityLogs
 from gateway.broker.changes import Changes
+from gateway.broker.database import failure_text
 from gateway.broker.ended_sessions import EndedSessions
-from gateway.broker.formats import iso
+from gateway.broker.formats import iso, unix
 from gateway.broker.roster import Roster
 from gateway.broker.store import Store
 
 if TYPE_CHECKING:
     from gateway.config import BrokerSettings
     from gateway.observability.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+#: Seconds a scrape's read of the database may take (Prometheus's scrape timeout in deploy/ is 5 s).
+SCRAPE_READ_TIMEOUT = 2.0
+#: Scrapes closer together than this (several Prometheus servers, both listeners) share one read.
+SCRAPE_MIN_INTERVAL = 1.0
 
 #: Retention: rows per delete, and deletes per timer look.
 PURGE_BATCH = 500
@@ -61,6 +79,9 @@ class Housekeeping:
         self._ended_sessions = ended_sessions
         self._ticks = 0
         self._next_purge = 0.0
+        self._scrape_lock = asyncio.Lock()
+        self._scraped_at = -SCRAPE_MIN_INTERVAL
+        self._scrape_failing = False
 
     async def tick(self) -> None:
         """Each timer look: save lastSeen; now and then refresh queue gauges and prune logs."""
@@ -99,12 +120,45 @@ class Housekeeping:
         return total
 
     async def refresh_depths(self) -> None:
-        """The state and queue-depth gauges, as the database has them (any replica's changes)."""
+        """The broker's gauges as the database has them (any replica's changes): state, time in
+        state, queue depths, agents' last calls; and this replica's open waits per agent."""
         async with self._store.read() as q:
             depths = await q.queue_depths()
             state = await q.state()
+            since = unix(await q.state_since())
+            self._roster.merge(await q.last_seen())
         if state is not self._changes.state:
             self._changes.state = state
             self._changes.set_state_metrics()
+        if since is not None:
+            self._metrics.broker_state_since.set(since)
         for agent in self._config.agents:
             self._metrics.broker_queue_depth.labels(agent).set(depths.get(agent, 0))
+            self._metrics.broker_agent_waiting.labels(agent).set(1 if self._roster.waiting(agent) else 0)
+            seen = self._roster.last_call.get(agent)
+            if seen is not None:
+                self._metrics.broker_agent_last_seen.labels(agent).set(seen)
+
+    async def refresh_for_scrape(self) -> None:
+        """:meth:`refresh_depths` for a ``/metrics`` scrape: bounded by :data:`SCRAPE_READ_TIMEOUT`,
+        shared by scrapes within :data:`SCRAPE_MIN_INTERVAL`, never raising; sets
+        ``gateway_broker_database_up``."""
+        async with self._scrape_lock:
+            if time.monotonic() - self._scraped_at < SCRAPE_MIN_INTERVAL:
+                return
+            try:
+                if not self._store.is_open:
+                    raise RuntimeError("the broker database is closed")
+                async with asyncio.timeout(SCRAPE_READ_TIMEOUT):
+                    await self.refresh_depths()
+            except Exception as err:  # a scrape must never fail: the gauge says it instead
+                self._metrics.broker_database_up.set(0)
+                if not self._scrape_failing:  # once per outage: Prometheus scrapes every few seconds
+                    url = self._store.engine.url
+                    why = "timed out" if isinstance(err, TimeoutError) else failure_text(err, url)
+                    log.warning("metrics: the broker database %s did not answer: %s", self._store.where, why)
+                self._scrape_failing = True
+            else:
+                self._metrics.broker_database_up.set(1)
+                self._scrape_failing = False
+            self._scraped_at = time.monotonic()

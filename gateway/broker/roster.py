@@ -127,6 +127,10 @@ class Roster:
                     if at > self.last_call.get(agent, 0.0):
                         self.last_call[agent] = at
 
+    def waiting(self, agent: str) -> bool:
+        """``agent`` has a wait open in this process."""
+        return self._wakeups.waiting(agent)
+
     def connected(self, agent: str) -> bool:
         """A wait open, or a call within ``broker.connected_window_seconds`` (broker.md)."""
         if self._wakeups.waiting(agent):

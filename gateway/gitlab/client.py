@@ -369,6 +369,8 @@ class GitLabClient:
         if self.metrics is not None:
             self.metrics.gitlab_requests.labels(call.operation, status_class).inc()
             self.metrics.gitlab_latency.labels(call.operation).observe(elapsed)
+            if status == 429:
+                self.metrics.gitlab_rate_limited.labels(call.operation).inc()
         note_gitlab_request(call.operation, status if status is not None else error)
         log.debug(
             "gitlab request",

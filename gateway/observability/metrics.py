@@ -103,6 +103,12 @@ class Metrics:
         self.gitlab_retries = Counter(
             "gateway_gitlab_retries_total", "GitLab requests retried, by operation", ["operation"], registry=r
         )
+        self.gitlab_rate_limited = Counter(
+            "gateway_gitlab_rate_limited_total",
+            "GitLab answers 429 Too Many Requests, by operation (each attempt, retried or not)",
+            ["operation"],
+            registry=r,
+        )
         self.gitlab_rate_limit_wait = Counter(
             "gateway_gitlab_rate_limit_wait_seconds_total",
             "Seconds spent waiting on GitLab's Retry-After",
@@ -145,6 +151,30 @@ class Metrics:
             registry=r,
         )
         self.broker_waits_open = Gauge("gateway_broker_waits_open", "wait_for_message calls open", registry=r)
+        # Read from the broker's database at each scrape (``Housekeeping.refresh_for_scrape``), so
+        # every replica reports what the database says, whichever replica made the change.
+        self.broker_database_up = Gauge(
+            "gateway_broker_database_up",
+            "1 when the broker's database answered this scrape's read, 0 when it failed or timed out",
+            registry=r,
+        )
+        self.broker_state_since = Gauge(
+            "gateway_broker_state_since_timestamp_seconds",
+            "Unix time the broker entered its current state (the last transition's time)",
+            registry=r,
+        )
+        self.broker_agent_last_seen = Gauge(
+            "gateway_broker_agent_last_seen_timestamp_seconds",
+            "Unix time of each agent's last broker call (any replica's), for agents that called",
+            ["agent"],
+            registry=r,
+        )
+        self.broker_agent_waiting = Gauge(
+            "gateway_broker_agent_waiting",
+            "1 while this replica holds a wait_for_message of the agent open, else 0",
+            ["agent"],
+            registry=r,
+        )
         self.broker_transitions = Counter(
             "gateway_broker_transitions_total",
             "Broker state transitions",

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 
 from aiohttp import web
-from prometheus_client.aiohttp import make_aiohttp_handler
 
 from gateway import console
 from gateway.broker.ended_sessions import EndedSessions
@@ -28,6 +27,7 @@ from gateway.mcp.sessions import SessionSealer, decode_key
 from gateway.mcp.telemetry import Telemetry
 from gateway.observability.metrics import METRICS, Metrics
 from gateway.server import health
+from gateway.server.metrics_endpoint import metrics_handler
 from gateway.server.services import SERVICES, ServicesFactory, build_services
 from gateway.tools import all_tools
 from gateway.tools.registry import Registry, Tool
@@ -115,5 +115,5 @@ def create_app(
     McpEndpoint(settings, telemetry, sealer, calls, dispatcher, ended_sessions).add_routes(app)
     health.setup(app)
     console.setup(app, settings, lambda: app[SERVICES].broker)
-    app.router.add_get("/metrics", make_aiohttp_handler(metrics.registry))
+    app.router.add_get("/metrics", metrics_handler(metrics.registry, lambda: app.get(SERVICES)))
     return app

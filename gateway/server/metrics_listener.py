@@ -18,12 +18,12 @@ import logging
 from collections.abc import AsyncIterator
 
 from aiohttp import web
-from prometheus_client.aiohttp import make_aiohttp_handler
 
 from gateway.config import Settings
 from gateway.listening import bound_sockets
 from gateway.observability.metrics import METRICS
 from gateway.server import health
+from gateway.server.metrics_endpoint import metrics_handler
 from gateway.server.services import SERVICES
 
 log = logging.getLogger("gateway")
@@ -47,7 +47,7 @@ def serve_metrics_port(app: web.Application, settings: Settings) -> None:
         services = app.get(SERVICES)
         if services is not None:
             ops[SERVICES] = services
-        ops.router.add_get("/metrics", make_aiohttp_handler(app[METRICS].registry))
+        ops.router.add_get("/metrics", metrics_handler(app[METRICS].registry, lambda: app.get(SERVICES)))
         runner = web.AppRunner(ops, access_log=None, handle_signals=False)
         await runner.setup()
         try:

@@ -51,6 +51,18 @@ class PipelineQueries(Statements):
             (await self.conn.execute(sa.select(pipeline.c.state).where(pipeline.c.id == 1))).scalar_one()
         )
 
+    async def state_since(self) -> str:
+        """When the pipeline entered its state: the last transition's time, else (no transition
+        since the pipeline began or started over) the pipeline row's last update."""
+        at = (
+            await self.conn.execute(sa.select(transitions.c.at).order_by(transitions.c.seq.desc()).limit(1))
+        ).scalar()
+        if at is None:
+            at = (
+                await self.conn.execute(sa.select(pipeline.c.updated_at).where(pipeline.c.id == 1))
+            ).scalar_one()
+        return str(at)
+
     async def update_pipeline(self, now: str, **values: Any) -> None:
         """Set the given columns of the pipeline row (names are the code's, never a caller's)."""
         if not values:

@@ -43,6 +43,11 @@ REQUIRED = {
     "broker_state": ("gateway_broker_state", "gauge", ["state"]),
     "broker_queue_depth": ("gateway_broker_queue_depth", "gauge", ["agent"]),
     "broker_waits_open": ("gateway_broker_waits_open", "gauge", []),
+    "broker_database_up": ("gateway_broker_database_up", "gauge", []),
+    "broker_state_since": ("gateway_broker_state_since_timestamp_seconds", "gauge", []),
+    "broker_agent_last_seen": ("gateway_broker_agent_last_seen_timestamp_seconds", "gauge", ["agent"]),
+    "broker_agent_waiting": ("gateway_broker_agent_waiting", "gauge", ["agent"]),
+    "gitlab_rate_limited": ("gateway_gitlab_rate_limited", "counter", ["operation"]),
     "build_info": ("gateway_build", "info", []),
 }
 
@@ -116,6 +121,29 @@ async def test_gitlab_operations_are_route_templates_never_raw_paths() -> None:
         )
         == 3
     )
+
+
+async def test_gitlab_429s_are_counted_by_operation() -> None:
+    metrics = Metrics()
+    settings = GitLabSettings(url="https://gitlab.example.com")
+    credential = Credential(header="PRIVATE-TOKEN", token="glpat-metrics-000000000")
+    async with httpx.AsyncClient() as http:
+        client = GitLabClient(settings, metrics=metrics, http=http, sleep=_no_sleep)
+        with respx.mock(base_url="https://gitlab.example.com") as mock:
+            mock.get("/api/v4/version").mock(
+                side_effect=[httpx.Response(429, headers={"Retry-After": "0"}), httpx.Response(200, json={})]
+            )
+            await client.rest("GET", "/version", credential=credential)
+    labels = {"operation": "GET /version"}
+    assert metrics.registry.get_sample_value("gateway_gitlab_rate_limited_total", labels) == 1
+    assert (
+        metrics.registry.get_sample_value("gateway_gitlab_requests_total", {**labels, "status_class": "2xx"})
+        == 1
+    )
+
+
+async def _no_sleep(seconds: float) -> None:
+    return None
 
 
 async def test_caller_input_never_becomes_a_label(mcp_factory: MakeMcp) -> None:
