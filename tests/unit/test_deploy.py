@@ -188,17 +188,64 @@ def test_scrape_configuration_matches_the_service_monitor() -> None:
     assert dns["port"] == 9090
 
 
+ALERTS = DEPLOY / "prometheus" / "alerts.yml"
+
+
 @pytest.mark.parametrize(
     "path", [DEPLOY / "prometheus" / "prometheus.yml", DEPLOY / "compose" / "prometheus.yml"], ids=str
 )
 @pytest.mark.spawns_process(reason="runs Prometheus's promtool on the file")
-def test_promtool_accepts_the_scrape_configuration(path: Path) -> None:
+def test_promtool_accepts_the_scrape_configuration(path: Path, tmp_path: Path) -> None:
     promtool = _tool("promtool")
+    # As Prometheus sees it: the alerting rules beside the configuration (compose.yaml mounts them).
+    config = yaml.safe_load(path.read_text())
+    assert config["rule_files"] == ["alerts.yml"]
+    shutil.copy(path, tmp_path / "prometheus.yml")
+    shutil.copy(ALERTS, tmp_path / "alerts.yml")
     result = subprocess.run(
-        [promtool, "check", "config", str(path)], capture_output=True, text=True, timeout=60
+        [promtool, "check", "config", str(tmp_path / "prometheus.yml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS" in result.stdout
+    assert "SUCCESS: 1 rule files found" in result.stdout
+
+
+def test_compose_mounts_the_alerting_rules_beside_its_configuration() -> None:
+    compose = yaml.safe_load((DEPLOY / "compose" / "compose.yaml").read_text())
+    mounts = compose["services"]["prometheus"]["volumes"]
+    assert "../prometheus/alerts.yml:/etc/prometheus/alerts.yml:ro" in mounts
+    assert "./prometheus.yml:/etc/prometheus/prometheus.yml:ro" in mounts
+
+
+@pytest.mark.spawns_process(reason="runs promtool check rules and promtool test rules")
+def test_promtool_checks_and_tests_the_alerting_rules() -> None:
+    promtool = _tool("promtool")
+    check = subprocess.run(
+        [promtool, "check", "rules", str(ALERTS)], capture_output=True, text=True, timeout=60
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    tests = ALERTS.with_name("alerts_test.yml")
+    result = subprocess.run(
+        [promtool, "test", "rules", str(tests)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    # Every rule has a test in which it fires, and one in which it stays quiet.
+    rules = {r["alert"]: r for g in yaml.safe_load(ALERTS.read_text())["groups"] for r in g["rules"]}
+    cases = [c for t in yaml.safe_load(tests.read_text())["tests"] for c in t["alert_rule_test"]]
+    assert {c["alertname"] for c in cases if c["exp_alerts"]} == set(rules)
+    assert {c["alertname"] for c in cases if not c["exp_alerts"]} == set(rules)
+    for name, rule in rules.items():
+        # What the on-call reads: a summary, and a description that says what to check or do.
+        assert {"summary", "description"} <= rule["annotations"].keys(), name
+        assert rule["labels"]["severity"] in ("critical", "warning"), name
+
+
+def test_alerting_rules_only_query_existing_metrics() -> None:
+    exprs = [r["expr"] for g in yaml.safe_load(ALERTS.read_text())["groups"] for r in g["rules"]]
+    used = {name for expr in exprs for name in re.findall(r"\bgateway_[a-z0-9_]+", expr)}
+    assert used and used - _exposed_series() == set()
 
 
 # -- Grafana ------------------------------------------------------------------------------------
