@@ -168,6 +168,9 @@ class AsyncTTLCache(Generic[T]):
         )
         self._inflight: dict[Hashable, _Flight] = {}
         if metrics is not None:
+            # Counters at 0 from the start: a hit ratio and an eviction rate exist before the first one.
+            for counter in (metrics.cache_hits, metrics.cache_misses, metrics.cache_evictions):
+                counter.labels(name)
             metrics.cache_entries.labels(name).set_function(lambda: len(self._store))
             metrics.cache_bytes.labels(name).set_function(lambda: self._store.currsize)
 

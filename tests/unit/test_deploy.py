@@ -293,6 +293,11 @@ def test_grafana_dashboard_only_queries_existing_metrics() -> None:
         "gateway_broker_queue_depth",
         "gateway_broker_waits_open",
         "gateway_build_info",
+        "gateway_gitlab_rate_limited_total",
+        "gateway_broker_state_since_timestamp_seconds",
+        "gateway_broker_agent_last_seen_timestamp_seconds",
+        "gateway_broker_agent_waiting",
+        "gateway_broker_database_up",
     ):
         assert family in used, family
 
@@ -306,6 +311,21 @@ def test_grafana_dashboard_shape() -> None:
         for target in panel.get("targets", []):
             assert target["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
             assert target["expr"].count("(") == target["expr"].count(")")
+            # Every replica reports the broker's database: a sum would count it once per replica.
+            assert not re.search(
+                r"sum(\s+by\s*\([^)]*\))?\s*\(\s*gateway_broker_(state|queue_depth|agent_last_seen)",
+                target["expr"],
+            )
+    # Panels do not overlap on Grafana's 24-column grid.
+    cells: set[tuple[int, int]] = set()
+    for panel in dashboard["panels"]:
+        pos = panel["gridPos"]
+        assert pos["x"] + pos["w"] <= 24, panel["title"]
+        mine = {
+            (x, y) for x in range(pos["x"], pos["x"] + pos["w"]) for y in range(pos["y"], pos["y"] + pos["h"])
+        }
+        assert not mine & cells, panel["title"]
+        cells |= mine
 
 
 # -- compose ------------------------------------------------------------------------------------
