@@ -5,7 +5,9 @@ The job of ``deploy/prometheus/prometheus.yml`` is kept as it is (name, path, sc
 except its service discovery, replaced by a static target: the gateway's metrics listener
 (``server.metrics_port``, as in the Kubernetes example) on loopback, scraped every second.
 Tool calls (broker tools, and ``get_pipeline`` against the GitLab stand-in) go through the
-official MCP SDK client; the counters are read back through Prometheus's HTTP query API.
+official MCP SDK client; the counters are read back through Prometheus's HTTP query API. The
+alerting rules of ``deploy/prometheus/alerts.yml`` are loaded as the scrape configuration says,
+and every query of the Grafana dashboard is evaluated by this Prometheus after real traffic.
 
 Skipped only when Prometheus is not installed and ``CI`` is unset; in CI its absence fails.
 """
@@ -13,7 +15,9 @@ Skipped only when Prometheus is not installed and ``CI`` is unset; in CI its abs
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -32,6 +36,7 @@ from tests.standin.fixtures import Standin
 pytestmark = pytest.mark.e2e
 
 SCRAPE_CONFIG = REPO / "deploy" / "prometheus" / "prometheus.yml"
+DASHBOARD = REPO / "deploy" / "grafana" / "gitlab-mcp-gateway.json"
 JOB = "gitlab-mcp-gateway"
 
 
@@ -56,6 +61,8 @@ def derived_config(target: str) -> dict[str, Any]:
     job["scrape_timeout"] = "900ms"
     config["global"] = {**config.get("global", {}), "scrape_interval": "1s", "evaluation_interval": "1s"}
     config["scrape_configs"] = [job]
+    # The rule files, named relative to the repository's configuration, from wherever this one is.
+    config["rule_files"] = [str(SCRAPE_CONFIG.parent / f) for f in config.get("rule_files", [])]
     return config
 
 
@@ -100,6 +107,12 @@ class Prometheus:
         assert body["status"] == "success", body
         result: list[dict[str, Any]] = body["data"]["result"]
         return result
+
+    def rules(self) -> list[dict[str, Any]]:
+        """Every loaded rule (``/api/v1/rules``), with its ``health`` and ``lastError``."""
+        response = httpx.get(f"{self.url}/api/v1/rules", timeout=5)
+        response.raise_for_status()
+        return [r for g in response.json()["data"]["groups"] for r in g["rules"]]
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -216,3 +229,93 @@ async def test_prometheus_reads_the_tool_call_counter(
     assert {s["metric"]["status_class"] for s in series} == {"2xx"}
     assert "get_pipeline" in {s["metric"]["operation"] for s in series}
     assert not any(ds.PROJECT_PATH in s["metric"]["operation"] for s in series)
+
+
+def dashboard_queries() -> list[tuple[str, str]]:
+    """``(panel title, PromQL)`` for every target of the Grafana dashboard, with Grafana's
+    variables given the values a user would see: every job and instance, a one-minute rate window."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    out = []
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", []):
+            expr = target["expr"].replace("$__rate_interval", "1m")
+            expr = re.sub(r"\$\{?(job|instance)\}?", ".*", expr)
+            assert "$" not in expr, expr
+            out.append((panel["title"], expr))
+    return out
+
+
+async def test_every_dashboard_query_and_alerting_rule_works_after_real_traffic(
+    fresh_standin: Standin,
+    start_gateway: Callable[..., GatewayProcess],
+    prometheus: Callable[[str], Prometheus],
+) -> None:
+    metrics_port = free_port()
+    gateway = start_gateway(
+        env=fresh_standin.env(
+            GATEWAY_SERVER__METRICS_PORT=str(metrics_port),
+            GATEWAY_SERVER__METRICS_HOST="127.0.0.1",
+        )
+    )
+    prom = prometheus(f"127.0.0.1:{metrics_port}")
+    await _wait_for(prom, f'up{{job="{JOB}"}}', 1)
+
+    # Traffic of every kind the panels show: broker calls, a message sent and delivered, a request
+    # for a human, a tool error, GitLab requests (one answered 429 first), a file read twice (a
+    # cache miss, then a hit), and a JSON-RPC request the transport refuses.
+    fresh_standin.control.rate_limit(retry_after=0, count=1)
+    async with (
+        mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "pm"}) as pm,
+        mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}) as dev,
+    ):
+        calls: list[tuple[str, dict[str, Any]]] = [
+            ("get_pipeline_status", {}),
+            ("start_phase", {"phase": "one"}),  # invalid arguments: bad_request
+            ("start_phase", {"phase": 1, "issues": ["A"]}),
+            ("send_message", {"to": "dev", "subject": "hello", "body": {"text": "hi"}}),
+        ]
+        for name, args in calls:
+            await pm.call_tool(name, args)
+        delivered = await dev.call_tool("wait_for_message", {"timeout_sec": 5})
+        assert not delivered.is_error, delivered.content
+        human = await dev.call_tool("request_human", {"reason": "which API?"})
+        assert not human.is_error, human.content
+        pipeline = await pm.call_tool("get_pipeline", {"id": ds.PROJECT_PATH, "pipeline_id": ds.PIPELINE_ID})
+        assert not pipeline.is_error, pipeline.content
+        readme = {"project_id": ds.PROJECT_PATH, "file_path": ds.FILES["readme"], "ref": "main"}
+        for _ in range(2):  # a cache miss, then a hit
+            file = await pm.call_tool("get_repository_file", readme)
+            assert not file.is_error, file.content
+    refused = httpx.post(
+        gateway.mcp_url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={"Accept": "application/json, text/event-stream", "Mcp-Session-Id": "not-a-session"},
+    )
+    assert refused.status_code >= 400
+
+    queries = dashboard_queries()
+    assert len(queries) > 25
+    empty = list(queries)
+    deadline = time.monotonic() + 30
+    while empty and time.monotonic() < deadline:
+        await asyncio.sleep(1)  # a scrape a second: rates need two samples after the traffic
+        empty = [(title, expr) for title, expr in empty if not await asyncio.to_thread(prom.query, expr)]
+    assert not empty, f"dashboard panels without data: {empty}"
+    # The panels show what happened.
+    (state,) = await asyncio.to_thread(
+        prom.query, 'max by (state) (gateway_broker_state{state="HUMAN_NEEDED"})'
+    )
+    assert state["value"][1] == "1"
+    (limited,) = await asyncio.to_thread(prom.query, "sum(gateway_gitlab_rate_limited_total)")
+    assert limited["value"][1] == "1"
+
+    # Prometheus loaded every alerting rule and evaluates it without error.
+    rules = await asyncio.to_thread(prom.rules)
+    assert len(rules) == 7
+    deadline = time.monotonic() + 10
+    while any(r.get("lastEvaluation", "").startswith("0001") for r in rules) and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+        rules = await asyncio.to_thread(prom.rules)
+    assert [(r["name"], r["health"], r.get("lastError", "")) for r in rules] == [
+        (r["name"], "ok", "") for r in rules
+    ]
