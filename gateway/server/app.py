@@ -56,7 +56,10 @@ def create_app(
     )
     app[METRICS] = metrics
     registry = Registry(
-        all_tools() if tools is None else tools, read_only=settings.read_only, toolsets=settings.toolsets
+        all_tools() if tools is None else tools,
+        read_only=settings.read_only,
+        toolsets=settings.toolsets,
+        enabled_tools=settings.tools,
     )
 
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:
