@@ -3,10 +3,12 @@ the request's X-MCP-Toolsets, X-MCP-Tools and X-MCP-Readonly headers, never wide
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gateway.config import load_settings
 from gateway.tools import all_tools
 from tests.unit.mcp.conftest import MakeMcp
 from tests.unit.mcp.helpers import Mcp, modern_headers, modern_meta
@@ -174,3 +176,22 @@ async def test_unlimited_caller_keeps_the_public_list(mcp_factory: MakeMcp) -> N
     assert result["cacheScope"] == "public"
     discover = (await (await modern_post(client, "server/discover", DEV_TOKEN)).json())["result"]
     assert discover["cacheScope"] == "public"
+
+
+async def test_the_documented_agents_example_gives_each_role_its_tools(
+    mcp_factory: MakeMcp, tmp_path: Path
+) -> None:
+    text = (Path(__file__).parents[3] / "docs" / "examples" / "agents.toml").read_text()
+    secrets = {agent: f"{agent}-example-secret-000000" for agent in ("pm", "dev", "reviewer")}
+    for agent, secret in secrets.items():
+        text = text.replace(f"REPLACE-with-a-random-secret-for-{agent}", secret)
+    config = tmp_path / "agents.toml"
+    config.write_text(text)
+    tokens = [
+        {k: v for k, v in t.model_dump().items() if v is not None} | {"token": t.token.get_secret_value()}
+        for t in load_settings(config).client_tokens
+    ]
+    client = await mcp_factory(tools=TOOLS, client_tokens=tokens)
+    assert await as_agent(client, secrets["pm"]) == BROKER
+    assert await as_agent(client, secrets["dev"]) == CI_AND_REPOSITORY + BROKER
+    assert await as_agent(client, secrets["reviewer"]) == READ_ONLY_CI_AND_REPOSITORY
