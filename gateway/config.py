@@ -185,6 +185,10 @@ class ClientToken(_Section):
     tools: tuple[str, ...] | None = None
     #: Only read-only tools for this token.
     read_only: bool = False
+    #: This token's own ``limits.calls_per_second`` (None: the global one).
+    calls_per_second: float | None = Field(None, gt=0)
+    #: This token's own ``limits.burst`` (None: the global one, else the rate rounded up).
+    burst: int | None = Field(None, ge=1)
 
     @field_validator("toolsets", mode="before")
     @classmethod
@@ -437,6 +441,16 @@ class ConsoleSettings(_Section):
         return self.operator_token is not None or self.viewer_token is not None
 
 
+class LimitsSettings(_Section):
+    """Per-agent rate limits on GitLab tool calls (broker tools are never limited)."""
+
+    #: Sustained GitLab tool calls per second each agent (and, in passthrough mode, each GitLab
+    #: credential) may make; None: no limit. A client token's own value replaces it.
+    calls_per_second: float | None = Field(None, gt=0)
+    #: Calls an idle agent may make at once before the rate applies; None: the rate rounded up.
+    burst: int | None = Field(None, ge=1)
+
+
 class LoggingSettings(_Section):
     """Structured logs on stderr."""
 
@@ -471,6 +485,7 @@ class Settings(BaseSettings):
     broker: BrokerSettings = BrokerSettings()
     console: ConsoleSettings = ConsoleSettings()
     logging: LoggingSettings = LoggingSettings()
+    limits: LimitsSettings = LimitsSettings()
     #: Broker database, activity logs and ``.stop-pipeline``.
     state_dir: Path = Path(".pipeline")
     #: Hide and refuse every tool that is not read-only.
@@ -527,6 +542,15 @@ class Settings(BaseSettings):
                     "own (an agent's token must not open the operator's controls)"
                 )
         for client in self.client_tokens:
+            if (
+                client.burst is not None
+                and client.calls_per_second is None
+                and self.limits.calls_per_second is None
+            ):
+                raise ValueError(
+                    f"client_tokens: the entry of agent {client.agent_id!r} sets burst but no "
+                    "calls_per_second, and limits.calls_per_second is not set either: give the rate too"
+                )
             if client.agent_id not in self.broker.agents:
                 raise ValueError(
                     f"client_tokens: agent_id {client.agent_id!r} is not one of broker.agents "

@@ -30,6 +30,7 @@ from gateway.observability.metrics import METRICS, Metrics
 from gateway.server import health
 from gateway.server.services import SERVICES, ServicesFactory, build_services
 from gateway.tools import all_tools
+from gateway.tools.rate_limits import build_limiter
 from gateway.tools.registry import Registry, Tool
 
 
@@ -60,6 +61,7 @@ def create_app(
         read_only=settings.read_only,
         toolsets=settings.toolsets,
         enabled_tools=settings.tools,
+        limiter=build_limiter(settings, lambda agent: metrics.rate_limited.labels(agent=agent).inc()),
     )
 
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:

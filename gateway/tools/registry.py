@@ -41,6 +41,7 @@ from gateway.gitlab.operation import Operation
 from gateway.tools.access import NO_LIMITS, ToolAccess
 from gateway.tools.argument_errors import argument_name, describe_validation_error
 from gateway.tools.failures import CURSOR_ARGUMENT, HANDLED, as_tool_error
+from gateway.tools.rate_limits import AgentLimiter
 from gateway.tools.result import ToolResult as ToolResult  # re-exported: handlers and the transport use it
 from gateway.tools.result_redaction import redact_result, result_secrets
 
@@ -210,6 +211,7 @@ class Registry:
         toolsets: serve only these toolsets, and the tools named in ``enabled_tools`` (both
             empty: all).
         enabled_tools: serve these tools (names or aliases) besides ``toolsets``.
+        limiter: the per-agent rate limits of GitLab tool calls (every toolset but ``broker``).
 
     Raises:
         ValueError: two tools (or aliases) share a name, or a name is not MCP-valid.
@@ -222,6 +224,7 @@ class Registry:
         read_only: bool = False,
         toolsets: Sequence[str] = (),
         enabled_tools: Sequence[str] = (),
+        limiter: AgentLimiter | None = None,
     ) -> None:
         self._all: dict[str, Tool] = {}
         self._aliases: dict[str, str] = {}
@@ -233,6 +236,7 @@ class Registry:
             for alias in tool.aliases:
                 self._aliases[alias] = tool.name
         self.read_only = read_only
+        self._limiter = limiter
         self.toolsets = tuple(toolsets)
         self.enabled_tools = frozenset(self._aliases.get(name, name) for name in enabled_tools)
         self._listed = [t for t in self._all.values() if self._why_hidden(t) is None]
@@ -311,6 +315,8 @@ class Registry:
         args: BaseModel | None = None
         try:
             args = parse_arguments(tool, arguments or {})
+            if self._limiter is not None and tool.toolset != "broker":
+                self._limiter.check(ctx.call.principal)
             out = await tool.handler(ctx, args)
         except HANDLED as err:
             cursor_sent = getattr(args, CURSOR_ARGUMENT, None) is not None

@@ -394,7 +394,7 @@ def test_print_config_masks_every_secret(
         assert secret not in out
     data = json.loads(out)
     assert data["gitlab"]["token"] == "**********"
-    unlimited = {"toolsets": None, "tools": None, "read_only": False}
+    unlimited = {"toolsets": None, "tools": None, "read_only": False, "calls_per_second": None, "burst": None}
     assert data["client_tokens"] == [
         {"token": "**********", "agent_id": "pm", **unlimited},
         {"token": "**********", "agent_id": "dev", **unlimited},
@@ -452,7 +452,8 @@ def test_the_example_lists_every_option() -> None:
     ]
     assert missing == []
     assert {
-        ("client_tokens", name) for name in ("token", "agent_id", "toolsets", "tools", "read_only")
+        ("client_tokens", name)
+        for name in ("token", "agent_id", "toolsets", "tools", "read_only", "calls_per_second", "burst")
     } <= documented
     unknown = [
         ".".join(p) for p in documented if p[0] != "client_tokens" and p not in _option_paths(Settings)
