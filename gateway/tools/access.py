@@ -18,6 +18,7 @@ down with the caller's :class:`~gateway.mcp.auth.Identity`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -29,6 +30,7 @@ TOOLSETS_HEADER = "X-MCP-Toolsets"
 TOOLS_HEADER = "X-MCP-Tools"
 READONLY_HEADER = "X-MCP-Readonly"
 _TRUE = frozenset({"true", "1", "yes", "on"})
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,9 @@ def header_restriction(headers: Mapping[str, str], known_toolsets: Iterable[str]
         return None
     if toolsets is not None:
         toolsets = toolsets & frozenset(known_toolsets)
+    if tools is not None:
+        # What cannot be a tool name is no tool's: dropped, so errors never quote it back.
+        tools = frozenset(name for name in tools if _TOOL_NAME.fullmatch(name))
     sent = [name for name, value in ((TOOLSETS_HEADER, toolsets), (TOOLS_HEADER, tools)) if value is not None]
     if read_only:
         sent.append(READONLY_HEADER)

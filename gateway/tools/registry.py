@@ -252,7 +252,10 @@ class Registry:
         if (self.toolsets or self.enabled_tools) and (
             tool.toolset not in self.toolsets and tool.name not in self.enabled_tools
         ):
-            return f"{tool.name} belongs to toolset {tool.toolset!r}, which this gateway does not serve"
+            return (
+                f"{tool.name} belongs to toolset {tool.toolset!r}, which this gateway does not serve "
+                "(its toolsets and tools options: --toolsets, --tools)"
+            )
         return None
 
     def why_hidden(self, tool: Tool, access: ToolAccess = NO_LIMITS) -> str | None:

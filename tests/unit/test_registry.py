@@ -206,6 +206,8 @@ def test_header_restriction_ignores_unknown_names_and_never_means_all() -> None:
     only_unknown = header_restriction({"X-MCP-Toolsets": "actions"}, TOOLSETS)
     assert only_unknown is not None and only_unknown.toolsets == frozenset()
     assert only_unknown.why_hidden(ECHO) is not None
+    quoted = header_restriction({"X-MCP-Tools": "echo, <script>, " + "x" * 200}, TOOLSETS)
+    assert quoted is not None and quoted.tools == frozenset({"echo"})
     both = header_restriction({"X-MCP-Toolsets": "ci, repos", "X-MCP-Readonly": "TRUE"}, TOOLSETS)
     assert both == Restriction(
         "this request's X-MCP-Toolsets and X-MCP-Readonly headers", frozenset({"ci"}), None, True
