@@ -57,6 +57,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--read-only", action="store_true", default=None, help="serve only read-only tools")
     parser.add_argument(
+        "--toolsets",
+        help="serve only these toolsets, comma-separated: ci, repository, duo_agent_platform, broker "
+        "(default: all)",
+    )
+    parser.add_argument(
+        "--tools",
+        help="serve these tools besides --toolsets, comma-separated (with no --toolsets: only these)",
+    )
+    parser.add_argument(
         "--conformance-fixtures",
         action="store_true",
         default=None,
@@ -110,6 +119,10 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         out["server"] = server
     if args.read_only:
         out["read_only"] = True
+    if args.toolsets is not None:
+        out["toolsets"] = args.toolsets
+    if args.tools is not None:
+        out["tools"] = args.tools
     return out
 
 
@@ -119,6 +132,8 @@ def _flags(args: argparse.Namespace) -> dict[str, str]:
         "server.host": ("--host", args.host is not None),
         "server.port": ("--port", args.port is not None),
         "read_only": ("--read-only", bool(args.read_only)),
+        "toolsets": ("--toolsets", args.toolsets is not None),
+        "tools": ("--tools", args.tools is not None),
         "server.conformance_fixtures": ("--conformance-fixtures", bool(args.conformance_fixtures)),
     }
     return {option: flag for option, (flag, used) in given.items() if used}
@@ -265,6 +280,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except ValueError as err:  # TOML syntax (tomllib.TOMLDecodeError), environment JSON (SettingsError)
         print(f"{PROG}: configuration error: {value_error_line(err, args.config)}", file=sys.stderr)
+        return 2
+    from gateway.tools import undeclared_tool_names
+
+    undeclared = undeclared_tool_names(settings)
+    for line in undeclared:
+        print(f"{PROG}: configuration error: {line}", file=sys.stderr)
+    if undeclared:
         return 2
     from gateway.gitlab.urls import normalize_base_url
 

@@ -142,11 +142,63 @@ MIN_CLIENT_TOKEN_LENGTH = 16
 _MAKE_SECRET = "use a random secret, e.g. the output of `openssl rand -hex 32`"  # noqa: S105 (advice, no secret)
 
 
+def _name_list(value: Any) -> Any:
+    """A JSON list or a comma-separated string (environment, flags) as a list of names."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            return json.loads(text)
+        return [part.strip() for part in text.split(",") if part.strip()]
+    return value
+
+
+def _known_toolsets(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        unknown = [name for name in value if name not in TOOLSETS]
+        if unknown:
+            raise ValueError(
+                f"unknown toolset {', '.join(map(repr, unknown))}: choose from {', '.join(TOOLSETS)}"
+            )
+    return value
+
+
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+
+
+def _tool_names(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        bad = [name for name in value if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name)]
+        if bad:
+            raise ValueError(f"{', '.join(map(repr, bad))} cannot be a tool name (docs/tools/ lists them)")
+    return value
+
+
 class ClientToken(_Section):
-    """A bearer secret a caller presents to the gateway, mapped to a broker agent id."""
+    """A bearer secret a caller presents to the gateway, mapped to a broker agent id, and the
+    tools its agent may use (within the deployment's; never more)."""
 
     token: SecretStr
     agent_id: AgentId
+    #: Only these toolsets (and ``tools``) for this token; None: every toolset served.
+    toolsets: tuple[str, ...] | None = None
+    #: Only these tools (besides ``toolsets``) for this token; None: no list of tools.
+    tools: tuple[str, ...] | None = None
+    #: Only read-only tools for this token.
+    read_only: bool = False
+    #: This token's own ``limits.calls_per_second`` (None: the global one).
+    calls_per_second: float | None = Field(None, gt=0)
+    #: This token's own ``limits.burst`` (None: the global one, else the rate rounded up).
+    burst: int | None = Field(None, ge=1)
+
+    @field_validator("toolsets", mode="before")
+    @classmethod
+    def _toolsets(cls, value: Any) -> Any:
+        return _known_toolsets(_name_list(value))
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tools(cls, value: Any) -> Any:
+        return _tool_names(_name_list(value))
 
     @field_validator("token")
     @classmethod
@@ -389,6 +441,16 @@ class ConsoleSettings(_Section):
         return self.operator_token is not None or self.viewer_token is not None
 
 
+class LimitsSettings(_Section):
+    """Per-agent rate limits on GitLab tool calls (broker tools are never limited)."""
+
+    #: Sustained GitLab tool calls per second each agent (and, in passthrough mode, each GitLab
+    #: credential) may make; None: no limit. A client token's own value replaces it.
+    calls_per_second: float | None = Field(None, gt=0)
+    #: Calls an idle agent may make at once before the rate applies; None: the rate rounded up.
+    burst: int | None = Field(None, ge=1)
+
+
 class LoggingSettings(_Section):
     """Structured logs on stderr."""
 
@@ -423,6 +485,7 @@ class Settings(BaseSettings):
     broker: BrokerSettings = BrokerSettings()
     console: ConsoleSettings = ConsoleSettings()
     logging: LoggingSettings = LoggingSettings()
+    limits: LimitsSettings = LimitsSettings()
     #: Broker database, activity logs and ``.stop-pipeline``.
     state_dir: Path = Path(".pipeline")
     #: Hide and refuse every tool that is not read-only.
@@ -430,26 +493,24 @@ class Settings(BaseSettings):
     #: Only these toolsets are served (``ci``, ``repository``, ``duo_agent_platform``, ``broker``);
     #: empty means all. The environment takes a JSON list or a comma-separated list.
     toolsets: Annotated[tuple[str, ...], NoDecode] = ()
+    #: Tools served besides ``toolsets`` (names as in ``tools/list``); with ``toolsets`` empty,
+    #: only these. The environment takes a JSON list or a comma-separated list.
+    tools: Annotated[tuple[str, ...], NoDecode] = ()
     #: Bearer secrets of callers, each mapped to a broker agent id. Empty: ``X-Agent-Id`` on loopback.
     client_tokens: tuple[ClientToken, ...] = ()
 
     @field_validator("toolsets", mode="before")
     @classmethod
     def _toolsets(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            text = value.strip()
-            if text.startswith("["):
-                value = json.loads(text)
-            else:
-                value = [part.strip() for part in text.split(",") if part.strip()]
-        if isinstance(value, list | tuple):
-            unknown = [name for name in value if name not in TOOLSETS]
-            if unknown:
-                raise ValueError(
-                    f"unknown toolset {', '.join(map(repr, unknown))}: choose from {', '.join(TOOLSETS)} "
-                    "(empty serves every toolset)"
-                )
-        return value
+        try:
+            return _known_toolsets(_name_list(value))
+        except ValueError as err:
+            raise ValueError(f"{err} (empty serves every toolset)") from None
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tools(cls, value: Any) -> Any:
+        return _tool_names(_name_list(value))
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
@@ -481,6 +542,15 @@ class Settings(BaseSettings):
                     "own (an agent's token must not open the operator's controls)"
                 )
         for client in self.client_tokens:
+            if (
+                client.burst is not None
+                and client.calls_per_second is None
+                and self.limits.calls_per_second is None
+            ):
+                raise ValueError(
+                    f"client_tokens: the entry of agent {client.agent_id!r} sets burst but no "
+                    "calls_per_second, and limits.calls_per_second is not set either: give the rate too"
+                )
             if client.agent_id not in self.broker.agents:
                 raise ValueError(
                     f"client_tokens: agent_id {client.agent_id!r} is not one of broker.agents "

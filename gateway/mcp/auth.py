@@ -15,6 +15,10 @@ Rules (README, "Connecting a client"):
   ``PRIVATE-TOKEN`` when ``Authorization`` carries the gateway secret), and a POST without one is
   refused with 401 saying which header to send.
 
+Tools: :attr:`Identity.access` narrows what the deployment serves by the client token's
+``toolsets``, ``tools`` and ``read_only`` and then by the request's ``X-MCP-Toolsets``,
+``X-MCP-Tools`` and ``X-MCP-Readonly`` headers (``gateway.tools.access``); never wider.
+
 Tokens never reach logs: :attr:`Identity.owner` is built from how callers are authenticated, the
 agent id and a SHA-256 of the GitLab credential; it stays in memory, and a sealed session id holds
 only an HMAC of it (``sessions``).
@@ -27,10 +31,11 @@ import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gateway.config import Settings, is_loopback
+from gateway.config import TOOLSETS, ClientToken, Settings, is_loopback
 from gateway.gitlab.credentials import Credential, passthrough_credential, service_credential
 from gateway.mcp.wire import UNAUTHORIZED, RpcError
 from gateway.observability.logging import register_secret
+from gateway.tools.access import NO_LIMITS, Restriction, ToolAccess, header_restriction
 from gateway.tools.context import Principal
 
 AGENT_HEADER = "X-Agent-Id"
@@ -51,10 +56,12 @@ class Identity:
             passthrough mode ``|gitlab:`` and a SHA-256 of the caller's GitLab credential. A
             session issued under one is not found under another, so an id from a gateway that
             authenticates differently is refused. Never logged.
+        access: the tools this caller may list and call, below what the deployment serves.
     """
 
     principal: Principal
     owner: str = field(repr=False)
+    access: ToolAccess = NO_LIMITS
 
 
 def quotable(value: str) -> str:
@@ -69,6 +76,20 @@ def unauthorized(message: str, challenge: str = _REALM) -> RpcError:
     return RpcError(UNAUTHORIZED, message, http_status=401, headers={"WWW-Authenticate": challenge})
 
 
+def _token_access(client: ClientToken) -> ToolAccess:
+    """The layer a client token's own ``toolsets``, ``tools`` and ``read_only`` make."""
+    if client.toolsets is None and client.tools is None and not client.read_only:
+        return NO_LIMITS
+    return NO_LIMITS.narrowed(
+        Restriction(
+            source=f"the client token of agent {client.agent_id!r} (its client_tokens entry)",
+            toolsets=None if client.toolsets is None else frozenset(client.toolsets),
+            tools=None if client.tools is None else frozenset(client.tools),
+            read_only=client.read_only,
+        )
+    )
+
+
 def _credential_digest(credential: Credential) -> str:
     return hashlib.sha256(credential.token.encode()).hexdigest()
 
@@ -78,7 +99,7 @@ class Authenticator:
 
     def __init__(self, settings: Settings) -> None:
         self._tokens = tuple(
-            (hashlib.sha256(c.token.get_secret_value().encode()).digest(), c.agent_id)
+            (hashlib.sha256(c.token.get_secret_value().encode()).digest(), c.agent_id, _token_access(c))
             for c in settings.client_tokens
         )
         self._agents = frozenset(settings.broker.agents)
@@ -104,8 +125,9 @@ class Authenticator:
         agent_id: str | None = None
         claimed: str | None = None
         owner = "open"
+        access = NO_LIMITS
         if self._tokens:
-            agent_id = self._client_token_agent(headers.get("Authorization"))
+            agent_id, access = self._client_token_agent(headers.get("Authorization"))
             owner = f"client-token:{agent_id}"
         elif self._agent_header:
             value = headers.get(AGENT_HEADER)
@@ -129,9 +151,9 @@ class Authenticator:
         principal = Principal(
             agent_id=agent_id, credential=credential, remote=remote or "", claimed_agent_id=claimed
         )
-        return Identity(principal, owner)
+        return Identity(principal, owner, access.narrowed(header_restriction(headers, TOOLSETS)))
 
-    def _client_token_agent(self, authorization: str | None) -> str:
+    def _client_token_agent(self, authorization: str | None) -> tuple[str, ToolAccess]:
         scheme, _, secret = (authorization or "").strip().partition(" ")
         secret = secret.strip()
         if scheme.lower() != "bearer" or not secret:
@@ -140,10 +162,10 @@ class Authenticator:
                 "token>` with every request (ask the gateway's operator for one)."
             )
         digest = hashlib.sha256(secret.encode()).digest()
-        found: str | None = None
-        for expected, agent_id in self._tokens:  # no early exit: same time for every position
+        found: tuple[str, ToolAccess] | None = None
+        for expected, agent_id, access in self._tokens:  # no early exit: same time for every position
             if hmac.compare_digest(digest, expected) and found is None:
-                found = agent_id
+                found = (agent_id, access)
         if found is None:
             raise unauthorized(
                 "The bearer token is not one of this gateway's client tokens: send `Authorization: "

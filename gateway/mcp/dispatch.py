@@ -14,8 +14,11 @@ Modern era (MCP 2026-07-28): ``server/discover``, ``tools/list`` (with ``ttlMs``
 ``cacheScope``, in declaration order), ``tools/call``. Progress goes on the request's own stream
 when it carries ``_meta.progressToken``; closing that stream cancels the call.
 
-``tools/call`` resolves the name (aliases too). An unknown tool is ``-32602``; a tool hidden by the
-read-only switch or the toolset filter is an ``isError`` result saying why. The answer is an event
+``tools/list`` lists the tools the caller may call: what the deployment serves, narrowed by the
+caller's ``Identity.access`` (client token, ``X-MCP-*`` headers); such a list is
+``cacheScope: private`` in the modern era. ``tools/call`` resolves the name (aliases too). An
+unknown tool is ``-32602``, and so is a tool hidden from the caller, whose message adds which
+setting hides it. The answer is an event
 stream when the tool is ``long_running`` or the caller sent a ``progressToken``, else JSON.
 """
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from collections import OrderedDict
 from collections.abc import Callable
 from time import perf_counter
 from typing import Any, Final
@@ -47,7 +51,6 @@ from gateway.mcp.calls import (
     await_call,
     cancel_when_closed,
     settle,
-    tool_outcome,
 )
 from gateway.mcp.eras import (
     LATEST_LEGACY_VERSION,
@@ -73,12 +76,16 @@ from gateway.mcp.wire import (
     method_label,
     response,
 )
+from gateway.tools.access import NO_LIMITS, ToolAccess
 from gateway.tools.context import CallInfo, ToolContext, ToolServices
 from gateway.tools.registry import Registry, Tool, ToolResult
 
 #: How long a modern client may reuse ``tools/list`` and ``server/discover`` results: the tool
 #: set is fixed for the life of the process, and a redeploy is picked up within this time.
 LIST_TTL_MS: Final = 600_000
+
+#: Distinct narrowed tool lists kept (one per client token and combination of ``X-MCP-*`` headers).
+_NARROWED_PAGES_KEPT: Final = 64
 
 
 _PARAMS_HINTS: Final = {
@@ -144,8 +151,11 @@ class Dispatcher:
         self._calls = calls
         self._services = services
         self._fixtures = fixtures
-        tools = registry.list_page(0, 10**9)[0] + (fixtures.tools if fixtures else [])
-        self._pages = self._paginate(tools, page_size)
+        self._page_size = page_size
+        self._pages = self._paginate(self._listed(NO_LIMITS), page_size)
+        #: ``tools/list`` pages of narrowed callers, by their access; bounded, since a request's
+        #: headers choose it.
+        self._narrowed_pages: OrderedDict[ToolAccess, dict[str | None, dict[str, Any]]] = OrderedDict()
         #: The methods a 2026-07-28 request may name.
         self.modern_methods = MODERN_METHODS | ({"completion/complete"} if fixtures else set())
         capabilities = ServerCapabilities(tools=ToolsCapability(list_changed=False))
@@ -155,6 +165,23 @@ class Dispatcher:
         self._server_info = Implementation(
             name=SERVER_NAME, title=SERVER_TITLE, version=__version__
         ).model_dump(by_alias=True, exclude_none=True, mode="json")
+
+    def _listed(self, access: ToolAccess) -> list[dict[str, Any]]:
+        return self._registry.listed_for(access) + (self._fixtures.tools if self._fixtures else [])
+
+    def _pages_for(self, access: ToolAccess) -> dict[str | None, dict[str, Any]]:
+        """The ``tools/list`` pages of a caller with ``access``, built once per distinct access."""
+        if not access.layers:
+            return self._pages
+        pages = self._narrowed_pages.get(access)
+        if pages is None:
+            pages = self._paginate(self._listed(access), self._page_size)
+            self._narrowed_pages[access] = pages
+            if len(self._narrowed_pages) > _NARROWED_PAGES_KEPT:
+                self._narrowed_pages.popitem(last=False)
+        else:
+            self._narrowed_pages.move_to_end(access)
+        return pages
 
     @staticmethod
     def _paginate(tools: list[dict[str, Any]], size: int) -> dict[str | None, dict[str, Any]]:
@@ -231,6 +258,10 @@ class Dispatcher:
         request = self._parse(ex, msg)
         if method == "ping":
             return {}
+        assert ex.identity is not None
+        access = ex.identity.access
+        # A list narrowed for this caller must not be served to others from a shared cache.
+        cache_scope = "private" if access.layers else "public"
         if method == "server/discover":
             return shaped(
                 method,
@@ -239,20 +270,20 @@ class Dispatcher:
                     "supportedVersions": list(SUPPORTED_VERSIONS),
                     "capabilities": self._capabilities,
                     "ttlMs": LIST_TTL_MS,
-                    "cacheScope": "public",
+                    "cacheScope": cache_scope,
                     "_meta": {SERVER_INFO_META_KEY: self._server_info},
                 },
             )
         if method == "tools/list":
             cursor = request.params.cursor if request.params is not None else None
-            page = self._pages.get(cursor)
+            page = self._pages_for(access).get(cursor)
             if page is None:
                 raise invalid_params(
                     "Invalid params: unknown cursor. Pass the nextCursor of a previous tools/list result, "
                     "or no cursor for the first page."
                 )
             if ex.era is Era.MODERN:
-                page = {**page, "ttlMs": LIST_TTL_MS, "cacheScope": "public"}
+                page = {**page, "ttlMs": LIST_TTL_MS, "cacheScope": cache_scope}
             return shaped(method, ex.version, page)
         if self._fixtures is not None and method in ("logging/setLevel", "completion/complete"):
             return shaped(method, ex.version, self._fixtures.answer(method))
@@ -282,30 +313,29 @@ class Dispatcher:
 
     # -- tools/call --------------------------------------------------------------------------
 
-    def _resolve(self, ex: Exchange, name: str) -> Tool | ToolResult | None:
-        """The tool, the ``isError`` result refusing a hidden one, or None (a fixture tool).
+    def _resolve(self, ex: Exchange, name: str) -> Tool | None:
+        """The tool, or None (a fixture tool).
 
         Raises:
-            RpcError: -32602 for a name no tool or alias has.
+            RpcError: -32602 for a name no tool or alias has, or a tool hidden from this caller
+                (then saying which setting hides it).
         """
+        assert ex.identity is not None
+        unknown = f"Unknown tool: {name[:128]}. Call tools/list for the tools this gateway serves."
         try:
-            tool = self._registry.resolve(name)
+            tool = self._registry.resolve(name, ex.identity.access)
         except ToolError as err:
+            # Hidden tools are answered as unknown ones (the caller's tools/list does not have
+            # them), with the setting to change; counted, so an operator sees agents reach for them.
             declared = self._registry.declared(name)
-            # As every tool error does: the request id the access line carries too.
-            err.details.setdefault("request_id", ex.request_id)
-            result = ToolResult.from_error(err)
-            self._telemetry.tool_call(declared.name if declared else "unknown", tool_outcome(result), None)
+            self._telemetry.tool_call(declared.name if declared else "unknown", "unauthorized", None)
             ex.tool = declared.name if declared else None
-            ex.outcome = err.reason
-            return result
+            raise invalid_params(f"{unknown} {err.message}.") from None
         if tool is None:
             if self._fixtures is not None and self._fixtures.has(name):
                 ex.tool = name
                 return None
-            raise invalid_params(
-                f"Unknown tool: {name[:128]}. Call tools/list for the tools this gateway serves."
-            )
+            raise invalid_params(unknown)
         ex.tool = tool.name
         return tool
 
@@ -324,8 +354,6 @@ class Dispatcher:
         if token is not None and not is_request_id(token):
             raise invalid_params("Invalid params: _meta.progressToken must be a string or an integer.")
         resolved = self._resolve(ex, params.name)
-        if isinstance(resolved, ToolResult):
-            return Reply(response(msg.id, shaped_tool_result(ex.version, resolved)))
         if resolved is None:
             assert self._fixtures is not None
             declared = (

@@ -78,6 +78,13 @@ class Metrics:
             ["tool", "outcome"],
             registry=r,
         )
+        self.rate_limited = Counter(
+            "gateway_rate_limited_total",
+            "GitLab tool calls refused by the gateway's per-agent rate limit, by agent (a configured "
+            "agent id, passthrough or anonymous)",
+            ["agent"],
+            registry=r,
+        )
         self.tool_latency = Histogram(
             "gateway_tool_call_duration_seconds",
             "tools/call latency by tool",

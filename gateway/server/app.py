@@ -30,6 +30,7 @@ from gateway.server import health
 from gateway.server.metrics_endpoint import metrics_handler
 from gateway.server.services import SERVICES, ServicesFactory, build_services
 from gateway.tools import all_tools
+from gateway.tools.rate_limits import build_limiter
 from gateway.tools.registry import Registry, Tool
 
 
@@ -56,7 +57,11 @@ def create_app(
     )
     app[METRICS] = metrics
     registry = Registry(
-        all_tools() if tools is None else tools, read_only=settings.read_only, toolsets=settings.toolsets
+        all_tools() if tools is None else tools,
+        read_only=settings.read_only,
+        toolsets=settings.toolsets,
+        enabled_tools=settings.tools,
+        limiter=build_limiter(settings, lambda agent: metrics.rate_limited.labels(agent=agent).inc()),
     )
 
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -10,8 +10,12 @@ from __future__ import annotations
 import pkgutil
 from functools import cache
 from importlib import import_module
+from typing import TYPE_CHECKING
 
 from gateway.tools.registry import Tool
+
+if TYPE_CHECKING:
+    from gateway.config import Settings
 
 #: Domain folders, in ``tools/list`` order; within one, modules come in name order.
 DOMAINS: tuple[str, ...] = ("ci", "duo", "repository", "broker")
@@ -36,3 +40,20 @@ def all_tools() -> list[Tool]:
     for name in tool_modules():
         tools.extend(import_module(name).TOOLS)
     return tools
+
+
+def undeclared_tool_names(settings: Settings) -> list[str]:
+    """One line per option that names a tool no tool or alias has (``tools``, and ``tools`` of a
+    ``client_tokens`` entry): a misspelt name would silently serve less than meant."""
+    named = [("tools", settings.tools)] + [
+        (f"client_tokens[{i}].tools (agent {client.agent_id!r})", client.tools or ())
+        for i, client in enumerate(settings.client_tokens)
+    ]
+    if not any(names for _, names in named):
+        return []
+    declared = {name for tool in all_tools() for name in (tool.name, *tool.aliases)}
+    return [
+        f"{option}: unknown tool {', '.join(map(repr, unknown))} (docs/tools/ lists the tools)"
+        for option, names in named
+        if (unknown := [name for name in names if name not in declared])
+    ]

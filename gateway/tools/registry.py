@@ -38,8 +38,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gateway.errors import REASONS, ToolError
 from gateway.gitlab.operation import Operation
+from gateway.tools.access import NO_LIMITS, ToolAccess
 from gateway.tools.argument_errors import argument_name, describe_validation_error
 from gateway.tools.failures import CURSOR_ARGUMENT, HANDLED, as_tool_error
+from gateway.tools.rate_limits import AgentLimiter
 from gateway.tools.result import ToolResult as ToolResult  # re-exported: handlers and the transport use it
 from gateway.tools.result_redaction import redact_result, result_secrets
 
@@ -200,19 +202,29 @@ class Tool:
 
 
 class Registry:
-    """The set of tools one gateway serves, after the read-only switch and toolset filter.
+    """The set of tools one gateway serves, after the read-only switch and the toolset and tool
+    filters; each caller sees the part its :class:`~gateway.tools.access.ToolAccess` allows.
 
     Args:
         tools: every declared tool.
         read_only: hide and refuse tools whose annotations are not read-only.
-        toolsets: serve only these toolsets (empty: all).
+        toolsets: serve only these toolsets, and the tools named in ``enabled_tools`` (both
+            empty: all).
+        enabled_tools: serve these tools (names or aliases) besides ``toolsets``.
+        limiter: the per-agent rate limits of GitLab tool calls (every toolset but ``broker``).
 
     Raises:
         ValueError: two tools (or aliases) share a name, or a name is not MCP-valid.
     """
 
     def __init__(
-        self, tools: Iterable[Tool], *, read_only: bool = False, toolsets: Sequence[str] = ()
+        self,
+        tools: Iterable[Tool],
+        *,
+        read_only: bool = False,
+        toolsets: Sequence[str] = (),
+        enabled_tools: Sequence[str] = (),
+        limiter: AgentLimiter | None = None,
     ) -> None:
         self._all: dict[str, Tool] = {}
         self._aliases: dict[str, str] = {}
@@ -224,7 +236,9 @@ class Registry:
             for alias in tool.aliases:
                 self._aliases[alias] = tool.name
         self.read_only = read_only
+        self._limiter = limiter
         self.toolsets = tuple(toolsets)
+        self.enabled_tools = frozenset(self._aliases.get(name, name) for name in enabled_tools)
         self._listed = [t for t in self._all.values() if self._why_hidden(t) is None]
         self._listed_mcp = [t.to_mcp() for t in self._listed]
 
@@ -235,14 +249,35 @@ class Registry:
                 "(--read-only, GATEWAY_READ_ONLY or read_only in its config file): restart it without "
                 "that to use this tool"
             )
-        if self.toolsets and tool.toolset not in self.toolsets:
-            return f"{tool.name} belongs to toolset {tool.toolset!r}, which this gateway does not serve"
+        if (self.toolsets or self.enabled_tools) and (
+            tool.toolset not in self.toolsets and tool.name not in self.enabled_tools
+        ):
+            return (
+                f"{tool.name} belongs to toolset {tool.toolset!r}, which this gateway does not serve "
+                "(its toolsets and tools options: --toolsets, --tools)"
+            )
         return None
+
+    def why_hidden(self, tool: Tool, access: ToolAccess = NO_LIMITS) -> str | None:
+        """Why ``tool`` is hidden from a caller with ``access`` (the deployment's reason first),
+        or None when that caller may list and call it."""
+        return self._why_hidden(tool) or access.why_hidden(tool)
 
     @property
     def listed(self) -> list[Tool]:
-        """Tools shown in ``tools/list``, in declaration order."""
+        """Tools the deployment serves (``tools/list`` of a caller without limits), in
+        declaration order."""
         return list(self._listed)
+
+    def listed_for(self, access: ToolAccess) -> list[dict[str, Any]]:
+        """The MCP tool objects a caller with ``access`` sees in ``tools/list``."""
+        if not access.layers:
+            return list(self._listed_mcp)
+        return [
+            mcp
+            for tool, mcp in zip(self._listed, self._listed_mcp, strict=True)
+            if access.why_hidden(tool) is None
+        ]
 
     def list_page(self, offset: int, size: int) -> tuple[list[dict[str, Any]], int | None]:
         """One ``tools/list`` page: the MCP tool objects and the next offset (None at the end)."""
@@ -254,16 +289,18 @@ class Registry:
         """The tool called ``name`` or whose alias is ``name``, served or not."""
         return self._all.get(self._aliases.get(name, name))
 
-    def resolve(self, name: str) -> Tool | None:
-        """The served tool for ``name`` (aliases too), or None when no such tool is declared.
+    def resolve(self, name: str, access: ToolAccess = NO_LIMITS) -> Tool | None:
+        """The tool for ``name`` (aliases too) a caller with ``access`` may call, or None when no
+        such tool is declared.
 
         Raises:
-            ToolError: the tool exists but is hidden by the read-only switch or the toolset filter.
+            ToolError: the tool exists but is hidden from this caller (``unauthorized``, saying
+                which setting hides it).
         """
         tool = self.declared(name)
         if tool is None:
             return None
-        why = self._why_hidden(tool)
+        why = self.why_hidden(tool, access)
         if why is not None:
             raise ToolError("unauthorized", why)
         return tool
@@ -281,6 +318,8 @@ class Registry:
         args: BaseModel | None = None
         try:
             args = parse_arguments(tool, arguments or {})
+            if self._limiter is not None and tool.toolset != "broker":
+                self._limiter.check(ctx.call.principal)
             out = await tool.handler(ctx, args)
         except HANDLED as err:
             cursor_sent = getattr(args, CURSOR_ARGUMENT, None) is not None

@@ -394,9 +394,10 @@ def test_print_config_masks_every_secret(
         assert secret not in out
     data = json.loads(out)
     assert data["gitlab"]["token"] == "**********"
+    unlimited = {"toolsets": None, "tools": None, "read_only": False, "calls_per_second": None, "burst": None}
     assert data["client_tokens"] == [
-        {"token": "**********", "agent_id": "pm"},
-        {"token": "**********", "agent_id": "dev"},
+        {"token": "**********", "agent_id": "pm", **unlimited},
+        {"token": "**********", "agent_id": "dev", **unlimited},
     ]
 
 
@@ -450,7 +451,10 @@ def test_the_example_lists_every_option() -> None:
         ".".join(p) for p in _option_paths(Settings) if p not in documented and p != ("client_tokens",)
     ]
     assert missing == []
-    assert {("client_tokens", "token"), ("client_tokens", "agent_id")} <= documented
+    assert {
+        ("client_tokens", name)
+        for name in ("token", "agent_id", "toolsets", "tools", "read_only", "calls_per_second", "burst")
+    } <= documented
     unknown = [
         ".".join(p) for p in documented if p[0] != "client_tokens" and p not in _option_paths(Settings)
     ]
@@ -561,6 +565,52 @@ def test_toolsets_take_a_comma_list_and_refuse_unknown_names(
     code, _, err = run(capsys, "--print-config")
     assert code == 2
     assert "GATEWAY_TOOLSETS: " in err and "unknown toolset 'cii': choose from ci, repository" in err
+
+
+def test_tools_and_toolsets_flags_and_client_token_limits(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = effective(capsys, "--toolsets", "ci,broker", "--tools", "get_repository_file")
+    assert (data["toolsets"], data["tools"]) == (["ci", "broker"], ["get_repository_file"])
+    monkeypatch.setenv(
+        "GATEWAY_CLIENT_TOKENS",
+        json.dumps(
+            [
+                {"token": "pm-client-secret-0001", "agent_id": "pm", "toolsets": "broker"},
+                {
+                    "token": "rv-client-secret-0002",
+                    "agent_id": "reviewer",
+                    "tools": ["get_pipeline"],
+                    "read_only": True,
+                },
+            ]
+        ),
+    )
+    pm, reviewer = load_settings().client_tokens
+    assert (pm.toolsets, pm.tools, pm.read_only) == (("broker",), None, False)
+    assert (reviewer.toolsets, reviewer.tools, reviewer.read_only) == (None, ("get_pipeline",), True)
+
+
+def test_unknown_tool_and_toolset_names_are_refused_at_start(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "--tools", "get_pipeline,get_pipelin", "--print-config")
+    assert code == 2
+    assert "configuration error: tools: unknown tool 'get_pipelin' (docs/tools/ lists the tools)" in err
+    monkeypatch.setenv(
+        "GATEWAY_CLIENT_TOKENS",
+        json.dumps([{"token": "pm-client-secret-0001", "agent_id": "pm", "tools": ["save_pipelines"]}]),
+    )
+    code, _, err = run(capsys, "--print-config")
+    assert code == 2
+    assert "client_tokens[0].tools (agent 'pm'): unknown tool 'save_pipelines'" in err
+    monkeypatch.setenv(
+        "GATEWAY_CLIENT_TOKENS",
+        json.dumps([{"token": "pm-client-secret-0001", "agent_id": "pm", "toolsets": ["brokers"]}]),
+    )
+    code, _, err = run(capsys, "--print-config")
+    assert code == 2
+    assert "unknown toolset 'brokers': choose from ci, repository, duo_agent_platform, broker" in err
 
 
 def test_unknown_gateway_variables_are_named() -> None:

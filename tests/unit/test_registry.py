@@ -8,8 +8,10 @@ import pytest
 from pydantic import Field
 
 from gateway.broker.errors import BrokerError
+from gateway.config import TOOLSETS
 from gateway.errors import ToolError
 from gateway.gitlab.errors import GitLabRateLimited, InvalidReference
+from gateway.tools.access import NO_LIMITS, Restriction, header_restriction
 from gateway.tools.context import CallInfo, Principal, ToolContext
 from gateway.tools.registry import (
     READ_ONLY,
@@ -171,6 +173,45 @@ async def test_toolset_filter() -> None:
     reg = Registry([ECHO, REFUSE], toolsets=["repository"])
     assert [t.name for t in reg.listed] == ["refuse"]
     assert reg.resolve("nope") is None
+
+
+async def test_tools_option_serves_named_tools_besides_toolsets() -> None:
+    reg = Registry([ECHO, WRITE, REFUSE], toolsets=["repository"], enabled_tools=["old_echo"])
+    assert [t.name for t in reg.listed] == ["echo", "refuse"]  # an alias names its tool
+    only = Registry([ECHO, WRITE, REFUSE], enabled_tools=["write"])
+    assert [t.name for t in only.listed] == ["write"]
+    with pytest.raises(ToolError, match="toolset 'ci', which this gateway does not serve"):
+        only.resolve("echo")
+
+
+async def test_access_layers_narrow_and_name_what_hides() -> None:
+    reg = Registry([ECHO, WRITE, REFUSE], toolsets=["ci"])
+    token = Restriction("the client token of agent 'dev'", tools=frozenset({"write", "refuse"}))
+    access = NO_LIMITS.narrowed(token).narrowed(Restriction("the header", read_only=True))
+    assert reg.listed_for(NO_LIMITS.narrowed(token)) == [WRITE.to_mcp()]
+    assert reg.listed_for(access) == []
+    # the deployment's reason comes first, then each layer's in order
+    assert "this gateway does not serve" in (reg.why_hidden(REFUSE, access) or "")
+    assert (reg.why_hidden(ECHO, access) or "").startswith(
+        "echo belongs to toolset 'ci', which the client token"
+    )
+    assert reg.why_hidden(WRITE, access) == (
+        "write changes GitLab or broker state and the header allows only read-only tools"
+    )
+
+
+def test_header_restriction_ignores_unknown_names_and_never_means_all() -> None:
+    assert header_restriction({}, TOOLSETS) is None
+    assert header_restriction({"X-MCP-Toolsets": " ", "X-MCP-Readonly": "no"}, TOOLSETS) is None
+    only_unknown = header_restriction({"X-MCP-Toolsets": "actions"}, TOOLSETS)
+    assert only_unknown is not None and only_unknown.toolsets == frozenset()
+    assert only_unknown.why_hidden(ECHO) is not None
+    quoted = header_restriction({"X-MCP-Tools": "echo, <script>, " + "x" * 200}, TOOLSETS)
+    assert quoted is not None and quoted.tools == frozenset({"echo"})
+    both = header_restriction({"X-MCP-Toolsets": "ci, repos", "X-MCP-Readonly": "TRUE"}, TOOLSETS)
+    assert both == Restriction(
+        "this request's X-MCP-Toolsets and X-MCP-Readonly headers", frozenset({"ci"}), None, True
+    )
 
 
 async def test_gitlab_errors_become_tool_results_with_details() -> None:

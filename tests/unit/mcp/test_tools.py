@@ -152,19 +152,19 @@ async def test_missing_argument_is_an_is_error_result(mcp: Mcp) -> None:
     assert "`text` is required" in result["content"][0]["text"]
 
 
-async def test_hidden_tool_call_is_refused_with_a_clear_text(mcp_factory: MakeMcp) -> None:
+async def test_hidden_tool_call_is_refused_as_unknown_saying_which_setting_hides_it(
+    mcp_factory: MakeMcp,
+) -> None:
     client = await mcp_factory(read_only=True)
     await client.initialize()
     for name in ("write", "write_old"):
-        result = (await client.call(name, {}))["result"]
-        assert result["isError"] is True
-        assert result["content"][0]["text"] == (
+        error = (await client.call(name, {}))["error"]
+        assert error["code"] == -32602
+        assert error["message"] == (
+            f"Unknown tool: {name}. Call tools/list for the tools this gateway serves. "
             "write changes GitLab or broker state and this gateway runs read-only (--read-only, "
-            "GATEWAY_READ_ONLY or read_only in its config file): restart it without that to use this tool"
+            "GATEWAY_READ_ONLY or read_only in its config file): restart it without that to use this tool."
         )
-        assert result["structuredContent"]["error"]["reason"] == "unauthorized"
-        # like every tool error: the request id an operator finds the access line by
-        assert result["structuredContent"]["error"]["request_id"]
     text = await (await client.client.get("/metrics")).text()
     assert 'gateway_tool_calls_total{outcome="unauthorized",tool="write"} 2.0' in text
 
@@ -172,9 +172,9 @@ async def test_hidden_tool_call_is_refused_with_a_clear_text(mcp_factory: MakeMc
 async def test_tool_outside_served_toolsets_is_refused(mcp_factory: MakeMcp) -> None:
     client = await mcp_factory(toolsets=["ci"])
     await client.initialize()
-    result = (await client.call("write", {}))["result"]
-    assert result["isError"] is True
-    assert "toolset 'repository'" in result["content"][0]["text"]
+    error = (await client.call("write", {}))["error"]
+    assert error["code"] == -32602
+    assert "toolset 'repository', which this gateway does not serve" in error["message"]
 
 
 async def test_tool_error_is_an_is_error_result(mcp: Mcp) -> None:

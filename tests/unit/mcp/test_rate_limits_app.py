@@ -1,0 +1,67 @@
+"""Per-agent rate limits through the app: a runaway agent is held to its limit while another
+agent's calls all go through; broker tools are not limited."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from tests.unit.mcp.conftest import MakeMcp
+from tests.unit.mcp.helpers import Mcp
+
+RUNAWAY = "dev-secret-4567890123"
+CALM = "reviewer-secret-45678"
+TOKENS = [
+    {"token": RUNAWAY, "agent_id": "dev"},
+    {"token": CALM, "agent_id": "reviewer", "calls_per_second": 10.0, "burst": 10},
+]
+
+
+async def as_agent(mcp_factory: MakeMcp, token: str) -> Mcp:
+    client = await mcp_factory(client_tokens=TOKENS, limits={"calls_per_second": 5.0, "burst": 5})
+    client.headers = {"Authorization": f"Bearer {token}"}
+    await client.initialize()
+    return client
+
+
+async def test_runaway_agent_is_held_to_its_limit_while_another_is_served(mcp_factory: MakeMcp) -> None:
+    runaway = await as_agent(mcp_factory, RUNAWAY)
+    calm = Mcp(runaway.client, runaway.app)
+    calm.headers = {"Authorization": f"Bearer {CALM}"}
+    await calm.initialize()
+
+    async def calls(client: Mcp, count: int, per_second: float) -> list[dict[str, Any]]:
+        results = []
+        started = time.monotonic()
+        for i in range(count):
+            await asyncio.sleep(max(0.0, started + i / per_second - time.monotonic()))
+            results.append((await client.call("echo", {"text": "x"}))["result"])
+        return results
+
+    # one second: the runaway calls 50 times, the calm agent 8 times (within its own limit)
+    started = time.monotonic()
+    fast, slow = await asyncio.gather(calls(runaway, 50, 50.0), calls(calm, 8, 8.0))
+    elapsed = time.monotonic() - started
+    served = [r for r in fast if not r.get("isError")]
+    refused = [r for r in fast if r.get("isError")]
+    # a burst of 5, then 5 a second for the time it ran
+    assert 5 <= len(served) <= 5 + 5 * elapsed + 1, (len(served), elapsed)
+    assert len(refused) == 50 - len(served)
+    error = refused[0]["structuredContent"]["error"]
+    assert error["reason"] == "rate_limited" and error["retry_after_seconds"] == 1
+    assert "agent 'dev'" in error["message"]
+    assert not any(r.get("isError") for r in slow)
+    # broker tools are not limited
+    assert not (await runaway.call("deliver_json", {}))["result"].get("isError")
+    text = await (await runaway.client.get("/metrics")).text()
+    assert f'gateway_rate_limited_total{{agent="dev"}} {float(len(refused))}' in text
+    assert 'gateway_rate_limited_total{agent="reviewer"}' not in text
+    assert f'gateway_tool_calls_total{{outcome="rate_limited",tool="echo"}} {float(len(refused))}' in text
+
+
+async def test_no_limit_by_default(mcp_factory: MakeMcp) -> None:
+    client = await mcp_factory()
+    await client.initialize()
+    results = await asyncio.gather(*(client.call("echo", {"text": "x"}) for _ in range(30)))
+    assert not any(r["result"].get("isError") for r in results)
