@@ -193,14 +193,21 @@ class Dispatcher:
         meta = (msg.params or {}).get("_meta")
         span = tracing.mcp_span(msg.method, msg.id, meta if isinstance(meta, dict) else {}, ex.headers)
         reply: Reply | None = None
+        outcome: str | None = None
         try:
             reply = await self._answer(ex, msg, open_stream)
             return reply
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        except Exception:
+            outcome = "internal_error"  # the transport logs it and answers -32603
+            raise
         finally:
             result = reply.result if reply is not None else None
             span.finish(
                 tool=ex.tool,
-                outcome=ex.outcome,
+                outcome=outcome or ex.outcome,
                 tool_error=result is not None and result.is_error,
                 session=ex.session.log_id if ex.session is not None else None,
                 # initialize: the session it opened says the version agreed on.
