@@ -69,16 +69,25 @@ async def receiver(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[OtlpReceive
         await sink.stop()
 
 
+class Traced(Mcp):
+    #: GitLab's next answers' statuses (then 200s).
+    statuses: list[int]
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.statuses = []
+
+
 @pytest.fixture
 async def gateway(
     aiohttp_client: Any, make_settings: Callable[..., Settings], at_head: Callable[[Settings], Settings]
-) -> AsyncIterator[Mcp]:
+) -> AsyncIterator[Traced]:
     """A raw client on an app serving ``project``; its GitLab answers 200 and keeps the requests."""
     requests: list[httpx.Request] = []
 
     def gitlab(request: httpx.Request) -> httpx.Response:
         requests.append(request)
-        return httpx.Response(200, json={"id": 7})
+        return httpx.Response(mcp.statuses.pop(0) if mcp.statuses else 200, json={"id": 7})
 
     gitlab_http = httpx.AsyncClient(transport=httpx.MockTransport(gitlab))
     app = create_app(
@@ -89,7 +98,7 @@ async def gateway(
         await gitlab_http.aclose()
 
     app.on_cleanup.append(close)
-    mcp = Mcp(await aiohttp_client(app), app)
+    mcp = Traced(await aiohttp_client(app), app)
     mcp.gitlab_requests = requests
     yield mcp
 
@@ -204,3 +213,23 @@ def test_the_standard_switches_turn_it_off() -> None:
     on = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
     assert not tracing.endpoint_configured({**on, "OTEL_SDK_DISABLED": "true"})
     assert not tracing.endpoint_configured({**on, "OTEL_TRACES_EXPORTER": "none"})
+
+
+async def test_each_gitlab_attempt_is_a_span_and_carries_its_own_traceparent(
+    receiver: OtlpReceiver, gateway: Traced
+) -> None:
+    gateway.statuses = [503]
+    await gateway.initialize()
+    answer = await gateway.rpc(
+        "tools/call", {"name": "project", "arguments": {}}, headers={"traceparent": TRACEPARENT}
+    )
+    assert answer["result"]["structuredContent"] == {"id": 7}, answer
+    spans = await exported(receiver, 3)
+    call = by_name(spans, "tools/call project")
+    first, second = [s for s in spans if s.name == "GET /projects/{id}"]
+    assert first.parent_span_id == second.parent_span_id == call.span_id
+    assert (first.attributes["http.response.status_code"], first.attributes["error.type"]) == (503, "503")
+    assert "http.request.resend_count" not in first.attributes
+    assert second.attributes["http.request.resend_count"] == 1
+    sent = [r.headers["traceparent"] for r in gateway.gitlab_requests]
+    assert sent == [f"00-{CALLER_TRACE}-{s.span_id}-01" for s in (first, second)]
