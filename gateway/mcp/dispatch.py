@@ -191,7 +191,9 @@ class Dispatcher:
     ) -> Reply | None:
         """:meth:`_answer` under the request's span (its parent: the caller's trace context)."""
         meta = (msg.params or {}).get("_meta")
-        span = tracing.mcp_span(msg.method, msg.id, meta if isinstance(meta, dict) else {}, ex.headers)
+        # The method's label: a closed set, so a caller cannot name spans at will.
+        method = method_label(msg.method)
+        span = tracing.mcp_span(method, msg.id, meta if isinstance(meta, dict) else {}, ex.headers)
         reply: Reply | None = None
         outcome: str | None = None
         try:
