@@ -23,6 +23,10 @@ GitLab's exact answers, recorded once from the repository's GitLab stand-in). Ro
   per round, as each costs far more than the others);
 - ``gateway 2026-07-28``: the same ``get_pipeline`` in the stateless era (per-request ``_meta``
   and headers, no session);
+- with ``--tracing``: ``gateway, tracing on`` and ``gateway 2026-07-28, tracing on``: the same
+  ``get_pipeline`` calls, with a caller's ``traceparent``, on a second gateway process whose
+  OpenTelemetry traces are on at 100% sampling and exported to a local OTLP/HTTP sink
+  (``bench/otlp_sink.py``, on the load generator's CPU); the rows beside them are tracing off;
 - with ``--peer``: ``@zereight/mcp-gitlab`` (installed with npm into ``~/.cache`` on first use),
   with ``STREAMABLE_HTTP=true``, a fake token, its rate limiter at its highest and its logging
   off, on the tools both serve: ``list_pipeline_jobs`` and ``get_file_contents``.
@@ -225,6 +229,43 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
                 # per request), measured right after its legacy row.
                 modern = tool_call(gateway.mcp_url, modern_headers(tool), tool, arguments, modern_meta())
                 targets.append(("gateway 2026-07-28", tool_label, gateway.proc.pid, modern))
+        if args.tracing:
+            # The same gateway with tracing on (every call sampled, spans exported to a local
+            # OTLP sink on the load generator's CPU), its calls carrying a caller's traceparent.
+            sink_port = free_port()
+            sink = start(
+                [sys.executable, "-m", "bench.otlp_sink", "--port", str(sink_port)], env, workdir / "sink.log"
+            )
+            procs.append(sink)
+            await wait_listening(sink_port, sink, workdir / "sink.log")
+            pin(sink.pid, LOAD_CPU)
+            traced = GatewayProcess(
+                env={
+                    "GITLAB_URL": stub_url,
+                    "GITLAB_TOKEN": token,
+                    **loop,
+                    "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink_port}",
+                    "OTEL_TRACES_SAMPLER": "always_on",
+                },
+                state_dir=workdir / "traced-state",
+            )
+            traced.start()
+            assert traced.proc is not None
+            procs.append(traced.proc)
+            pin(traced.proc.pid, SERVER_CPU)
+            parent = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+            traced_session = {**await mcp_session(clients.sessions[0], traced.mcp_url), **parent}
+            label = "get_pipeline + 20 jobs"
+            call = tool_call(traced.mcp_url, traced_session, "get_pipeline", PIPELINE_ARGS)
+            targets.append(("gateway, tracing on", label, traced.proc.pid, call))
+            modern = tool_call(
+                traced.mcp_url,
+                modern_headers("get_pipeline"),
+                "get_pipeline",
+                PIPELINE_ARGS,
+                {**modern_meta(), **parent},
+            )
+            targets.append(("gateway 2026-07-28, tracing on", label, traced.proc.pid, modern))
         if args.peer:
             entry = install_peer(args.peer_version)
             peer_port = free_port()
@@ -367,6 +408,15 @@ def targets(rows: list[Row]) -> list[str]:
                 f"c={c} 2026-07-28 era / legacy session: CPU per call {cpu:.2f}x, p50 {p50:.2f}x "
                 f"(target: no slower): {verdict(cpu <= 1.05)}"
             )
+    for c in (1, 32, 128):
+        for era in ("gateway", "gateway 2026-07-28"):
+            off, on = get(era, pipe, c), get(f"{era}, tracing on", pipe, c)
+            if off and on and off.cpu_ms_per_call and off.p50_ms:
+                out.append(
+                    f"c={c} {era}, tracing on (100% sampled, exported) / off: CPU per call "
+                    f"{on.cpu_ms_per_call / off.cpu_ms_per_call:.2f}x "
+                    f"({on.cpu_ms_per_call - off.cpu_ms_per_call:+.3f} ms), p50 {on.p50_ms / off.p50_ms:.2f}x"
+                )
     if g32:
         tail = g32.p99_ms / g32.p50_ms
         out.append(f"c=32 p99 / p50: {tail:.2f} (target <= 3): {verdict(tail <= 3)}")
@@ -441,6 +491,12 @@ def main() -> int:
         default="auto",
         help="the gateway's server.event_loop (auto: uvloop where installed); "
         "bench/bench_event_loop.py compares two in one run",
+    )
+    ap.add_argument(
+        "--tracing",
+        action="store_true",
+        help="also measure get_pipeline on a second gateway with OpenTelemetry tracing on (every call "
+        "sampled, exported to a local OTLP sink), beside the gateway with it off",
     )
     ap.add_argument("--plot", type=Path, metavar="FILE.png", help="draw calls/s and p99 against concurrency")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON")

@@ -21,6 +21,7 @@ by another gateway...), with one line saying why.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import errno
 import gc
 import json
@@ -320,6 +321,10 @@ def main(argv: list[str] | None = None) -> int:
         return broker_cli.run(args, settings, prog=PROG)
 
     from gateway.listening import bound_sockets
+    from gateway.observability import tracing
+
+    if tracing.configure():
+        log.info("tracing on: spans go to the OTLP/HTTP endpoint of OTEL_EXPORTER_OTLP_*ENDPOINT")
 
     server = settings.server
     try:
@@ -366,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
             )
 
     async def on_cleanup(app: web.Application) -> None:
+        # The spans of the last calls are exported before the process ends.
+        await asyncio.to_thread(tracing.shutdown)
         if serving:
             log.info("stopped")
 

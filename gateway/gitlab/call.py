@@ -34,6 +34,8 @@ class GitLabCall:
     params: Mapping[str, Any] | None = None
     json: Any = None
     content: bytes | None = None
+    #: Attempts sent so far (counted only while tracing, for ``http.request.resend_count``).
+    attempts: int = 0
 
     def maybe_sent(self, what: str) -> GitLabMaybeSent:
         """The error for a mutation that failed after it may have reached GitLab."""

@@ -31,6 +31,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+from opentelemetry.trace import Span
 
 from gateway import __version__
 from gateway.config import GitLabSettings
@@ -45,6 +46,7 @@ from gateway.gitlab.retries import SleepFn, with_retries
 from gateway.gitlab.streaming import BodyStream, open_stream
 from gateway.gitlab.transport import AiohttpTransport, AnswerTooLarge
 from gateway.gitlab.urls import EncodedId, GitLabBase, normalize_base_url
+from gateway.observability import tracing
 from gateway.observability.access import note_gitlab_request
 from gateway.observability.metrics import Metrics
 
@@ -265,9 +267,10 @@ class GitLabClient:
         *,
         status: int | None = None,
         error: str | None = None,
+        span: Span | None = None,
     ) -> None:
         """See :meth:`_record`."""
-        self._record(call, status_class, started, status=status, error=error)
+        self._record(call, status_class, started, status=status, error=error, span=span)
 
     async def _call(self, call: GitLabCall) -> Any:
         async def attempt(deadline: float) -> Any:
@@ -306,12 +309,16 @@ class GitLabClient:
         headers = {**base, **call.credential.headers()}
         if call.request_id:
             headers["X-Request-Id"] = call.request_id
+        span = None
+        if tracing.ENABLED:
+            span = tracing.gitlab_span(call.method, call.operation, call.attempts, headers)
+            call.attempts += 1
         started = time.perf_counter()
         try:
             async with asyncio.timeout_at(deadline + _DEADLINE_GRACE):
                 response = await self._exchange(call, headers, deadline)
         except _NOT_SENT as exc:
-            self._record(call, "error", started, error=type(exc).__name__)
+            self._record(call, "error", started, error=type(exc).__name__, span=span)
             hint = tls_hint(exc) or (
                 "check GITLAB_URL, proxy settings (HTTPS_PROXY, NO_PROXY) and that GitLab is up"
             )
@@ -322,7 +329,7 @@ class GitLabClient:
                 )
             ) from None
         except AnswerTooLarge as exc:
-            self._record(call, "error", started, error="AnswerTooLarge")
+            self._record(call, "error", started, error="AnswerTooLarge", span=span)
             what = str(exc)
             if not call.idempotent:
                 raise call.maybe_sent(what) from None
@@ -336,11 +343,11 @@ class GitLabClient:
         except asyncio.CancelledError:
             # The MCP call was cancelled (its client went away, shutdown) with this attempt under
             # way: GitLab may have it, a mutation may have been made, so the access line says so.
-            self._record(call, "cancelled", started, error="cancelled")
+            self._record(call, "cancelled", started, error="cancelled", span=span)
             raise
         except (httpx.HTTPError, TimeoutError) as exc:
             what = "deadline passed" if isinstance(exc, TimeoutError) else type(exc).__name__
-            self._record(call, "error", started, error=type(exc).__name__)
+            self._record(call, "error", started, error=type(exc).__name__, span=span)
             if not call.idempotent:
                 raise call.maybe_sent(what) from None
             raise Transient(
@@ -350,7 +357,9 @@ class GitLabClient:
                     request_id=call.request_id,
                 )
             ) from None
-        self._record(call, f"{response.status_code // 100}xx", started, status=response.status_code)
+        self._record(
+            call, f"{response.status_code // 100}xx", started, status=response.status_code, span=span
+        )
         return check_status(
             call, response, where=self.base.url, max_retry_after=self.settings.max_retry_after_seconds
         )
@@ -363,9 +372,13 @@ class GitLabClient:
         *,
         status: int | None = None,
         error: str | None = None,
+        span: Span | None = None,
     ) -> None:
-        """Count and time one attempt: metrics, the MCP request's access line, a DEBUG line."""
+        """Count and time one attempt: metrics, the MCP request's access line, a DEBUG line, and
+        the end of its span (tracing on)."""
         elapsed = time.perf_counter() - started
+        if span is not None:
+            tracing.end_gitlab_span(span, status, error)
         if self.metrics is not None:
             self.metrics.gitlab_requests.labels(call.operation, status_class).inc()
             self.metrics.gitlab_latency.labels(call.operation).observe(elapsed)

@@ -29,6 +29,7 @@ from gateway.gitlab.call import Answer, GitLabCall, Headers, Transient
 from gateway.gitlab.errors import GitLabUpstreamError
 from gateway.gitlab.retries import with_retries
 from gateway.gitlab.transport import map_error
+from gateway.observability import tracing
 
 if TYPE_CHECKING:
     from gateway.gitlab.client import GitLabClient
@@ -111,6 +112,10 @@ async def _attempt(client: GitLabClient, call: GitLabCall, deadline: float) -> B
     headers = {**client.static_headers, **call.credential.headers()}
     if call.request_id:
         headers["X-Request-Id"] = call.request_id
+    span = None
+    if tracing.ENABLED:  # the span ends when GitLab's status comes; the log is read after it
+        span = tracing.gitlab_span(call.method, call.operation, call.attempts, headers)
+        call.attempts += 1
     loop = asyncio.get_running_loop()
     body_deadline = loop.time() + max(STREAM_SECONDS, client.settings.timeout_seconds)
     started = time.perf_counter()
@@ -118,7 +123,7 @@ async def _attempt(client: GitLabClient, call: GitLabCall, deadline: float) -> B
         async with asyncio.timeout_at(deadline):
             stream = await _open(client, call, headers, body_deadline)
     except _NOT_SENT as exc:
-        client.record(call, "error", started, error=type(exc).__name__)
+        client.record(call, "error", started, error=type(exc).__name__, span=span)
         raise Transient(
             GitLabUpstreamError(
                 f"Could not connect to GitLab at {client.base.url} ({type(exc).__name__}). Check "
@@ -128,7 +133,7 @@ async def _attempt(client: GitLabClient, call: GitLabCall, deadline: float) -> B
         ) from None
     except (httpx.HTTPError, TimeoutError) as exc:
         what = "deadline passed" if isinstance(exc, TimeoutError) else type(exc).__name__
-        client.record(call, "error", started, error=type(exc).__name__)
+        client.record(call, "error", started, error=type(exc).__name__, span=span)
         raise Transient(
             GitLabUpstreamError(
                 f"GitLab did not answer {call.operation} in time or dropped the connection ({what}); "
@@ -137,7 +142,7 @@ async def _attempt(client: GitLabClient, call: GitLabCall, deadline: float) -> B
             )
         ) from None
     status, answer_headers, body = stream
-    client.record(call, f"{status // 100}xx", started, status=status)
+    client.record(call, f"{status // 100}xx", started, status=status, span=span)
     if status >= 300:
         try:
             content = await _read_some(body.chunks(), ERROR_BODY_BYTES)

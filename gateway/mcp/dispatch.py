@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from time import perf_counter
 from typing import Any, Final
 
@@ -76,6 +76,7 @@ from gateway.mcp.wire import (
     method_label,
     response,
 )
+from gateway.observability import tracing
 from gateway.tools.access import NO_LIMITS, ToolAccess
 from gateway.tools.context import CallInfo, ToolContext, ToolServices
 from gateway.tools.registry import Registry, Tool, ToolResult
@@ -198,9 +199,9 @@ class Dispatcher:
 
     # -- single messages ---------------------------------------------------------------------
 
-    async def request(
+    def request(
         self, ex: Exchange, msg: JSONRPCRequest, open_stream: StreamFactory | None
-    ) -> Reply | None:
+    ) -> Awaitable[Reply | None]:
         """Answer one request: a :class:`Reply`, or None when it was answered on a stream.
 
         ``open_stream`` None: answer in JSON only (no progress), as inside a batch.
@@ -208,6 +209,43 @@ class Dispatcher:
         Method-level errors are JSON-RPC errors with HTTP 200 in the legacy era; the modern era
         gives the statuses its transport names (e.g. 400 for invalid params).
         """
+        if tracing.ENABLED:  # else no span and no coroutine frame of its own
+            return self._traced(ex, msg, open_stream)
+        return self._answer(ex, msg, open_stream)
+
+    async def _traced(
+        self, ex: Exchange, msg: JSONRPCRequest, open_stream: StreamFactory | None
+    ) -> Reply | None:
+        """:meth:`_answer` under the request's span (its parent: the caller's trace context)."""
+        meta = (msg.params or {}).get("_meta")
+        # The method's label: a closed set, so a caller cannot name spans at will.
+        method = method_label(msg.method)
+        span = tracing.mcp_span(method, msg.id, meta if isinstance(meta, dict) else {}, ex.headers)
+        reply: Reply | None = None
+        outcome: str | None = None
+        try:
+            reply = await self._answer(ex, msg, open_stream)
+            return reply
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            raise
+        except Exception:
+            outcome = "internal_error"  # the transport logs it and answers -32603
+            raise
+        finally:
+            result = reply.result if reply is not None else None
+            span.finish(
+                tool=ex.tool,
+                outcome=outcome or ex.outcome,
+                tool_error=result is not None and result.is_error,
+                session=ex.session.log_id if ex.session is not None else None,
+                # initialize: the session it opened says the version agreed on.
+                version=ex.version if ex.envelope is not None or ex.session is not None else None,
+            )
+
+    async def _answer(
+        self, ex: Exchange, msg: JSONRPCRequest, open_stream: StreamFactory | None
+    ) -> Reply | None:
         try:
             if msg.method == "tools/call":
                 return await self._tools_call(ex, msg, open_stream)

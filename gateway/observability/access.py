@@ -17,16 +17,21 @@ from contextvars import ContextVar
 class RequestTrace:
     """What one MCP request did upstream: ``operation:status`` per GitLab attempt, in order."""
 
-    __slots__ = ("gitlab",)
+    __slots__ = ("gitlab", "trace_id")
 
     def __init__(self) -> None:
         self.gitlab: list[str] = []
+        #: The OpenTelemetry trace the request's span is in (set only when tracing is on).
+        self.trace_id: str | None = None
 
     def fields(self) -> dict[str, str | int]:
-        """The access line's GitLab fields (none when no GitLab request was made)."""
-        if not self.gitlab:
-            return {}
-        return {"gitlab_requests": len(self.gitlab), "gitlab": " ".join(self.gitlab)}
+        """The access line's GitLab fields (none when no GitLab request was made) and trace id."""
+        fields: dict[str, str | int] = {}
+        if self.gitlab:
+            fields = {"gitlab_requests": len(self.gitlab), "gitlab": " ".join(self.gitlab)}
+        if self.trace_id is not None:
+            fields["trace_id"] = self.trace_id
+        return fields
 
 
 #: The trace of the MCP request being served in this task (tasks it starts share it).

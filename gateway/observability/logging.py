@@ -6,7 +6,8 @@ Lines the gateway writes (``docs/operations.md`` lists their fields):
 - ``gateway.mcp``: one INFO line per MCP request, the access line (the transport;
   ``request_id`` — also sent to GitLab as ``X-Request-Id`` and returned in tool errors —,
   ``method``, ``tool``, ``outcome``, ``duration_ms``, and ``gitlab_requests`` / ``gitlab``, the
-  GitLab requests it made as ``operation:status``; see :mod:`gateway.observability.access`).
+  GitLab requests it made as ``operation:status``, and ``trace_id`` with tracing on; see
+  :mod:`gateway.observability.access`).
 - ``gateway.gitlab``: one DEBUG line per GitLab request (``operation``, ``status``,
   ``duration_ms``), and an INFO line per retry.
 - anything else the process logs (aiohttp's server errors, the broker), through the same handler.

@@ -96,8 +96,8 @@ class StandinControl:
         """Logged API requests, oldest first (``seq`` > ``since``).
 
         Each is ``{seq, time, method, path, query, route, status, auth, user, fault, graphql,
-        unserved, invalid, duration_ms}``; ``auth`` is ``private-token``, ``bearer`` or None (never
-        the token); ``graphql`` lists ``{operation_name, operation_type, fields, variables, valid,
+        unserved, invalid, traceparent, duration_ms}``; ``auth`` is ``private-token``, ``bearer`` or
+        None (never the token); ``graphql`` lists ``{operation_name, operation_type, fields, variables, valid,
         errors, paths, unserved}`` per operation.
         """
         return _items(self.call("GET", "/requests", params={"since": since}), "requests")

@@ -226,6 +226,8 @@ async def api_handler(request: web.Request) -> web.StreamResponse:
         "graphql": [],
         "unserved": False,
         "invalid": [],
+        # The W3C trace context the request carried (the gateway's tracing), else None.
+        "traceparent": request.headers.get("traceparent"),
     }
     state.total += 1
     state.log.append(record)

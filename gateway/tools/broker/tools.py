@@ -16,8 +16,10 @@ Its message leaves the queue only when the transport has written the answer
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from gateway.observability.tracing import broker_operation
 from gateway.tools.broker.handlers import (
     begin_developing,
     cancel_auto_advance,
@@ -317,3 +319,6 @@ TOOLS: list[Tool] = [
         toolset=TOOLSET,
     ),
 ]
+
+# Each broker operation gets its own span under the request's when tracing is on.
+TOOLS = [replace(tool, handler=broker_operation(tool.name, tool.handler)) for tool in TOOLS]
