@@ -9,6 +9,8 @@ import pytest
 
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.spawns_process(reason="runs scripts/install-test-tools as scripts/test does")
+
 SCRIPT = REPO / "scripts" / "install-test-tools"
 EVERYTHING = ["browser", "node", "podman", "postgres", "prometheus"]
 
