@@ -153,7 +153,9 @@ def _shape_message(e: ErrorDetails, variable: str | None) -> str:
     variable and in TOML terms for the file, with the shape expected."""
     loc, given = e["loc"], _json_kind(e.get("input"), toml=variable is None)
     model = _model_at(loc)
-    keys = [] if model is None else list(model.model_fields)
+    # The keys an entry must have; optional ones (a client token's toolsets, limits...) are in
+    # the example configuration.
+    keys = [] if model is None else [name for name, f in model.model_fields.items() if f.is_required()]
     example = None if variable is None else _example(variable)
     if e["type"] in ("model_type", "dict_type"):
         if not loc or not isinstance(loc[-1], int):  # a whole section, e.g. GATEWAY_SERVER='5'

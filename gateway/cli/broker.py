@@ -225,7 +225,11 @@ def _status_text(r: dict[str, Any]) -> str:
     if "humanNeeded" in s:
         h = s["humanNeeded"]
         lines.append(f"NEEDS A PERSON: {h['reason']} (asked by {h['requestedBy']} at {h['at']})")
-        lines.append("  Answer with: broker instruct 'what the PM should do' (the PM then calls resume)")
+        lines.append(
+            "  Answer from the console (/broker on the gateway's port), or with: broker instruct "
+            "'what the PM should do' (on SQLite only while no gateway runs on this state folder); "
+            "the PM then calls resume"
+        )
     if "stopped" in s:
         lines.append(
             f"STOPPED by {s['stopped']['by']} at {s['stopped']['at']}; start over with: broker reset"
@@ -289,6 +293,11 @@ def run(
         return 1
     except StoreError as err:
         print(f"{prog} broker {args.broker_command}: cannot use the broker database: {err}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # Read by a command that stopped early (`| head -1`): end quietly, as any shell tool does;
+        # stdout goes to /dev/null so that flushing it at exit raises nothing more.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     finally:
         if lock_fd is not None:

@@ -8,6 +8,7 @@ documented and snapshot-tested without touching any other file.
 from __future__ import annotations
 
 import pkgutil
+from difflib import get_close_matches
 from functools import cache
 from importlib import import_module
 from typing import TYPE_CHECKING
@@ -15,6 +16,8 @@ from typing import TYPE_CHECKING
 from gateway.tools.registry import Tool
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from gateway.config import Settings
 
 #: Domain folders, in ``tools/list`` order; within one, modules come in name order.
@@ -52,8 +55,16 @@ def undeclared_tool_names(settings: Settings) -> list[str]:
     if not any(names for _, names in named):
         return []
     declared = {name for tool in all_tools() for name in (tool.name, *tool.aliases)}
+    listed = ", ".join(tool.name for tool in all_tools())
+
+    def unknown_names(names: Sequence[str]) -> str:
+        return ", ".join(
+            repr(name) + "".join(f" (did you mean {m!r}?)" for m in get_close_matches(name, declared, n=1))
+            for name in names
+        )
+
     return [
-        f"{option}: unknown tool {', '.join(map(repr, unknown))} (docs/tools/ lists the tools)"
+        f"{option}: unknown tool {unknown_names(unknown)}; the tools are {listed}"
         for option, names in named
         if (unknown := [name for name in names if name not in declared])
     ]
