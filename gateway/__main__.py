@@ -397,6 +397,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     for name in unknown:
         log.warning(unknown_environment_line(name))
+    if settings.console.enabled:
+        roles = " and ".join(
+            role
+            for role, token in (
+                ("operators", settings.console.operator_token),
+                ("viewers", settings.console.viewer_token),
+            )
+            if token is not None
+        )
+        log.info("broker console on for %s at http://%s:%s/broker", roles, server.host, server.port)
     if settings.gitlab.credential_mode == "service" and settings.gitlab.token is None:
         log.warning(
             "GITLAB_TOKEN is not set, so the GitLab tools read public projects only, anonymously; set "

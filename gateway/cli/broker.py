@@ -200,11 +200,16 @@ async def _run(args: argparse.Namespace, settings: Settings, out: TextIO, stdin:
             result = await broker.operator.start_over(name)
             text = lambda r: (  # noqa: E731
                 f"Started over: pipeline {r['archived']['generation']} archived "
-                f"({r['archived']['messages']} messages, {r['archived']['logLines']} log lines); "
+                f"({_count(r['archived']['messages'], 'message')}, "
+                f"{_count(r['archived']['logLines'], 'log line')}); "
                 f"pipeline {r['generation']} is {r['state']}."
             )
     print(json.dumps(result, indent=2) if args.json else text(result), file=out)
     return 0
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _login_name() -> str:

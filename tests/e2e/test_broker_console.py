@@ -94,6 +94,7 @@ async def test_watch_answer_a_request_human_stop_and_start_over(
     gateway = start_gateway(
         env={"GITLAB_URL": "http://127.0.0.1:9", "GATEWAY_CONSOLE__OPERATOR_TOKEN": TOKEN}
     )
+    assert f"broker console on for operators at http://127.0.0.1:{gateway.port}/broker" in gateway.log()
     shots = tmp_path / "screenshots"
     shots.mkdir()
 
