@@ -36,8 +36,8 @@ from opentelemetry.trace import Span
 from gateway import __version__
 from gateway.config import GitLabSettings
 from gateway.gitlab.answers import check_status, decode_json, graphql_data
-from gateway.gitlab.call import Answer, GitLabCall, Transient
-from gateway.gitlab.connect_hints import tls_hint
+from gateway.gitlab.attempt_errors import NOT_SENT, not_answered, not_connected, what_failed
+from gateway.gitlab.call import Answer, GitLabCall
 from gateway.gitlab.credentials import Credential
 from gateway.gitlab.errors import GitLabUpstreamError
 from gateway.gitlab.http import build_http_client, build_transport
@@ -53,7 +53,6 @@ from gateway.observability.metrics import Metrics
 log = logging.getLogger("gateway.gitlab")
 
 #: Failures that prove the request never left the gateway, so even a mutation may be resent.
-_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 #: One encoded path segment: RFC 3986 ``pchar`` without ``/``, and no dot segment.
 _SEGMENT = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:@%]+")
 #: How long past an attempt's deadline the client itself gives up, for a transport that does
@@ -259,19 +258,6 @@ class GitLabClient:
     def timeouts(self) -> Mapping[str, float | None]:
         return self._timeouts
 
-    def record(
-        self,
-        call: GitLabCall,
-        status_class: str,
-        started: float,
-        *,
-        status: int | None = None,
-        error: str | None = None,
-        span: Span | None = None,
-    ) -> None:
-        """See :meth:`_record`."""
-        self._record(call, status_class, started, status=status, error=error, span=span)
-
     async def _call(self, call: GitLabCall) -> Any:
         async def attempt(deadline: float) -> Any:
             payload = decode_json(call, await self._send_once(call, deadline))
@@ -317,19 +303,11 @@ class GitLabClient:
         try:
             async with asyncio.timeout_at(deadline + _DEADLINE_GRACE):
                 response = await self._exchange(call, headers, deadline)
-        except _NOT_SENT as exc:
-            self._record(call, "error", started, error=type(exc).__name__, span=span)
-            hint = tls_hint(exc) or (
-                "check GITLAB_URL, proxy settings (HTTPS_PROXY, NO_PROXY) and that GitLab is up"
-            )
-            raise Transient(
-                GitLabUpstreamError(
-                    f"Could not connect to GitLab at {self.base.url} ({type(exc).__name__}): {hint}.",
-                    request_id=call.request_id,
-                )
-            ) from None
+        except NOT_SENT as exc:
+            self.record(call, "error", started, error=type(exc).__name__, span=span)
+            raise not_connected(call, self.base.url, exc) from None
         except AnswerTooLarge as exc:
-            self._record(call, "error", started, error="AnswerTooLarge", span=span)
+            self.record(call, "error", started, error="AnswerTooLarge", span=span)
             what = str(exc)
             if not call.idempotent:
                 raise call.maybe_sent(what) from None
@@ -343,28 +321,19 @@ class GitLabClient:
         except asyncio.CancelledError:
             # The MCP call was cancelled (its client went away, shutdown) with this attempt under
             # way: GitLab may have it, a mutation may have been made, so the access line says so.
-            self._record(call, "cancelled", started, error="cancelled", span=span)
+            self.record(call, "cancelled", started, error="cancelled", span=span)
             raise
         except (httpx.HTTPError, TimeoutError) as exc:
-            what = "deadline passed" if isinstance(exc, TimeoutError) else type(exc).__name__
-            self._record(call, "error", started, error=type(exc).__name__, span=span)
+            self.record(call, "error", started, error=type(exc).__name__, span=span)
             if not call.idempotent:
-                raise call.maybe_sent(what) from None
-            raise Transient(
-                GitLabUpstreamError(
-                    f"GitLab did not answer {call.operation} in time or dropped the connection ({what}); "
-                    "try again later.",
-                    request_id=call.request_id,
-                )
-            ) from None
-        self._record(
-            call, f"{response.status_code // 100}xx", started, status=response.status_code, span=span
-        )
+                raise call.maybe_sent(what_failed(exc)) from None
+            raise not_answered(call, exc) from None
+        self.record(call, f"{response.status_code // 100}xx", started, status=response.status_code, span=span)
         return check_status(
             call, response, where=self.base.url, max_retry_after=self.settings.max_retry_after_seconds
         )
 
-    def _record(
+    def record(
         self,
         call: GitLabCall,
         status_class: str,

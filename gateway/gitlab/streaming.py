@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 import httpx
 
 from gateway.gitlab.answers import check_status
-from gateway.gitlab.call import Answer, GitLabCall, Headers, Transient
+from gateway.gitlab.attempt_errors import NOT_SENT, not_answered, not_connected
+from gateway.gitlab.call import Answer, GitLabCall, Headers
 from gateway.gitlab.errors import GitLabUpstreamError
 from gateway.gitlab.retries import with_retries
 from gateway.gitlab.transport import map_error
@@ -38,8 +39,6 @@ if TYPE_CHECKING:
 ERROR_BODY_BYTES = 64 * 1024
 #: How long one streamed answer may last in all, body included.
 STREAM_SECONDS = 120.0
-
-_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 
 class BodyStream:
@@ -122,25 +121,12 @@ async def _attempt(client: GitLabClient, call: GitLabCall, deadline: float) -> B
     try:
         async with asyncio.timeout_at(deadline):
             stream = await _open(client, call, headers, body_deadline)
-    except _NOT_SENT as exc:
+    except NOT_SENT as exc:
         client.record(call, "error", started, error=type(exc).__name__, span=span)
-        raise Transient(
-            GitLabUpstreamError(
-                f"Could not connect to GitLab at {client.base.url} ({type(exc).__name__}). Check "
-                "GITLAB_URL, proxy settings (HTTPS_PROXY, NO_PROXY) and that GitLab is up.",
-                request_id=call.request_id,
-            )
-        ) from None
+        raise not_connected(call, client.base.url, exc) from None
     except (httpx.HTTPError, TimeoutError) as exc:
-        what = "deadline passed" if isinstance(exc, TimeoutError) else type(exc).__name__
         client.record(call, "error", started, error=type(exc).__name__, span=span)
-        raise Transient(
-            GitLabUpstreamError(
-                f"GitLab did not answer {call.operation} in time or dropped the connection ({what}); "
-                "try again later.",
-                request_id=call.request_id,
-            )
-        ) from None
+        raise not_answered(call, exc) from None
     status, answer_headers, body = stream
     client.record(call, f"{status // 100}xx", started, status=status, span=span)
     if status >= 300:

@@ -150,16 +150,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             timeouts: httpx's ``pool``/``connect``/``read`` timeouts, seconds.
             deadline: ``loop.time()`` by which the whole exchange is over, body included.
         """
-        total = None
-        if deadline is not None:
-            # aiohttp reads a total of 0 as "no limit": a deadline already passed gets a moment.
-            total = max(0.001, deadline - asyncio.get_running_loop().time())
-        timeout = aiohttp.ClientTimeout(
-            total=total,
-            connect=timeouts.get("pool"),
-            sock_connect=timeouts.get("connect"),
-            sock_read=timeouts.get("read"),
-        )
+        timeout = _client_timeout(timeouts, deadline)
         if self._proxy_headers and url.startswith("http:"):
             # A plain-HTTP request goes to the proxy whole (no CONNECT tunnel carries them).
             headers = [*(headers.items() if isinstance(headers, Mapping) else headers)]
@@ -200,13 +191,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         Args:
             deadline: ``loop.time()`` by which the whole exchange, body included, is over.
         """
-        total = max(0.001, deadline - asyncio.get_running_loop().time())
-        timeout = aiohttp.ClientTimeout(
-            total=total,
-            connect=timeouts.get("pool"),
-            sock_connect=timeouts.get("connect"),
-            sock_read=timeouts.get("read"),
-        )
+        timeout = _client_timeout(timeouts, deadline)
         request_headers: list[tuple[str, str]] = list(headers.items())
         if self._proxy_headers and url.startswith("http:"):
             request_headers.extend(self._proxy_headers.items())
@@ -276,3 +261,18 @@ def _map_error(exc: BaseException, request: httpx.Request | None) -> httpx.Trans
     if isinstance(exc, aiohttp.ClientError):
         return httpx.TransportError(message, request=request)
     return None
+
+
+def _client_timeout(timeouts: Mapping[str, float | None], deadline: float | None) -> aiohttp.ClientTimeout:
+    """httpx's ``pool``/``connect``/``read`` timeouts in aiohttp's terms, with the whole exchange
+    over by ``deadline`` (``loop.time()``)."""
+    total = None
+    if deadline is not None:
+        # aiohttp reads a total of 0 as "no limit": a deadline already passed gets a moment.
+        total = max(0.001, deadline - asyncio.get_running_loop().time())
+    return aiohttp.ClientTimeout(
+        total=total,
+        connect=timeouts.get("pool"),
+        sock_connect=timeouts.get("connect"),
+        sock_read=timeouts.get("read"),
+    )
