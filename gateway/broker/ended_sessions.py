@@ -56,7 +56,9 @@ class EndedSessions:
         """Record session ``number`` as ended until ``expires`` (Unix seconds)."""
         async with self._store.write() as q:
             await q.end_session(id_hash(number), expires)
-        self._metrics.sessions_ended.inc()  # set from the table at the next prune
+            # From the table, as prune() sets it: adding 1 here raced a prune's count under way.
+            ended = await q.ended_sessions_count(self._clock())
+        self._metrics.sessions_ended.set(ended)
 
     async def is_ended(self, number: str) -> bool:
         """Whether session ``number`` was ended, by any replica."""
