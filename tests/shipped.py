@@ -102,9 +102,12 @@ def build(folder: Path) -> Shipped:
     # a fresh download per run. The wheel is built from the sdist, so both must carry the files.
     _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(source)], "building")
     shipped = Shipped(folder)
-    _run([sys.executable, "-m", "venv", str(venv)], "making the virtualenv")
-    pip = [str(shipped.python), "-m", "pip", "--disable-pip-version-check", "--quiet"]
-    _run([*pip, "install", str(shipped.wheel)], "installing the wheel")
+    # pip installs into the new virtualenv from outside it (``--python``): the same install, without
+    # unpacking a second pip into the virtualenv first, and run by this environment's newer pip,
+    # whose resolver takes half the time of the one Python bundles.
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], "making the virtualenv")
+    pip = [sys.executable, "-m", "pip", "--python", str(shipped.python), "--disable-pip-version-check"]
+    _run([*pip, "--quiet", "install", str(shipped.wheel)], "installing the wheel")
     (folder / _DONE).touch()
     return shipped
 

@@ -79,13 +79,21 @@ class Agent:
         return dict(result["structuredContent"])
 
 
+@pytest.fixture(params=["at_head"])
+def database(request: pytest.FixtureRequest) -> str:
+    """The replicas' PostgreSQL database: already at the newest schema, as after the first start
+    of a deployment, or (``empty``, one test) new, so that the replicas race to migrate it."""
+    fixture = "postgres_url" if request.param == "empty" else "postgres_url_at_head"
+    return str(request.getfixturevalue(fixture))
+
+
 @pytest.fixture
-def replicas(postgres_url: str, tmp_path: Path) -> Iterator[list[GatewayProcess]]:
+def replicas(database: str, tmp_path: Path) -> Iterator[list[GatewayProcess]]:
     """Three gateways on one PostgreSQL database, each with its own state folder."""
-    env = {**FAST, "GATEWAY_BROKER__DATABASE_URL": postgres_url}
+    env = {**FAST, "GATEWAY_BROKER__DATABASE_URL": database}
     procs = [GatewayProcess(env=env, state_dir=tmp_path / f"state{i}") for i in range(3)]
-    with ThreadPoolExecutor(3) as pool:  # replicas start together, racing to migrate
-        list(pool.map(lambda p: p.start(60.0), procs))  # each new database: a migration process
+    with ThreadPoolExecutor(3) as pool:  # together (on an empty database, racing to migrate it)
+        list(pool.map(lambda p: p.start(60.0), procs))
     yield procs
     for p in procs:
         p.stop()
@@ -97,10 +105,11 @@ async def http() -> Any:
         yield client
 
 
-def db(postgres_url: str) -> psycopg.Connection[Any]:
-    return psycopg.connect(postgres_url, autocommit=True)
+def db(url: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(url, autocommit=True)
 
 
+@pytest.mark.parametrize("database", ["empty"], indirect=True)
 async def test_a_wait_on_one_replica_is_woken_by_a_send_through_another(
     replicas: list[GatewayProcess], http: httpx.AsyncClient
 ) -> None:
@@ -123,12 +132,12 @@ async def test_a_wait_on_one_replica_is_woken_by_a_send_through_another(
 
 
 async def test_sigkill_between_claim_and_acknowledgement_redelivers_the_same_message(
-    replicas: list[GatewayProcess], http: httpx.AsyncClient, postgres_url: str
+    replicas: list[GatewayProcess], http: httpx.AsyncClient, database: str
 ) -> None:
     dev, pm = Agent(http, "dev"), Agent(http, "pm")
     victim = replicas[0]
     assert victim.proc is not None
-    with db(postgres_url) as conn:
+    with db(database) as conn:
         for _attempt in range(30):
             wait = asyncio.create_task(dev.call(victim.mcp_url, "wait_for_message", {"timeout_sec": 20}))
             await asyncio.sleep(0.3)
@@ -211,7 +220,7 @@ async def test_no_message_is_lost_while_replicas_are_killed_and_restarted(
 
 
 async def test_two_replicas_reporting_the_last_issue_at_once_transition_once(
-    replicas: list[GatewayProcess], http: httpx.AsyncClient, postgres_url: str
+    replicas: list[GatewayProcess], http: httpx.AsyncClient, database: str
 ) -> None:
     pm, dev = Agent(http, "pm"), Agent(http, "dev")
     for phase in range(1, 4):
@@ -226,7 +235,7 @@ async def test_two_replicas_reporting_the_last_issue_at_once_transition_once(
         refused = [r for r in results if r.get("isError")]
         assert len(refused) == 1 and refused[0]["structuredContent"]["error"]["reason"] == "conflict"
         await dev.ok(replicas[0].mcp_url, "report_review", {"result": "approved", "hasNextPhase": True})
-    with db(postgres_url) as conn:
+    with db(database) as conn:
         count = conn.execute(
             "SELECT count(*) FROM transitions "
             "WHERE from_state = 'PHASE_DEVELOPING' AND to_state = 'PHASE_REVIEWING'"
@@ -235,7 +244,7 @@ async def test_two_replicas_reporting_the_last_issue_at_once_transition_once(
 
 
 async def test_auto_advance_happens_once_across_three_replicas(
-    replicas: list[GatewayProcess], http: httpx.AsyncClient, postgres_url: str
+    replicas: list[GatewayProcess], http: httpx.AsyncClient, database: str
 ) -> None:
     pm, dev, reviewer = Agent(http, "pm"), Agent(http, "dev"), Agent(http, "reviewer")
     plan = {
@@ -263,7 +272,7 @@ async def test_auto_advance_happens_once_across_three_replicas(
             break
         subjects.append(out["message"]["subject"])
     assert subjects.count("phase_started") == 1 and subjects.count("session_reset") == 1
-    with db(postgres_url) as conn:
+    with db(database) as conn:
         starts = conn.execute(
             "SELECT count(*) FROM transitions WHERE event = 'auto_advance:start_phase'"
         ).fetchone()
