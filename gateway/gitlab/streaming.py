@@ -26,7 +26,7 @@ import httpx
 
 from gateway.gitlab.answers import check_status
 from gateway.gitlab.attempt_errors import NOT_SENT, not_answered, not_connected
-from gateway.gitlab.call import Answer, GitLabCall, Headers
+from gateway.gitlab.call import GitLabCall, Headers, HttpReply
 from gateway.gitlab.errors import GitLabUpstreamError
 from gateway.gitlab.retries import with_retries
 from gateway.gitlab.transport import map_error
@@ -138,7 +138,7 @@ async def _attempt(client: GitLabClient, call: GitLabCall, deadline: float) -> B
             await body.aclose()
         check_status(
             call,
-            Answer(status, answer_headers, content),
+            HttpReply(status, answer_headers, content),
             where=client.base.url,
             max_retry_after=client.settings.max_retry_after_seconds,
         )
@@ -146,7 +146,7 @@ async def _attempt(client: GitLabClient, call: GitLabCall, deadline: float) -> B
     try:
         check_status(
             call,
-            Answer(status, answer_headers, b""),
+            HttpReply(status, answer_headers, b""),
             where=client.base.url,
             max_retry_after=client.settings.max_retry_after_seconds,
         )

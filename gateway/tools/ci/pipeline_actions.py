@@ -20,7 +20,7 @@ from pydantic import Field
 
 from gateway.errors import ToolError, bad_request, not_found
 from gateway.gitlab.errors import GitLabMaybeSent, GitLabNotFound
-from gateway.gitlab.operation import Answer, ByPathOrId, Operation
+from gateway.gitlab.operation import ByPathOrId, GraphQLData, Operation
 from gateway.gitlab.urls import (
     global_id,
     global_id_number_or_none,
@@ -36,12 +36,12 @@ from gateway.tools.visibility import ANONYMOUS_READS, anonymous_note, is_anonymo
 # -- GitLab's answers ---------------------------------------------------------------------------------
 
 
-class SavedProject(Answer):
+class SavedProject(GraphQLData):
     fullPath: str | None = None
     webUrl: str | None = None
 
 
-class SavedPipeline(Answer):
+class SavedPipeline(GraphQLData):
     """``fragment SavedPipeline on Pipeline`` (``operations/ci/pipeline_mutations.graphql``)."""
 
     id: str | None = None
@@ -51,7 +51,7 @@ class SavedPipeline(Answer):
     project: SavedProject | None = None
 
 
-class PipelinePayload(Answer):
+class PipelinePayload(GraphQLData):
     """``PipelineCreatePayload``, ``PipelineRetryPayload``, ``PipelineCancelPayload``."""
 
     pipeline: SavedPipeline | None = None
@@ -61,15 +61,15 @@ class PipelinePayload(Answer):
         return [str(e) for e in self.errors or []]
 
 
-class PipelineCreateAnswer(Answer):
+class PipelineCreateAnswer(GraphQLData):
     pipelineCreate: PipelinePayload | None = None
 
 
-class PipelineRetryAnswer(Answer):
+class PipelineRetryAnswer(GraphQLData):
     pipelineRetry: PipelinePayload | None = None
 
 
-class PipelineCancelAnswer(Answer):
+class PipelineCancelAnswer(GraphQLData):
     pipelineCancel: PipelinePayload | None = None
 
 
