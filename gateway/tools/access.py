@@ -13,7 +13,7 @@ layers a tool must be enabled by every one, so no layer widens another. A layer 
 hides every tool whose annotations are not read-only.
 
 A :class:`ToolAccess` is built once per request, where the caller is authenticated, and handed
-down with the caller's :class:`~gateway.mcp.auth.Identity`.
+down with the :class:`~gateway.tools.caller.Caller`.
 """
 
 from __future__ import annotations

@@ -138,7 +138,7 @@ async def list_pipelines(ctx: ToolContext, args: ListPipelinesInput) -> ListPipe
     if project is None:
         raise not_found(
             f"Project '{args.id}' not found or inaccessible. Check the project ID or full path (for example "
-            "`group/subgroup/project`)" + and_token_can(ctx.call.principal.credential, "read the project")
+            "`group/subgroup/project`)" + and_token_can(ctx.call.caller.credential, "read the project")
         )
     pipelines = project.pipelines or Pipelines()
     return ListPipelinesOutput(

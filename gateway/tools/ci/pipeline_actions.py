@@ -130,7 +130,7 @@ async def lookup_project(
         variables |= {"pipelineId": global_id("Ci::Pipeline", pipeline_id), "withPipeline": True}
     missing = (
         f"Project '{named}' not found or inaccessible. Check the ID or full path (e.g. group/project)."
-        + anonymous_note(ctx.call.principal.credential)
+        + anonymous_note(ctx.call.caller.credential)
     )
     try:
         project = (await SAVE_PIPELINE_PROJECT.run(ctx.gitlab, variables)).project_node()
@@ -262,7 +262,7 @@ async def create(
             err.request_id,
         ) from None
     except GitLabNotFound:
-        if is_anonymous(ctx.call.principal.credential):
+        if is_anonymous(ctx.call.caller.credential):
             raise not_found(
                 f"Project '{project.full_path}' not found, or GitLab does not let a caller without a token "
                 f"run pipelines in it. {ANONYMOUS_READS}"
@@ -296,7 +296,7 @@ async def create(
 
 def _hidden_pipeline(ctx: ToolContext, pipeline_id: int, verb: str) -> ToolError:
     check = "Check `pipeline_id` (the ID shown in the pipeline's URL, not its IID)."
-    if is_anonymous(ctx.call.principal.credential):
+    if is_anonymous(ctx.call.caller.credential):
         return not_found(
             f"Pipeline {pipeline_id} not found, or GitLab does not let a caller without a token {verb} it. "
             f"{check} {ANONYMOUS_READS}"

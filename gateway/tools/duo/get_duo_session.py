@@ -141,7 +141,7 @@ def _missing(ctx: ToolContext, workflow_id: int) -> ToolError:
         f"Duo session {workflow_id} was not found, or you do not have access to it. Check the workflow_id: "
         "the number ending the session's URL in GitLab (/-/automate/agent-sessions/<id>), or the ID that "
         "trigger_duo_flow or ask_duo_agent (tools of GitLab's built-in MCP server) returned."
-        + anonymous_note(ctx.call.principal.credential)
+        + anonymous_note(ctx.call.caller.credential)
     )
 
 
