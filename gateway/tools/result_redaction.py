@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 from gateway.observability.logging import redact, secrets_of
 from gateway.observability.redaction import MIN_SECRET_LENGTH, REDACTED
 
-if TYPE_CHECKING:  # registry imports this module
+if TYPE_CHECKING:
     from gateway.tools.context import ToolContext
-    from gateway.tools.registry import ToolResult
+    from gateway.tools.result import ToolResult
 
 
 def result_secrets(ctx: ToolContext) -> tuple[str, ...]:
