@@ -12,6 +12,8 @@ is in ``gateway.mcp``) and the tool's task (``gateway.tools.registry``); backgro
 broker's housekeeping) are left out. A module is "entered" when its first frame starts; the depth
 is the most ``gateway.*`` frames on one stack at once (awaiting coroutines included), for each of
 the two; "re-entries" counts the times the walk comes back to a module it had left for another.
+It also counts the Python calls on those stacks, libraries included (a figure of the request's
+CPU cost that other load on the machine does not move).
 """
 
 from __future__ import annotations
@@ -46,29 +48,37 @@ class Walk:
         self.depth = {"handler": 0, "tool": 0}
         self.deepest: dict[str, list[str]] = {"handler": [], "tool": []}
         self.reentries = 0
+        #: Python calls on the request's stacks (libraries called on its behalf included), and
+        #: those of gateway modules.
+        self.calls = 0
+        self.gateway_calls = 0
         self._last: str | None = None
         self._left: set[str] = set()
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
         if event != "call":
             return
-        module = frame.f_globals.get("__name__", "")
-        if not module.startswith("gateway"):
-            return
-        stack: list[str] = []  # innermost first
+        stack: list[str] = []  # the gateway frames, innermost first
         current: FrameType | None = frame
         while current is not None:
             name = current.f_globals.get("__name__", "")
             if name.startswith("gateway"):
                 stack.append(f"{name}.{current.f_code.co_name}")
             current = current.f_back
+        if not stack:
+            return
         outermost = stack[-1]
         if outermost.startswith("gateway.mcp."):
             where = "handler"
         elif outermost.startswith("gateway.tools.registry."):
             where = "tool"
         else:
-            return  # a background task's frame
+            return  # a background task's frame (the broker's housekeeping)
+        self.calls += 1
+        module = frame.f_globals.get("__name__", "")
+        if not module.startswith("gateway"):
+            return  # a library called on the request's behalf (aiohttp, pydantic, orjson...)
+        self.gateway_calls += 1
         if len(stack) > self.depth[where]:
             self.depth[where] = len(stack)
             self.deepest[where] = list(reversed(stack))
@@ -151,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         f"modules entered: {len(seen.entered)}; re-entries: {seen.reentries}; max depth of gateway frames: "
         f"{seen.depth['handler']} on the HTTP handler's stack, {seen.depth['tool']} in the tool's task"
     )
+    print(f"python calls on its stacks: {seen.calls}, of which in gateway modules: {seen.gateway_calls}")
     if args.deepest:
         for where, stack in seen.deepest.items():
             print(f"deepest {where} stack:\n  " + "\n  ".join(stack))

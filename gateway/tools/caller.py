@@ -43,7 +43,8 @@ class Caller:
             (``client-token:<agent>``, or ``open`` where anyone may hold a session id), and for a
             passthrough credential ``|gitlab:`` and its :func:`credential_digest`. Never logged.
         rate_limit_key: the caller's bucket of the per-agent rate limits: its agent id (or
-            ``anonymous``), and for a passthrough credential its digest too. Derived when not given.
+            ``anonymous``), and for a passthrough credential its digest too; empty: derived when
+            needed (:func:`rate_limit_key`), as for callers a test builds.
     """
 
     agent_id: str | None
@@ -54,9 +55,12 @@ class Caller:
     owner: str = field(default="open", repr=False)
     rate_limit_key: str = field(default="", repr=False)
 
-    def __post_init__(self) -> None:
-        if not self.rate_limit_key:
-            key = f"agent:{self.agent_id}" if self.agent_id is not None else "anonymous"
-            if self.credential is not None and self.credential.source == "passthrough":
-                key += "|gitlab:" + credential_digest(self.credential)
-            object.__setattr__(self, "rate_limit_key", key)
+
+def rate_limit_key(caller: Caller) -> str:
+    """``caller``'s rate-limit bucket: the one the edge gave it, else derived the same way."""
+    if caller.rate_limit_key:
+        return caller.rate_limit_key
+    key = f"agent:{caller.agent_id}" if caller.agent_id is not None else "anonymous"
+    if caller.credential is not None and caller.credential.source == "passthrough":
+        key += "|gitlab:" + credential_digest(caller.credential)
+    return key

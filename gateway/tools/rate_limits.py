@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gateway.errors import ToolError
+from gateway.tools.caller import rate_limit_key
 
 if TYPE_CHECKING:
     from gateway.config import Settings
@@ -102,7 +103,7 @@ class AgentLimiter:
         limit = self._per_agent.get(agent, self._default) if agent is not None else self._default
         if limit is None:
             return
-        key = caller.rate_limit_key
+        key = rate_limit_key(caller)
         now = self._clock()
         bucket = self._buckets.get(key)
         if bucket is None or bucket.limit != limit:

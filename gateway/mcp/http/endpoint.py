@@ -191,7 +191,8 @@ class McpEndpoint:
             if stream.started:
                 return await self._end_stream(ex, stream, reply)
         finally:
-            await stream.close()
+            if stream.started:
+                await stream.close()
         if reply.message is None:
             await settle(reply.result, False, ex.request_id)
             # Cancelled before anything was sent: an SSE stream that ends without a response is

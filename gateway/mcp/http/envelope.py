@@ -42,11 +42,6 @@ NAME_PARAMS: Final = {"tools/call": "name", "resources/read": "uri", "prompts/ge
 _B64_SENTINEL = re.compile(r"=\?base64\?(?P<payload>[A-Za-z0-9+/]*={0,2})\?=")
 
 
-def header_era(header_version: str | None) -> Era:
-    """The era the ``MCP-Protocol-Version`` header alone says (before the body is read)."""
-    return Era.STATELESS if header_version in STATELESS_VERSIONS else Era.HANDSHAKE
-
-
 def choose_era(header_version: str | None, decoded: Any) -> Era:
     """The era of one POST.
 

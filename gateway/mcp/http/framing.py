@@ -188,7 +188,7 @@ class SseStream:
         self._stream_id = f"{_PREFIX}{next(_counter):x}"
 
     async def open(self) -> bool:
-        """Send the headers (and a legacy stream's priming event), start keep-alives and the
+        """Send the headers (and a handshake-era stream's priming event), start keep-alives and the
         connection watcher. False if the client is gone."""
         if self._open:
             return not self.broken

@@ -37,12 +37,12 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from gateway.config import Settings
-from gateway.mcp.http.envelope import VERSION_HEADER, header_era
+from gateway.mcp.http.envelope import VERSION_HEADER
 from gateway.mcp.http.exchange import Exchange
 from gateway.mcp.http.framing import send
 from gateway.mcp.http.security import OriginHostGuard
 from gateway.mcp.http.statuses import HttpRefusal, headers_of, status_of
-from gateway.mcp.protocol.eras import HANDSHAKE_VERSIONS, STATELESS_VERSIONS, unsupported_version
+from gateway.mcp.protocol.eras import HANDSHAKE_VERSIONS, STATELESS_VERSIONS, Era, unsupported_version
 from gateway.mcp.protocol.telemetry import Telemetry
 from gateway.mcp.protocol.wire import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, RpcError, method_label
 from gateway.observability.access import RequestTrace
@@ -101,7 +101,7 @@ def exchange_middleware(telemetry: Telemetry, write_timeout: float) -> Middlewar
             response_headers={REQUEST_ID_HEADER: request_id},
             # The header's era until the body is read (which may also be 2026-07-28 by _meta), so a
             # request refused before then (415, 406, 413) is answered and logged in its era.
-            era=header_era(request.headers.get(VERSION_HEADER)),
+            era=Era.STATELESS if request.headers.get(VERSION_HEADER) in STATELESS_VERSIONS else Era.HANDSHAKE,
         )
         counted = request.method == "POST"
         if not counted:

@@ -2,11 +2,11 @@
 
 Rules (MCP 2025-11-25 basic/utilities/progress, basic/utilities/cancellation):
 
-- The handler runs in its own task, registered under its legacy session and JSON-RPC id, so
-  ``notifications/cancelled {requestId}`` (legacy era, same replica) cancels it; in the modern
-  era closing the connection cancels it, whether the answer was to come as a stream or as one
-  JSON body (:func:`cancel_when_closed`). A cancelled call gets no response.
-- Progress: ``notifications/progress`` go on the call's SSE stream only when the request carried
+- The handler runs in its own task, registered under its handshake session and JSON-RPC id, so
+  ``notifications/cancelled {requestId}`` (handshake era, same replica) cancels it; in the stateless
+  era the client's going away cancels it, as the transport tells (the events' ``on_broken``, or
+  ``RequestContext.disconnected``: :func:`cancel_when_closed`). A cancelled call gets no response.
+- Progress: ``notifications/progress`` go to the call's events only when the request carried
   ``_meta.progressToken``; values must increase strictly (others are dropped) and nothing is sent
   once the response was written.
 - Delivery: the transport settles a result it was given (``gateway.mcp.http.delivery``): it
@@ -36,8 +36,8 @@ log = logging.getLogger("gateway.mcp")
 
 #: Why a call was stopped. ``client``: notifications/cancelled; ``session_closed``: DELETE of its
 #: session on this replica; ``client_gone``: a write to its stream failed, or the connection of a
-#: 2026-07-28 request closed; ``shutdown``: the app is stopping; ``server``: aiohttp cancelled
-#: the HTTP handler (shutdown timeout).
+#: 2026-07-28 request closed; ``shutdown``: the app is stopping; ``server``: the transport cancelled
+#: the request's handler (shutdown timeout).
 CancelReason = str
 
 
