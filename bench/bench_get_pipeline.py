@@ -332,7 +332,8 @@ async def bench_tool(
     from gateway.observability.metrics import Metrics
     from gateway.server.services import Services
     from gateway.tools import all_tools
-    from gateway.tools.context import CallInfo, Principal, ToolContext
+    from gateway.tools.caller import Caller
+    from gateway.tools.context import CallInfo, ToolContext
     from gateway.tools.registry import Registry
 
     settings = load_settings(gitlab={"url": standin_url, "token": token}, state_dir=str(workdir / "state"))
@@ -347,7 +348,7 @@ async def bench_tool(
     registry = Registry(all_tools())
     tool = registry.resolve("get_pipeline")
     assert tool is not None
-    principal = Principal(agent_id=None, credential=service_credential(token))
+    caller = Caller(agent_id=None, credential=service_credential(token))
     body = direct_body(arguments)
     profiler = cProfile.Profile() if args.profile else None
     try:
@@ -356,7 +357,7 @@ async def bench_tool(
             async def via_gateway() -> None:
                 if profiler:
                     profiler.enable()
-                ctx = ToolContext(services, CallInfo(request_id="bench", principal=principal))
+                ctx = ToolContext(services, CallInfo(request_id="bench", caller=caller))
                 result = await registry.call(tool, ctx, dict(arguments))
                 result.to_mcp()  # the JSON text block is part of the cost
                 if profiler:

@@ -181,7 +181,8 @@ async def bench_tool(standin_url: str, control: StandinControl, rounds: int) -> 
     from gateway.observability.metrics import Metrics
     from gateway.server.services import Services
     from gateway.tools import all_tools
-    from gateway.tools.context import CallInfo, Principal, ToolContext
+    from gateway.tools.caller import Caller
+    from gateway.tools.context import CallInfo, ToolContext
     from gateway.tools.registry import Registry
 
     settings = load_settings(
@@ -190,7 +191,7 @@ async def bench_tool(standin_url: str, control: StandinControl, rounds: int) -> 
     registry = Registry(all_tools())
     tool = registry.resolve("get_repository_file")
     assert tool is not None
-    principal = Principal(agent_id=None, credential=service_credential(ds.ALICE_TOKEN))
+    caller = Caller(agent_id=None, credential=service_credential(ds.ALICE_TOKEN))
     cold: list[float] = []
     warm: list[float] = []
     cold_peak: list[int] = []
@@ -220,7 +221,7 @@ async def bench_tool(standin_url: str, control: StandinControl, rounds: int) -> 
                 )
                 for n, (times, peaks) in enumerate(((cold, cold_peak), (warm, warm_peak))):
                     control.clear_requests()
-                    ctx = ToolContext(services, CallInfo(request_id="bench", principal=principal))
+                    ctx = ToolContext(services, CallInfo(request_id="bench", caller=caller))
                     if traced:
                         tracemalloc.start()
                     started = time.perf_counter()

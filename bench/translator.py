@@ -26,8 +26,8 @@ from aiohttp import web
 from gateway.event_loop import new_event_loop
 from gateway.gitlab.operation_loader import graphql_body
 from gateway.gitlab.urls import GitLabBase, normalize_base_url
-from gateway.mcp.dispatch import shaped_tool_result
-from gateway.mcp.wire import response
+from gateway.mcp.protocol.shaping import shaped_tool_result
+from gateway.mcp.protocol.wire import response
 from gateway.tools.ci.get_pipeline import GetPipelineInput, get_pipeline
 from gateway.tools.result import ToolResult
 

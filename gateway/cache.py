@@ -27,14 +27,11 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from cachetools import TTLCache
 
 from gateway.observability.metrics import Metrics
-
-if TYPE_CHECKING:
-    from gateway.gitlab.credentials import Credential
 
 T = TypeVar("T")
 
@@ -49,7 +46,15 @@ _SCALAR_TYPES = (bool, int, float)
 _COLLECTION_TYPES = (list, tuple, set, frozenset)
 
 
-def credential_key(credential: Credential, *parts: Hashable) -> tuple[Hashable, ...]:
+class Partitioned(Protocol):
+    """What a cache key is partitioned by: a GitLab credential (``Credential.cache_key``), named
+    by shape so the cache, which the GitLab client uses, imports nothing of it."""
+
+    @property
+    def cache_key(self) -> str: ...
+
+
+def credential_key(credential: Partitioned, *parts: Hashable) -> tuple[Hashable, ...]:
     """A cache key partitioned by ``credential``: ``(keyed hash, *parts)``.
 
     The keyed hash (HMAC with a per-process secret) never reveals the token, and two different

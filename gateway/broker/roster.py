@@ -1,6 +1,6 @@
 """The configured agents: who may call the broker tools, and who is connected.
 
-Identity comes from the transport (``gateway.mcp.auth``): a client token's agent id, or on a
+Identity comes from the transport (``gateway.mcp.http.auth``): a client token's agent id, or on a
 loopback gateway without client tokens the ``X-Agent-Id`` header (README, "Connecting a client", row
 "callers and agents"). The transport drops a header value that is not a configured agent id, so
 it also hands over what was claimed, and a refusal can say what was received.

@@ -10,7 +10,7 @@
   cookie can never claim the operator's role, and changing a token ends its sessions.
 - Every action (POST) carries a CSRF token derived from the session (a hidden form field), and
   its ``Origin`` and ``Host`` pass the same DNS-rebinding checks as ``/mcp``
-  (``gateway.mcp.security``).
+  (``gateway.mcp.http.security``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from aiohttp import web
 
 from gateway.broker.operator import operator_name
 from gateway.config import ConsoleSettings, ServerSettings
-from gateway.mcp.security import OriginHostGuard
+from gateway.mcp.http.security import OriginHostGuard
 
 Role = Literal["operator", "viewer"]
 COOKIE = "gateway_console"

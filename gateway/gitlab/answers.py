@@ -24,7 +24,7 @@ from datetime import UTC
 from typing import Any
 from urllib.parse import urlsplit
 
-from gateway.gitlab.call import Answer, GitLabCall, Headers, Transient
+from gateway.gitlab.call import GitLabCall, Headers, HttpReply, Transient
 from gateway.gitlab.errors import (
     GitLabBadRequest,
     GitLabConflict,
@@ -71,7 +71,7 @@ def _refused(call: GitLabCall, what: str) -> str:
     return f"GitLab refused the gateway's GITLAB_TOKEN {what}. Its operator should check that it is {checks}."
 
 
-def check_status(call: GitLabCall, response: Answer, *, where: str, max_retry_after: float) -> Answer:
+def check_status(call: GitLabCall, response: HttpReply, *, where: str, max_retry_after: float) -> HttpReply:
     """``response`` when it is a success with GitLab's JSON; else the typed error or transient.
 
     Args:
@@ -159,7 +159,7 @@ def check_status(call: GitLabCall, response: Answer, *, where: str, max_retry_af
     )
 
 
-def decode_json(call: GitLabCall, response: Answer) -> Any:
+def decode_json(call: GitLabCall, response: HttpReply) -> Any:
     """The JSON body of a success ``response``.
 
     Raises:
@@ -241,7 +241,7 @@ def _graphql_message(error: Any) -> str:
     return message if isinstance(message, str) and message else json.dumps(error, default=str)
 
 
-def _looks_like_html(response: Answer) -> bool:
+def _looks_like_html(response: HttpReply) -> bool:
     content_type = response.headers.get("content-type", "").lower()
     if "html" in content_type:
         return True
@@ -275,7 +275,7 @@ def retry_after_seconds(headers: Headers) -> float | None:
     return None
 
 
-def _error_message(response: Answer) -> str:
+def _error_message(response: HttpReply) -> str:
     """GitLab's own words from an error body (``message`` or ``error``), briefly."""
     try:
         body = response.json()

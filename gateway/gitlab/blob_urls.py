@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qs, unquote
 
 from gateway.gitlab.errors import InvalidReference
-from gateway.gitlab.operation import Answer, Operation
+from gateway.gitlab.operation import GraphQLData, Operation
 from gateway.gitlab.urls import GitLabBase, encode_project, not_a, parse_gitlab_url
 
 if TYPE_CHECKING:
@@ -58,15 +58,15 @@ TAG_PAGE_SIZE = 100
 MAX_REF_PAGES = 10
 
 
-class _Repository(Answer):
+class _Repository(GraphQLData):
     branchNames: list[Any] | None = None
 
 
-class _Project(Answer):
+class _Project(GraphQLData):
     repository: _Repository | None = None
 
 
-class BranchNamesAnswer(Answer):
+class BranchNamesAnswer(GraphQLData):
     project: _Project | None = None
 
 

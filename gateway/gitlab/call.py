@@ -52,7 +52,7 @@ Headers = Mapping[str, str]
 
 
 @dataclass(slots=True)
-class Answer:
+class HttpReply:
     """What one attempt got back: the status, headers and whole body."""
 
     status_code: int

@@ -37,7 +37,7 @@ from gateway import __version__
 from gateway.config import GitLabSettings
 from gateway.gitlab.answers import check_status, decode_json, graphql_data
 from gateway.gitlab.attempt_errors import NOT_SENT, not_answered, not_connected, what_failed
-from gateway.gitlab.call import Answer, GitLabCall
+from gateway.gitlab.call import GitLabCall, HttpReply
 from gateway.gitlab.credentials import Credential
 from gateway.gitlab.errors import GitLabUpstreamError
 from gateway.gitlab.http import build_http_client, build_transport
@@ -265,7 +265,7 @@ class GitLabClient:
 
         return await with_retries(call, attempt, self.settings, sleep=self._sleep, metrics=self.metrics)
 
-    async def _exchange(self, call: GitLabCall, headers: dict[str, str], deadline: float) -> Answer:
+    async def _exchange(self, call: GitLabCall, headers: dict[str, str], deadline: float) -> HttpReply:
         if self._direct is None:
             response = await self.http.request(
                 call.method,
@@ -276,7 +276,7 @@ class GitLabClient:
                 headers=headers,
                 extensions={"deadline": deadline},
             )
-            return Answer(response.status_code, response.headers, response.content)
+            return HttpReply(response.status_code, response.headers, response.content)
         url, body = call.url, call.content
         if call.params:
             url = str(httpx.URL(url, params=call.params))  # httpx's query encoding, as above
@@ -286,9 +286,9 @@ class GitLabClient:
         status, _, answer_headers, content = await self._direct.exchange(
             call.method, url, headers, body, timeouts=self._timeouts, deadline=deadline
         )
-        return Answer(status, answer_headers, content)
+        return HttpReply(status, answer_headers, content)
 
-    async def _send_once(self, call: GitLabCall, deadline: float) -> Answer:
+    async def _send_once(self, call: GitLabCall, deadline: float) -> HttpReply:
         """One attempt, over by ``deadline`` (``loop.time()``), its body read; a success or a
         :class:`Transient`, else the typed error."""
         base = self._json_headers if call.content is not None else self._static_headers

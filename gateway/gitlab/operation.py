@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from gateway.gitlab.client import GitLabSession
 
 
-class Answer(BaseModel):
+class GraphQLData(BaseModel):
     """Base of the models GraphQL answers are read into: fields GitLab adds are ignored, and
     camelCase names are GitLab's, so the models mirror the documents they read."""
 
@@ -34,15 +34,15 @@ class Answer(BaseModel):
 #: A global ID (``gid://gitlab/Ci::Build/111``), read as its integer tail.
 GlobalIdNumber = Annotated[int, BeforeValidator(global_id_number)]
 
-AnswerT = TypeVar("AnswerT", bound=BaseModel)
+DataT = TypeVar("DataT", bound=BaseModel)
 ProjectT = TypeVar("ProjectT", bound=BaseModel)
 
 
-class ProjectNodes(Answer, Generic[ProjectT]):
+class ProjectNodes(GraphQLData, Generic[ProjectT]):
     nodes: list[ProjectT | None] | None = None
 
 
-class ByPathOrId(Answer, Generic[ProjectT]):
+class ByPathOrId(GraphQLData, Generic[ProjectT]):
     """The answer to a document that reads one project by full path (``project``) or by numeric ID
     (``projects(ids:)``), as :func:`gateway.gitlab.urls.project_address` addresses it."""
 
@@ -57,7 +57,7 @@ class ByPathOrId(Answer, Generic[ProjectT]):
 
 
 @dataclass(frozen=True)
-class Operation(Generic[AnswerT]):
+class Operation(Generic[DataT]):
     """One GraphQL operation a tool sends.
 
     Attributes:
@@ -67,7 +67,7 @@ class Operation(Generic[AnswerT]):
     """
 
     name: str
-    answer: type[AnswerT]
+    answer: type[DataT]
     mutation: bool = False
 
     @property
@@ -77,7 +77,7 @@ class Operation(Generic[AnswerT]):
 
     async def run(
         self, gitlab: GitLabSession, variables: Mapping[str, Any], *, mutation: bool | None = None
-    ) -> AnswerT:
+    ) -> DataT:
         """Send the operation; return its ``data`` as :attr:`answer`.
 
         Args:
@@ -92,7 +92,7 @@ class Operation(Generic[AnswerT]):
         )
         return self.read(data, request_id=gitlab.request_id)
 
-    def read(self, data: Any, *, request_id: str | None = None) -> AnswerT:
+    def read(self, data: Any, *, request_id: str | None = None) -> DataT:
         """``data`` as :attr:`answer`.
 
         Raises:

@@ -19,21 +19,66 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Protocol
 
 import httpx
 
 from gateway.gitlab.answers import check_status
 from gateway.gitlab.attempt_errors import NOT_SENT, not_answered, not_connected
-from gateway.gitlab.call import Answer, GitLabCall, Headers
+from gateway.gitlab.call import GitLabCall, Headers, HttpReply
 from gateway.gitlab.errors import GitLabUpstreamError
-from gateway.gitlab.retries import with_retries
-from gateway.gitlab.transport import map_error
+from gateway.gitlab.retries import SleepFn, with_retries
+from gateway.gitlab.transport import AiohttpTransport, map_error
 from gateway.observability import tracing
 
 if TYPE_CHECKING:
-    from gateway.gitlab.client import GitLabClient
+    from opentelemetry.trace import Span
+
+    from gateway.config import GitLabSettings
+    from gateway.gitlab.urls import GitLabBase
+    from gateway.observability.metrics import Metrics
+
+
+class GitLabClient(Protocol):
+    """What the streaming path uses of :class:`gateway.gitlab.client.GitLabClient`, which
+    imports this module: named by its shape, so the two modules do not import each other."""
+
+    @property
+    def settings(self) -> GitLabSettings: ...
+
+    @property
+    def base(self) -> GitLabBase: ...
+
+    @property
+    def metrics(self) -> Metrics | None: ...
+
+    @property
+    def http(self) -> httpx.AsyncClient: ...
+
+    @property
+    def sleep(self) -> SleepFn: ...
+
+    @property
+    def static_headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def direct_transport(self) -> AiohttpTransport | None: ...
+
+    @property
+    def timeouts(self) -> Mapping[str, float | None]: ...
+
+    def record(
+        self,
+        call: GitLabCall,
+        status_class: str,
+        started: float,
+        *,
+        status: int | None = None,
+        error: str | None = None,
+        span: Span | None = None,
+    ) -> None: ...
+
 
 #: The most of an error answer read (GitLab's JSON error bodies are tiny).
 ERROR_BODY_BYTES = 64 * 1024
@@ -138,7 +183,7 @@ async def _attempt(client: GitLabClient, call: GitLabCall, deadline: float) -> B
             await body.aclose()
         check_status(
             call,
-            Answer(status, answer_headers, content),
+            HttpReply(status, answer_headers, content),
             where=client.base.url,
             max_retry_after=client.settings.max_retry_after_seconds,
         )
@@ -146,7 +191,7 @@ async def _attempt(client: GitLabClient, call: GitLabCall, deadline: float) -> B
     try:
         check_status(
             call,
-            Answer(status, answer_headers, b""),
+            HttpReply(status, answer_headers, b""),
             where=client.base.url,
             max_retry_after=client.settings.max_retry_after_seconds,
         )

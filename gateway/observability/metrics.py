@@ -1,7 +1,7 @@
 """Prometheus metrics: one registry per app, bounded label sets, conventional names.
 
 Every label value comes from a closed set: MCP method names the dispatcher knows (else
-``other``: ``gateway.mcp.wire.method_label``), declared tool names (a call to an unknown
+``other``: ``gateway.mcp.protocol.wire.method_label``), declared tool names (a call to an unknown
 tool is not counted per tool), GraphQL operation names or REST route templates from the
 gateway's own code (never a raw path), status classes (``2xx``..``5xx``, ``error``), cache names
 from code, broker states and agent ids from configuration. Nothing a caller sends (paths,

@@ -1,7 +1,8 @@
 """The application factory: ``create_app(settings)`` composes the layers; nothing is global, and
 nothing imports this module back.
 
-Routes: ``/mcp`` (MCP Streamable HTTP, both protocol eras: ``gateway.mcp.endpoint``), ``/healthz``
+Routes: ``/mcp`` (MCP Streamable HTTP, both protocol eras: ``gateway.mcp.http``, over the
+protocol core ``gateway.mcp.protocol``), ``/healthz``
 (process alive), ``/readyz`` (state store open and ``GITLAB_URL`` not something other than GitLab;
 GitLab's state reported: ``gateway.server.health``), ``/metrics`` (Prometheus text format) and
 ``/broker`` (the live broker console, when configured: ``gateway.console``). The app-wide
@@ -15,16 +16,16 @@ from collections.abc import AsyncIterator, Sequence
 
 from aiohttp import web
 
-from gateway import console
+from gateway import conformance_fixtures, console
 from gateway.broker.ended_sessions import EndedSessions
 from gateway.config import Settings
-from gateway.mcp.calls import ActiveCalls, finish_read_checks
-from gateway.mcp.dispatch import Dispatcher
-from gateway.mcp.endpoint import McpEndpoint
-from gateway.mcp.fixtures import Fixtures
-from gateway.mcp.middlewares import mcp_middlewares
-from gateway.mcp.sessions import SessionSealer, decode_key
-from gateway.mcp.telemetry import Telemetry
+from gateway.mcp.http.delivery import finish_read_checks
+from gateway.mcp.http.endpoint import McpEndpoint
+from gateway.mcp.http.middlewares import mcp_middlewares
+from gateway.mcp.http.sessions import SessionSealer, decode_key
+from gateway.mcp.protocol.calls import ActiveCalls
+from gateway.mcp.protocol.server import McpServer
+from gateway.mcp.protocol.telemetry import Telemetry
 from gateway.observability.metrics import METRICS, Metrics
 from gateway.server import health
 from gateway.server.metrics_endpoint import metrics_handler
@@ -44,6 +45,9 @@ def create_app(
         services: builds the app-wide services at start-up and closes them at clean-up
             (:func:`~gateway.server.services.build_services`: everything from ``settings``).
         tools: the tools to serve instead of every declared one (tests).
+
+    With ``server.conformance_fixtures`` (a test mode), the conformance suite's fixture tools are
+    served too, and the protocol core answers its two extra methods.
     """
     server = settings.server
     metrics = Metrics()
@@ -56,8 +60,12 @@ def create_app(
         handler_args={"auto_decompress": False},
     )
     app[METRICS] = metrics
+    served = list(all_tools() if tools is None else tools)
+    fixtures = server.conformance_fixtures
+    if fixtures:
+        served += conformance_fixtures.TOOLS
     registry = Registry(
-        all_tools() if tools is None else tools,
+        served,
         read_only=settings.read_only,
         toolsets=settings.toolsets,
         enabled_tools=settings.tools,
@@ -101,14 +109,13 @@ def create_app(
         ttl_seconds=server.session_ttl_seconds,
         metrics=metrics,
     )
-    dispatcher = Dispatcher(
+    core = McpServer(
         registry=registry,
         telemetry=telemetry,
-        sealer=sealer,
         calls=calls,
         services=lambda: app[SERVICES],
         page_size=server.tools_page_size,
-        fixtures=Fixtures() if server.conformance_fixtures else None,
+        extension=conformance_fixtures.EXTENSION if fixtures else None,
     )
 
     def ended_sessions() -> EndedSessions:
@@ -117,7 +124,7 @@ def create_app(
             raise RuntimeError("the gateway has no broker database to keep ended sessions in")
         return broker.ended_sessions
 
-    McpEndpoint(settings, telemetry, sealer, calls, dispatcher, ended_sessions).add_routes(app)
+    McpEndpoint(settings, telemetry, sealer, calls, core, ended_sessions).add_routes(app)
     health.setup(app)
     console.setup(app, settings, lambda: app[SERVICES].broker)
     app.router.add_get("/metrics", metrics_handler(metrics.registry, lambda: app.get(SERVICES)))

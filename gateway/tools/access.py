@@ -13,7 +13,7 @@ layers a tool must be enabled by every one, so no layer widens another. A layer 
 hides every tool whose annotations are not read-only.
 
 A :class:`ToolAccess` is built once per request, where the caller is authenticated, and handed
-down with the caller's :class:`~gateway.mcp.auth.Identity`.
+down with the :class:`~gateway.tools.caller.Caller`.
 """
 
 from __future__ import annotations
@@ -21,10 +21,30 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from gateway.tools.registry import Tool
+
+class _Hints(Protocol):
+    @property
+    def read_only(self) -> bool: ...
+
+
+class Tool(Protocol):
+    """What the narrowing reads of a tool (:class:`gateway.tools.registry.Tool`, whose registry
+    imports this module: named by shape, so the two do not import each other)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def toolset(self) -> str: ...
+
+    @property
+    def aliases(self) -> tuple[str, ...]: ...
+
+    @property
+    def annotations(self) -> _Hints: ...
+
 
 TOOLSETS_HEADER = "X-MCP-Toolsets"
 TOOLS_HEADER = "X-MCP-Tools"

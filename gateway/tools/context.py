@@ -1,7 +1,7 @@
 """What a tool handler receives: the app's services and the facts of this one call.
 
-The transport builds a :class:`CallInfo` per ``tools/call`` (who is calling, the request id,
-a progress reporter); :class:`ToolContext` joins it with the app-wide services, which the tools
+The protocol core builds a :class:`CallInfo` per ``tools/call`` (the :class:`Caller`, the request
+id, a progress reporter); :class:`ToolContext` joins it with the app-wide services, which the tools
 know only as :class:`ToolServices` describes them. The application builds them
 (``gateway.server.services``) — nothing is global, so tests build their own.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from gateway.errors import ToolError
-from gateway.gitlab.credentials import Credential
+from gateway.tools.caller import Caller
 from gateway.tools.waiting import SharedPolls
 
 if TYPE_CHECKING:
@@ -28,29 +28,17 @@ if TYPE_CHECKING:
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
+#: ``await log(level, data)``: a ``notifications/message`` on the call's stream; a no-op when the
+#: client did not ask for log messages.
+LogFn = Callable[[str, str], Awaitable[None]]
+
+
 async def _no_progress(progress: float, total: float | None, message: str | None) -> None:
     return None
 
 
-@dataclass(frozen=True)
-class Principal:
-    """Who is calling.
-
-    Attributes:
-        agent_id: the broker agent id (``pm``, ``dev``, ``reviewer``) or None when unknown.
-        credential: the GitLab credential for this caller (service or passthrough), or None in
-            passthrough mode when the caller sent no GitLab token.
-        remote: the peer address, for logs.
-        claimed_agent_id: the ``X-Agent-Id`` value received when that header names the caller
-            (loopback, no client tokens), as a short printable-ASCII prefix fit to quote in an
-            error; set also when it was not a configured agent id (then ``agent_id`` is None).
-            None when no header was sent or the header does not count (client tokens, not loopback).
-    """
-
-    agent_id: str | None
-    credential: Credential | None
-    remote: str = ""
-    claimed_agent_id: str | None = None
+async def _no_log(level: str, data: str) -> None:
+    return None
 
 
 @dataclass
@@ -59,17 +47,19 @@ class CallInfo:
 
     Attributes:
         request_id: the gateway's request id (logs, ``X-Request-Id`` to GitLab, errors).
-        principal: the caller.
+        caller: the caller, as the transport authenticated it.
         session_id: the MCP session id, when the transport has one.
         progress: reporter bound to the request's ``_meta.progressToken``.
         has_progress_token: True when the caller asked for progress notifications.
+        log: sends log messages to the client, when it asked for them.
     """
 
     request_id: str
-    principal: Principal
+    caller: Caller
     session_id: str | None = None
     progress: ProgressFn = _no_progress
     has_progress_token: bool = False
+    log: LogFn = _no_log
 
 
 class ToolServices(Protocol):
@@ -122,7 +112,7 @@ class ToolContext:
         Raises:
             ToolError: ``unauthorized`` in passthrough mode when the caller sent no GitLab token.
         """
-        credential = self.call.principal.credential
+        credential = self.call.caller.credential
         if credential is None:
             raise ToolError(
                 "unauthorized",
@@ -133,8 +123,12 @@ class ToolContext:
 
     @property
     def agent_id(self) -> str | None:
-        return self.call.principal.agent_id
+        return self.call.caller.agent_id
 
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Send ``notifications/progress`` on this call's stream (no-op without a token)."""
         await self.call.progress(progress, total, message)
+
+    async def log(self, level: str, data: str) -> None:
+        """Send ``notifications/message`` on this call's stream (no-op unless the client asked)."""
+        await self.call.log(level, data)

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
-from gateway.gitlab.operation import Answer
+from gateway.gitlab.operation import GraphQLData
 from gateway.tools.arguments import digits_read, optional, schema_extra, shown
 from gateway.tools.registry import ToolOutput
 
@@ -92,7 +92,7 @@ class PageInfo(ToolOutput):
     end_cursor: str | None = Field(description="Pass as `after` for the next page (null when empty).")
 
 
-class PageInfoAnswer(Answer):
+class PageInfoAnswer(GraphQLData):
     """GitLab's ``PageInfo`` (``pageInfo { hasNextPage endCursor }``)."""
 
     hasNextPage: bool | None = None

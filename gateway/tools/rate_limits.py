@@ -1,7 +1,8 @@
 """Per-agent rate limits on GitLab tool calls: a token bucket per caller.
 
 A caller is its agent id (client token, or ``X-Agent-Id`` on loopback), and in passthrough mode
-also its GitLab credential, keyed on a SHA-256 of the token (never the token). Each bucket holds
+also its GitLab credential, keyed on a SHA-256 of the token (never the token): the
+``Caller.rate_limit_key`` the transport built once with the caller. Each bucket holds
 up to ``burst`` calls and refills at ``calls_per_second``; a call that finds it empty is refused
 at once with ``rate_limited`` and the whole seconds until a call fits, the shape GitLab's own 429
 takes (:class:`~gateway.gitlab.errors.GitLabRateLimited`), and is counted in
@@ -16,7 +17,6 @@ its connection and worker busy); the refusal needs the time until the next token
 
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 from collections import OrderedDict
@@ -25,10 +25,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gateway.errors import ToolError
+from gateway.tools.caller import rate_limit_key
 
 if TYPE_CHECKING:
     from gateway.config import Settings
-    from gateway.tools.context import Principal
+    from gateway.tools.caller import Caller
 
 #: Buckets kept at most (least recently used dropped): passthrough credentials are not bounded by
 #: configuration, and a dropped bucket is full again, which only errs towards letting calls in.
@@ -70,7 +71,7 @@ class AgentLimiter:
     Args:
         default: the limit of callers without one of their own (None: unlimited).
         per_agent: agent id → its own limit (from its client token).
-        passthrough: key buckets on the caller's GitLab credential too.
+        passthrough: callers bring their own GitLab credential (the label of anonymous callers).
         on_limited: called with the metric label (a configured agent id, ``passthrough`` or
             ``anonymous``) for every refused call.
         clock: monotonic seconds (tests pass a fake one).
@@ -92,19 +93,17 @@ class AgentLimiter:
         self._clock = clock
         self._buckets: OrderedDict[str, TokenBucket] = OrderedDict()
 
-    def check(self, principal: Principal) -> None:
-        """Count one GitLab tool call of ``principal``.
+    def check(self, caller: Caller) -> None:
+        """Count one GitLab tool call of ``caller`` (in the bucket of its ``rate_limit_key``).
 
         Raises:
             ToolError: ``rate_limited`` with ``retry_after_seconds``: over its limit.
         """
-        agent = principal.agent_id
+        agent = caller.agent_id
         limit = self._per_agent.get(agent, self._default) if agent is not None else self._default
         if limit is None:
             return
-        key = f"agent:{agent}" if agent is not None else "anonymous"
-        if self._passthrough and principal.credential is not None:
-            key += "|gitlab:" + hashlib.sha256(principal.credential.token.encode()).hexdigest()
+        key = rate_limit_key(caller)
         now = self._clock()
         bucket = self._buckets.get(key)
         if bucket is None or bucket.limit != limit:

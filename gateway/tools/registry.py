@@ -129,6 +129,8 @@ class Tool:
         reference_hint: the tool's other way to name its target, appended to the message when a
             URL or path argument is refused (e.g. "Or pass `id` and `pipeline_id`.").
         operations: the GraphQL operations the tool sends (its docs page lists them).
+        client_capabilities: the client capabilities a call needs (e.g. ``sampling``); a
+            client that did not declare them gets the protocol's -32021 error instead.
     """
 
     name: str
@@ -144,6 +146,7 @@ class Tool:
     title: str | None = None
     reference_hint: str | None = None
     operations: tuple[Operation[Any], ...] = ()
+    client_capabilities: tuple[str, ...] = ()
 
     def runs_long(self, arguments: Mapping[str, Any] | None) -> bool:
         """True when this call may wait (SSE with keep-alives; cancelled at once on shutdown)."""
@@ -319,7 +322,7 @@ class Registry:
         try:
             args = parse_arguments(tool, arguments or {})
             if self._limiter is not None and tool.toolset != "broker":
-                self._limiter.check(ctx.call.principal)
+                self._limiter.check(ctx.call.caller)
             out = await tool.handler(ctx, args)
         except HANDLED as err:
             cursor_sent = getattr(args, CURSOR_ARGUMENT, None) is not None

@@ -29,7 +29,10 @@ class ToolResult:
             (cancelled, client gone).
         read_check_seconds: when set, ``on_delivered`` waits this long after the write and the
             transport runs ``on_abandoned`` instead if the client reset the connection meanwhile
-            (it closed without reading the answer; ``gateway.mcp.receipts``).
+            (it closed without reading the answer; ``gateway.mcp.http.receipts``).
+        content: the content blocks as they are (images, audio, embedded resources), for a tool
+            whose answer is not structured data; None: the text blocks come from ``structured``
+            and ``text``. ``structuredContent`` is then sent only when ``structured`` is not empty.
     """
 
     structured: dict[str, Any]
@@ -38,6 +41,7 @@ class ToolResult:
     on_delivered: Callable[[], Awaitable[None]] | None = None
     on_abandoned: Callable[[], Awaitable[None]] | None = None
     read_check_seconds: float | None = None
+    content: list[dict[str, Any]] | None = None
 
     @functools.cached_property
     def structured_json(self) -> str:
@@ -47,6 +51,13 @@ class ToolResult:
 
     def to_mcp(self) -> dict[str, Any]:
         """The ``CallToolResult`` JSON object."""
+        if self.content is not None:
+            given: dict[str, Any] = {"content": self.content}
+            if self.structured:
+                given["structuredContent"] = self.structured
+            if self.is_error:
+                given["isError"] = True
+            return given
         content = [{"type": "text", "text": self.structured_json}]
         if self.text is not None:
             content.insert(0, {"type": "text", "text": self.text})

@@ -27,16 +27,16 @@ from typing import TYPE_CHECKING, Any
 from gateway.observability.logging import redact, secrets_of
 from gateway.observability.redaction import MIN_SECRET_LENGTH, REDACTED
 
-if TYPE_CHECKING:  # registry imports this module
+if TYPE_CHECKING:
     from gateway.tools.context import ToolContext
-    from gateway.tools.registry import ToolResult
+    from gateway.tools.result import ToolResult
 
 
 def result_secrets(ctx: ToolContext) -> tuple[str, ...]:
     """The secrets no result of this call may hold, longest first (no partial leftovers)."""
     services = ctx.services  # None in tests that exercise a registry alone
     found = set(secrets_of(services.settings)) if services is not None else set()
-    credential = ctx.call.principal.credential
+    credential = ctx.call.caller.credential
     if credential is not None and credential.token:
         found.add(credential.token)
     return tuple(sorted((s for s in found if len(s) >= MIN_SECRET_LENGTH), key=len, reverse=True))
@@ -51,7 +51,7 @@ def redact_result(result: ToolResult, secrets: Iterable[str]) -> ToolResult:
     wanted = tuple(secrets)
     if not wanted and not result.is_error:
         return result  # anonymous access: no secret held, and data is never pattern-redacted
-    if not result.is_error and all(map(_same_in_json, wanted)):
+    if not result.is_error and result.content is None and all(map(_same_in_json, wanted)):
         # A secret JSON writes as is appears in the encoded result exactly when it appears in one
         # of its strings: one scan of the text a caller receives anyway, not a walk of the tree.
         shown_text = result.text or ""
@@ -66,9 +66,10 @@ def redact_result(result: ToolResult, secrets: Iterable[str]) -> ToolResult:
 
     structured = _walk(result.structured, text)
     shown = None if result.text is None else text(result.text)
-    if structured is result.structured and shown is result.text:
+    content = None if result.content is None else _walk(result.content, text)
+    if structured is result.structured and shown is result.text and content is result.content:
         return result
-    return replace(result, structured=structured, text=shown)
+    return replace(result, structured=structured, text=shown, content=content)
 
 
 @functools.lru_cache(maxsize=64)

@@ -346,7 +346,7 @@ def test_a_real_looking_gitlab_token_is_accepted(
 def test_a_generated_session_key_is_reported_at_info_as_the_example_says(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from gateway.mcp.sessions import SessionSealer
+    from gateway.mcp.http.sessions import SessionSealer
 
     with caplog.at_level("DEBUG", logger="gateway"):
         SessionSealer(key=None, ttl_seconds=60)

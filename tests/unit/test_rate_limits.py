@@ -7,7 +7,7 @@ import pytest
 from gateway.config import Settings
 from gateway.errors import ToolError
 from gateway.gitlab.credentials import Credential
-from gateway.tools.context import Principal
+from gateway.tools.caller import Caller
 from gateway.tools.rate_limits import MAX_BUCKETS, AgentLimiter, Limit, TokenBucket, build_limiter
 
 
@@ -19,8 +19,8 @@ class Clock:
         return self.now
 
 
-def principal(agent: str | None, token: str = "") -> Principal:
-    return Principal(agent, Credential("PRIVATE-TOKEN", token, "passthrough" if token else "service"))
+def caller(agent: str | None, token: str = "") -> Caller:
+    return Caller(agent, Credential("PRIVATE-TOKEN", token, "passthrough" if token else "service"))
 
 
 def test_bucket_allows_a_burst_then_the_rate() -> None:
@@ -35,29 +35,29 @@ def test_bucket_allows_a_burst_then_the_rate() -> None:
 def test_limiter_refuses_with_the_shape_of_gitlabs_429_and_counts_by_agent() -> None:
     clock, limited = Clock(), list[str]()
     limiter = AgentLimiter(Limit(1.0, 2), {}, passthrough=False, on_limited=limited.append, clock=clock)
-    limiter.check(principal("dev"))
-    limiter.check(principal("dev"))
+    limiter.check(caller("dev"))
+    limiter.check(caller("dev"))
     with pytest.raises(ToolError) as err:
-        limiter.check(principal("dev"))
+        limiter.check(caller("dev"))
     assert err.value.reason == "rate_limited"
     assert err.value.details == {"retry_after_seconds": 1, "limit": "gateway_agent_calls"}
     assert err.value.message == (
         "Rate limited by this gateway: at most 1 GitLab tool calls per second (bursts of 2) for agent "
         "'dev'. Retry after 1 second."
     )
-    limiter.check(principal("pm"))  # another agent has its own bucket
+    limiter.check(caller("pm"))  # another agent has its own bucket
     clock.now += 1.0
-    limiter.check(principal("dev"))
+    limiter.check(caller("dev"))
     assert limited == ["dev"]
 
 
 def test_passthrough_buckets_are_per_credential_and_labelled_passthrough() -> None:
     clock, limited = Clock(), list[str]()
     limiter = AgentLimiter(Limit(1.0, 1), {}, passthrough=True, on_limited=limited.append, clock=clock)
-    limiter.check(principal(None, "glpat-one-aaaaaaaaaaaa"))
-    limiter.check(principal(None, "glpat-two-bbbbbbbbbbbb"))
+    limiter.check(caller(None, "glpat-one-aaaaaaaaaaaa"))
+    limiter.check(caller(None, "glpat-two-bbbbbbbbbbbb"))
     with pytest.raises(ToolError):
-        limiter.check(principal(None, "glpat-one-aaaaaaaaaaaa"))
+        limiter.check(caller(None, "glpat-one-aaaaaaaaaaaa"))
     assert limited == ["passthrough"]
     assert not any("glpat" in key for key in limiter._buckets)  # keyed on a hash, never the token
 
@@ -65,7 +65,7 @@ def test_passthrough_buckets_are_per_credential_and_labelled_passthrough() -> No
 def test_bucket_count_is_bounded() -> None:
     limiter = AgentLimiter(Limit(1.0, 1), {}, passthrough=True, on_limited=lambda _: None, clock=Clock())
     for i in range(MAX_BUCKETS + 5):
-        limiter.check(principal(None, f"token-{i}"))
+        limiter.check(caller(None, f"token-{i}"))
     assert len(limiter._buckets) == MAX_BUCKETS
 
 

@@ -12,7 +12,8 @@ from gateway.config import TOOLSETS
 from gateway.errors import ToolError
 from gateway.gitlab.errors import GitLabRateLimited, InvalidReference
 from gateway.tools.access import NO_LIMITS, Restriction, header_restriction
-from gateway.tools.context import CallInfo, Principal, ToolContext
+from gateway.tools.caller import Caller
+from gateway.tools.context import CallInfo, ToolContext
 from gateway.tools.registry import (
     READ_ONLY,
     Annotations,
@@ -74,7 +75,7 @@ REFUSE = Tool(
 
 
 def ctx() -> ToolContext:
-    return ToolContext(services=None, call=CallInfo(request_id="r1", principal=Principal(None, None)))  # type: ignore[arg-type]
+    return ToolContext(services=None, call=CallInfo(request_id="r1", caller=Caller(None, None)))  # type: ignore[arg-type]
 
 
 async def test_listed_tool_has_schema_annotations_and_no_alias() -> None:

@@ -41,7 +41,7 @@ def _caller(ctx: ToolContext) -> tuple[BrokerService, str]:
             "The phase broker is not available in this gateway right now (it is starting or shutting down). "
             "Reconnect in a moment and try again.",
         )
-    return broker, broker.roster.authorize(ctx.agent_id, ctx.call.principal.claimed_agent_id)
+    return broker, broker.roster.authorize(ctx.agent_id, ctx.call.caller.claimed_agent_id)
 
 
 async def start_phase(ctx: ToolContext, args: StartPhaseInput) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from gateway.errors import not_found
-from gateway.gitlab.operation import Answer, ByPathOrId, GlobalIdNumber, Operation
+from gateway.gitlab.operation import ByPathOrId, GlobalIdNumber, GraphQLData, Operation
 from gateway.gitlab.urls import is_numeric_id, project_address, project_full_path
 from gateway.tools.arguments import ProjectId, schema_extra, shown
 from gateway.tools.ci.pipeline_read import PipelineBase, Status, status_argument
@@ -90,7 +90,7 @@ class ListPipelinesOutput(ToolOutput):
 # -- GitLab's answer --------------------------------------------------------------------------
 
 
-class PipelineNode(Answer):
+class PipelineNode(GraphQLData):
     id: GlobalIdNumber
     status: str
     ref: str | None = None
@@ -100,12 +100,12 @@ class PipelineNode(Answer):
     createdAt: str
 
 
-class Pipelines(Answer):
+class Pipelines(GraphQLData):
     pageInfo: PageInfoAnswer | None = None
     nodes: list[PipelineNode | None] | None = None
 
 
-class ProjectNode(Answer):
+class ProjectNode(GraphQLData):
     pipelines: Pipelines | None = None
 
 
@@ -138,7 +138,7 @@ async def list_pipelines(ctx: ToolContext, args: ListPipelinesInput) -> ListPipe
     if project is None:
         raise not_found(
             f"Project '{args.id}' not found or inaccessible. Check the project ID or full path (for example "
-            "`group/subgroup/project`)" + and_token_can(ctx.call.principal.credential, "read the project")
+            "`group/subgroup/project`)" + and_token_can(ctx.call.caller.credential, "read the project")
         )
     pipelines = project.pipelines or Pipelines()
     return ListPipelinesOutput(

@@ -20,7 +20,7 @@ from pydantic import Field
 
 from gateway.errors import ToolError, bad_request, not_found
 from gateway.gitlab.errors import GitLabMaybeSent, GitLabNotFound
-from gateway.gitlab.operation import Answer, ByPathOrId, Operation
+from gateway.gitlab.operation import ByPathOrId, GraphQLData, Operation
 from gateway.gitlab.urls import (
     global_id,
     global_id_number_or_none,
@@ -36,12 +36,12 @@ from gateway.tools.visibility import ANONYMOUS_READS, anonymous_note, is_anonymo
 # -- GitLab's answers ---------------------------------------------------------------------------------
 
 
-class SavedProject(Answer):
+class SavedProject(GraphQLData):
     fullPath: str | None = None
     webUrl: str | None = None
 
 
-class SavedPipeline(Answer):
+class SavedPipeline(GraphQLData):
     """``fragment SavedPipeline on Pipeline`` (``operations/ci/pipeline_mutations.graphql``)."""
 
     id: str | None = None
@@ -51,7 +51,7 @@ class SavedPipeline(Answer):
     project: SavedProject | None = None
 
 
-class PipelinePayload(Answer):
+class PipelinePayload(GraphQLData):
     """``PipelineCreatePayload``, ``PipelineRetryPayload``, ``PipelineCancelPayload``."""
 
     pipeline: SavedPipeline | None = None
@@ -61,15 +61,15 @@ class PipelinePayload(Answer):
         return [str(e) for e in self.errors or []]
 
 
-class PipelineCreateAnswer(Answer):
+class PipelineCreateAnswer(GraphQLData):
     pipelineCreate: PipelinePayload | None = None
 
 
-class PipelineRetryAnswer(Answer):
+class PipelineRetryAnswer(GraphQLData):
     pipelineRetry: PipelinePayload | None = None
 
 
-class PipelineCancelAnswer(Answer):
+class PipelineCancelAnswer(GraphQLData):
     pipelineCancel: PipelinePayload | None = None
 
 
@@ -130,7 +130,7 @@ async def lookup_project(
         variables |= {"pipelineId": global_id("Ci::Pipeline", pipeline_id), "withPipeline": True}
     missing = (
         f"Project '{named}' not found or inaccessible. Check the ID or full path (e.g. group/project)."
-        + anonymous_note(ctx.call.principal.credential)
+        + anonymous_note(ctx.call.caller.credential)
     )
     try:
         project = (await SAVE_PIPELINE_PROJECT.run(ctx.gitlab, variables)).project_node()
@@ -262,7 +262,7 @@ async def create(
             err.request_id,
         ) from None
     except GitLabNotFound:
-        if is_anonymous(ctx.call.principal.credential):
+        if is_anonymous(ctx.call.caller.credential):
             raise not_found(
                 f"Project '{project.full_path}' not found, or GitLab does not let a caller without a token "
                 f"run pipelines in it. {ANONYMOUS_READS}"
@@ -296,7 +296,7 @@ async def create(
 
 def _hidden_pipeline(ctx: ToolContext, pipeline_id: int, verb: str) -> ToolError:
     check = "Check `pipeline_id` (the ID shown in the pipeline's URL, not its IID)."
-    if is_anonymous(ctx.call.principal.credential):
+    if is_anonymous(ctx.call.caller.credential):
         return not_found(
             f"Pipeline {pipeline_id} not found, or GitLab does not let a caller without a token {verb} it. "
             f"{check} {ANONYMOUS_READS}"

@@ -27,7 +27,7 @@ from pydantic import ConfigDict, Field
 from gateway.gitlab.client import GitLabSession
 from gateway.gitlab.errors import GitLabError, GitLabNotFound, GitLabUnauthorized
 from gateway.gitlab.job_log import failing_section
-from gateway.gitlab.operation import Answer, ByPathOrId, Operation
+from gateway.gitlab.operation import ByPathOrId, GraphQLData, Operation
 from gateway.gitlab.urls import encode_project
 from gateway.tools.ci.log_reads import read_tail
 from gateway.tools.registry import ToolOutput
@@ -58,7 +58,7 @@ TRACE_ROUTE = "/projects/{id}/jobs/{job_id}/trace"
 # -- GitLab's answers ---------------------------------------------------------------------------------
 
 
-class SuiteSummaryNode(Answer):
+class SuiteSummaryNode(GraphQLData):
     name: str | None = None
     buildIds: list[str] | None = None
     failedCount: int | None = None
@@ -66,23 +66,23 @@ class SuiteSummaryNode(Answer):
     suiteError: str | None = None
 
 
-class SuiteSummaries(Answer):
+class SuiteSummaries(GraphQLData):
     nodes: list[SuiteSummaryNode | None] | None = None
 
 
-class ReportTotal(Answer):
+class ReportTotal(GraphQLData):
     count: int | None = None
     failed: int | None = None
     error: int | None = None
     suiteError: str | None = None
 
 
-class ReportSummaryNode(Answer):
+class ReportSummaryNode(GraphQLData):
     total: ReportTotal | None = None
     testSuites: SuiteSummaries | None = None
 
 
-class CaseNode(Answer):
+class CaseNode(GraphQLData):
     name: str | None = None
     classname: str | None = None
     file: str | None = None
@@ -90,11 +90,11 @@ class CaseNode(Answer):
     stackTrace: str | None = None
 
 
-class CaseNodes(Answer):
+class CaseNodes(GraphQLData):
     nodes: list[CaseNode | None] | None = None
 
 
-class SuiteNode(Answer):
+class SuiteNode(GraphQLData):
     name: str | None = None
     failedCount: int | None = None
     errorCount: int | None = None
@@ -102,15 +102,15 @@ class SuiteNode(Answer):
     testCases: CaseNodes | None = None
 
 
-class CasesPipeline(Answer):
-    model_config = Answer.model_config | {"extra": "allow"}  # suite0..suite9
+class CasesPipeline(GraphQLData):
+    model_config = GraphQLData.model_config | {"extra": "allow"}  # suite0..suite9
 
     def suite(self, index: int) -> SuiteNode | None:
         raw = (self.model_extra or {}).get(f"suite{index}")
         return SuiteNode.model_validate(raw) if raw is not None else None
 
 
-class CasesProject(Answer):
+class CasesProject(GraphQLData):
     pipeline: CasesPipeline | None = None
 
 

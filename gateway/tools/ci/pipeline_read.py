@@ -18,7 +18,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from gateway.errors import not_found
 from gateway.gitlab.client import GitLabSession
-from gateway.gitlab.operation import Answer, ByPathOrId, GlobalIdNumber, Operation
+from gateway.gitlab.operation import ByPathOrId, GlobalIdNumber, GraphQLData, Operation
 from gateway.gitlab.urls import global_id, is_numeric_id, project_address, project_full_path
 from gateway.tools.arguments import schema_extra, shown
 from gateway.tools.ci.pipeline_failures import (
@@ -77,7 +77,7 @@ FACETS: tuple[Facet, ...] = ("jobs", "downstream_pipelines", "bridge_jobs", "fai
 NodeT = TypeVar("NodeT")
 
 
-class PipelineFields(Answer):
+class PipelineFields(GraphQLData):
     """``fragment getPipelineFields on Pipeline``."""
 
     id: GlobalIdNumber
@@ -88,7 +88,7 @@ class PipelineFields(Answer):
     path: str | None = None
 
 
-class ProjectPath(Answer):
+class ProjectPath(GraphQLData):
     fullPath: str | None = None
 
 
@@ -96,11 +96,11 @@ class DownstreamNode(PipelineFields):
     project: ProjectPath | None = None
 
 
-class Stage(Answer):
+class Stage(GraphQLData):
     name: str | None = None
 
 
-class JobNode(Answer):
+class JobNode(GraphQLData):
     id: GlobalIdNumber
     name: str | None = None
     status: str | None = None
@@ -111,14 +111,14 @@ class JobNode(Answer):
     exitCode: int | None = None
 
 
-class BridgeNode(Answer):
+class BridgeNode(GraphQLData):
     id: GlobalIdNumber
     name: str | None = None
     status: str | None = None
     downstreamPipeline: DownstreamNode | None = None
 
 
-class Connection(Answer, Generic[NodeT]):
+class Connection(GraphQLData, Generic[NodeT]):
     """A GraphQL connection; null nodes are those the caller may not read."""
 
     pageInfo: PageInfoAnswer | None = None
@@ -136,7 +136,7 @@ class PipelineNode(PipelineFields):
     testReportSummary: ReportSummaryNode | None = None
 
 
-class ProjectNode(Answer):
+class ProjectNode(GraphQLData):
     pipeline: PipelineNode | None = None
 
 

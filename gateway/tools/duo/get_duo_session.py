@@ -41,7 +41,7 @@ from pydantic import BeforeValidator, Field
 from gateway.cache import credential_key
 from gateway.errors import ToolError, not_found
 from gateway.gitlab.errors import GitLabNotFound
-from gateway.gitlab.operation import Answer, Operation
+from gateway.gitlab.operation import GraphQLData, Operation
 from gateway.gitlab.urls import MAX_ID, global_id, global_id_number_or_none
 from gateway.tools.context import ToolContext
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput, ToolResult
@@ -141,27 +141,27 @@ def _missing(ctx: ToolContext, workflow_id: int) -> ToolError:
         f"Duo session {workflow_id} was not found, or you do not have access to it. Check the workflow_id: "
         "the number ending the session's URL in GitLab (/-/automate/agent-sessions/<id>), or the ID that "
         "trigger_duo_flow or ask_duo_agent (tools of GitLab's built-in MCP server) returned."
-        + anonymous_note(ctx.call.principal.credential)
+        + anonymous_note(ctx.call.caller.credential)
     )
 
 
-class DuoMessage(Answer):
+class DuoMessage(GraphQLData):
     # Kept loose: only a non-empty string written by the agent counts (see _is_agent_message).
     content: Any = None
     role: Any = None
     messageType: Any = None
 
 
-class Checkpoint(Answer):
+class Checkpoint(GraphQLData):
     lastDuoMessage: DuoMessage | None = None
     duoMessages: list[DuoMessage | None] | None = None
 
 
-class WorkflowProject(Answer):
+class WorkflowProject(GraphQLData):
     webUrl: str | None = None
 
 
-class Workflow(Answer):
+class Workflow(GraphQLData):
     """A ``DuoWorkflow`` as ``get_duo_session.graphql`` selects it."""
 
     id: str | None = None
@@ -173,11 +173,11 @@ class Workflow(Answer):
     latestCheckpoint: Checkpoint | None = None
 
 
-class Workflows(Answer):
+class Workflows(GraphQLData):
     nodes: list[Workflow | None] | None = None
 
 
-class GetDuoSessionAnswer(Answer):
+class GetDuoSessionAnswer(GraphQLData):
     duoWorkflowWorkflows: Workflows | None = None
 
 

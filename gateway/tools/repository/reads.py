@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from gateway.cache import AsyncTTLCache, credential_key
 from gateway.errors import ToolError, bad_request, not_found
 from gateway.gitlab.errors import GitLabBadRequest, GitLabNotFound
-from gateway.gitlab.operation import Answer, ByPathOrId, GlobalIdNumber, Operation
+from gateway.gitlab.operation import ByPathOrId, GlobalIdNumber, GraphQLData, Operation
 from gateway.tools.repository.file_window import TextFile
 from gateway.tools.repository.target import FileTarget, ProjectRef
 from gateway.tools.visibility import ANONYMOUS_READS, is_anonymous
@@ -29,32 +29,32 @@ FileKind = Literal["text", "binary", "lfs"]
 # -- GitLab's answers -----------------------------------------------------------------------------
 
 
-class ExclusionSettings(Answer):
+class ExclusionSettings(GraphQLData):
     exclusionRules: list[Any] | None = None
 
 
-class Commit(Answer):
+class Commit(GraphQLData):
     sha: str | None = None
 
 
-class BlobNode(Answer):
+class BlobNode(GraphQLData):
     rawSize: Any = None  # GitLab's BigInt arrives as a JSON string ("1234")
     rawTextBlob: str | None = None
     storedExternally: bool | None = None
     externalStorage: str | None = None
 
 
-class Blobs(Answer):
+class Blobs(GraphQLData):
     nodes: list[BlobNode | None] | None = None
 
 
-class RepositoryNode(Answer):
+class RepositoryNode(GraphQLData):
     empty: bool | None = None
     commit: Commit | None = None
     blobs: Blobs | None = None
 
 
-class FileProject(Answer):
+class FileProject(GraphQLData):
     """The project of ``getRepositoryFileProject`` (and, without ``repository``, of the
     exclusions document); ``duoContextExclusionSettings`` is absent on GitLab CE."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import unquote
 
 from gateway.errors import ToolError, bad_request
@@ -25,7 +25,6 @@ from gateway.gitlab.urls import is_numeric_id, project_address, project_full_pat
 if TYPE_CHECKING:
     from gateway.gitlab.client import GitLabSession
     from gateway.tools.context import ToolContext
-    from gateway.tools.repository.get_repository_file import GetRepositoryFileInput
 
 #: Path separators ``Gitlab::PathTraversal`` checks ``..`` segments between.
 _SEPARATORS = re.compile(r"[/\\]")
@@ -79,8 +78,31 @@ class FileTarget:
     expected_project_id: int | None = None
 
 
+class FileArguments(Protocol):
+    """The arguments of ``get_repository_file`` a target is read from (its input model, whose
+    module imports this one: named by shape, so the two do not import each other)."""
+
+    @property
+    def project_id(self) -> str | None: ...
+
+    @property
+    def file_path(self) -> str | None: ...
+
+    @property
+    def ref(self) -> str | None: ...
+
+    @property
+    def offset(self) -> int: ...
+
+    @property
+    def limit(self) -> int: ...
+
+    @property
+    def model_fields_set(self) -> set[str]: ...
+
+
 async def resolve_target(
-    ctx: ToolContext, session: GitLabSession, args: GetRepositoryFileInput, blob_url: BlobUrl | None
+    ctx: ToolContext, session: GitLabSession, args: FileArguments, blob_url: BlobUrl | None
 ) -> FileTarget:
     """Reconcile ``url`` with ``project_id``/``file_path``/``ref`` (GitLab's
     ``validate_url_consistency!``: project, then file path, then ref); no request unless a url's

@@ -15,7 +15,8 @@ from gateway.config import Settings
 from gateway.observability.metrics import Metrics
 from gateway.server.services import Services
 from gateway.tools import broker as broker_tools
-from gateway.tools.context import CallInfo, Principal, ToolContext
+from gateway.tools.caller import Caller
+from gateway.tools.context import CallInfo, ToolContext
 from gateway.tools.registry import Registry, ToolResult
 
 _VALIDATORS: dict[str, jsonschema.Draft202012Validator] = {}
@@ -43,8 +44,8 @@ class Env:
         self, agent: str | None, progress: ProgressFn | None = None, claimed: str | None = None
     ) -> ToolContext:
         """A call as ``agent``; ``claimed``: the ``X-Agent-Id`` value the transport passed on."""
-        principal = Principal(agent_id=agent, credential=None, claimed_agent_id=claimed)
-        info = CallInfo(request_id="test", principal=principal)
+        caller = Caller(agent_id=agent, credential=None, claimed_agent_id=claimed)
+        info = CallInfo(request_id="test", caller=caller)
         if progress is not None:
             info.progress = progress
             info.has_progress_token = True

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from gateway.broker.messages.sending import MAX_BODY_DEPTH
-from gateway.mcp import wire
+from gateway.mcp.protocol import wire
 from tests.unit.broker.conftest import Env, EnvFactory
 
 

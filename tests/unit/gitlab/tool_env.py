@@ -21,7 +21,8 @@ from gateway.gitlab.credentials import Credential, service_credential
 from gateway.observability.metrics import Metrics
 from gateway.server.services import Services
 from gateway.tools import all_tools
-from gateway.tools.context import CallInfo, Principal, ToolContext
+from gateway.tools.caller import Caller
+from gateway.tools.context import CallInfo, ToolContext
 from gateway.tools.registry import Registry
 
 _DEFAULT = object()
@@ -65,8 +66,8 @@ class ToolEnv:
         if credential is _DEFAULT:
             token = self.settings.gitlab.token
             credential = service_credential(token.get_secret_value() if token else None)
-        principal = Principal(agent_id=None, credential=credential)  # type: ignore[arg-type]
-        ctx = ToolContext(self.services, CallInfo(request_id="req-test-1", principal=principal))
+        caller = Caller(agent_id=None, credential=credential)  # type: ignore[arg-type]
+        ctx = ToolContext(self.services, CallInfo(request_id="req-test-1", caller=caller))
         result = await self.registry.call(tool, ctx, arguments)
         return result.to_mcp()
 

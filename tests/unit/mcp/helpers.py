@@ -110,7 +110,7 @@ def make_tools(probe: Probe) -> list[Tool]:
 
     async def whoami(ctx: ToolContext, args: NoInput) -> dict[str, Any]:
         probe.contexts.append(ctx)
-        credential = ctx.call.principal.credential
+        credential = ctx.call.caller.credential
         return {
             "agent_id": ctx.agent_id,
             "credential": None if credential is None else credential.source,

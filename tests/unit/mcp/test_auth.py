@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gateway.mcp.auth import CLAIMED_AGENT_ID_CHARS, quotable
+from gateway.mcp.http.auth import CLAIMED_AGENT_ID_CHARS, quotable
 from gateway.tools import broker as broker_tools
 from tests.unit.mcp.conftest import MakeMcp
 from tests.unit.mcp.helpers import Mcp, Probe
@@ -44,7 +44,7 @@ async def test_invalid_agent_header_gives_no_agent(mcp: Mcp, header: str) -> Non
 
 async def test_no_agent_header_gives_no_agent(mcp: Mcp, probe: Probe) -> None:
     assert (await whoami(mcp))["agent_id"] is None
-    assert probe.contexts[-1].call.principal.claimed_agent_id is None
+    assert probe.contexts[-1].call.caller.claimed_agent_id is None
 
 
 @pytest.mark.parametrize(
@@ -63,7 +63,7 @@ async def test_agent_header_value_is_passed_on_as_claimed(
     mcp: Mcp, probe: Probe, header: str, claimed: str | None
 ) -> None:
     await whoami(mcp, {"X-Agent-Id": header})
-    assert probe.contexts[-1].call.principal.claimed_agent_id == claimed
+    assert probe.contexts[-1].call.caller.claimed_agent_id == claimed
 
 
 @pytest.mark.parametrize(
@@ -84,7 +84,7 @@ async def test_claimed_agent_id_is_not_set_with_client_tokens(mcp_factory: MakeM
     client.headers = {"Authorization": f"Bearer {DEV_TOKEN}"}
     await client.initialize()
     await whoami(client, {"X-Agent-Id": "qa"})
-    assert probe.contexts[-1].call.principal.claimed_agent_id is None
+    assert probe.contexts[-1].call.caller.claimed_agent_id is None
 
 
 async def test_claimed_agent_id_is_not_set_off_loopback(mcp_factory: MakeMcp, probe: Probe) -> None:
@@ -92,7 +92,7 @@ async def test_claimed_agent_id_is_not_set_off_loopback(mcp_factory: MakeMcp, pr
     off_loopback.headers = {"PRIVATE-TOKEN": "glpat-caller"}
     await off_loopback.initialize()
     await whoami(off_loopback, {"X-Agent-Id": "qa"})
-    assert probe.contexts[-1].call.principal.claimed_agent_id is None
+    assert probe.contexts[-1].call.caller.claimed_agent_id is None
 
 
 @pytest.mark.parametrize(
@@ -277,7 +277,7 @@ async def test_passthrough_forwards_the_callers_token(
     client.headers = headers
     await client.initialize()
     assert (await whoami(client))["credential"] == "passthrough"
-    credential = probe.contexts[-1].call.principal.credential
+    credential = probe.contexts[-1].call.caller.credential
     assert credential is not None and credential.token == "glpat-caller"
 
 

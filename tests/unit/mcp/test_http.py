@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from gateway.mcp import endpoint
+from gateway.mcp.http import endpoint
 from tests.conftest import REPO
 from tests.unit.mcp.conftest import MakeMcp
 from tests.unit.mcp.helpers import Mcp
@@ -175,7 +175,7 @@ async def test_a_bug_in_the_transport_is_a_json_rpc_500_without_internals(
     def broken(*args: object, **kwargs: object) -> None:
         raise KeyError("internal detail")
 
-    monkeypatch.setattr("gateway.mcp.endpoint.classify", broken)
+    monkeypatch.setattr("gateway.mcp.http.endpoint.classify", broken)
     resp = await mcp.post(PING, headers={"X-Request-Id": "bug-1"})
     assert resp.status == 500
     body = await resp.json()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.mcp.endpoint import SESSIONS
+from gateway.mcp.http.endpoint import SESSIONS
 from tests.unit.mcp.conftest import MakeMcp
 from tests.unit.mcp.helpers import Mcp, Probe
 

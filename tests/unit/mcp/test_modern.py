@@ -319,7 +319,7 @@ async def test_session_sealed_for_another_credential_is_404(mcp_factory: MakeMcp
 
 
 async def test_session_past_its_expiry_is_404(mcp_factory: MakeMcp, probe: Probe) -> None:
-    from gateway.mcp.endpoint import SESSIONS
+    from gateway.mcp.http.endpoint import SESSIONS
 
     client = await mcp_factory(server={"session_ttl_seconds": 60})
     now = [1000.0]

@@ -9,11 +9,11 @@ import pytest
 from mcp_types import JSONRPCResponse
 
 from gateway.config import ServerSettings
-from gateway.mcp.dispatch import shaped, shaped_tool_result
-from gateway.mcp.middlewares import _acceptable
-from gateway.mcp.security import OriginHostGuard, split_host
-from gateway.mcp.sessions import SessionSealer, decode_key
-from gateway.mcp.wire import encode, response
+from gateway.mcp.http.middlewares import _acceptable
+from gateway.mcp.http.security import OriginHostGuard, split_host
+from gateway.mcp.http.sessions import SessionSealer, decode_key
+from gateway.mcp.protocol.shaping import shaped, shaped_tool_result
+from gateway.mcp.protocol.wire import encode, response
 from gateway.tools.result import ToolResult
 
 

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from aiohttp import web
 
-from gateway.mcp.streamable_http import _peer_closed
+from gateway.mcp.http.framing import _peer_closed
 
 
 class _Transport:

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from gateway.mcp.receipts import Receipt
-from gateway.mcp.streamable_http import _peer_closed
+from gateway.mcp.http.framing import _peer_closed
+from gateway.mcp.http.receipts import Receipt
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="TCP_INFO is read on Linux only")
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gateway.mcp.calls import ToolCall, await_call
+from gateway.mcp.protocol.calls import ToolCall, await_call
 from gateway.tools.registry import ToolResult
 from tests.unit.mcp.conftest import MakeMcp
 from tests.unit.mcp.helpers import (

@@ -256,7 +256,7 @@ async def test_tool_context_carries_request_and_session(mcp: Mcp, probe: Probe) 
     assert ctx.call.session_id and ctx.call.session_id not in (mcp.session_id or "")
     assert ctx.call.has_progress_token is False
     assert ctx.services is mcp.app[SERVICES]
-    assert ctx.call.principal.remote == "127.0.0.1"
+    assert ctx.call.caller.remote == "127.0.0.1"
 
 
 async def test_tool_metrics_count_latency(mcp: Mcp) -> None:

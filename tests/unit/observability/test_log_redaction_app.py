@@ -45,7 +45,7 @@ class LeakInput(ToolInput):
 
 async def _careless(ctx: ToolContext, args: LeakInput) -> dict[str, Any]:
     """A tool written carelessly: logs what it got, then fails with it in the message."""
-    credential = ctx.call.principal.credential
+    credential = ctx.call.caller.credential
     token = credential.token if credential is not None else ""
     logging.getLogger("gateway.tools").info(
         "careless tool got %s",

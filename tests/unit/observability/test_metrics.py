@@ -17,7 +17,7 @@ from gateway.gitlab.client import GitLabClient
 from gateway.gitlab.credentials import Credential
 from gateway.gitlab.errors import GitLabNotFound
 from gateway.gitlab.urls import encode_project
-from gateway.mcp.wire import _LABELS
+from gateway.mcp.protocol.wire import _LABELS
 from gateway.observability.metrics import METRICS, Metrics
 from tests.unit.mcp.conftest import MakeMcp
 

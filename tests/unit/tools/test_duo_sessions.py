@@ -20,7 +20,8 @@ from jsonschema import Draft202012Validator
 from gateway.config import Settings
 from gateway.gitlab.credentials import service_credential
 from gateway.tools import all_tools
-from gateway.tools.context import CallInfo, Principal, ToolContext
+from gateway.tools.caller import Caller
+from gateway.tools.context import CallInfo, ToolContext
 from gateway.tools.duo import get_duo_session as duo_sessions
 from gateway.tools.registry import Registry
 from tests.unit.gitlab.tool_env import ToolEnv
@@ -373,12 +374,10 @@ class Progress:
 
 def context(env: ToolEnv, progress: Progress) -> ToolContext:
     token = env.settings.gitlab.token
-    principal = Principal(
-        agent_id=None, credential=service_credential(token.get_secret_value() if token else None)
-    )
+    caller = Caller(agent_id=None, credential=service_credential(token.get_secret_value() if token else None))
     return ToolContext(
         env.services,
-        CallInfo(request_id="req-wait", principal=principal, progress=progress, has_progress_token=True),
+        CallInfo(request_id="req-wait", caller=caller, progress=progress, has_progress_token=True),
     )
 
 

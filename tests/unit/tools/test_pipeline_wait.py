@@ -17,8 +17,9 @@ import respx
 
 from gateway.config import Settings
 from gateway.gitlab.credentials import service_credential
+from gateway.tools.caller import Caller
 from gateway.tools.ci import pipeline_wait
-from gateway.tools.context import CallInfo, Principal, ToolContext
+from gateway.tools.context import CallInfo, ToolContext
 from tests.unit.gitlab.fake_gitlab import GRAPHQL_URL, PIPELINE_ID, PROJECT_PATH, FakeGitLab
 from tests.unit.gitlab.tool_env import ToolEnv, error, ok
 
@@ -62,10 +63,8 @@ async def call(env: ToolEnv, arguments: dict[str, Any], progress: Progress | Non
             progress.append((value, total, message))
 
     token = env.settings.gitlab.token
-    principal = Principal(
-        agent_id=None, credential=service_credential(token.get_secret_value() if token else None)
-    )
-    info = CallInfo(request_id="req-wait", principal=principal, progress=report, has_progress_token=True)
+    caller = Caller(agent_id=None, credential=service_credential(token.get_secret_value() if token else None))
+    info = CallInfo(request_id="req-wait", caller=caller, progress=report, has_progress_token=True)
     tool = env.registry.resolve("get_pipeline")
     assert tool is not None
     return (await env.registry.call(tool, ToolContext(env.services, info), arguments)).to_mcp()

@@ -8,20 +8,22 @@ Rules (README, "Connecting a client"):
   ``WWW-Authenticate: Bearer`` (RFC 6750 §3).
 - Without client tokens and bound to loopback, ``X-Agent-Id: pm|dev|reviewer`` names the caller;
   a value that is not one of ``broker.agents`` (ids are case-sensitive) gives no agent id, and
-  a short printable prefix of it goes to ``Principal.claimed_agent_id`` so the broker tools can
+  a short printable prefix of it goes to ``Caller.claimed_agent_id`` so the broker tools can
   refuse naming what was received. Bound elsewhere without client tokens, nobody is an agent.
 - GitLab credential: ``service`` mode → the gateway's ``GITLAB_TOKEN`` (anonymous when unset);
   ``passthrough`` → the caller's ``PRIVATE-TOKEN`` or ``Authorization: Bearer`` (only
   ``PRIVATE-TOKEN`` when ``Authorization`` carries the gateway secret), and a POST without one is
   refused with 401 saying which header to send.
 
-Tools: :attr:`Identity.access` narrows what the deployment serves by the client token's
+Tools: :attr:`Caller.access` narrows what the deployment serves by the client token's
 ``toolsets``, ``tools`` and ``read_only`` and then by the request's ``X-MCP-Toolsets``,
 ``X-MCP-Tools`` and ``X-MCP-Readonly`` headers (``gateway.tools.access``); never wider.
 
-Tokens never reach logs: :attr:`Identity.owner` is built from how callers are authenticated, the
-agent id and a SHA-256 of the GitLab credential; it stays in memory, and a sealed session id holds
-only an HMAC of it (``sessions``).
+The :class:`~gateway.tools.caller.Caller` is built here once per request and handed down
+unchanged (its access, its rate-limit key and the session owner included). Tokens never reach
+logs: :attr:`Caller.owner` is built from how callers are authenticated, the agent id and a
+SHA-256 of the GitLab credential; it stays in memory, and a sealed session id holds only an HMAC
+of it (``sessions``).
 """
 
 from __future__ import annotations
@@ -29,39 +31,20 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from gateway.config import TOOLSETS, ClientToken, Settings, is_loopback
 from gateway.gitlab.credentials import Credential, passthrough_credential, service_credential
-from gateway.mcp.wire import UNAUTHORIZED, RpcError
+from gateway.mcp.http.statuses import HttpRefusal
+from gateway.mcp.protocol.wire import UNAUTHORIZED
 from gateway.observability.logging import register_secret
 from gateway.tools.access import NO_LIMITS, Restriction, ToolAccess, header_restriction
-from gateway.tools.context import Principal
+from gateway.tools.caller import Caller, credential_digest
 
 AGENT_HEADER = "X-Agent-Id"
 #: At most this many characters of an ``X-Agent-Id`` value are quoted back: the longest agent id
 #: the configuration accepts, so any value that could be an id is shown whole.
 CLAIMED_AGENT_ID_CHARS = 64
 _REALM = 'Bearer realm="gitlab-mcp-gateway"'
-
-
-@dataclass(frozen=True)
-class Identity:
-    """The outcome of authentication.
-
-    Attributes:
-        principal: handed to tools through ``CallInfo``.
-        owner: what binds a session to this caller: how callers are authenticated here
-            (``client-token:<agent>``, or ``open`` where anyone may hold a session id), and in
-            passthrough mode ``|gitlab:`` and a SHA-256 of the caller's GitLab credential. A
-            session issued under one is not found under another, so an id from a gateway that
-            authenticates differently is refused. Never logged.
-        access: the tools this caller may list and call, below what the deployment serves.
-    """
-
-    principal: Principal
-    owner: str = field(repr=False)
-    access: ToolAccess = NO_LIMITS
 
 
 def quotable(value: str) -> str:
@@ -71,9 +54,9 @@ def quotable(value: str) -> str:
     return head + ("..." if len(value) > CLAIMED_AGENT_ID_CHARS else "")
 
 
-def unauthorized(message: str, challenge: str = _REALM) -> RpcError:
+def unauthorized(message: str, challenge: str = _REALM) -> HttpRefusal:
     """A 401 refusal with its ``WWW-Authenticate`` challenge."""
-    return RpcError(UNAUTHORIZED, message, http_status=401, headers={"WWW-Authenticate": challenge})
+    return HttpRefusal(UNAUTHORIZED, message, status=401, headers={"WWW-Authenticate": challenge})
 
 
 def _token_access(client: ClientToken) -> ToolAccess:
@@ -90,12 +73,8 @@ def _token_access(client: ClientToken) -> ToolAccess:
     )
 
 
-def _credential_digest(credential: Credential) -> str:
-    return hashlib.sha256(credential.token.encode()).hexdigest()
-
-
 class Authenticator:
-    """Turns request headers into an :class:`Identity`. Built once per app from settings."""
+    """Turns request headers into a :class:`Caller`. Built once per app from settings."""
 
     def __init__(self, settings: Settings) -> None:
         self._tokens = tuple(
@@ -108,9 +87,7 @@ class Authenticator:
         token = settings.gitlab.token
         self._service: Credential = service_credential(token.get_secret_value() if token else None)
 
-    def authenticate(
-        self, headers: Mapping[str, str], remote: str | None, *, require_gitlab: bool
-    ) -> Identity:
+    def authenticate(self, headers: Mapping[str, str], remote: str | None, *, require_gitlab: bool) -> Caller:
         """The caller of a request.
 
         Args:
@@ -137,6 +114,7 @@ class Authenticator:
                 claimed = quotable(value) if value else None
 
         credential: Credential | None
+        rate_limit_key = f"agent:{agent_id}" if agent_id is not None else "anonymous"
         if self._passthrough:
             credential = passthrough_credential(headers, authorization_is_gateway_secret=bool(self._tokens))
             if credential is None and require_gitlab:
@@ -144,14 +122,21 @@ class Authenticator:
             if credential is not None:
                 # Not ``credential.cache_key``: that is keyed per process, and a session must
                 # be its caller's on every replica and after a restart.
-                owner = f"{owner}|gitlab:{_credential_digest(credential)}"
+                digest = credential_digest(credential)
+                owner = f"{owner}|gitlab:{digest}"
+                rate_limit_key += f"|gitlab:{digest}"
                 register_secret(credential.token)  # redacted from every later log line
         else:
             credential = self._service
-        principal = Principal(
-            agent_id=agent_id, credential=credential, remote=remote or "", claimed_agent_id=claimed
+        return Caller(
+            agent_id=agent_id,
+            credential=credential,
+            remote=remote or "",
+            claimed_agent_id=claimed,
+            access=access.narrowed(header_restriction(headers, TOOLSETS)),
+            owner=owner,
+            rate_limit_key=rate_limit_key,
         )
-        return Identity(principal, owner, access.narrowed(header_restriction(headers, TOOLSETS)))
 
     def _client_token_agent(self, authorization: str | None) -> tuple[str, ToolAccess]:
         scheme, _, secret = (authorization or "").strip().partition(" ")

@@ -1,25 +1,29 @@
-"""The ``/mcp`` route: POST, GET and DELETE, for both protocol eras on the same endpoint.
+"""The ``/mcp`` route (MCP Streamable HTTP): POST, GET and DELETE, both eras on one endpoint.
 
 The middlewares (``middlewares``) have already checked Origin/Host, media types, body size and
 the version header of GET/DELETE. A POST then goes:
 
 1. Read the body (413 when longer than ``server.max_request_bytes``; 408 when it has not all
-   arrived after :data:`BODY_SECONDS`), decode it (400 + -32700),
-   choose the era (``eras.choose_era``; 400 + -32022 for an unknown ``MCP-Protocol-Version``),
-   classify the message (400 + -32600). From here on errors echo the request's id.
-2. **Modern** (2026-07-28): the envelope and header checks (``eras.check_modern_request``), no
-   session (``Mcp-Session-Id`` is ignored), authentication, dispatch. A notification gets 202; a
-   posted response 400.
-3. **Legacy**: ``initialize`` authenticates and opens a sealed session; anything else needs
-   ``Mcp-Session-Id`` (missing → 400; invalid, expired, ended or another caller's → 404; 503
-   while the broker's database, which says whether it was ended, cannot be reached), then
-   dispatch. Batches only in 2025-03-26 sessions.
+   arrived after :data:`BODY_SECONDS`), decode it (-32700), choose the era
+   (``envelope.choose_era``; -32022 for an unknown ``MCP-Protocol-Version``), classify the
+   message (-32600). From here on errors echo the request's id.
+2. **Stateless** (2026-07-28): the envelope and header checks
+   (``envelope.check_stateless_request``), no session (``Mcp-Session-Id`` is ignored),
+   authentication, the protocol core. A notification gets 202; a posted response 400.
+3. **Handshake**: ``initialize`` authenticates, and the core's answer opens a sealed session;
+   anything else needs ``Mcp-Session-Id`` (missing → 400; invalid, expired, ended or another
+   caller's → 404; 503 while the broker's database, which says whether it was ended, cannot be
+   reached), then the core. Batches only in 2025-03-26 sessions.
+
+The core's reply is written as JSON, or as the last event of the SSE stream the core opened for
+its notifications; its error travels with the status of ``statuses.STATUSES``; its tool result
+is settled by ``delivery.settle`` once the write says whether the client got it.
 
 GET answers 405 in both eras: the gateway sends no server-initiated messages (no subscriptions,
 a fixed tool list), so a standalone stream would only hold a connection open (the conformance
 scenarios ``server-sse-multiple-streams`` and ``server-sse-polling`` accept it). DELETE ends a
-legacy session (204) for every replica sharing the broker's database, until it would have expired
-(``gateway.broker.ended_sessions``).
+handshake session (204) for every replica sharing the broker's database, until it would have
+expired (``gateway.broker.ended_sessions``).
 """
 
 from __future__ import annotations
@@ -35,37 +39,28 @@ from mcp_types import JSONRPCNotification, JSONRPCRequest
 from gateway.broker.database import StoreError
 from gateway.broker.ended_sessions import EndedSessions
 from gateway.config import Settings
-from gateway.mcp.auth import Authenticator, Identity
-from gateway.mcp.calls import ActiveCalls, settle
-from gateway.mcp.dispatch import Dispatcher
-from gateway.mcp.eras import (
-    NO_BATCH_VERSIONS,
-    VERSION_HEADER,
-    Era,
-    check_modern_request,
-    choose_era,
-)
-from gateway.mcp.exchange import EventStream, Exchange, Reply
-from gateway.mcp.middlewares import EXCHANGE, MCP_PATH, ClientClosed, decode_content, too_large
-from gateway.mcp.sessions import SESSION_HEADER, Session, SessionSealer
-from gateway.mcp.streamable_http import (
-    SseStream,
-    connection_closed,
-    json_response,
-    receipt,
-    write_json,
-)
-from gateway.mcp.telemetry import Telemetry
-from gateway.mcp.wire import (
-    INTERNAL_ERROR,
+from gateway.mcp.http.auth import Authenticator
+from gateway.mcp.http.delivery import settle
+from gateway.mcp.http.envelope import VERSION_HEADER, check_stateless_request, choose_era
+from gateway.mcp.http.exchange import Exchange
+from gateway.mcp.http.framing import SseStream, connection_closed, json_response, receipt, write_json
+from gateway.mcp.http.middlewares import EXCHANGE, MCP_PATH, ClientClosed, decode_content, too_large
+from gateway.mcp.http.sessions import SESSION_HEADER, Session, SessionSealer
+from gateway.mcp.http.statuses import HttpRefusal, status_of, unavailable
+from gateway.mcp.protocol.calls import ActiveCalls
+from gateway.mcp.protocol.context import Reply, RequestContext
+from gateway.mcp.protocol.eras import NO_BATCH_VERSIONS, Era
+from gateway.mcp.protocol.server import McpServer
+from gateway.mcp.protocol.telemetry import Telemetry
+from gateway.mcp.protocol.wire import (
     INVALID_REQUEST,
-    RpcError,
     check_text,
     classify,
     decode_body,
     invalid_request,
     readable_id,
 )
+from gateway.tools.caller import Caller
 
 #: How long a POST's body may take to arrive. aiohttp bounds the wait for a request's headers
 #: (its keep-alive timeout) but not for its body: a client that stops mid-body would otherwise
@@ -89,14 +84,14 @@ class McpEndpoint:
         telemetry: Telemetry,
         sealer: SessionSealer,
         calls: ActiveCalls,
-        dispatcher: Dispatcher,
+        server: McpServer,
         ended_sessions: Callable[[], EndedSessions],
     ) -> None:
         self._ended_sessions = ended_sessions
         self._telemetry = telemetry
         self._sealer = sealer
         self._calls = calls
-        self._dispatcher = dispatcher
+        self._server = server
         self._auth = Authenticator(settings)
         self._max_body = settings.server.max_request_bytes
         self._keepalive = settings.server.keepalive_seconds
@@ -124,63 +119,100 @@ class McpEndpoint:
             ex.method = msg.method
         else:
             ex.method = "response"
-        if ex.era is Era.MODERN:
-            return await self._modern(request, ex, msg)
+        if ex.era is Era.STATELESS:
+            return await self._stateless(request, ex, msg)
         if isinstance(msg, JSONRPCRequest) and msg.method == "initialize":
-            self._authenticate(ex, request)
-            return await self._answer(request, ex, msg)
-        await self._session(ex, request)
+            caller = self._authenticate(ex, request)
+            ctx = self._context(request, ex, caller)
+            ctx.open_session = functools.partial(self._open_session, ex, caller)
+            return await self._answer(request, ex, ctx, msg)
+        session = await self._session(ex, request)
+        assert ex.caller is not None
+        ctx = self._context(request, ex, ex.caller, session)
         if isinstance(msg, JSONRPCRequest):
-            return await self._answer(request, ex, msg)
+            return await self._answer(request, ex, ctx, msg)
         if isinstance(msg, JSONRPCNotification):
-            self._dispatcher.notification(ex, msg)
+            self._server.notification(ctx, msg)
         return json_response(None, ex.response_headers, 202)
 
-    async def _modern(self, request: web.Request, ex: Exchange, msg: Any) -> web.StreamResponse:
+    async def _stateless(self, request: web.Request, ex: Exchange, msg: Any) -> web.StreamResponse:
         if isinstance(msg, JSONRPCNotification):
             # The 2026-07-28 core defines no client notifications over HTTP (closing the stream
             # cancels); accepted and dropped, as the SDK's server does.
             return json_response(None, ex.response_headers, 202)
         if not isinstance(msg, JSONRPCRequest):
             raise invalid_request("Invalid Request: clients POST requests and notifications, not responses.")
-        ex.envelope = check_modern_request(
-            msg.method, msg.params, request.headers, self._dispatcher.modern_methods
+        ex.envelope = envelope = check_stateless_request(
+            msg.method, msg.params, request.headers, self._server.stateless_methods
         )
-        self._authenticate(ex, request)
-        # Closing the connection cancels a 2026-07-28 request, answered as JSON as much as on a
-        # stream (a legacy client cancels with notifications/cancelled instead).
-        ex.connection_closed = functools.partial(connection_closed, request)
-        return await self._answer(request, ex, msg)
+        ctx = self._context(request, ex, self._authenticate(ex, request))
+        ctx.version = envelope.protocol_version
+        ctx.client_capabilities = envelope.client_capabilities
+        # Closing the connection cancels a stateless request, answered as JSON as much as on a
+        # stream (a handshake-era client cancels with notifications/cancelled instead).
+        ctx.disconnected = functools.partial(connection_closed, request)
+        return await self._answer(request, ex, ctx, msg)
 
-    async def _answer(self, request: web.Request, ex: Exchange, msg: JSONRPCRequest) -> web.StreamResponse:
-        streams: list[SseStream] = []
+    def _context(
+        self, request: web.Request, ex: Exchange, caller: Caller, session: Session | None = None
+    ) -> RequestContext:
+        """The core's view of the request: caller, era, session, and its SSE stream (opened only
+        if the core sends events)."""
+        ctx = RequestContext(ex.request_id, caller, ex.era, None, report=ex.report, trace_carrier=ex.headers)
+        if session is not None:
+            ctx.version = session.protocol_version
+            ctx.client_capabilities = session.capabilities
+            ctx.session = session.number
+            ctx.session_log_id = session.log_id
+        ctx.events = SseStream(
+            request,
+            keepalive_seconds=self._keepalive,
+            headers=ex.response_headers,
+            write_timeout=self._write_timeout,
+            resumable=ex.era is Era.HANDSHAKE,
+            gauge=self._telemetry.metrics.sse_streams_open,
+        )
+        return ctx
 
-        def open_stream() -> EventStream:
-            stream = SseStream(
-                request,
-                keepalive_seconds=self._keepalive,
-                headers=ex.response_headers,
-                write_timeout=self._write_timeout,
-                resumable=ex.era is Era.LEGACY,
-                gauge=self._telemetry.metrics.sse_streams_open,
-            )
-            streams.append(stream)
-            return stream
+    def _open_session(self, ex: Exchange, caller: Caller, version: str, capabilities: dict[str, Any]) -> str:
+        """Seal the session ``initialize`` negotiated; its id goes back in ``Mcp-Session-Id``."""
+        session = self._sealer.issue(version, capabilities, caller.owner)
+        ex.session = session
+        ex.response_headers[SESSION_HEADER] = session.id
+        return session.log_id
 
-        reply = await self._dispatcher.request(ex, msg, open_stream)
-        if reply is None:
-            if streams:
-                await streams[0].close()
-                return streams[0].response
+    async def _answer(
+        self, request: web.Request, ex: Exchange, ctx: RequestContext, msg: JSONRPCRequest
+    ) -> web.StreamResponse:
+        stream = ctx.events
+        assert isinstance(stream, SseStream)
+        try:
+            reply = await self._server.request(ctx, msg)
+            if stream.started:
+                return await self._end_stream(ex, stream, reply)
+        finally:
+            if stream.started:
+                await stream.close()
+        if reply.message is None:
+            await settle(reply.result, False, ex.request_id)
             # Cancelled before anything was sent: an SSE stream that ends without a response is
             # how Streamable HTTP says "no answer" (a request is never answered with 202).
             return web.Response(
                 status=200, body=b"", headers={"Content-Type": "text/event-stream", **ex.response_headers}
             )
-        return await self._write(request, ex, reply)
+        status = 200 if reply.error is None else status_of(reply.error, ex.era)
+        return await self._write(request, ex, reply, status)
 
-    async def _write(self, request: web.Request, ex: Exchange, reply: Reply) -> web.StreamResponse:
-        response = json_response(reply.body, ex.response_headers, reply.status)
+    async def _end_stream(self, ex: Exchange, stream: SseStream, reply: Reply) -> web.StreamResponse:
+        """The reply as the last event of the stream the core opened for its notifications."""
+        delivered = reply.message is not None and await stream.send(reply.message, final=True)
+        await settle(reply.result, delivered, ex.request_id, stream.receipt)
+        return stream.response
+
+    async def _write(
+        self, request: web.Request, ex: Exchange, reply: Reply, status: int
+    ) -> web.StreamResponse:
+        response = json_response(reply.message, ex.response_headers, status)
         result = reply.result
         if result is not None and (result.on_delivered is not None or result.on_abandoned is not None):
             # Written now, so the result's callbacks know whether it left.
@@ -190,7 +222,7 @@ class McpEndpoint:
 
     async def _batch(self, request: web.Request, ex: Exchange, items: list[Any]) -> web.StreamResponse:
         ex.method = "batch"
-        if ex.era is Era.MODERN:
+        if ex.era is Era.STATELESS:
             raise invalid_request("Invalid Request: send one JSON-RPC message per POST (no batches).")
         if not items:
             raise invalid_request("Invalid Request: an empty JSON array is not a JSON-RPC batch.")
@@ -201,14 +233,23 @@ class McpEndpoint:
         if session.protocol_version in NO_BATCH_VERSIONS:
             raise _batch_refused(session.protocol_version)
         ex.counted = True
-        bodies, results = await self._dispatcher.batch(ex, items)
+        assert ex.caller is not None
+        ctx = RequestContext(ex.request_id, ex.caller, ex.era, session.protocol_version, report=ex.report)
+        ctx.client_capabilities = session.capabilities
+        ctx.session = session.number
+        ctx.session_log_id = session.log_id
+        ctx.trace_carrier = ex.headers
+        replies = await self._server.batch(ctx, items)
+        bodies = [reply.message for reply in replies if reply.message is not None]
+        for reply in replies:
+            if reply.message is None:  # cancelled: never answered
+                await settle(reply.result, False, ex.request_id)
+        answered = [reply.result for reply in replies if reply.message is not None]
         if not bodies:
-            for result in results:
-                await settle(result, False, ex.request_id)
             return json_response(None, ex.response_headers, 202)
         response = json_response(b"[" + b",".join(bodies) + b"]", ex.response_headers)
         delivered = await write_json(request, response, self._write_timeout)
-        for result in results:
+        for result in answered:
             # One response carries them all: each takes its own receipt of the connection.
             await settle(result, delivered, ex.request_id, functools.partial(receipt, request))
         return response
@@ -217,16 +258,16 @@ class McpEndpoint:
 
     async def get(self, request: web.Request) -> web.StreamResponse:
         """``GET /mcp``: 405, no standalone stream (see the module docstring)."""
-        raise RpcError(
-            -32600,
+        raise HttpRefusal(
+            INVALID_REQUEST,
             "Method Not Allowed: this gateway sends messages only in answer to a POST, so it offers no "
             "GET stream. POST JSON-RPC messages to /mcp.",
-            http_status=405,
+            status=405,
             headers={"Allow": "POST, DELETE"},
         )
 
     async def delete(self, request: web.Request) -> web.StreamResponse:
-        """``DELETE /mcp``: end the legacy session named by ``Mcp-Session-Id`` (204)."""
+        """``DELETE /mcp``: end the handshake session named by ``Mcp-Session-Id`` (204)."""
         ex = request[EXCHANGE]
         session = await self._session(ex, request, require_gitlab=False)
         try:
@@ -248,11 +289,11 @@ class McpEndpoint:
             # aiohttp's own ConnectionResetError subclass: the client closed mid-body.
             raise ClientClosed from None
         except TimeoutError:
-            raise RpcError(
+            raise HttpRefusal(
                 INVALID_REQUEST,
                 f"Request Timeout: the body did not arrive within {BODY_SECONDS:g} s (less came than "
                 "Content-Length said). Send the whole JSON-RPC message in one request.",
-                http_status=408,
+                status=408,
                 headers={"Connection": "close"},
             ) from None
         if len(body) > self._max_body:
@@ -260,7 +301,7 @@ class McpEndpoint:
         return decode_content(request, body, self._max_body)
 
     async def _session(self, ex: Exchange, request: web.Request, *, require_gitlab: bool = True) -> Session:
-        """The caller and their legacy session.
+        """The caller and their handshake session.
 
         Raises:
             RpcError: 401 from authentication, first (a caller without valid credentials learns
@@ -268,7 +309,7 @@ class McpEndpoint:
                 id that is not a live session of this caller (clients then initialize again);
                 503 when the broker's database cannot say whether the session was ended.
         """
-        identity = self._authenticate(ex, request, require_gitlab=require_gitlab)
+        caller = self._authenticate(ex, request, require_gitlab=require_gitlab)
         session_id = request.headers.get(SESSION_HEADER)
         if session_id is None:
             raise invalid_request(
@@ -276,7 +317,7 @@ class McpEndpoint:
                 "Mcp-Session-Id it returned with every request."
             )
         session = self._sealer.unseal(session_id)
-        if session is not None and not self._sealer.owned_by(session, identity.owner):
+        if session is not None and not self._sealer.owned_by(session, caller.owner):
             session = None
         if session is not None:
             try:
@@ -289,33 +330,32 @@ class McpEndpoint:
                 self._sealer.refuse_ended()
                 session = None
         if session is None:
-            raise RpcError(
-                -32600,
+            raise HttpRefusal(
+                INVALID_REQUEST,
                 "Session not found: it expired, was ended, or belongs to another caller. Send initialize "
                 "to start a new session.",
-                http_status=404,
+                status=404,
             )
         ex.session = session
         return session
 
-    def _authenticate(self, ex: Exchange, request: web.Request, *, require_gitlab: bool = True) -> Identity:
-        identity = self._auth.authenticate(request.headers, request.remote, require_gitlab=require_gitlab)
-        ex.identity = identity
-        return identity
+    def _authenticate(self, ex: Exchange, request: web.Request, *, require_gitlab: bool = True) -> Caller:
+        caller = self._auth.authenticate(request.headers, request.remote, require_gitlab=require_gitlab)
+        ex.caller = caller
+        return caller
 
 
-def _sessions_unavailable() -> RpcError:
-    return RpcError(
-        INTERNAL_ERROR,
+def _sessions_unavailable() -> HttpRefusal:
+    return unavailable(
         "Service Unavailable: the gateway cannot reach the database that records ended sessions (its "
-        "log says why). Send the request again in a moment.",
-        http_status=503,
-        headers={"Retry-After": "1"},
+        "log says why). Send the request again in a moment."
     )
 
 
-def _batch_refused(version: str | None) -> RpcError:
-    return invalid_request(
+def _batch_refused(version: str | None) -> HttpRefusal:
+    return HttpRefusal(
+        INVALID_REQUEST,
         f"Invalid Request: JSON-RPC batches were removed in MCP 2025-06-18 and this session speaks "
-        f"{version}; send one message per POST."
+        f"{version}; send one message per POST.",
+        status=400,
     )

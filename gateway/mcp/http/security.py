@@ -21,7 +21,8 @@ import ipaddress
 from collections.abc import Iterable
 
 from gateway.config import ServerSettings, is_loopback
-from gateway.mcp.wire import FORBIDDEN, RpcError
+from gateway.mcp.http.statuses import HttpRefusal
+from gateway.mcp.protocol.wire import FORBIDDEN
 
 _WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})  # noqa: S104 - names, not a bind
 
@@ -111,20 +112,20 @@ class OriginHostGuard:
             or _normalise_origin(origin) in self._origins
         )
 
-    def check(self, host: str | None, origin: str | None) -> RpcError | None:
+    def check(self, host: str | None, origin: str | None) -> HttpRefusal | None:
         """None when both headers pass, else the 403 error to answer with."""
         if origin is not None and not self.origin_allowed(origin):
-            return RpcError(
+            return HttpRefusal(
                 FORBIDDEN,
                 f"Forbidden: Origin {origin[:100]!r} may not call this gateway (DNS-rebinding "
                 "protection). Call it from a local client, or add the origin to server.allowed_origins.",
-                http_status=403,
+                status=403,
             )
         if host is not None and self.checks_host and not self.host_allowed(host):
-            return RpcError(
+            return HttpRefusal(
                 FORBIDDEN,
                 f"Forbidden: Host {host[:100]!r} is not a name of this gateway (DNS-rebinding "
                 "protection). Reach it as localhost or 127.0.0.1, or add the name to server.allowed_hosts.",
-                http_status=403,
+                status=403,
             )
         return None

@@ -1,14 +1,14 @@
 """Streamable HTTP framing of answers to a POST (JSON or Server-Sent Events) and delivery
-acknowledgement. Nothing else: which answer to give is the dispatcher's business.
+acknowledgement. Nothing else: which answer to give is the protocol core's business.
 
 Framing (MCP basic/transports#sending-messages-to-the-server, 2025-11-25 and 2026-07-28):
 
 - JSON: one ``application/json`` body.
 - SSE: ``Content-Type: text/event-stream``, ``Cache-Control: no-cache``, ``X-Accel-Buffering: no``
   (proxies such as nginx must not buffer the stream). Each JSON-RPC message is one
-  ``event: message`` with one ``data:`` line (compact JSON never holds a raw newline). A legacy
+  ``event: message`` with one ``data:`` line (compact JSON never holds a raw newline). A handshake-era
   stream starts with a priming event (an ``id`` and empty ``data``) and gives every event an id
-  (``<stream>.<n>``); a 2026-07-28 stream has no ids, as it cannot be resumed.
+  (``<stream>.<n>``); a stateless (2026-07-28) stream has no ids, as it cannot be resumed.
 - An SSE comment ``: keepalive`` every ``server.keepalive_seconds`` keeps proxies and clients'
   read timeouts from closing a quiet stream; clients ignore comments.
 
@@ -20,8 +20,8 @@ message only once an agent has it):
   client was gone or the write failed. Before a response they look at the socket itself, so a
   client that closed while the process was busy is not taken for one still there.
 - The caller then awaits the tool result's ``on_delivered`` (True) or ``on_abandoned`` (False),
-  through :func:`gateway.mcp.calls.settle`; exactly one of them runs per result. A result that
-  asks for a read check gets a :class:`~gateway.mcp.receipts.Receipt` of the connection
+  through :func:`gateway.mcp.http.delivery.settle`; exactly one of them runs per result. A result that
+  asks for a read check gets a :class:`~gateway.mcp.http.receipts.Receipt` of the connection
   (:func:`receipt`, :meth:`SseStream.receipt`), taken right after the write.
 - A stream's response event goes out in one write with the end of the stream, so a client that
   read the response has nothing left unread that would make its close a reset.
@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping
 from aiohttp import web
 from prometheus_client import Gauge
 
-from gateway.mcp.receipts import Receipt
+from gateway.mcp.http.receipts import Receipt
 
 log = logging.getLogger("gateway.mcp")
 
@@ -142,14 +142,15 @@ def _peer_closed(request: web.Request) -> bool:
 
 
 class SseStream:
-    """One ``text/event-stream`` response (implements ``exchange.EventStream``).
+    """One ``text/event-stream`` response: the protocol core's ``Events`` of a request. Nothing
+    is built or sent until :meth:`open`, so a request answered as JSON costs no stream.
 
     Args:
         request: the POST being answered.
         keepalive_seconds: interval of ``: keepalive`` comments.
         headers: extra response headers (``X-Request-Id``).
         write_timeout: longest wait for the client to take one write, seconds.
-        resumable: legacy streams carry event ids and a priming event; modern ones do not.
+        resumable: handshake-era streams carry event ids and a priming event; stateless ones do not.
         gauge: ``sse_streams_open``, incremented while the stream is open.
         on_broken: called once when the client goes away.
     """
@@ -168,23 +169,31 @@ class SseStream:
         self._request = request
         self._keepalive_seconds = keepalive_seconds
         self._write_timeout = write_timeout
-        self.response = web.StreamResponse(status=200, headers={**SSE_HEADERS, **headers})
+        self._headers = headers
         self._resumable = resumable
         self._gauge = gauge
         self.on_broken = on_broken
-        self._lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
-        self._stream_id = f"{_PREFIX}{next(_counter):x}"
         self._seq = 0
         self._open = False
         self._finished = False
         self.broken = False
+        #: :meth:`open` was called: the answer is this stream (its :attr:`response`).
+        self.started = False
+
+    def _start(self) -> None:
+        self.started = True
+        self.response = web.StreamResponse(status=200, headers={**SSE_HEADERS, **self._headers})
+        self._lock = asyncio.Lock()
+        self._stream_id = f"{_PREFIX}{next(_counter):x}"
 
     async def open(self) -> bool:
-        """Send the headers (and a legacy stream's priming event), start keep-alives and the
+        """Send the headers (and a handshake-era stream's priming event), start keep-alives and the
         connection watcher. False if the client is gone."""
         if self._open:
             return not self.broken
+        if not self.started:
+            self._start()
         try:
             async with asyncio.timeout(self._write_timeout):
                 await self.response.prepare(self._request)
@@ -286,7 +295,7 @@ class SseStream:
 
     async def _watch(self) -> None:
         # A client that closed its stream is noticed here, not only at the next write: for the
-        # modern era closing the stream is how a call is cancelled.
+        # stateless era closing the stream is how a call is cancelled.
         while not self.broken:
             await asyncio.sleep(WATCH_SECONDS)
             if not _connected(self._request):

@@ -5,7 +5,8 @@ envelope dumped by pydantic (compact, UTF-8, never a raw newline, so one message
 ``data:`` line). Incoming bodies are classified by ``mcp_types.jsonrpc_message_adapter`` and
 request params are checked against the schema of the request's protocol version
 (``mcp_types.methods``). What is ours: :class:`RpcError`, the exception that carries a JSON-RPC
-error together with the HTTP status it travels with.
+error. It knows no transport: which HTTP status an error travels with is the transport's table
+(``gateway.mcp.http.statuses``).
 
 Error ids (JSON-RPC 2.0 §5, https://www.jsonrpc.org/specification#response_object): an error
 echoes the request's ``id`` whenever the body parsed far enough to read one, and is ``"id": null``
@@ -103,32 +104,19 @@ def is_request_id(value: object) -> TypeGuard[str | int]:
 
 
 class RpcError(Exception):
-    """A JSON-RPC error to answer with, and the HTTP status it travels with.
+    """A JSON-RPC error to answer with.
 
     Args:
         code: JSON-RPC error code (``mcp_types`` or the constants above).
         message: what was wrong and what to send instead.
-        http_status: 200 for method-level errors of a well-formed exchange, 4xx/5xx when the
-            transport refuses the request.
         data: optional ``error.data``.
-        headers: extra HTTP headers (``WWW-Authenticate``, ``Allow``, ``Retry-After``).
     """
 
-    def __init__(
-        self,
-        code: int,
-        message: str,
-        *,
-        http_status: int = 200,
-        data: Any = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
+    def __init__(self, code: int, message: str, *, data: Any = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
-        self.http_status = http_status
         self.data = data
-        self.headers = headers or {}
 
     def message_for(self, request_id: RequestId | None) -> JSONRPCError:
         """The JSON-RPC error response; ``request_id`` None when the body did not parse."""
@@ -148,14 +136,14 @@ class RpcError(Exception):
             return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def invalid_params(message: str, *, http_status: int = 200) -> RpcError:
+def invalid_params(message: str) -> RpcError:
     """``-32602`` for a request whose params are wrong."""
-    return RpcError(INVALID_PARAMS, message, http_status=http_status)
+    return RpcError(INVALID_PARAMS, message)
 
 
-def invalid_request(message: str, *, http_status: int = 400) -> RpcError:
-    """``-32600`` for a message the transport refuses (HTTP 400 unless told)."""
-    return RpcError(INVALID_REQUEST, message, http_status=http_status)
+def invalid_request(message: str) -> RpcError:
+    """``-32600`` for a message that is no valid request."""
+    return RpcError(INVALID_REQUEST, message)
 
 
 def encode(message: BaseModel) -> bytes:
@@ -204,13 +192,13 @@ def decode_body(body: bytes) -> Any:
     """The JSON value of a POST body.
 
     Raises:
-        RpcError: ``-32700`` (HTTP 400, no id) when it is not JSON (RFC 8259), or nests too deeply
-            to be read.
+        RpcError: ``-32700`` (no id) when it is not JSON (RFC 8259), or nests too deeply to be
+            read.
     """
     try:
         return json.loads(body, parse_constant=_refuse_constant, parse_float=_finite_float)
     except _NotJson as exc:
-        raise RpcError(PARSE_ERROR, f"Parse error: {exc}", http_status=400) from None
+        raise RpcError(PARSE_ERROR, f"Parse error: {exc}") from None
     except RecursionError:
         # Python's parser reads as deep as its recursion limit allows; valid JSON past that is
         # still refused, and the message must say why rather than call it malformed.
@@ -219,10 +207,9 @@ def decode_body(body: bytes) -> Any:
             f"Parse error: the body nests objects and arrays too deeply to be read (about "
             f"{sys.getrecursionlimit()} levels or more); no MCP message needs that: send _meta and the "
             "arguments nested less deeply.",
-            http_status=400,
         ) from None
     except ValueError:
-        raise RpcError(PARSE_ERROR, "Parse error: the body is not valid JSON.", http_status=400) from None
+        raise RpcError(PARSE_ERROR, "Parse error: the body is not valid JSON.") from None
 
 
 #: Text no string of a request may hold: lone UTF-16 surrogates (``"\\ud800"`` is valid JSON
@@ -236,7 +223,7 @@ def check_text(decoded: Any) -> None:
     """Refuse a decoded body whose strings (keys or values) hold :data:`_BAD_TEXT`.
 
     Raises:
-        RpcError: ``-32600`` (HTTP 400) naming where and what was found; it echoes the request's
+        RpcError: ``-32600`` naming where and what was found; it echoes the request's
             id unless the id itself is the bad string.
     """
     stack: list[tuple[str, Any]] = [("", decoded)]
@@ -280,7 +267,7 @@ def classify(decoded: Any) -> JSONRPCMessage:
     JSON-RPC 2.0 §4.1: a member ``id`` makes a request; its absence a notification.
 
     Raises:
-        RpcError: ``-32600`` (HTTP 400) when it is none of them; the message says what was wrong.
+        RpcError: ``-32600`` when it is none of them; the message says what was wrong.
     """
     if not isinstance(decoded, dict):
         raise invalid_request("Invalid Request: a JSON-RPC message must be a JSON object.")

@@ -1,4 +1,4 @@
-"""Legacy-era sessions (``Mcp-Session-Id``) that any replica can serve: sealed tokens.
+"""Handshake-era sessions (``Mcp-Session-Id``) that any replica can serve: sealed tokens.
 
 Rules (MCP 2025-11-25 basic/transports#session-management; the sealed-id design of
 zereight/gitlab-mcp's stateless mode):
@@ -6,7 +6,7 @@ zereight/gitlab-mcp's stateless mode):
 - The id is an AES-256-GCM token (``cryptography``) holding what a session needs: the negotiated
   version, the client's capabilities (only their names when they are large, as the id travels in
   a header), an expiry, a random session number and the caller it was issued to, as an
-  HMAC-SHA256 of :attr:`Identity.owner` under a key derived from the session key (HKDF-SHA256,
+  HMAC-SHA256 of :attr:`Caller.owner` under a key derived from the session key (HKDF-SHA256,
   its own label). Never the GitLab token. It is made of visible ASCII only (``v1.`` + URL-safe
   base64).
 - The key comes from ``server.session_key`` (32 bytes, base64); without one a key is generated at
@@ -82,7 +82,7 @@ class Session:
         protocol_version: the negotiated revision.
         capabilities: the client's ``capabilities`` from ``initialize``.
         expires: Unix seconds.
-        owner: keyed hash of the caller it was issued to (:attr:`Identity.owner`).
+        owner: keyed hash of the caller it was issued to (:attr:`Caller.owner`).
         key: the key that sealed it (its owner hash is compared under that key).
     """
 
@@ -155,7 +155,7 @@ class SessionSealer:
             metrics.session_ttl_seconds.set(ttl_seconds)
 
     def issue(self, protocol_version: str, capabilities: dict[str, Any], owner: str) -> Session:
-        """A new session for ``owner`` (the caller's :attr:`Identity.owner`)."""
+        """A new session for ``owner`` (the caller's :attr:`Caller.owner`)."""
         if len(json.dumps(capabilities)) > _MAX_CAPABILITIES_CHARS:
             # The id travels in a header on every request: keep which capabilities were declared.
             capabilities = {str(key)[:64]: {} for key in list(capabilities)[:32]}

@@ -2,19 +2,17 @@
 
 Rules (MCP 2025-11-25 basic/utilities/progress, basic/utilities/cancellation):
 
-- The handler runs in its own task, registered under its legacy session and JSON-RPC id, so
-  ``notifications/cancelled {requestId}`` (legacy era, same replica) cancels it; in the modern
-  era closing the connection cancels it, whether the answer was to come as a stream or as one
-  JSON body (:func:`cancel_when_closed`). A cancelled call gets no response.
-- Progress: ``notifications/progress`` go on the call's SSE stream only when the request carried
+- The handler runs in its own task, registered under its handshake session and JSON-RPC id, so
+  ``notifications/cancelled {requestId}`` (handshake era, same replica) cancels it; in the stateless
+  era the client's going away cancels it, as the transport tells (the events' ``on_broken``, or
+  ``RequestContext.disconnected``: :func:`cancel_when_closed`). A cancelled call gets no response.
+- Progress: ``notifications/progress`` go to the call's events only when the request carried
   ``_meta.progressToken``; values must increase strictly (others are dropped) and nothing is sent
   once the response was written.
-- Delivery: after the response frame was written successfully the transport awaits the
-  result's ``on_delivered``; when the call was cancelled, the session ended or the write failed
-  (client gone), it awaits ``on_abandoned`` instead. A message broker acks or re-queues on these.
-  A result with ``read_check_seconds`` is settled in the background that long after the write:
-  ``on_abandoned`` when the client reset the connection meanwhile (it never read the answer,
-  ``gateway.mcp.receipts``), else ``on_delivered``; the request handler does not wait for it.
+- Delivery: the transport settles a result it was given (``gateway.mcp.http.delivery``): it
+  awaits ``on_delivered`` once the response reached the client, ``on_abandoned`` otherwise. A
+  message broker acks or re-queues on these. A result the transport never gets (its handler was
+  cancelled under it) is abandoned here, by :func:`finish_result`.
 - On app shutdown, calls of ``long_running`` tools are cancelled at once and answered with a
   JSON-RPC error (-32000) telling the caller to call again; short calls are left to finish within
   the shutdown timeout.
@@ -30,17 +28,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import REASONS
-from gateway.mcp.exchange import EventStream
-from gateway.mcp.receipts import Receipt
-from gateway.mcp.wire import INTERNAL_ERROR, SHUTTING_DOWN, RpcError, notification
+from gateway.mcp.protocol.context import Events
+from gateway.mcp.protocol.wire import INTERNAL_ERROR, SHUTTING_DOWN, RpcError, notification
 from gateway.tools.registry import Tool, ToolResult
 
 log = logging.getLogger("gateway.mcp")
 
 #: Why a call was stopped. ``client``: notifications/cancelled; ``session_closed``: DELETE of its
 #: session on this replica; ``client_gone``: a write to its stream failed, or the connection of a
-#: 2026-07-28 request closed; ``shutdown``: the app is stopping; ``server``: aiohttp cancelled
-#: the HTTP handler (shutdown timeout).
+#: 2026-07-28 request closed; ``shutdown``: the app is stopping; ``server``: the transport cancelled
+#: the request's handler (shutdown timeout).
 CancelReason = str
 
 
@@ -93,7 +90,7 @@ class ProgressReporter:
 
     __slots__ = ("_active", "_last", "_stream", "_token")
 
-    def __init__(self, stream: EventStream, token: str | int) -> None:
+    def __init__(self, stream: Events, token: str | int) -> None:
         self._stream = stream
         self._token = token
         self._last: float | None = None
@@ -116,6 +113,27 @@ class ProgressReporter:
 
     def stop(self) -> None:
         """No more progress: the call is over."""
+        self._active = False
+
+
+class LogReporter:
+    """``CallInfo.log`` of a call answered with events whose client takes log messages: every
+    handshake session (``logging/setLevel`` is accepted) and stateless requests whose ``_meta``
+    names a log level."""
+
+    __slots__ = ("_active", "_stream")
+
+    def __init__(self, stream: Events) -> None:
+        self._stream = stream
+        self._active = True
+
+    async def __call__(self, level: str, data: str) -> None:
+        """Send ``notifications/message``; dropped after the response."""
+        if self._active:
+            await self._stream.send(notification("notifications/message", {"level": level, "data": data}))
+
+    def stop(self) -> None:
+        """No more messages: the call is over."""
         self._active = False
 
 
@@ -144,39 +162,8 @@ def tool_outcome(result: ToolResult) -> str:
     return reason if reason in REASONS else "error"
 
 
-async def settle(
-    result: ToolResult | None,
-    delivered: bool,
-    request_id: str,
-    receipt: Callable[[], Receipt | None] | None = None,
-) -> None:
-    """Await ``on_delivered`` (the response was written) or ``on_abandoned``; log their failures.
-
-    ``receipt`` takes a :class:`Receipt` of the connection the response was written to; it is
-    called at once (before this coroutine yields, so nothing else touched the connection since
-    the write) when the written result asks for a read check, which then settles it later.
-    """
-    if result is None:
-        return
-    if delivered and receipt is not None and result.read_check_seconds is not None:
-        taken = receipt()
-        if taken is not None:
-            checking = asyncio.ensure_future(_settle_after_check(result, taken, request_id))
-            _CHECKING.add(checking)
-            checking.add_done_callback(_CHECKING.discard)
-            return
-    await _run_callback(result, delivered, request_id)
-
-
-async def _settle_after_check(result: ToolResult, receipt: Receipt, request_id: str) -> None:
-    assert result.read_check_seconds is not None
-    reset = await receipt.reset_within(result.read_check_seconds)
-    if reset:
-        log.debug("client reset the connection before reading its answer", extra={"request_id": request_id})
-    await _run_callback(result, not reset, request_id)
-
-
-async def _run_callback(result: ToolResult, delivered: bool, request_id: str) -> None:
+async def finish_result(result: ToolResult, delivered: bool, request_id: str) -> None:
+    """Await ``on_delivered`` (``delivered``) or ``on_abandoned``; log their failures."""
     callback: Callable[[], Awaitable[None]] | None = result.on_delivered if delivered else result.on_abandoned
     if callback is None:
         return
@@ -188,17 +175,6 @@ async def _run_callback(result: ToolResult, delivered: bool, request_id: str) ->
             "on_delivered" if delivered else "on_abandoned",
             extra={"request_id": request_id},
         )
-
-
-#: Results waiting for their read check (asyncio keeps only weak references to tasks).
-_CHECKING: set[asyncio.Task[None]] = set()
-
-
-async def finish_read_checks() -> None:
-    """Wait for the read checks under way (each takes its ``read_check_seconds``): at shutdown,
-    before the broker that settles them closes."""
-    while pending := {task for task in _CHECKING if not task.done()}:
-        await asyncio.wait(pending)
 
 
 class ActiveCalls:
@@ -256,7 +232,7 @@ async def _abandon(task: asyncio.Task[ToolResult], request_id: str) -> None:
     """Wait for a cancelled handler to unwind; a result it still returned is abandoned."""
     await asyncio.wait((task,))
     if not task.cancelled() and task.exception() is None:
-        await settle(task.result(), False, request_id)
+        await finish_result(task.result(), False, request_id)
 
 
 async def await_call(call: ToolCall, request_id: str) -> CallOutcome:

@@ -5,7 +5,7 @@
    :class:`Exchange`, the access line (``gateway.observability.access``) and the metrics of each
    request, and the JSON-RPC error
    answer of anything refused (with the request's ``id`` once the body parsed, without one before).
-   It writes the answer itself, within ``server.write_timeout_seconds`` (``streamable_http.send``),
+   It writes the answer itself, within ``server.write_timeout_seconds`` (``framing.send``),
    so the access line says how that went. A client that closes before its body has all arrived
    (:class:`ClientClosed`) is the access line's ``client_closed``, nothing more: not a fault of the
    gateway's.
@@ -17,7 +17,7 @@
    connection), within the body size limit.
 4. Body size (``server.max_request_bytes``, from ``Content-Length``) → 413; a body that turns out
    longer while it is read is refused the same way by the endpoint.
-5. ``MCP-Protocol-Version`` on GET and DELETE: a 2026-07-28 request gets 405 (that era has no GET
+5. ``MCP-Protocol-Version`` on GET and DELETE: a stateless (2026-07-28) request gets 405 (that era has no GET
    stream and no session to end), an unknown version 400 + -32022. On POST the version is
    checked once the body is parsed, so the error can echo the request's id.
 
@@ -37,19 +37,14 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from gateway.config import Settings
-from gateway.mcp.eras import (
-    LEGACY_VERSIONS,
-    MODERN_VERSIONS,
-    VERSION_HEADER,
-    Era,
-    modern_status,
-    unsupported_version,
-)
-from gateway.mcp.exchange import Exchange
-from gateway.mcp.security import OriginHostGuard
-from gateway.mcp.streamable_http import send
-from gateway.mcp.telemetry import Telemetry
-from gateway.mcp.wire import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, RpcError, method_label
+from gateway.mcp.http.envelope import VERSION_HEADER
+from gateway.mcp.http.exchange import Exchange
+from gateway.mcp.http.framing import send
+from gateway.mcp.http.security import OriginHostGuard
+from gateway.mcp.http.statuses import HttpRefusal, headers_of, status_of
+from gateway.mcp.protocol.eras import HANDSHAKE_VERSIONS, STATELESS_VERSIONS, Era, unsupported_version
+from gateway.mcp.protocol.telemetry import Telemetry
+from gateway.mcp.protocol.wire import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, RpcError, method_label
 from gateway.observability.access import RequestTrace
 from gateway.observability.logging import bind_request_id
 
@@ -78,13 +73,13 @@ class ClientClosed(Exception):
     """The client closed its connection before its request's body had all arrived."""
 
 
-def error_response(ex: Exchange, err: RpcError) -> web.Response:
+def error_response(ex: Exchange, err: RpcError, status: int) -> web.Response:
     """The JSON-RPC error answer of a refused request (``id`` echoed when known)."""
     return web.Response(
         body=err.encode(ex.rpc_id),
-        status=err.http_status,
+        status=status,
         content_type="application/json",
-        headers={**ex.response_headers, **err.headers},
+        headers={**ex.response_headers, **headers_of(err)},
     )
 
 
@@ -106,7 +101,7 @@ def exchange_middleware(telemetry: Telemetry, write_timeout: float) -> Middlewar
             response_headers={REQUEST_ID_HEADER: request_id},
             # The header's era until the body is read (which may also be 2026-07-28 by _meta), so a
             # request refused before then (415, 406, 413) is answered and logged in its era.
-            era=Era.MODERN if request.headers.get(VERSION_HEADER) in MODERN_VERSIONS else Era.LEGACY,
+            era=Era.STATELESS if request.headers.get(VERSION_HEADER) in STATELESS_VERSIONS else Era.HANDSHAKE,
         )
         counted = request.method == "POST"
         if not counted:
@@ -120,13 +115,12 @@ def exchange_middleware(telemetry: Telemetry, write_timeout: float) -> Middlewar
             with bind_request_id(request_id) as trace:
                 response = await handler(request)
         except RpcError as err:
-            if ex.era is Era.MODERN:
-                err.http_status = modern_status(err)
-            if ex.outcome == "ok":
-                ex.outcome = "rejected" if err.http_status >= 400 else "error"
-            response = error_response(ex, err)
+            status = status_of(err, ex.era)
+            if ex.report.outcome == "ok":
+                ex.report.outcome = "rejected" if status >= 400 else "error"
+            response = error_response(ex, err, status)
         except ClientClosed:
-            ex.outcome = "client_closed"
+            ex.report.outcome = "client_closed"
             _record(telemetry, ex, started, CLIENT_CLOSED_STATUS, counted, trace)
             return web.Response(status=CLIENT_CLOSED_STATUS)  # aiohttp finds nobody to send it to
         except web.HTTPException:
@@ -134,23 +128,20 @@ def exchange_middleware(telemetry: Telemetry, write_timeout: float) -> Middlewar
         except Exception:
             # A bug of the gateway's own: log it, answer without internals.
             log.exception("mcp request failed", extra={"request_id": request_id})
-            ex.outcome = "internal_error"
-            response = error_response(
-                ex,
-                RpcError(
-                    INTERNAL_ERROR,
-                    f"Internal error; the gateway logged it with request id {request_id}.",
-                    http_status=500,
-                ),
+            ex.report.outcome = "internal_error"
+            error = RpcError(
+                INTERNAL_ERROR, f"Internal error; the gateway logged it with request id {request_id}."
             )
+            response = error_response(ex, error, 500)
         except BaseException:
-            ex.outcome = "cancelled" if ex.outcome == "ok" else ex.outcome
+            if ex.report.outcome == "ok":
+                ex.report.outcome = "cancelled"
             _record(telemetry, ex, started, status, counted, trace)
             raise
         if not response.prepared:
             failed = await send(request, response, write_timeout)
             if failed == "write_timeout":
-                ex.outcome = failed
+                ex.report.outcome = failed
         _record(telemetry, ex, started, response.status, counted, trace)
         return response
 
@@ -169,13 +160,13 @@ def _record(
     request's metrics."""
     if counted and not ex.counted:
         method = "response" if ex.method == "response" else method_label(ex.method)
-        telemetry.request(method, _METRIC_OUTCOMES.get(ex.outcome, "ok"))
+        telemetry.request(method, _METRIC_OUTCOMES.get(ex.report.outcome, "ok"))
     log.info(
         "mcp request",
         extra={
             "method": ex.method,
-            "tool": ex.tool,
-            "outcome": ex.outcome,
+            "tool": ex.report.tool,
+            "outcome": ex.report.outcome,
             "era": ex.era.value,
             "duration_ms": round((perf_counter() - started) * 1000, 3),
             "session": ex.session.log_id if ex.session is not None else None,
@@ -229,37 +220,37 @@ async def media_type_middleware(request: web.Request, handler: Handler) -> web.S
     decoded here; 406 when ``Accept`` rules out either answer the transport may give."""
     if request.path == MCP_PATH and request.method == "POST":
         if request.content_type != "application/json":
-            raise RpcError(
+            raise HttpRefusal(
                 INVALID_REQUEST,
                 "Unsupported Media Type: POST the JSON-RPC message with Content-Type: application/json.",
-                http_status=415,
+                status=415,
             )
         encoding = _content_encoding(request)
         if encoding not in CONTENT_ENCODINGS:
-            raise RpcError(
+            raise HttpRefusal(
                 INVALID_REQUEST,
                 f"Unsupported Media Type: Content-Encoding {encoding[:40]!r} is not accepted; send the body "
                 "uncompressed, or with Content-Encoding: gzip or deflate.",
-                http_status=415,
+                status=415,
                 headers={"Accept-Encoding": "gzip, deflate, identity"},
             )
         accept = request.headers.get("Accept")
         if accept is not None and not _acceptable(accept):
-            raise RpcError(
+            raise HttpRefusal(
                 INVALID_REQUEST,
                 "Not Acceptable: an MCP client must accept both application/json and text/event-stream; "
                 "send Accept: application/json, text/event-stream.",
-                http_status=406,
+                status=406,
             )
     return await handler(request)
 
 
-def too_large(max_bytes: int) -> RpcError:
+def too_large(max_bytes: int) -> HttpRefusal:
     """413: the body exceeds ``server.max_request_bytes``."""
-    return RpcError(
+    return HttpRefusal(
         INVALID_REQUEST,
         f"Request Entity Too Large: the body exceeds server.max_request_bytes ({max_bytes} bytes).",
-        http_status=413,
+        status=413,
     )
 
 
@@ -268,7 +259,7 @@ def decode_content(request: web.Request, body: bytes, max_bytes: int) -> bytes:
 
     Raises:
         RpcError: 413 when the decoded body is larger than ``max_bytes`` (a small gzip body can
-            hold a huge one); 400 + -32700 when the body is not what its ``Content-Encoding``
+            hold a huge one); -32700 (400) when the body is not what its ``Content-Encoding``
             says.
     """
     encoding = _content_encoding(request)
@@ -293,7 +284,6 @@ def decode_content(request: web.Request, body: bytes, max_bytes: int) -> bytes:
         PARSE_ERROR,
         f"Parse error: the body is not valid {encoding} data, as its Content-Encoding says; send it "
         "uncompressed, or compressed whole with that encoding.",
-        http_status=400,
     )
 
 
@@ -315,18 +305,18 @@ def body_size_middleware(max_bytes: int) -> Middleware:
 
 @web.middleware
 async def protocol_version_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """GET and DELETE: 405 in the 2026-07-28 era, 400 + -32022 for an unknown version."""
+    """GET and DELETE: 405 in the stateless era, 400 + -32022 for an unknown version."""
     if request.path == MCP_PATH and request.method in ("GET", "DELETE"):
         version = request.headers.get(VERSION_HEADER)
-        if version in MODERN_VERSIONS:
-            raise RpcError(
+        if version in STATELESS_VERSIONS:
+            raise HttpRefusal(
                 INVALID_REQUEST,
                 f"Method Not Allowed: protocol {version} is stateless; it has no GET stream and no session "
                 "to DELETE. POST each request to /mcp.",
-                http_status=405,
+                status=405,
                 headers={"Allow": "POST"},
             )
-        if version is not None and version not in LEGACY_VERSIONS:
+        if version is not None and version not in HANDSHAKE_VERSIONS:
             raise unsupported_version(version)
     return await handler(request)
 

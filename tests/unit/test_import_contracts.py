@@ -1,0 +1,37 @@
+"""The layers point one way (docs/CONTRIBUTING.md): the ``[tool.importlinter]`` contracts of
+pyproject.toml hold. They say that the MCP protocol core imports no aiohttp and nothing of its
+HTTP transport, that ``gateway.observability`` imports nothing above it, that the layers point
+one way (only the command line imports the composition, ``gateway.server``), and that no import
+in ``gateway/`` is circular. Imports under ``if TYPE_CHECKING:`` and inside functions count.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import grimp
+import pytest
+from importlinter.cli import lint_imports
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_import_contracts_hold(capsys: pytest.CaptureFixture[str]) -> None:
+    """What ``lint-imports`` says, in this process (no cache written into the checkout)."""
+    code = lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True, no_logo=True)
+    shown = capsys.readouterr().out
+    assert code == 0, shown
+    assert "0 broken" in shown
+
+
+def test_the_contracts_see_type_only_imports_and_imports_inside_functions() -> None:
+    """The graph the contracts are checked on (grimp's, as import-linter builds it) has the
+    imports the gateway makes lazily or for type checking only."""
+    options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    assert options["exclude_type_checking_imports"] is False
+    graph = grimp.build_graph("gateway", exclude_type_checking_imports=False, cache_dir=None)
+    # Under `if TYPE_CHECKING:`.
+    assert graph.direct_import_exists(importer="gateway.tools.context", imported="gateway.broker.service")
+    # Inside main().
+    assert graph.direct_import_exists(importer="gateway.__main__", imported="gateway.server.app")
