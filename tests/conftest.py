@@ -82,6 +82,11 @@ def _no_gateway_log_handler_outlives_its_test() -> Iterator[None]:
     root = logging.getLogger()
     for handler in [h for h in root.handlers if getattr(h, GATEWAY_HANDLER_MARK, False)]:
         root.removeHandler(handler)
+    # A library's dictConfig() disables every logger that exists (``disable_existing_loggers``):
+    # the log tests that this worker runs later would see nothing, far from the cause.
+    if logging.getLogger("gateway").disabled:
+        logging.getLogger("gateway").disabled = False
+        pytest.fail("this test left the gateway's logger disabled (a logging.config.dictConfig call?)")
 
 
 @pytest.fixture(autouse=True)
