@@ -1,12 +1,9 @@
 """The container image: the project's ``Dockerfile`` built with podman, run, probed and stopped.
 
-No container registry is reachable from the machines that run these tests, so the base image is
-made from Debian's packages: ``mmdebstrap --variant=minbase bookworm`` with Debian's ``python3``
-(3.11), ``python3-venv`` and ``ca-certificates``, then ``podman import``. The tarball is kept in
-``.tools/podman/`` and imported once into podman storage of the test's own there, so a later run
-goes straight to the one build. The ``Dockerfile`` is built on it with
-``--build-arg PYTHON_IMAGE=...`` (``--format docker``: the OCI format drops ``HEALTHCHECK``),
-and the container runs with a published loopback port.
+The base image is made from Debian's packages (``tests/container/base_image.py``: no container
+registry is reachable here), usually while ``scripts/test`` installs the Python packages. The
+``Dockerfile`` is built on it with ``--build-arg PYTHON_IMAGE=...`` (``--format docker``: the
+OCI format drops ``HEALTHCHECK``), and the container runs with a published loopback port.
 
 Checked as an operator would:
 
@@ -19,10 +16,7 @@ Checked as an operator would:
   (``tests/e2e/every_tool.py``), so the GraphQL documents and everything else ``pip install .``
   must carry are in the image.
 
-Podman runs as root here, on machines whose sandbox refuses raised rlimits and whose cgroup
-layout crun rejects: a ``containers.conf`` of the test's own (``CONTAINERS_CONF``) sets
-``nofile``/``nproc`` within the current limits and picks runc, and ``CONTAINERS_STORAGE_CONF``
-keeps images and containers under ``.tools/podman/`` (``/etc/containers`` is never touched). pip
+Podman is configured for this test alone under ``.tools/podman/`` (``base_image.podman_env``). pip
 inside the build reaches PyPI through the host's TLS setup, so the host's CA bundle is mounted
 read-only for the build and named in ``PIP_CERT``. Outside CI the test is skipped, saying why,
 when podman or mmdebstrap is missing; in CI (``CI`` set) it must run.
@@ -30,10 +24,8 @@ when podman or mmdebstrap is missing; in CI (``CI`` set) it must run.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import resource
 import shutil
 import subprocess
 import time
@@ -45,19 +37,15 @@ import httpx
 import pytest
 
 from tests.conftest import REPO
+from tests.container import base_image
 from tests.e2e.every_tool import HAPPY
 from tests.e2e.harness import free_port, mcp_client
 from tests.standin.fixtures import Standin, standin  # noqa: F401  (a fixture of this module)
 
 pytestmark = pytest.mark.slow
 
-#: Debian's packages in the base image: Python 3.11 with its venv module, and TLS roots.
-BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
-SUITE = "bookworm"
-MIRROR = "http://deb.debian.org/debian"
 #: The host's CA bundle (Debian's path): mounted for pip during the build when present.
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
-WORK = REPO / ".tools" / "podman"
 CLIENT_TOKEN = "container-test-pm-" + "x" * 24
 
 
@@ -74,72 +62,25 @@ def _need(command: str) -> str:
 def _run(
     *args: str, timeout: float, env: dict[str, str], check: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        args, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
-    )
-    if check and result.returncode != 0:
-        pytest.fail(f"{' '.join(args[:3])} ... exited {result.returncode}:\n{result.stderr[-4000:]}")
-    return result
-
-
-def _podman_env() -> dict[str, str]:
-    """Podman configured for this test alone (storage, runtime, limits) under ``.tools/podman``."""
-    for sub in ("storage", "run", "tmp", "cni"):
-        (WORK / sub).mkdir(parents=True, exist_ok=True)
-    # Only lower limits are accepted: podman's defaults ask for more than the sandbox allows.
-    nofile = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], 4096)
-    nproc = min(resource.getrlimit(resource.RLIMIT_NPROC)[1], 4096)
-    (WORK / "containers.conf").write_text(
-        "[containers]\n"
-        f'default_ulimits = ["nofile={nofile}:{nofile}", "nproc={nproc}:{nproc}"]\n'
-        "[engine]\n"
-        'runtime = "runc"\n'
-        'cgroup_manager = "cgroupfs"\n'
-        'events_logger = "file"\n'
-        f'tmp_dir = "{WORK / "tmp"}"\n'
-    )
-    (WORK / "storage.conf").write_text(
-        f'[storage]\ndriver = "overlay"\nrunroot = "{WORK / "run"}"\ngraphroot = "{WORK / "storage"}"\n'
-    )
-    return {
-        **os.environ,
-        "CONTAINERS_CONF": str(WORK / "containers.conf"),
-        "CONTAINERS_STORAGE_CONF": str(WORK / "storage.conf"),
-    }
-
-
-def _base_image(env: dict[str, str]) -> str:
-    """The Debian base image's name, built and imported only when this recipe was never built."""
-    recipe = f"{SUITE} minbase {' '.join(BASE_PACKAGES)}"
-    tag = hashlib.sha256(recipe.encode()).hexdigest()[:12]
-    image = f"localhost/gateway-test-base:{SUITE}-{tag}"
-    if _run("podman", "image", "exists", image, timeout=60, env=env, check=False).returncode == 0:
-        return image
-    tarball = WORK / f"base-{SUITE}-{tag}.tar"
-    if not tarball.is_file():
-        partial = tarball.with_suffix(".partial.tar")
-        _run(
-            "mmdebstrap", "--variant=minbase", "--format=tar", "--quiet",
-            f"--include={','.join(BASE_PACKAGES)}", '--aptopt=Acquire::Retries "3"',
-            SUITE, str(partial), MIRROR,
-            timeout=400, env=env,
-        )  # fmt: skip
-        partial.rename(tarball)
-    _run("podman", "import", str(tarball), image, timeout=120, env=env)
-    return image
+    try:
+        return base_image.run(*args, timeout=timeout, env=env, check=check)
+    except base_image.CommandFailed as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="module")
 def podman() -> dict[str, str]:
-    _need("podman")
-    _need("mmdebstrap")
-    _need("runc")
-    return _podman_env()
+    for command in base_image.COMMANDS:
+        _need(command)
+    return base_image.podman_env()
 
 
 @pytest.fixture(scope="module")
 def image(podman: dict[str, str]) -> Iterator[str]:
-    base = _base_image(podman)
+    try:
+        base = base_image.base_image(podman)
+    except base_image.CommandFailed as exc:
+        pytest.fail(str(exc))
     name = f"localhost/gitlab-mcp-gateway:test-{uuid.uuid4().hex[:8]}"
     args = ["podman", "build", "--pull=never", "--format", "docker", "--network", "host"]
     args += ["--build-arg", f"PYTHON_IMAGE={base}", "--tag", name]
