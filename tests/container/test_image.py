@@ -40,6 +40,7 @@ from tests.conftest import REPO
 from tests.container import base_image
 from tests.e2e.every_tool import HAPPY
 from tests.e2e.harness import free_port, mcp_client
+from tests.local_http import TLS
 from tests.standin.fixtures import Standin, standin  # noqa: F401  (a fixture of this module)
 
 pytestmark = pytest.mark.slow
@@ -100,7 +101,7 @@ def _wait_healthy(url: str, timeout: float = 60.0) -> httpx.Response:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            response = httpx.get(url, timeout=2.0)
+            response = httpx.get(url, timeout=2.0, verify=TLS)
             if response.status_code == 200:
                 return response
         except httpx.HTTPError:

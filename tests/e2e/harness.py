@@ -20,6 +20,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ContentBlock, TextContent
 
+from tests.local_http import TLS
 from tests.shipped import shipped
 
 REPO = Path(__file__).resolve().parents[2]
@@ -115,15 +116,16 @@ class GatewayProcess:
                 stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"gateway exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=0.5).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
+        with httpx.Client(timeout=0.5, trust_env=False, verify=TLS) as http:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"gateway exited with {self.proc.returncode}:\n{self.log()}")
+                try:
+                    if http.get(f"{self.url}/healthz").status_code == 200:
+                        return self
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.05)
         self.stop()
         raise RuntimeError(f"gateway did not become healthy in {timeout}s:\n{self.log()}")
 
@@ -169,7 +171,7 @@ async def mcp_client(
             gateway) or ``legacy`` (a 2025-11-25 handshake only).
         read_timeout: per-request timeout in seconds (None: none).
     """
-    http = httpx2.AsyncClient(headers=headers or {}, timeout=httpx2.Timeout(30.0, read=None))
+    http = httpx2.AsyncClient(headers=headers or {}, timeout=httpx2.Timeout(30.0, read=None), verify=TLS)
     async with (
         http,
         Client(

@@ -13,6 +13,8 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.local_http import TLS
+
 PROTOCOL = "2025-06-18"
 ACCEPT = "application/json, text/event-stream"
 
@@ -55,7 +57,7 @@ class Rpc:
 
     def __init__(self, url: str, *, headers: dict[str, str] | None = None, timeout: float = 60.0) -> None:
         self.url = url
-        self.http = httpx.Client(timeout=timeout, trust_env=False)
+        self.http = httpx.Client(timeout=timeout, trust_env=False, verify=TLS)
         self.headers = {"Accept": ACCEPT, "Content-Type": "application/json", **(headers or {})}
         self.next_id = 0
 

@@ -22,6 +22,7 @@ import pytest
 
 from tests.e2e.broker_agent import BrokerAgent as Agent
 from tests.e2e.harness import GatewayProcess
+from tests.local_http import TLS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -88,7 +89,7 @@ async def test_receivers_that_abandon_waits_lose_nothing_when_they_acknowledge(
     async def dropping(receiver: Receiver) -> None:
         nonlocal abandoned
         while not sending_done.is_set():
-            async with httpx.AsyncClient(timeout=10, trust_env=False) as fresh:  # a fresh connection per wait
+            async with httpx.AsyncClient(timeout=10, trust_env=False, verify=TLS) as fresh:  # one per wait
                 try:
                     await asyncio.wait_for(receiver.wait(fresh, 5), timeout=rng.uniform(0.005, 0.08))
                 except TimeoutError:

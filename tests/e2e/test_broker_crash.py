@@ -21,6 +21,7 @@ import pytest
 
 from tests.e2e.broker_agent import BrokerAgent as Agent
 from tests.e2e.harness import GatewayProcess, free_port
+from tests.local_http import TLS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -71,7 +72,7 @@ async def dropping_receiver(url: str, ledger: Ledger, stop: asyncio.Event, rng: 
     async with httpx.AsyncClient(timeout=10, trust_env=False) as http:
         agent = await Agent(url, "dev").open(http)
     while not stop.is_set():
-        async with httpx.AsyncClient(timeout=10, trust_env=False) as fresh:  # a fresh connection per wait
+        async with httpx.AsyncClient(timeout=10, trust_env=False, verify=TLS) as fresh:  # one per wait
             try:
                 out = await asyncio.wait_for(
                     agent.call(fresh, "wait_for_message", {"timeout_sec": 5}),

@@ -30,6 +30,7 @@ import pytest
 import yaml
 
 from tests.e2e.harness import REPO, GatewayProcess, free_port, mcp_client
+from tests.local_http import TLS
 from tests.standin import dataset as ds
 from tests.standin.fixtures import Standin
 
@@ -92,7 +93,7 @@ class Prometheus:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"prometheus exited with {self.proc.returncode}:\n{self.log.read_text()}")
             try:
-                if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}/-/ready", timeout=1, verify=TLS).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

@@ -37,6 +37,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.local_http import TLS
 from tests.standin import dataset
 from tests.standin.control import AsyncStandinControl, StandinControl
 
@@ -175,7 +176,7 @@ class Standin:
         if operation_name:
             body["operationName"] = operation_name
         return httpx.post(
-            self.graphql_url, json=body, headers=self.headers(token), timeout=30, trust_env=False
+            self.graphql_url, json=body, headers=self.headers(token), timeout=30, trust_env=False, verify=TLS
         )
 
     def rest(
@@ -195,6 +196,7 @@ class Standin:
             headers=self.headers(token),
             timeout=30,
             trust_env=False,
+            verify=TLS,
         )
 
     def unreported_invalid(self) -> list[dict[str, Any]]:
