@@ -284,7 +284,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from gateway.tools import undeclared_tool_names
 
-    undeclared = undeclared_tool_names(settings)
+    tools_source = environment_source(("tools",))
+    undeclared = undeclared_tool_names(
+        settings, _flags(args).get("tools") or (tools_source[0] if tools_source else "tools")
+    )
     for line in undeclared:
         print(f"{PROG}: configuration error: {line}", file=sys.stderr)
     if undeclared:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from gateway.config import MIN_CONSOLE_TOKEN_CHARS
 from gateway.console.routes import BrokerOf, ConsoleRoutes
 
 if TYPE_CHECKING:
@@ -22,7 +23,8 @@ __all__ = ["setup"]
 
 
 def setup(app: web.Application, settings: Settings, broker: BrokerOf) -> None:
-    """Serve the console on ``app`` when configured; nothing at all otherwise (``/broker`` is 404).
+    """Serve the console on ``app`` when configured; otherwise ``/broker`` and what is under it are
+    404, and a page opened there says how to turn the console on.
 
     Args:
         app: the gateway's application (before it starts).
@@ -31,3 +33,19 @@ def setup(app: web.Application, settings: Settings, broker: BrokerOf) -> None:
     """
     if settings.console.enabled:
         ConsoleRoutes(settings, broker).add_routes(app)
+    else:
+        app.router.add_route("*", "/broker", _off)
+        app.router.add_route("*", "/broker/{rest:.*}", _off)
+
+
+async def _off(request: web.Request) -> web.Response:
+    return web.Response(status=404, text=OFF)
+
+
+#: What ``/broker`` answers on a gateway whose console is off.
+OFF = (
+    "The broker console is off on this gateway. To turn it on, set console.operator_token (or "
+    f"GATEWAY_CONSOLE__OPERATOR_TOKEN) to a secret of at least {MIN_CONSOLE_TOKEN_CHARS} characters "
+    "(console.viewer_token for people who only watch) and restart; see docs/broker.md, "
+    '"The console".\n'
+)

@@ -45,10 +45,11 @@ def all_tools() -> list[Tool]:
     return tools
 
 
-def undeclared_tool_names(settings: Settings) -> list[str]:
-    """One line per option that names a tool no tool or alias has (``tools``, and ``tools`` of a
-    ``client_tokens`` entry): a misspelt name would silently serve less than meant."""
-    named = [("tools", settings.tools)] + [
+def undeclared_tool_names(settings: Settings, tools_option: str = "tools") -> list[str]:
+    """One line per option that names a tool no tool or alias has (``tools``, shown as
+    ``tools_option``: the flag or variable it came from; and ``tools`` of a ``client_tokens``
+    entry): a misspelt name would silently serve less than meant."""
+    named = [(tools_option, settings.tools)] + [
         (f"client_tokens[{i}].tools (agent {client.agent_id!r})", client.tools or ())
         for i, client in enumerate(settings.client_tokens)
     ]

@@ -596,7 +596,12 @@ def test_unknown_tool_and_toolset_names_are_refused_at_start(
 ) -> None:
     code, _, err = run(capsys, "--tools", "get_pipeline,get_pipelin", "--print-config")
     assert code == 2
-    assert "tools: unknown tool 'get_pipelin' (did you mean 'get_pipeline'?); the tools are get_" in err
+    assert "--tools: unknown tool 'get_pipelin' (did you mean 'get_pipeline'?); the tools are get_" in err
+    monkeypatch.setenv("GATEWAY_TOOLS", "get_pipline")
+    code, _, err = run(capsys, "--print-config")
+    assert code == 2
+    assert "configuration error: GATEWAY_TOOLS: unknown tool 'get_pipline'" in err
+    monkeypatch.delenv("GATEWAY_TOOLS")
     monkeypatch.setenv(
         "GATEWAY_CLIENT_TOKENS",
         json.dumps([{"token": "pm-client-secret-0001", "agent_id": "pm", "tools": ["save_pipelines"]}]),

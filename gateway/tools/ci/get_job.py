@@ -235,7 +235,7 @@ async def _log(ctx: ToolContext, args: GetJobInput, project: str, job: JobAnswer
             kind="log_forbidden",
         ) from None
     except GitLabNotFound as err:
-        raise job_not_found(JobRef(project, job.id), err) from None
+        raise job_not_found(JobRef(project, job.id), err, ctx.gitlab.credential) from None
     return _log_payload(read, job, limit, tail=args.tail_lines is not None)
 
 

@@ -11,9 +11,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.errors import ToolError, bad_request, not_found
+from gateway.gitlab.credentials import Credential
 from gateway.gitlab.errors import GitLabNotFound
 from gateway.gitlab.urls import JobRef, encode_project, parse_job_url
 from gateway.tools.context import ToolContext
+from gateway.tools.visibility import and_token_can, anonymous_note
 
 #: Statuses of a job that may still write to its log.
 UNFINISHED = frozenset(
@@ -191,17 +193,23 @@ async def read_job(ctx: ToolContext, target: JobRef) -> JobAnswer:
             "GET", JOB_ROUTE, path_params={"id": encode_project(target.project), "job_id": target.job_id}
         )
     except GitLabNotFound as err:
-        raise job_not_found(target, err) from None
+        raise job_not_found(target, err, ctx.gitlab.credential) from None
     return JobAnswer.model_validate(data)
 
 
-def job_not_found(target: JobRef, err: GitLabNotFound) -> ToolError:
+def job_not_found(target: JobRef, err: GitLabNotFound, credential: Credential | None) -> ToolError:
+    """GitLab's wording (it does not say whether the project is missing or hidden), what to check,
+    and, for an anonymous gateway, that it sees public projects only."""
     if "project" in err.message.lower():
-        return not_found(f"Project '{target.project}' not found or inaccessible.", project=target.project)
+        return not_found(
+            f"Project '{target.project}' not found or inaccessible. Check the project ID or full path "
+            "(for example `group/subgroup/project`)" + and_token_can(credential, "read the project"),
+            project=target.project,
+        )
     return not_found(
         f"Job {target.job_id} not found in project '{target.project}' or inaccessible. Job IDs are "
         'global (the number in `/-/jobs/<id>`); get_pipeline with include: ["jobs"] lists a '
-        "pipeline's jobs.",
+        "pipeline's jobs." + anonymous_note(credential),
         project=target.project,
         job_id=target.job_id,
     )

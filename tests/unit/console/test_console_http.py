@@ -68,7 +68,9 @@ async def sign_in(client: TestClient[Any, Any], token: str, name: str = "alice")
 
 async def test_off_unless_a_token_is_configured(make_console: Make) -> None:
     client = await make_console()
-    assert (await client.get("/broker")).status == 404
+    page = await client.get("/broker")
+    assert page.status == 404
+    assert "set console.operator_token (or GATEWAY_CONSOLE__OPERATOR_TOKEN)" in await page.text()
     assert (await client.post("/broker/login", data={"token": "x"})).status == 404
 
 

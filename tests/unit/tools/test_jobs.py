@@ -15,7 +15,9 @@ import pytest
 import respx
 
 from gateway.config import Settings
+from gateway.gitlab.credentials import ANONYMOUS
 from gateway.gitlab.job_log import clean_log
+from gateway.tools.visibility import ANONYMOUS_READS
 from tests.standin.job_logs import FAILED_LOG, runner_log
 from tests.unit.gitlab.tool_env import ToolEnv, error, ok
 
@@ -251,7 +253,15 @@ async def test_a_missing_job_and_a_missing_project_say_which(env: ToolEnv, route
         return_value=httpx.Response(404, json={"message": "404 Project Not Found"})
     )
     err = error(await env.call("get_job", {"id": "grp/nope", "job_id": 5010}))
-    assert err["message"] == "Project 'grp/nope' not found or inaccessible."
+    assert err["message"] == (
+        "Project 'grp/nope' not found or inaccessible. Check the project ID or full path (for example "
+        "`group/subgroup/project`) and that your GitLab token can read the project."
+    )
+    anonymous = error(await env.call("get_job", {"id": "grp/nope", "job_id": 5010}, credential=ANONYMOUS))
+    assert anonymous["message"].endswith(ANONYMOUS_READS)  # it sees public projects only
+    router.get(JOB_URL).mock(return_value=httpx.Response(404, json={"message": "404 Not found"}))
+    anonymous = error(await env.call("get_job", {"id": PROJECT, "job_id": 5010}, credential=ANONYMOUS))
+    assert anonymous["message"].endswith(ANONYMOUS_READS)
 
 
 async def test_artifacts_list_what_the_job_kept(env: ToolEnv, router: respx.MockRouter) -> None:
