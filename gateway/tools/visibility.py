@@ -36,3 +36,12 @@ def anonymous_note(credential: Credential | None) -> str:
     """`` `` and :data:`ANONYMOUS_READS` for an anonymous caller (appended to a message that
     ends with a full stop), else nothing."""
     return f" {ANONYMOUS_READS}" if is_anonymous(credential) else ""
+
+
+def project_not_found_message(project: str, credential: Credential | None) -> str:
+    """For a project GitLab does not show (missing or hidden: it does not say which): what to check,
+    or, for an anonymous caller, that only public projects are visible."""
+    return (
+        f"Project '{project}' not found or inaccessible. Check the project ID or full path (for example "
+        "`group/subgroup/project`)" + and_token_can(credential, "read the project")
+    )

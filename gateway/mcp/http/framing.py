@@ -42,7 +42,7 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
 from prometheus_client import Gauge
@@ -194,15 +194,7 @@ class SseStream:
             return not self.broken
         if not self.started:
             self._start()
-        try:
-            async with asyncio.timeout(self._write_timeout):
-                await self.response.prepare(self._request)
-        except TimeoutError:
-            abort(self._request)
-            self._mark_broken()
-            return False
-        except (OSError, ConnectionError):
-            self._mark_broken()
+        if not await self._within_write_timeout(self.response.prepare(self._request)):
             return False
         self._open = True
         if self._gauge is not None:
@@ -263,21 +255,26 @@ class SseStream:
         async with self._lock:
             if self._finished:
                 return False
-            try:
-                async with asyncio.timeout(self._write_timeout):
-                    if final:
-                        await self.response.write_eof(data)
-                    else:
-                        await self.response.write(data)
-            except TimeoutError:
-                abort(self._request)
-                self._mark_broken()
-                return False
-            except (OSError, ConnectionError):
-                self._mark_broken()
+            write = self.response.write_eof(data) if final else self.response.write(data)
+            if not await self._within_write_timeout(write):
                 return False
             if final:
                 self._finished = True
+        return True
+
+    async def _within_write_timeout(self, write: Awaitable[object]) -> bool:
+        """Await ``write`` within the write timeout; False, the stream marked broken (and the
+        connection aborted on a timeout), when the client did not take it."""
+        try:
+            async with asyncio.timeout(self._write_timeout):
+                await write
+        except TimeoutError:
+            abort(self._request)
+            self._mark_broken()
+            return False
+        except (OSError, ConnectionError):
+            self._mark_broken()
+            return False
         return True
 
     def _mark_broken(self) -> None:

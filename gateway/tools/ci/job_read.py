@@ -15,7 +15,7 @@ from gateway.gitlab.credentials import Credential
 from gateway.gitlab.errors import GitLabNotFound
 from gateway.gitlab.urls import JobRef, encode_project, parse_job_url
 from gateway.tools.context import ToolContext
-from gateway.tools.visibility import and_token_can, anonymous_note
+from gateway.tools.visibility import anonymous_note, project_not_found_message
 
 #: Statuses of a job that may still write to its log.
 UNFINISHED = frozenset(
@@ -202,8 +202,7 @@ def job_not_found(target: JobRef, err: GitLabNotFound, credential: Credential | 
     and, for an anonymous gateway, that it sees public projects only."""
     if "project" in err.message.lower():
         return not_found(
-            f"Project '{target.project}' not found or inaccessible. Check the project ID or full path "
-            "(for example `group/subgroup/project`)" + and_token_can(credential, "read the project"),
+            project_not_found_message(target.project, credential),
             project=target.project,
         )
     return not_found(

@@ -30,7 +30,7 @@ from gateway.tools.pagination import (
     page_info,
 )
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput
-from gateway.tools.visibility import and_token_can
+from gateway.tools.visibility import project_not_found_message
 
 #: The longest ``ref`` and ``source`` filters taken.
 _LENGTHS = {"ref": 1024, "source": 64}
@@ -136,10 +136,7 @@ async def list_pipelines(ctx: ToolContext, args: ListPipelinesInput) -> ListPipe
     answer = await LIST_PIPELINES.run(ctx.gitlab, variables)
     project = answer.project_node()
     if project is None:
-        raise not_found(
-            f"Project '{args.id}' not found or inaccessible. Check the project ID or full path (for example "
-            "`group/subgroup/project`)" + and_token_can(ctx.call.caller.credential, "read the project")
-        )
+        raise not_found(project_not_found_message(args.id, ctx.call.caller.credential))
     pipelines = project.pipelines or Pipelines()
     return ListPipelinesOutput(
         pipelines=[

@@ -32,7 +32,7 @@ from gateway.tools.ci.pipeline_failures import (
 )
 from gateway.tools.pagination import DEFAULT_PAGE_SIZE, PageInfo, PageInfoAnswer, page_info
 from gateway.tools.registry import ToolOutput
-from gateway.tools.visibility import and_token_can
+from gateway.tools.visibility import and_token_can, project_not_found_message
 
 Facet = Literal["jobs", "downstream_pipelines", "bridge_jobs", "failures"]
 
@@ -325,10 +325,7 @@ async def read_pipeline(
     )
     node = (await GET_PIPELINE.run(gitlab, variables)).project_node()
     if node is None:
-        raise not_found(
-            f"Project '{project}' not found or inaccessible. Check the project ID or full path (for example "
-            "`group/subgroup/project`)" + and_token_can(gitlab.credential, "read the project")
-        )
+        raise not_found(project_not_found_message(project, gitlab.credential))
     pipeline = node.pipeline
     if pipeline is None:
         raise not_found(
