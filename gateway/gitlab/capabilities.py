@@ -29,9 +29,14 @@ class Capabilities:
 
     Attributes:
         edition: ``UNKNOWN`` until an answer tells; EE fields are tried while unknown.
+        artifacts_tree: whether GitLab lists an artifacts archive's files
+            (``GET /projects/:id/jobs/:job_id/artifacts/tree``, GitLab 18.8 and later): None until
+            an answer tells, False once an older GitLab answered that route with its single-file
+            download's 404 (the gateway then reads the archive's zip directory instead).
     """
 
     edition: Edition = Edition.UNKNOWN
+    artifacts_tree: bool | None = None
 
     @property
     def is_ce(self) -> bool:

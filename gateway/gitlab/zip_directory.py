@@ -22,11 +22,15 @@ from dataclasses import dataclass
 #: EOCD (22) + its longest comment (65,535) + the zip64 locator (20) and record (56).
 TAIL_BYTES = 22 + 65_535 + 20 + 56
 
-_EOCD = struct.Struct("<4s4H2LH")  # signature, disk, cd disk, entries here, entries, cd size, cd offset, comment
+_EOCD = struct.Struct(
+    "<4s4H2LH"
+)  # signature, disk, cd disk, entries here, entries, cd size, cd offset, comment
 _EOCD_SIG = b"PK\x05\x06"
 _LOCATOR = struct.Struct("<4sLQL")  # signature, disk of the zip64 record, its offset, disks
 _LOCATOR_SIG = b"PK\x06\x07"
-_ZIP64 = struct.Struct("<4sQ2H2L4Q")  # signature, size, versions, disks, entries here, entries, cd size, offset
+_ZIP64 = struct.Struct(
+    "<4sQ2H2L4Q"
+)  # signature, size, versions, disks, entries here, entries, cd size, offset
 _ZIP64_SIG = b"PK\x06\x06"
 _ENTRY = struct.Struct("<4s4B4HL2L5H2L")  # a central directory file header (46 bytes)
 _ENTRY_SIG = b"PK\x01\x02"
