@@ -105,7 +105,8 @@ class GetJobInput(ToolInput):
     artifact_filter: OptionalText = Field(
         None,
         description="Only the archive's paths that match (include artifacts): a glob such as `*.log` or "
-        "`reports/**.xml` (`*` matches across `/`), or a path prefix such as `logs/`. Case-sensitive.",
+        "`reports/*.xml` (`*` matches across `/`, so `*.log` finds every log), or a path prefix such as "
+        "`logs/`. Case-sensitive.",
     )
     first: PageSize = first_field("the paths inside the artifacts archive (include artifacts)")
     after: Cursor = after_field("the paths inside the artifacts archive (`artifact_files.page_info`)")
