@@ -67,8 +67,7 @@ _GLOB = frozenset("*?[")
 
 
 class ArtifactEntry(BaseModel):
-    """One entry of the archive."""
-
+    # No docstring: it would be repeated in get_job's outputSchema.
     model_config = ConfigDict(extra="forbid")
 
     path: str = Field(description="Path inside the archive, as get_artifact_file's `artifact_path` takes it.")
@@ -77,16 +76,12 @@ class ArtifactEntry(BaseModel):
 
 
 class ArtifactFiles(BaseModel):
-    """The archive's entries, one page of them."""
-
+    # One page of the archive's entries (no docstring: see ArtifactEntry).
     model_config = ConfigDict(extra="forbid")
 
     entries: list[ArtifactEntry]
     page_info: PageInfo
-    total: int | None = Field(
-        description="Entries matching the filter in the whole archive (null when GitLab's tree, read "
-        "page by page, did not say)."
-    )
+    total: int | None = Field(description="Entries matching the filter in the whole archive, when known.")
     source: Source = Field(
         description="`tree`: GitLab's artifacts tree API; `archive_directory`: the archive's zip "
         "directory, read with HTTP Range (GitLab before 18.8)."
