@@ -301,7 +301,7 @@ async def _directory(
             )
         raise
     if not tail.honoured and tail.cut:
-        size = f"{tail.total} bytes" if tail.total is not None else "larger than that"
+        size = f"{tail.total} bytes" if tail.total is not None else f"over {MAX_DIRECTORY_BYTES} bytes"
         return None, (
             f"GitLab ignored the HTTP Range request and sent the whole archive ({size}), and the "
             f"gateway reads at most {MAX_DIRECTORY_BYTES} bytes of an archive to list it, so it stopped "

@@ -18,6 +18,7 @@ import respx
 
 from gateway.config import Settings
 from gateway.gitlab.zip_directory import TAIL_BYTES
+from gateway.tools.ci import artifact_entries
 from gateway.tools.ci.artifact_entries import MAX_DIRECTORY_BYTES
 from tests.unit.gitlab.tool_env import ToolEnv, error, ok
 
@@ -273,6 +274,25 @@ async def test_when_gitlab_ignores_range_a_large_archive_is_not_downloaded(
     assert "ignored the HTTP Range request" in files["unavailable"]
     assert f"{size} bytes" in files["unavailable"] and str(MAX_DIRECTORY_BYTES) in files["unavailable"]
     assert len(sent) <= 1  # the Content-Length said enough: the body was not read
+
+
+async def test_a_whole_archive_of_unknown_length_is_read_no_further_than_the_bound(
+    env: ToolEnv, router: respx.MockRouter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(artifact_entries, "MAX_DIRECTORY_BYTES", 1024 * 1024)
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+    old_gitlab(router)
+    sent: list[int] = []
+
+    async def body() -> AsyncIterator[bytes]:  # chunked: no Content-Length to go by
+        for _ in range(100):
+            sent.append(1)
+            yield b"\0" * (64 * 1024)
+
+    router.get(ARCHIVE_URL).mock(return_value=httpx.Response(200, stream=body()))  # type: ignore[arg-type]
+    files = ok(await env.call("get_job", listing()), "get_job")["artifact_files"]
+    assert "sent the whole archive (over 1048576 bytes)" in files["unavailable"]
+    assert len(sent) <= 17  # 1 MiB in 64 KiB chunks, and the one that crossed the bound
 
 
 async def test_when_gitlab_ignores_range_a_small_archive_is_read_whole(
