@@ -40,7 +40,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.errors import bad_request
-from gateway.gitlab.errors import GitLabError, GitLabNotFound, GitLabUpstreamError
+from gateway.gitlab.errors import GitLabError, GitLabNotFound, GitLabUnauthorized, GitLabUpstreamError
 from gateway.gitlab.ranged import RangeRead, read_range
 from gateway.gitlab.urls import encode_project
 from gateway.gitlab.zip_directory import TAIL_BYTES, ZipEntry, ZipFormatError, entries, locate
@@ -189,13 +189,24 @@ async def list_files(
     match = matcher(pattern)
     capabilities = ctx.services.capabilities
     use_tree = position.source == "tree" if position else capabilities.artifacts_tree is not False
-    if use_tree:
-        page = await _tree_page(ctx, project, job, pattern, match, first, position or Position("tree"))
-        if page is not None:
-            return page.result()
-        position = None  # no tree here after all: the directory, from its start
-    start = position.index if position else 0
-    return (await _directory_page(ctx, project, job, match, first, start)).result()
+    try:
+        if use_tree:
+            page = await _tree_page(ctx, project, job, pattern, match, first, position or Position("tree"))
+            if page is not None:
+                return page.result()
+            position = None  # no tree here after all: the directory, from its start
+        start = position.index if position else 0
+        return (await _directory_page(ctx, project, job, match, first, start)).result()
+    except GitLabUnauthorized as err:
+        if err.status != 403:
+            raise
+        # The token read the job: this is the artifacts' own rule (`artifacts:access`).
+        refused = _Page("tree" if use_tree else "archive_directory")
+        refused.unavailable = (
+            f"GitLab refused to list the artifacts of job {job.id} (403): the job may keep them for "
+            "other roles (its `artifacts:access` setting), or the token may not read them."
+        )
+        return refused.result()
 
 
 def _no_tree(ctx: ToolContext, err: GitLabNotFound) -> bool:

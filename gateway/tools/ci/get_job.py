@@ -55,6 +55,8 @@ DEFAULT_BYTE_LIMIT = 65_536
 MAX_TAIL_LINES = 5_000
 #: The most sections returned (a tail keeps the last ones: nearest the failure).
 MAX_SECTIONS = 100
+#: The longest artifact_filter (a path in an archive, or a glob over one).
+MAX_FILTER_CHARS = 1024
 TRACE_ROUTE = "/projects/{id}/jobs/{job_id}/trace"
 
 Include = Literal["log", "artifacts"]
@@ -137,6 +139,8 @@ class GetJobInput(ToolInput):
     def _needs_artifacts(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is not None and "include" in info.data and "artifacts" not in info.data["include"]:
             raise ValueError('applies to the artifacts archive only: add include: ["artifacts"]')
+        if value is not None and info.field_name == "artifact_filter" and len(value) > MAX_FILTER_CHARS:
+            raise ValueError(f"is {len(value)} characters long; a path or glob of at most {MAX_FILTER_CHARS}")
         return value
 
 

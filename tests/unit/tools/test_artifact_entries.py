@@ -334,3 +334,17 @@ async def test_a_missing_path_names_the_nearest_ones(env: ToolEnv, router: respx
     assert err["kind"] == "file_not_found" and err["nearest_paths"][0] == "logs/integration.log"
     assert "Nearest paths in the archive: `logs/integration.log`" in err["message"]
     assert "/artifacts/browse" not in err["message"]
+
+
+async def test_artifacts_the_token_may_not_read_leave_the_job_readable(
+    env: ToolEnv, router: respx.MockRouter
+) -> None:
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+    router.get(url__startswith=TREE_URL).mock(
+        return_value=httpx.Response(403, json={"message": "403 Forbidden"})
+    )
+    out = ok(await env.call("get_job", listing()), "get_job")
+    assert out["name"] == "integration" and out["artifact_files"]["entries"] == []
+    assert "refused to list the artifacts of job 5024 (403)" in out["artifact_files"]["unavailable"]
+    err = error(await env.call("get_job", listing(artifact_filter="*" * 1025)))
+    assert err["reason"] == "bad_request" and "at most 1024" in err["message"]
