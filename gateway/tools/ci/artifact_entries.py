@@ -40,7 +40,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.errors import bad_request
-from gateway.gitlab.errors import GitLabError, GitLabNotFound, GitLabUnauthorized, GitLabUpstreamError
+from gateway.gitlab.errors import (
+    GitLabBadRequest,
+    GitLabError,
+    GitLabNotFound,
+    GitLabUnauthorized,
+    GitLabUpstreamError,
+)
 from gateway.gitlab.ranged import RangeRead, read_range
 from gateway.gitlab.urls import encode_project
 from gateway.gitlab.zip_directory import TAIL_BYTES, ZipEntry, ZipFormatError, entries, locate
@@ -301,6 +307,10 @@ async def _directory(
         tail = await read_range(
             ctx.gitlab, ARCHIVE_ROUTE, path_params=params, suffix=TAIL_BYTES, max_bytes=MAX_DIRECTORY_BYTES
         )
+    except GitLabBadRequest as err:
+        if err.status != 416:
+            raise
+        return None, "The artifacts archive is empty (GitLab answered 416 to a read of its end)."
     except GitLabUpstreamError as err:
         if err.status is not None and 300 <= err.status < 400:
             return None, (

@@ -348,3 +348,11 @@ async def test_artifacts_the_token_may_not_read_leave_the_job_readable(
     assert "refused to list the artifacts of job 5024 (403)" in out["artifact_files"]["unavailable"]
     err = error(await env.call("get_job", listing(artifact_filter="*" * 1025)))
     assert err["reason"] == "bad_request" and "at most 1024" in err["message"]
+
+
+async def test_an_empty_archive_is_said_so(env: ToolEnv, router: respx.MockRouter) -> None:
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job(size=0)))
+    old_gitlab(router)
+    router.get(ARCHIVE_URL).mock(return_value=httpx.Response(416, headers={"Content-Range": "bytes */0"}))
+    files = ok(await env.call("get_job", listing()), "get_job")["artifact_files"]
+    assert files["entries"] == [] and "archive is empty" in files["unavailable"]
