@@ -34,6 +34,8 @@ class GitLabCall:
     params: Mapping[str, Any] | None = None
     json: Any = None
     content: bytes | None = None
+    #: Request headers of this call's own (``Range`` on a ranged read), beside the client's.
+    headers: Mapping[str, str] | None = None
     #: Attempts sent so far (counted only while tracing, for ``http.request.resend_count``).
     attempts: int = 0
 

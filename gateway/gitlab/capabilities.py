@@ -5,6 +5,9 @@ reliable source: a CE instance refuses a whole query that names such a field wit
 validation error, ``Field '<field>' doesn't exist on type '<type>'``. The first such refusal makes
 :class:`Capabilities` say CE for the rest of the process (an instance does not change edition under
 a running gateway; restart it after an upgrade), and tools then send their CE documents.
+
+Likewise whether GitLab lists an artifacts archive's files (its artifacts tree API, GitLab 18.8):
+learnt from the first answer to that route (``gateway.tools.ci.artifact_entries``).
 """
 
 from __future__ import annotations
@@ -29,9 +32,14 @@ class Capabilities:
 
     Attributes:
         edition: ``UNKNOWN`` until an answer tells; EE fields are tried while unknown.
+        artifacts_tree: whether GitLab lists an artifacts archive's files
+            (``GET /projects/:id/jobs/:job_id/artifacts/tree``, GitLab 18.8 and later): None until
+            an answer tells, False once an older GitLab answered that route with its single-file
+            download's 404 (the gateway then reads the archive's zip directory instead).
     """
 
     edition: Edition = Edition.UNKNOWN
+    artifacts_tree: bool | None = None
 
     @property
     def is_ce(self) -> bool:

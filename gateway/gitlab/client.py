@@ -212,6 +212,7 @@ class GitLabClient:
         path_params: Mapping[str, str | int] | None = None,
         suffix: str = "",
         request_id: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> AsyncIterator[BodyStream]:
         """GET a REST route whose body is read as it arrives (a job log; see
         :mod:`gateway.gitlab.streaming`); leaving the block stops reading it.
@@ -219,6 +220,7 @@ class GitLabClient:
         Args:
             suffix: encoded path segments joined by ``/``, appended to the route (a wildcard
                 route's tail, such as an artifact's path); each is checked as one segment.
+            headers: request headers of this call (``Range``); never credentials.
 
         Raises:
             the typed errors of :meth:`rest`, before the block is entered.
@@ -233,6 +235,7 @@ class GitLabClient:
             idempotent=True,
             credential=credential,
             request_id=request_id,
+            headers=headers,
         )
         body = await open_stream(self, call)
         try:
@@ -401,7 +404,12 @@ class GitLabSession:
         )
 
     def stream(
-        self, route: str, *, path_params: Mapping[str, str | int] | None = None, suffix: str = ""
+        self,
+        route: str,
+        *,
+        path_params: Mapping[str, str | int] | None = None,
+        suffix: str = "",
+        headers: Mapping[str, str] | None = None,
     ) -> contextlib.AbstractAsyncContextManager[BodyStream]:
         """See :meth:`GitLabClient.stream`."""
         return self.client.stream(
@@ -410,6 +418,7 @@ class GitLabSession:
             request_id=self.request_id,
             path_params=path_params,
             suffix=suffix,
+            headers=headers,
         )
 
 

@@ -153,7 +153,7 @@ async def open_stream(client: GitLabClient, call: GitLabCall) -> BodyStream:
 
 
 async def _attempt(client: GitLabClient, call: GitLabCall, deadline: float) -> BodyStream:
-    headers = {**client.static_headers, **call.credential.headers()}
+    headers = {**client.static_headers, **(call.headers or {}), **call.credential.headers()}
     if call.request_id:
         headers["X-Request-Id"] = call.request_id
     span = None

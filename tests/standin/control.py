@@ -380,12 +380,25 @@ class StandinControl:
             body["admin"] = admin
         return self.call("PATCH", f"/users/{quote(username, safe='')}", json=body)
 
-    def settings(self, *, duo_not_found: str | None = None, version: str | None = None) -> dict[str, Any]:
+    def settings(
+        self,
+        *,
+        duo_not_found: str | None = None,
+        version: str | None = None,
+        artifacts_tree: bool | None = None,
+        artifacts_download: str | None = None,
+    ) -> dict[str, Any]:
         """``duo_not_found``: ``error`` (default) or ``empty`` for unreadable workflows;
-        ``version``: what ``/version`` and ``metadata`` report."""
-        body = {
-            k: v for k, v in {"duo_not_found": duo_not_found, "version": version}.items() if v is not None
+        ``version``: what ``/version`` and ``metadata`` report; ``artifacts_tree``: whether the
+        artifacts tree API exists (GitLab 18.8+); ``artifacts_download``: ``range`` (default),
+        ``whole`` or ``redirect`` (see :class:`tests.standin.models.Settings`)."""
+        given = {
+            "duo_not_found": duo_not_found,
+            "version": version,
+            "artifacts_tree": artifacts_tree,
+            "artifacts_download": artifacts_download,
         }
+        body = {k: v for k, v in given.items() if v is not None}
         return self.call("PATCH", "/settings", json=body)
 
 

@@ -180,6 +180,13 @@ ARTIFACT_FILES: dict[str, bytes] = {
     "coverage/index.html": b"<html><body><h1>Coverage 87.5%</h1></body></html>\n",
     "log/test.log": ("".join(f"{i:04d} grüße 日本語 ✓ test output\n" for i in range(400))).encode(),
     "screenshots/failure.png": PNG,
+    "logs/integration.log": "".join(
+        f"2026-01-15T09:0{i % 10}:00Z integration step {i:03d}: {'FAILED' if i % 17 == 0 else 'ok'}\n"
+        for i in range(120)
+    ).encode(),
+    "reports/summary.txt": b"integration: 8 failed, 112 passed\n",
+    # A large binary file, so that the archive is far larger than the end a listing reads.
+    "bin/app.bin": bytes(range(256)) * 8192,
 }
 ARTIFACTS_EXPIRE_AT = "2099-01-01T00:00:00.000Z"
 EXPIRED_AT = "2026-01-20T00:00:00.000Z"

@@ -453,6 +453,12 @@ class Settings:
     duo_not_found: str = "error"
     version: str = "19.4.0-pre"
     revision: str = "8d2b1f4e0c1"
+    #: Whether ``GET /projects/:id/jobs/:job_id/artifacts/tree`` exists (GitLab 18.8 and later);
+    #: off, the path reaches the single-file route, as on an older GitLab.
+    artifacts_tree: bool = True
+    #: How the archive download answers: ``range`` (honours ``Range``, as Workhorse does),
+    #: ``whole`` (ignores it: a proxy dropping the header), ``redirect`` (302 to object storage).
+    artifacts_download: str = "range"
 
 
 @dataclass

@@ -59,6 +59,8 @@ class RestRequest:
     query_lists: Mapping[str, list[str]]
     web_root: str
     api_root: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """The request's headers (``Range``)."""
 
 
 def split_raw_path(raw_path: str) -> tuple[list[str], list[str]]:
@@ -297,8 +299,10 @@ def route(method: str, template: str) -> Callable[[Handler], Handler]:
 
 
 def dispatch(req: RestRequest) -> RestOutcome:
-    """Find the route for ``req`` and run it; 404 ``{"error": "404 Not Found"}`` when none matches."""
-    for method, parts, fn in _ROUTES:
+    """Find the route for ``req`` and run it; 404 ``{"error": "404 Not Found"}`` when none matches.
+    A route without a ``*name`` part is tried before those with one, as GitLab defines
+    ``.../artifacts/tree`` before ``.../artifacts/*artifact_path``."""
+    for method, parts, fn in sorted(_ROUTES, key=lambda r: bool(r[1]) and r[1][-1].startswith("*")):
         if method != req.method and not (method == "GET" and req.method == "HEAD"):
             continue
         segments = req.segments
@@ -567,4 +571,5 @@ def _list_bridges(req: RestRequest, params: dict[str, str]) -> RestOutcome:
 
 
 # Job routes (logs, artifacts) live in their own module, registered on import.
+from tests.standin import job_artifacts as _job_artifacts  # noqa: E402, F401
 from tests.standin import job_logs as _job_logs  # noqa: E402, F401

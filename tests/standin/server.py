@@ -499,6 +499,7 @@ def _serve_rest(
         query_lists=query_lists,
         web_root=web_root,
         api_root=f"{web_root}/api/v4",
+        headers=request.headers,
     )
     outcome: RestOutcome = dispatch(req)
     record["route"] = outcome.route
@@ -511,6 +512,8 @@ def _serve_rest(
             headers={"Content-Type": outcome.content_type, **outcome.headers},
         )
     if outcome.raw is not None:
+        record["range"] = request.headers.get("Range")
+        record["body_bytes"] = len(outcome.raw)
         return web.Response(
             status=outcome.status,
             body=outcome.raw,
@@ -985,7 +988,20 @@ async def c_patch_settings(request: web.Request) -> web.Response:
         settings.duo_not_found = data["duo_not_found"]
     if "version" in data:
         settings.version = str(data["version"])
-    return _json_ok({"duo_not_found": settings.duo_not_found, "version": settings.version})
+    if "artifacts_tree" in data:
+        settings.artifacts_tree = bool(data["artifacts_tree"])
+    if "artifacts_download" in data:
+        if data["artifacts_download"] not in ("range", "whole", "redirect"):
+            raise BadControlRequest("artifacts_download must be 'range', 'whole' or 'redirect'")
+        settings.artifacts_download = data["artifacts_download"]
+    return _json_ok(
+        {
+            "duo_not_found": settings.duo_not_found,
+            "version": settings.version,
+            "artifacts_tree": settings.artifacts_tree,
+            "artifacts_download": settings.artifacts_download,
+        }
+    )
 
 
 def create_app(endpoint: GraphQLEndpoint, *, prefix: str = "") -> web.Application:

@@ -10,7 +10,8 @@ never handles the archive, and reads the answer as it streams, stopping once the
 
 Each failure has its own message: a path that tries to leave the archive (``..``, an absolute path,
 a backslash, percent-encoding) is refused before any request; a job without an archive, or whose
-artifacts expired, is told from the job's own fields; a path missing from the archive is GitLab's 404.
+artifacts expired, is told from the job's own fields; a path missing from the archive is GitLab's 404,
+answered with the archive's nearest paths (:mod:`gateway.tools.ci.artifact_entries`).
 A window never splits a UTF-8 character: it starts at the next whole character and ends before a
 cut one, and ``returned`` gives the real bytes.
 """
@@ -28,6 +29,7 @@ from gateway.errors import ToolError, bad_request, not_found
 from gateway.gitlab.errors import GitLabNotFound
 from gateway.gitlab.urls import JobRef, encode_project
 from gateway.tools.arguments import OptionalPositiveId, OptionalProjectId, OptionalText
+from gateway.tools.ci.artifact_entries import nearest_paths
 from gateway.tools.ci.job_read import JobAnswer, job_target, read_job
 from gateway.tools.context import ToolContext
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput
@@ -188,6 +190,25 @@ async def get_artifact_file(ctx: ToolContext, args: GetArtifactFileInput) -> dic
     return await _read(ctx, target, job, path, args.byte_offset, args.byte_limit)
 
 
+async def _file_not_found(ctx: ToolContext, target: JobRef, job: JobAnswer, path: str) -> ToolError:
+    """GitLab's 404 for a path, with the archive's nearest paths (read as get_job lists them)."""
+    nearest = await nearest_paths(ctx, target.project, job, path)
+    if nearest:
+        listed = ", ".join(f"`{p}`" for p in nearest)
+        hint = f" Nearest paths in the archive: {listed}."
+    else:
+        hint = ""
+    return not_found(
+        f"Artifact file '{path}' not found in the artifacts archive of job {job.id}.{hint} Paths are "
+        'relative to the archive\'s root and case-sensitive; get_job with include: ["artifacts"] '
+        "lists them (`artifact_filter` narrows the list, e.g. `*.log`).",
+        kind="file_not_found",
+        path=path,
+        job_id=job.id,
+        nearest_paths=nearest,
+    )
+
+
 def _no_archive(job: JobAnswer) -> ToolError:
     if job.artifacts_expired:
         return not_found(
@@ -232,14 +253,7 @@ async def _read(
                     eof = False
                     break
     except GitLabNotFound:
-        raise not_found(
-            f"Artifact file '{path}' not found in the artifacts archive of job {job.id}. Paths are "
-            f"relative to the archive's root and case-sensitive; browse the archive at "
-            f"{job.web_url}/artifacts/browse.",
-            kind="file_not_found",
-            path=path,
-            job_id=job.id,
-        ) from None
+        raise await _file_not_found(ctx, target, job, path) from None
     if _is_binary(bytes(head)):
         size = f"Size: {total} bytes. " if total is not None else ""
         raise bad_request(
@@ -291,7 +305,8 @@ async def _read(
 DESCRIPTION = """\
 Read a file from inside a CI/CD job's artifacts archive as text (GitLab extracts it). Name the \
 job with `url` or `project_id` + `job_id`, and the file with `artifact_path` (e.g. \
-`reports/junit.xml`). List what a job kept with get_job and `include: ["artifacts"]`. Large files \
+`reports/junit.xml`). List the paths in a job's archive with get_job and \
+`include: ["artifacts"]`; a missing path's error names the nearest ones. Large files \
 come in windows of `byte_limit` bytes (default 65536, max 1 MiB): while `next` is present, call \
 again with it. Binary files are refused with their type and a link; a missing file, a job \
 without artifacts and expired artifacts each get their own error.

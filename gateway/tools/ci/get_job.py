@@ -33,6 +33,7 @@ from gateway.gitlab.errors import GitLabNotFound, GitLabUnauthorized
 from gateway.gitlab.job_log import LogSection
 from gateway.gitlab.urls import JobRef, encode_project
 from gateway.tools.arguments import OptionalPositiveId, OptionalProjectId, OptionalText, schema_extra
+from gateway.tools.ci.artifact_entries import ArtifactFiles, list_files
 from gateway.tools.ci.job_read import (
     JobAnswer,
     JobArtifact,
@@ -45,6 +46,7 @@ from gateway.tools.ci.job_read import (
 )
 from gateway.tools.ci.log_reads import MAX_TAIL_CHARS, CapReason, LogRead, read_tail, read_window
 from gateway.tools.context import ToolContext
+from gateway.tools.pagination import Cursor, PageSize, after_field, first_field
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput
 
 #: GitLab's own cap on one read of a log (``Gitlab::Ci::Trace::Stream::LIMIT_SIZE``, 500 KB).
@@ -53,6 +55,8 @@ DEFAULT_BYTE_LIMIT = 65_536
 MAX_TAIL_LINES = 5_000
 #: The most sections returned (a tail keeps the last ones: nearest the failure).
 MAX_SECTIONS = 100
+#: The longest artifact_filter (a path in an archive, or a glob over one).
+MAX_FILTER_CHARS = 1024
 TRACE_ROUTE = "/projects/{id}/jobs/{job_id}/trace"
 
 Include = Literal["log", "artifacts"]
@@ -78,7 +82,8 @@ class GetJobInput(ToolInput):
         default_factory=list,
         max_length=2,
         description="Facets to add: `log` (the job's log, cleaned, with its sections) and/or `artifacts` "
-        "(the files the job kept). Omit for the job alone.",
+        "(the files the job kept: its archives, and the paths inside its artifacts archive). Omit for "
+        "the job alone.",
     )
     byte_offset: Annotated[int, Field(ge=0)] | SkipJsonSchema[None] = Field(
         None,
@@ -99,6 +104,15 @@ class GetJobInput(ToolInput):
         json_schema_extra=schema_extra(),
     )
 
+    artifact_filter: OptionalText = Field(
+        None,
+        description="Only the archive's paths that match (include artifacts): a glob such as `*.log` or "
+        "`reports/*.xml` (`*` matches across `/`, so `*.log` finds every log), or a path prefix such as "
+        "`logs/`. Case-sensitive.",
+    )
+    first: PageSize = first_field("the paths inside the artifacts archive (include artifacts)")
+    after: Cursor = after_field("the paths inside the artifacts archive (`artifact_files.page_info`)")
+
     @field_validator("include", mode="before")
     @classmethod
     def _facets(cls, value: Any) -> Any:
@@ -118,6 +132,15 @@ class GetJobInput(ToolInput):
     def _needs_log(cls, value: int | None, info: ValidationInfo) -> int | None:
         if value is not None and "include" in info.data and "log" not in info.data["include"]:
             raise ValueError('applies to the log only: add include: ["log"]')
+        return value
+
+    @field_validator("artifact_filter", "after")
+    @classmethod
+    def _needs_artifacts(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and "include" in info.data and "artifacts" not in info.data["include"]:
+            raise ValueError('applies to the artifacts archive only: add include: ["artifacts"]')
+        if value is not None and info.field_name == "artifact_filter" and len(value) > MAX_FILTER_CHARS:
+            raise ValueError(f"is {len(value)} characters long; a path or glob of at most {MAX_FILTER_CHARS}")
         return value
 
 
@@ -181,7 +204,14 @@ class GetJobOutput(JobFields):
     """The job, and the facets asked for."""
 
     log: JobLog | None = Field(None, description="Present with include log.")
-    artifacts: list[JobArtifact] | None = Field(None, description="Present with include artifacts.")
+    artifacts: list[JobArtifact] | None = Field(
+        None, description="Present with include artifacts: the archives and reports the job kept."
+    )
+    artifact_files: ArtifactFiles | None = Field(
+        None,
+        description="Present with include artifacts when the job kept an artifacts archive: the paths "
+        "inside it (read one with get_artifact_file and `artifact_path`).",
+    )
 
 
 # -- the handler -----------------------------------------------------------------------------------
@@ -202,6 +232,10 @@ async def get_job(ctx: ToolContext, args: GetJobInput) -> dict[str, Any]:
         out["log"] = await _log(ctx, args, target.project, job)
     if "artifacts" in args.include:
         out["artifacts"] = artifacts(job)
+        if job.has_archive:
+            out["artifact_files"] = await list_files(
+                ctx, target.project, job, pattern=args.artifact_filter, first=args.first, after=args.after
+            )
     return out
 
 
@@ -308,8 +342,10 @@ Add `include: ["log"]` for its log, cleaned as GitLab's job page shows it (colou
 (name, lines, duration). To see why a job failed, ask for `tail_lines` (e.g. 50): the last \
 lines, however large the log. To read it all, page with `byte_offset`/`byte_limit` (raw bytes; \
 windows end on a line boundary); while `next` is present, call again with it. Add \
-`include: ["artifacts"]` to list the files the job kept (read one with get_artifact_file). \
-A log your token may not read gives its own error, distinct from a missing job.
+`include: ["artifacts"]` for the files the job kept: its archives, and in `artifact_files` the \
+paths inside its artifacts archive with their sizes (filter with `artifact_filter`, e.g. \
+`*.log`; page with `first`/`after`); read one with get_artifact_file. A log your token may \
+not read gives its own error, distinct from a missing job.
 """
 
 TOOLS: list[Tool] = [

@@ -275,8 +275,11 @@ async def test_artifacts_list_what_the_job_kept(env: ToolEnv, router: respx.Mock
             artifacts_expire_at="2020-01-01T00:00:00.000Z",
         ),
     )
+    tree = [{"name": "junit.xml", "path": "junit.xml", "type": "file", "size": 1200, "mode": "100644"}]
+    router.get(url__startswith=f"{JOB_URL}/artifacts/tree").mock(return_value=httpx.Response(200, json=tree))
     args = {"id": PROJECT, "job_id": 5010, "include": ["artifacts", "log"], "tail_lines": 1}
     out = ok(await env.call("get_job", args), "get_job")
+    assert out["artifact_files"]["entries"] == [{"path": "junit.xml", "type": "file", "size": 1200}]
     assert out["artifacts"][0] == {
         "name": "artifacts.zip",
         "file_type": "archive",

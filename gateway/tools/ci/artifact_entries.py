@@ -1,0 +1,433 @@
+"""The files inside a job's artifacts archive, without downloading it: ``get_job``'s ``artifacts``
+facet lists them, and ``get_artifact_file`` names the nearest ones when a path is missing.
+
+Two ways, the first GitLab offers:
+
+- **GitLab's artifacts tree** (``GET /projects/:id/jobs/:job_id/artifacts/tree``, GitLab 18.8 and
+  later, https://docs.gitlab.com/api/job_artifacts/#list-all-files-in-the-artifacts-archive):
+  read from the metadata GitLab wrote when the archive was uploaded; ``recursive=true``, 100
+  entries a page. An older GitLab routes that path to the single-file download, which answers 404
+  for a file named ``tree``: the first such answer makes the gateway use the second way for the
+  rest of its life (:class:`~gateway.gitlab.capabilities.Capabilities`); a job whose archive has no
+  metadata (GitLab says so) uses it for that job only.
+- **The archive's zip directory**, read with HTTP ``Range`` on the archive download
+  (``GET /projects/:id/jobs/:job_id/artifacts``; :mod:`gateway.gitlab.ranged`): its last
+  :data:`~gateway.gitlab.zip_directory.TAIL_BYTES` (65,633: the end records, and for most archives
+  the whole directory), then, when the directory starts before them, exactly the directory's bytes.
+  A directory larger than :data:`MAX_DIRECTORY_BYTES` is not read. When GitLab ignores ``Range``
+  and sends the whole archive, an archive up to that size is read whole and listed, and a larger
+  one is not read at all (its ``Content-Length`` says so) or cut at the bound: the answer says so.
+  So one listing reads at most 65,633 + 20 MiB of the archive.
+
+Entries come in the archive's order (the tree's for the first way), paged with ``first`` and an
+opaque ``after`` cursor that says which way it came from and where it stopped. A filter is a
+glob (``*`` matches across ``/``) or, without ``*``, ``?`` or ``[``, a path prefix.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import difflib
+import fnmatch
+import itertools
+import logging
+import posixpath
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway.errors import bad_request
+from gateway.gitlab.errors import (
+    GitLabBadRequest,
+    GitLabError,
+    GitLabNotFound,
+    GitLabUnauthorized,
+    GitLabUpstreamError,
+)
+from gateway.gitlab.ranged import RangeRead, read_range
+from gateway.gitlab.urls import encode_project
+from gateway.gitlab.zip_directory import TAIL_BYTES, ZipEntry, ZipFormatError, entries, locate
+from gateway.tools.ci.job_read import JobAnswer
+from gateway.tools.context import ToolContext
+from gateway.tools.pagination import PageInfo
+
+log = logging.getLogger("gateway.tools.ci")
+
+TREE_ROUTE = "/projects/{id}/jobs/{job_id}/artifacts/tree"
+ARCHIVE_ROUTE = "/projects/{id}/jobs/{job_id}/artifacts"
+#: The most of an archive's zip directory read for one listing (GitLab's own MCP tool reads
+#: archives of up to 20 MB): about 200,000 entries of 60-character paths.
+MAX_DIRECTORY_BYTES = 20 * 1024 * 1024
+#: GitLab's largest page (``per_page``), and the most tree pages read for one call.
+TREE_PAGE_SIZE = 100
+MAX_TREE_PAGES = 10
+#: The most paths compared when a path is missing, and the nearest ones named.
+MAX_SUGGESTION_PATHS = 20_000
+NEAREST = 5
+
+Source = Literal["tree", "archive_directory"]
+_GLOB = frozenset("*?[")
+
+
+class ArtifactEntry(BaseModel):
+    # No docstring: it would be repeated in get_job's outputSchema.
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(description="Path inside the archive, as get_artifact_file's `artifact_path` takes it.")
+    type: Literal["file", "directory"]
+    size: int | None = Field(description="Uncompressed size in bytes (null for a directory).")
+
+
+class ArtifactFiles(BaseModel):
+    # One page of the archive's entries (no docstring: see ArtifactEntry).
+    model_config = ConfigDict(extra="forbid")
+
+    entries: list[ArtifactEntry]
+    page_info: PageInfo
+    total: int | None = Field(description="Entries matching the filter in the whole archive, when known.")
+    source: Source = Field(
+        description="`tree`: GitLab's artifacts tree API; `archive_directory`: the archive's zip "
+        "directory, read with HTTP Range (GitLab before 18.8)."
+    )
+    unavailable: str | None = Field(
+        None, description="Why the entries could not be listed (then `entries` is empty)."
+    )
+
+
+# -- filter and cursor --------------------------------------------------------------------------
+
+
+def matcher(pattern: str | None) -> Callable[[str], bool]:
+    """A path test for ``pattern``: a glob when it has ``*``, ``?`` or ``[``, else a prefix."""
+    if not pattern:
+        return lambda _path: True
+    if _GLOB & set(pattern):
+        return lambda path: fnmatch.fnmatchcase(path, pattern)
+    return lambda path: path.startswith(pattern)
+
+
+def _directory_of(pattern: str | None) -> str | None:
+    """The tree API's ``path`` for a prefix that names a directory (``logs/``), else None."""
+    if pattern and pattern.endswith("/") and not _GLOB & set(pattern) and pattern.strip("/"):
+        return pattern.strip("/")
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """Where a page stopped: a tree page and the index in it, or the index in the zip directory."""
+
+    source: Source
+    page: int = 1
+    index: int = 0
+
+    def cursor(self) -> str:
+        raw = f"t{self.page}.{self.index}" if self.source == "tree" else f"z{self.index}"
+        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+    @classmethod
+    def parse(cls, cursor: str) -> Position:
+        """The position of an ``after`` this module handed out; ``bad_request`` for anything else."""
+        try:
+            raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+            if raw.startswith("t"):
+                page, _, index = raw[1:].partition(".")
+                position = cls("tree", int(page), int(index))
+            elif raw.startswith("z"):
+                position = cls("archive_directory", 1, int(raw[1:]))
+            else:
+                raise ValueError(raw)
+            if position.page < 1 or position.index < 0:
+                raise ValueError(raw)
+            return position
+        except (ValueError, UnicodeDecodeError, binascii.Error):
+            raise bad_request(
+                "`after` is not a cursor of this archive's listing: pass `artifact_files.page_info."
+                'end_cursor` from the previous get_job call with include: ["artifacts"], unchanged.',
+                invalid_arguments=["after"],
+            ) from None
+
+
+# -- listing --------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Page:
+    source: Source
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    next: Position | None = None
+    total: int | None = None
+    unavailable: str | None = None
+
+    def result(self) -> dict[str, Any]:
+        info = PageInfo(
+            has_next_page=self.next is not None, end_cursor=self.next.cursor() if self.next else None
+        )
+        out: dict[str, Any] = {
+            "entries": self.entries,
+            "page_info": info.model_dump(),
+            "total": self.total,
+            "source": self.source,
+        }
+        if self.unavailable:
+            out["unavailable"] = self.unavailable
+        return out
+
+
+def _entry(path: str, is_dir: bool, size: int | None) -> dict[str, Any]:
+    return {"path": path, "type": "directory" if is_dir else "file", "size": None if is_dir else size}
+
+
+async def list_files(
+    ctx: ToolContext, project: str, job: JobAnswer, *, pattern: str | None, first: int, after: str | None
+) -> dict[str, Any]:
+    """One page of the archive's entries matching ``pattern`` (an :class:`ArtifactFiles`).
+
+    Raises:
+        ToolError: ``bad_request`` for an ``after`` that is not this listing's cursor.
+        GitLabError: GitLab failing (not a missing tree API, nor a redirect or an ignored
+            ``Range``: those are told in ``unavailable``).
+    """
+    position = Position.parse(after) if after else None
+    match = matcher(pattern)
+    capabilities = ctx.services.capabilities
+    use_tree = position.source == "tree" if position else capabilities.artifacts_tree is not False
+    try:
+        if use_tree:
+            page = await _tree_page(ctx, project, job, pattern, match, first, position or Position("tree"))
+            if page is not None:
+                return page.result()
+            position = None  # no tree here after all: the directory, from its start
+        start = position.index if position else 0
+        return (await _directory_page(ctx, project, job, match, first, start)).result()
+    except GitLabUnauthorized as err:
+        if err.status != 403:
+            raise
+        # The token read the job: this is the artifacts' own rule (`artifacts:access`).
+        refused = _Page("tree" if use_tree else "archive_directory")
+        refused.unavailable = (
+            f"GitLab refused to list the artifacts of job {job.id} (403): the job may keep them for "
+            "other roles (its `artifacts:access` setting), or the token may not read them."
+        )
+        return refused.result()
+
+
+def _no_tree(ctx: ToolContext, err: GitLabNotFound) -> bool:
+    """Whether a 404 from the tree route means "read the zip directory instead" (True), and, when
+    it came from a GitLab without the route, record that for every later call.
+
+    GitLab's tree says ``404 Artifacts metadata Not Found`` for an archive uploaded without
+    metadata (this job only), ``404 Path Not Found`` and ``404 Artifacts Not Found`` for what is
+    not there; an older GitLab's single-file route answers anything else (a file named ``tree``
+    is missing from the archive).
+    """
+    said = err.message.lower()
+    if "metadata" in said:
+        return True
+    if "path not found" in said or "artifacts not found" in said:
+        return False
+    if ctx.services.capabilities.artifacts_tree is not False:
+        log.info(
+            "GitLab has no artifacts tree API (it is older than 18.8): archives are listed with Range reads"
+        )
+    ctx.services.capabilities.artifacts_tree = False
+    return True
+
+
+async def _tree(
+    ctx: ToolContext, project: str, job: JobAnswer, page: int, directory: str | None
+) -> list[Any]:
+    params: dict[str, Any] = {"recursive": "true", "per_page": TREE_PAGE_SIZE, "page": page}
+    if directory:
+        params["path"] = directory
+    answer = await ctx.gitlab.rest(
+        "GET", TREE_ROUTE, path_params={"id": encode_project(project), "job_id": job.id}, params=params
+    )
+    if not isinstance(answer, list):
+        raise GitLabUpstreamError("GitLab's artifacts tree answered something other than a list of entries.")
+    return answer
+
+
+async def _tree_page(
+    ctx: ToolContext,
+    project: str,
+    job: JobAnswer,
+    pattern: str | None,
+    match: Callable[[str], bool],
+    first: int,
+    position: Position,
+) -> _Page | None:
+    """A page from GitLab's tree, or None when this GitLab (or this job's archive) has none."""
+    out = _Page("tree")
+    directory = _directory_of(pattern)
+    page, skip = position.page, position.index
+    for _ in range(MAX_TREE_PAGES):
+        try:
+            items = await _tree(ctx, project, job, page, directory)
+        except GitLabNotFound as err:
+            if directory and "path" in err.message.lower():
+                out.total = 0
+                return out  # no such directory in the archive: nothing matches
+            if _no_tree(ctx, err):
+                return None
+            out.unavailable = f"GitLab has no artifacts for job {job.id} to list ({err.message})."
+            return out
+        ctx.services.capabilities.artifacts_tree = True
+        for index in range(skip, len(items)):
+            item = items[index]
+            path = item.get("path") if isinstance(item, dict) else None
+            if not isinstance(path, str) or not match(path):
+                continue
+            if len(out.entries) == first:
+                out.next = Position("tree", page, index)
+                return out
+            size = item.get("size")
+            out.entries.append(
+                _entry(path, item.get("type") == "directory", size if isinstance(size, int) else None)
+            )
+        skip = 0
+        if len(items) < TREE_PAGE_SIZE:
+            if page == 1 and position.index == 0 and position.page == 1:
+                out.total = len(out.entries)
+            return out
+        page += 1
+    out.next = Position("tree", page, 0)  # pages left unread: the next call goes on from there
+    return out
+
+
+async def _directory(
+    ctx: ToolContext, project: str, job: JobAnswer
+) -> tuple[Iterator[ZipEntry] | None, str | None]:
+    """The archive's directory entries, or None and why they cannot be read."""
+    params: dict[str, str | int] = {"id": encode_project(project), "job_id": job.id}
+    try:
+        tail = await read_range(
+            ctx.gitlab, ARCHIVE_ROUTE, path_params=params, suffix=TAIL_BYTES, max_bytes=MAX_DIRECTORY_BYTES
+        )
+    except GitLabBadRequest as err:
+        if err.status != 416:
+            raise
+        return None, "The artifacts archive is empty (GitLab answered 416 to a read of its end)."
+    except GitLabUpstreamError as err:
+        if err.status is not None and 300 <= err.status < 400:
+            return None, (
+                f"GitLab answered the archive download with a redirect ({err.status}) to its object "
+                "storage, which the gateway does not follow (it sends requests to the configured GitLab "
+                "only), and this GitLab has no artifacts tree API (GitLab 18.8 and later have one): the "
+                "archive's files cannot be listed here. Read a file whose path you know with "
+                "get_artifact_file."
+            )
+        raise
+    if not tail.honoured and tail.cut:
+        size = f"{tail.total} bytes" if tail.total is not None else f"over {MAX_DIRECTORY_BYTES} bytes"
+        return None, (
+            f"GitLab ignored the HTTP Range request and sent the whole archive ({size}), and the "
+            f"gateway reads at most {MAX_DIRECTORY_BYTES} bytes of an archive to list it, so it stopped "
+            "there: the files cannot be listed here. GitLab 18.8 and later list them without reading "
+            "the archive (the artifacts tree API); a proxy in front of GitLab may be dropping `Range`."
+        )
+    try:
+        where = locate(tail.content, tail.start)
+        if where.size > MAX_DIRECTORY_BYTES:
+            return None, (
+                f"The archive's zip directory is {where.size} bytes ({where.entries} entries), more than "
+                f"the {MAX_DIRECTORY_BYTES} bytes the gateway reads to list an archive."
+            )
+        data = await _directory_bytes(ctx, params, tail, where.offset, where.size)
+        if data is None:
+            return None, (
+                "GitLab ignored the HTTP Range request for the archive's zip directory: the files cannot "
+                "be listed here."
+            )
+        return entries(data), None
+    except ZipFormatError as err:
+        return None, f"The artifacts archive is not a readable zip ({err})."
+
+
+async def _directory_bytes(
+    ctx: ToolContext, params: dict[str, str | int], tail: RangeRead, offset: int, size: int
+) -> bytes | None:
+    if offset >= tail.start:  # within what the first read brought
+        at = offset - tail.start
+        return tail.content[at : at + size]
+    if size == 0:
+        return b""
+    read = await read_range(
+        ctx.gitlab, ARCHIVE_ROUTE, path_params=params, first=offset, last=offset + size - 1, max_bytes=size
+    )
+    return read.content if read.honoured and len(read.content) == size else None
+
+
+async def _directory_page(
+    ctx: ToolContext, project: str, job: JobAnswer, match: Callable[[str], bool], first: int, start: int
+) -> _Page:
+    out = _Page("archive_directory")
+    found, why = await _directory(ctx, project, job)
+    if found is None:
+        out.unavailable = why
+        return out
+    matched = 0
+    for index, entry in enumerate(found):
+        if not match(entry.path):
+            continue
+        matched += 1
+        if index < start:
+            continue
+        if len(out.entries) < first:
+            out.entries.append(_entry(entry.path, entry.is_dir, entry.size))
+        elif out.next is None:
+            out.next = Position("archive_directory", index=index)
+    out.total = matched
+    return out
+
+
+# -- the nearest paths ----------------------------------------------------------------------------
+
+
+async def file_paths(ctx: ToolContext, project: str, job: JobAnswer) -> list[str]:
+    """The archive's file paths: from the tree, its first :data:`MAX_TREE_PAGES` pages; from the
+    zip directory, the first :data:`MAX_SUGGESTION_PATHS`. Empty when the archive cannot be listed.
+
+    Raises:
+        GitLabError: GitLab failing.
+    """
+    if ctx.services.capabilities.artifacts_tree is not False:
+        paths: list[str] = []
+        for page in range(1, MAX_TREE_PAGES + 1):
+            try:
+                items = await _tree(ctx, project, job, page, None)
+            except GitLabNotFound as err:
+                if not _no_tree(ctx, err):
+                    return paths
+                break
+            ctx.services.capabilities.artifacts_tree = True
+            paths += [
+                i["path"]
+                for i in items
+                if isinstance(i, dict) and isinstance(i.get("path"), str) and i.get("type") != "directory"
+            ]
+            if len(items) < TREE_PAGE_SIZE:
+                return paths
+        else:
+            return paths
+    found, _ = await _directory(ctx, project, job)
+    if found is None:
+        return []
+    return [e.path for e in itertools.islice(found, MAX_SUGGESTION_PATHS) if not e.is_dir]
+
+
+async def nearest_paths(ctx: ToolContext, project: str, job: JobAnswer, path: str) -> list[str]:
+    """Up to :data:`NEAREST` file paths of the archive closest to ``path``: files of the same name
+    first, then difflib's closest (ratio 0.5 or more). Empty when the archive cannot be listed or
+    GitLab fails (the caller's own error stays the answer)."""
+    try:
+        paths = await file_paths(ctx, project, job)
+    except GitLabError:
+        return []
+    name = posixpath.basename(path)
+    same_name = [p for p in paths if posixpath.basename(p) == name and p != path]
+    close = difflib.get_close_matches(path, paths, n=NEAREST, cutoff=0.5)
+    return list(dict.fromkeys(same_name + close))[:NEAREST]

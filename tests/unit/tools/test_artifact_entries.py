@@ -1,0 +1,358 @@
+"""The paths inside a job's artifacts archive (``get_job`` with ``include: ["artifacts"]``), and the
+nearest ones when ``get_artifact_file`` is given a missing path: from GitLab's artifacts tree
+(https://docs.gitlab.com/api/job_artifacts/#list-all-files-in-the-artifacts-archive) where GitLab
+has it, else from the archive's zip directory read with HTTP Range, never the whole archive.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+import respx
+
+from gateway.config import Settings
+from gateway.gitlab.zip_directory import TAIL_BYTES
+from gateway.tools.ci import artifact_entries
+from gateway.tools.ci.artifact_entries import MAX_DIRECTORY_BYTES
+from tests.unit.gitlab.tool_env import ToolEnv, error, ok
+
+GITLAB = "https://gitlab.example.com"
+PROJECT = "grp/sub/proj"
+JOB_URL = f"{GITLAB}/api/v4/projects/grp%2Fsub%2Fproj/jobs/5024"
+TREE_URL = f"{JOB_URL}/artifacts/tree"
+ARCHIVE_URL = f"{JOB_URL}/artifacts"
+FILES = {
+    "logs/integration.log": b"integration: 3 failed\n" * 50,
+    "screenshots/failure.png": b"\x89PNG\r\n\x1a\n" + bytes(300),
+    "reports/summary.txt": b"summary\n",
+}
+
+
+def make_zip(files: dict[str, bytes], *, directories: bool = True, comment: bytes = b"") -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path, data in files.items():
+            if directories and "/" in path:
+                folder = path.rsplit("/", 1)[0] + "/"
+                if folder not in zf.namelist():
+                    zf.writestr(folder, b"")
+            zf.writestr(path, data)
+        zf.comment = comment
+    return buf.getvalue()
+
+
+def job(size: int = 4096) -> dict[str, Any]:
+    return {
+        "id": 5024,
+        "name": "integration",
+        "status": "failed",
+        "web_url": f"{GITLAB}/{PROJECT}/-/jobs/5024",
+        "artifacts": [
+            {"file_type": "archive", "size": size, "filename": "artifacts.zip", "file_format": "zip"}
+        ],
+        "artifacts_expire_at": "2099-01-01T00:00:00.000Z",
+    }
+
+
+def tree_entry(path: str, size: int | None) -> dict[str, Any]:
+    is_dir = path.endswith("/")
+    out: dict[str, Any] = {
+        "name": path.rstrip("/").rsplit("/", 1)[-1],
+        "path": path,
+        "type": "directory" if is_dir else "file",
+        "mode": "040755" if is_dir else "100644",
+    }
+    if not is_dir:
+        out["size"] = size
+    return out
+
+
+class Archive:
+    """The archive download: honours Range (or not), records each Range asked and bytes served."""
+
+    def __init__(self, data: bytes, *, honour: bool = True) -> None:
+        self.data = data
+        self.honour = honour
+        self.ranges: list[str | None] = []
+        self.served = 0
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        spec = request.headers.get("Range")
+        self.ranges.append(spec)
+        assert request.headers.get("Accept-Encoding") == "identity"
+        size = len(self.data)
+        if not self.honour or spec is None:
+            self.served += size
+            return httpx.Response(200, content=self.data, headers={"Content-Length": str(size)})
+        m = re.fullmatch(r"bytes=(\d*)-(\d*)", spec)
+        assert m is not None, spec
+        if m[1] == "":
+            start, end = max(0, size - int(m[2])), size - 1
+        else:
+            start, end = int(m[1]), min(size - 1, int(m[2]))
+        body = self.data[start : end + 1]
+        self.served += len(body)
+        return httpx.Response(206, content=body, headers={"Content-Range": f"bytes {start}-{end}/{size}"})
+
+
+@pytest.fixture
+def router() -> Iterator[respx.MockRouter]:
+    with respx.mock(assert_all_mocked=True, assert_all_called=False) as mocked:
+        yield mocked
+
+
+@pytest.fixture
+async def env(make_settings: Callable[..., Settings], router: respx.MockRouter) -> AsyncIterator[ToolEnv]:
+    async with httpx.AsyncClient() as http:
+        yield ToolEnv(make_settings(), http)
+
+
+def listing(**extra: Any) -> dict[str, Any]:
+    return {"id": PROJECT, "job_id": 5024, "include": ["artifacts"], **extra}
+
+
+def old_gitlab(router: respx.MockRouter) -> respx.Route:
+    """GitLab before 18.8: the tree path is the single-file route, and no file `tree` is there."""
+    return router.get(url__startswith=TREE_URL).mock(return_value=httpx.Response(404, text="404 Not Found\n"))
+
+
+async def test_the_tree_lists_paths_sizes_and_types_in_pages(env: ToolEnv, router: respx.MockRouter) -> None:
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+    paths = [f"logs/part-{i:03d}.log" for i in range(130)]
+    items = [tree_entry("logs/", None)] + [tree_entry(p, 100 + i) for i, p in enumerate(paths)]
+
+    def tree(request: httpx.Request) -> httpx.Response:
+        q = request.url.params
+        assert q["recursive"] == "true" and q["per_page"] == "100"
+        page = int(q["page"])
+        return httpx.Response(200, json=items[(page - 1) * 100 : page * 100])
+
+    route = router.get(url__startswith=TREE_URL).mock(side_effect=tree)
+    archive = router.get(ARCHIVE_URL)
+    out = ok(await env.call("get_job", listing(first=2)), "get_job")
+    files = out["artifact_files"]
+    assert files["source"] == "tree"
+    assert files["entries"] == [
+        {"path": "logs/", "type": "directory", "size": None},
+        {"path": "logs/part-000.log", "type": "file", "size": 100},
+    ]
+    assert out["artifacts"][0]["name"] == "artifacts.zip"  # the archives stay listed as before
+    seen = [e["path"] for e in files["entries"]]
+    after = files["page_info"]["end_cursor"]
+    while files["page_info"]["has_next_page"]:
+        files = ok(await env.call("get_job", listing(first=40, after=after)), "get_job")["artifact_files"]
+        seen += [e["path"] for e in files["entries"]]
+        after = files["page_info"]["end_cursor"]
+    assert seen == ["logs/", *paths]  # every entry once, in order, across GitLab's pages of 100
+    assert not archive.called and route.call_count >= 2
+
+
+async def test_a_glob_or_a_prefix_filters_the_paths(env: ToolEnv, router: respx.MockRouter) -> None:
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+    items = [tree_entry(p, len(d)) for p, d in FILES.items()]
+    route = router.get(url__startswith=TREE_URL).mock(return_value=httpx.Response(200, json=items))
+    files = ok(await env.call("get_job", listing(artifact_filter="*.log")), "get_job")["artifact_files"]
+    assert [e["path"] for e in files["entries"]] == ["logs/integration.log"] and files["total"] == 1
+    files = ok(await env.call("get_job", listing(artifact_filter="reports/")), "get_job")["artifact_files"]
+    assert [e["path"] for e in files["entries"]] == ["reports/summary.txt"]
+    # A directory prefix narrows GitLab's tree.
+    assert route.calls.last.request.url.params["path"] == "reports"
+    err = error(await env.call("get_job", {"id": PROJECT, "job_id": 5024, "artifact_filter": "*.log"}))
+    assert 'add include: ["artifacts"]' in err["message"]
+    err = error(await env.call("get_job", listing(after="bm90LWEtY3Vyc29y")))
+    assert err["reason"] == "bad_request" and "`after` is not a cursor" in err["message"]
+
+
+async def test_an_older_gitlab_is_listed_from_the_zip_directory_with_one_ranged_read(
+    env: ToolEnv, router: respx.MockRouter
+) -> None:
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+    tree = old_gitlab(router)
+    archive = Archive(make_zip(FILES))
+    router.get(ARCHIVE_URL).mock(side_effect=archive)
+    out = ok(await env.call("get_job", listing()), "get_job")
+    files = out["artifact_files"]
+    assert files["source"] == "archive_directory" and files["total"] == 6
+    assert {e["path"]: (e["type"], e["size"]) for e in files["entries"]} == {
+        "logs/": ("directory", None),
+        "logs/integration.log": ("file", len(FILES["logs/integration.log"])),
+        "screenshots/": ("directory", None),
+        "screenshots/failure.png": ("file", len(FILES["screenshots/failure.png"])),
+        "reports/": ("directory", None),
+        "reports/summary.txt": ("file", len(FILES["reports/summary.txt"])),
+    }
+    assert archive.ranges == [f"bytes=-{TAIL_BYTES}"]  # a small archive's directory is in its tail
+    # The missing tree is learnt once for this GitLab: the next listing goes straight to the archive.
+    ok(await env.call("get_job", listing()), "get_job")
+    assert tree.call_count == 1 and len(archive.ranges) == 2
+
+
+async def test_a_large_directory_is_read_with_a_second_range_and_paged(
+    env: ToolEnv, router: respx.MockRouter
+) -> None:
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+    old_gitlab(router)
+    many = {f"coverage/src/module_{i:05d}/index.html": b"<html/>" for i in range(1200)}
+    data = make_zip(many, directories=False)
+    archive = Archive(data)
+    router.get(ARCHIVE_URL).mock(side_effect=archive)
+    files = ok(await env.call("get_job", listing(first=100, artifact_filter="*_00299/*")), "get_job")[
+        "artifact_files"
+    ]
+    assert [e["path"] for e in files["entries"]] == ["coverage/src/module_00299/index.html"]
+    assert files["total"] == 1 and not files["page_info"]["has_next_page"]
+    directory = zipfile.ZipFile(io.BytesIO(data)).start_dir
+    # The tail, then exactly the directory: from its first header to the end record.
+    end = data.rindex(b"PK\x05\x06") - 1
+    assert archive.ranges == [f"bytes=-{TAIL_BYTES}", f"bytes={directory}-{end}"]
+    assert archive.served < TAIL_BYTES + (len(data) - directory)
+    seen: list[str] = []
+    after = None
+    while True:
+        more: dict[str, Any] = {"after": after} if after else {}
+        files = ok(await env.call("get_job", listing(first=100, **more)), "get_job")["artifact_files"]
+        seen += [e["path"] for e in files["entries"]]
+        if not files["page_info"]["has_next_page"]:
+            break
+        after = files["page_info"]["end_cursor"]
+    assert seen == list(many) and files["total"] == 1200
+
+
+async def test_zip64_archives_are_listed(
+    env: ToolEnv, router: respx.MockRouter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # zipfile writes zip64 records past these limits; lowered, a small archive has them all.
+    monkeypatch.setattr(zipfile, "ZIP_FILECOUNT_LIMIT", 2)
+    monkeypatch.setattr(zipfile, "ZIP64_LIMIT", 100)
+    data = make_zip(FILES, directories=False)
+    assert b"PK\x06\x06" in data and b"PK\x06\x07" in data
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+    old_gitlab(router)
+    router.get(ARCHIVE_URL).mock(side_effect=Archive(data))
+    files = ok(await env.call("get_job", listing()), "get_job")["artifact_files"]
+    assert {e["path"]: e["size"] for e in files["entries"]} == {p: len(d) for p, d in FILES.items()}
+
+
+async def test_an_archive_without_metadata_uses_the_directory_for_that_job_only(
+    env: ToolEnv, router: respx.MockRouter
+) -> None:
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+    router.get(url__startswith=TREE_URL).mock(
+        return_value=httpx.Response(404, json={"message": "404 Artifacts metadata Not Found"})
+    )
+    router.get(ARCHIVE_URL).mock(side_effect=Archive(make_zip(FILES)))
+    files = ok(await env.call("get_job", listing()), "get_job")["artifact_files"]
+    assert files["source"] == "archive_directory" and len(files["entries"]) == 6
+    assert env.services.capabilities.artifacts_tree is not False  # GitLab has the tree: kept for others
+
+
+async def test_when_gitlab_ignores_range_a_large_archive_is_not_downloaded(
+    env: ToolEnv, router: respx.MockRouter
+) -> None:
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job(size=50 * 1024 * 1024)))
+    old_gitlab(router)
+    sent: list[int] = []
+
+    async def body() -> AsyncIterator[bytes]:
+        for _ in range(50):
+            sent.append(1)
+            yield b"\0" * (1024 * 1024)
+
+    size = 50 * 1024 * 1024
+    router.get(ARCHIVE_URL).mock(
+        return_value=httpx.Response(200, stream=body(), headers={"Content-Length": str(size)})  # type: ignore[arg-type]
+    )
+    out = ok(await env.call("get_job", listing()), "get_job")
+    files = out["artifact_files"]
+    assert files["entries"] == [] and not files["page_info"]["has_next_page"]
+    assert "ignored the HTTP Range request" in files["unavailable"]
+    assert f"{size} bytes" in files["unavailable"] and str(MAX_DIRECTORY_BYTES) in files["unavailable"]
+    assert len(sent) <= 1  # the Content-Length said enough: the body was not read
+
+
+async def test_a_whole_archive_of_unknown_length_is_read_no_further_than_the_bound(
+    env: ToolEnv, router: respx.MockRouter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(artifact_entries, "MAX_DIRECTORY_BYTES", 1024 * 1024)
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+    old_gitlab(router)
+    sent: list[int] = []
+
+    async def body() -> AsyncIterator[bytes]:  # chunked: no Content-Length to go by
+        for _ in range(100):
+            sent.append(1)
+            yield b"\0" * (64 * 1024)
+
+    router.get(ARCHIVE_URL).mock(return_value=httpx.Response(200, stream=body()))  # type: ignore[arg-type]
+    files = ok(await env.call("get_job", listing()), "get_job")["artifact_files"]
+    assert "sent the whole archive (over 1048576 bytes)" in files["unavailable"]
+    assert len(sent) <= 17  # 1 MiB in 64 KiB chunks, and the one that crossed the bound
+
+
+async def test_when_gitlab_ignores_range_a_small_archive_is_read_whole(
+    env: ToolEnv, router: respx.MockRouter
+) -> None:
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+    old_gitlab(router)
+    archive = Archive(make_zip(FILES), honour=False)
+    router.get(ARCHIVE_URL).mock(side_effect=archive)
+    files = ok(await env.call("get_job", listing(artifact_filter="logs/")), "get_job")["artifact_files"]
+    assert [e["path"] for e in files["entries"]] == ["logs/", "logs/integration.log"]
+    assert len(archive.ranges) == 1
+
+
+async def test_a_redirect_to_object_storage_is_not_followed_and_says_so(
+    env: ToolEnv, router: respx.MockRouter
+) -> None:
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+    old_gitlab(router)
+    router.get(ARCHIVE_URL).mock(
+        return_value=httpx.Response(
+            302, headers={"Location": "https://storage.example.com/a.zip?X-Amz-Signature=s"}
+        )
+    )
+    out = ok(await env.call("get_job", listing()), "get_job")
+    assert "redirect (302) to its object storage" in out["artifact_files"]["unavailable"]
+    assert "X-Amz-Signature" not in str(out)
+
+
+async def test_a_missing_path_names_the_nearest_ones(env: ToolEnv, router: respx.MockRouter) -> None:
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+    router.get(f"{JOB_URL}/artifacts/integration.log").mock(
+        return_value=httpx.Response(404, json={"message": "404 Not Found"})
+    )
+    items = [tree_entry("logs/", None)] + [tree_entry(p, len(d)) for p, d in FILES.items()]
+    router.get(url__startswith=TREE_URL).mock(return_value=httpx.Response(200, json=items))
+    args = {"project_id": PROJECT, "job_id": 5024, "artifact_path": "integration.log"}
+    err = error(await env.call("get_artifact_file", args))
+    assert err["kind"] == "file_not_found" and err["nearest_paths"][0] == "logs/integration.log"
+    assert "Nearest paths in the archive: `logs/integration.log`" in err["message"]
+    assert "/artifacts/browse" not in err["message"]
+
+
+async def test_artifacts_the_token_may_not_read_leave_the_job_readable(
+    env: ToolEnv, router: respx.MockRouter
+) -> None:
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+    router.get(url__startswith=TREE_URL).mock(
+        return_value=httpx.Response(403, json={"message": "403 Forbidden"})
+    )
+    out = ok(await env.call("get_job", listing()), "get_job")
+    assert out["name"] == "integration" and out["artifact_files"]["entries"] == []
+    assert "refused to list the artifacts of job 5024 (403)" in out["artifact_files"]["unavailable"]
+    err = error(await env.call("get_job", listing(artifact_filter="*" * 1025)))
+    assert err["reason"] == "bad_request" and "at most 1024" in err["message"]
+
+
+async def test_an_empty_archive_is_said_so(env: ToolEnv, router: respx.MockRouter) -> None:
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job(size=0)))
+    old_gitlab(router)
+    router.get(ARCHIVE_URL).mock(return_value=httpx.Response(416, headers={"Content-Range": "bytes */0"}))
+    files = ok(await env.call("get_job", listing()), "get_job")["artifact_files"]
+    assert files["entries"] == [] and "archive is empty" in files["unavailable"]
