@@ -1,7 +1,7 @@
 """A paired comparison of two builds of the gateway: a git revision (``--base``, e.g. the last
 release) against the working tree, on the same loopback GitLab stub, in one run.
 
-    .venv/bin/python -m bench compare --base v0.1.0          # about 4 minutes on 2 cores
+    .venv/bin/python -m bench compare --base REV             # about 4 minutes on 2 cores
     .venv/bin/python -m bench compare --base HEAD --rounds 3 # steadier, three times as long
     .venv/bin/python -m bench compare --base HEAD --peer     # and the Node community server
 
@@ -127,25 +127,35 @@ async def run(args: argparse.Namespace, base: Build, head: Build, workdir: Path)
         # calls[(side, config, era)] = (pid, call)
         calls: dict[tuple[str, str, str], tuple[int, Call]] = {}
         http = clients.sessions[0]
-        for side, build in (("base", base), ("head", head)):
-            for config in CONFIGS:
-                gateway = await _gateway(build, config_env[config], workdir, f"{side}-{config[:6]}")
-                assert gateway.proc is not None
-                procs.append(gateway.proc)
-                auth = {"Authorization": f"Bearer {CLIENT_TOKEN}"} if config == CONFIGURED else {}
-                trace = TRACEPARENT if config == TRACING else {}
-                headers = {**await mcp_session(http, gateway.mcp_url, auth, protocol=SESSION), **trace}
-                calls[(side, config, SESSION)] = (
-                    gateway.proc.pid,
-                    tool_call(gateway.mcp_url, headers, "get_pipeline", PIPELINE_ARGS),
-                )
-                modern = {**modern_headers("get_pipeline"), **auth}
-                calls[(side, config, STATELESS)] = (
-                    gateway.proc.pid,
-                    tool_call(
-                        gateway.mcp_url, modern, "get_pipeline", PIPELINE_ARGS, {**modern_meta(), **trace}
-                    ),
-                )
+        plan = [
+            (side, build, config) for side, build in (("base", base), ("head", head)) for config in CONFIGS
+        ]
+        # Started together: each start (imports, a first migration) is seconds of one CPU.
+        started = await asyncio.gather(
+            *(
+                _gateway(build, config_env[config], workdir, f"{side}-{config[:6]}")
+                for side, build, config in plan
+            ),
+            return_exceptions=True,
+        )
+        procs += [g.proc for g in started if isinstance(g, GatewayProcess) and g.proc is not None]
+        for failed in started:
+            if isinstance(failed, BaseException):
+                raise failed
+        for (side, _, config), gateway in zip(plan, started, strict=True):
+            assert isinstance(gateway, GatewayProcess) and gateway.proc is not None
+            auth = {"Authorization": f"Bearer {CLIENT_TOKEN}"} if config == CONFIGURED else {}
+            trace = TRACEPARENT if config == TRACING else {}
+            headers = {**await mcp_session(http, gateway.mcp_url, auth, protocol=SESSION), **trace}
+            calls[(side, config, SESSION)] = (
+                gateway.proc.pid,
+                tool_call(gateway.mcp_url, headers, "get_pipeline", PIPELINE_ARGS),
+            )
+            modern = {**modern_headers("get_pipeline"), **auth}
+            calls[(side, config, STATELESS)] = (
+                gateway.proc.pid,
+                tool_call(gateway.mcp_url, modern, "get_pipeline", PIPELINE_ARGS, {**modern_meta(), **trace}),
+            )
         if args.peer:
             from bench.__main__ import PEER_PIPELINE, start_peer
 
