@@ -5,6 +5,9 @@ costs) and, with --peer, a community GitLab MCP server.
     .venv/bin/python -m bench --peer               # and @zereight/mcp-gitlab (npm, cached on first use)
     .venv/bin/python -m bench --peer --plot bench.png   # also draw calls/s and p99 against c
     .venv/bin/python -m bench --event-loop asyncio # the gateway on asyncio's loop, not uvloop
+    .venv/bin/python -m bench --peer --configured  # the gateway with client tokens, toolsets, limits
+    .venv/bin/python -m bench compare --base REV   # REV's wheel against the working tree's, paired
+                                                   # (bench/compare.py)
 
 Every row is measured in the same run against the same loopback GitLab stub (``bench/stub.py``:
 GitLab's exact answers, recorded once from the repository's GitLab stand-in). Rows:
@@ -71,7 +74,7 @@ from bench.load import (  # noqa: E402
     post_call,
     tool_call,
 )
-from bench.rig import LOAD_CPU, SERVER_CPU, load_average, rig, start, wait_listening  # noqa: E402
+from bench.rig import LOAD_CPU, SERVER_CPU, Rig, load_average, rig, start, wait_listening  # noqa: E402
 from gateway.gitlab.operation_loader import graphql_body  # noqa: E402
 from gateway.tools.ci.pipeline_read import pipeline_variables  # noqa: E402
 from tests.e2e.harness import GatewayProcess, free_port  # noqa: E402
@@ -119,6 +122,35 @@ def install_peer(version: str) -> Path:
             timeout=900,
         )
     return entry
+
+
+async def start_peer(version: str, running: Rig, workdir: Path) -> tuple[str, int, dict[str, str]]:
+    """The peer started on the rig's stub (pinned to the server CPU) with an MCP session open: its
+    MCP URL, its pid and the headers of its session's requests."""
+    entry = install_peer(version)
+    peer_port = free_port()
+    peer_env = {
+        **running.env,
+        "STREAMABLE_HTTP": "true",
+        "HOST": "127.0.0.1",
+        "PORT": str(peer_port),
+        "GITLAB_API_URL": f"{running.stub_url}/api/v4",
+        "GITLAB_PERSONAL_ACCESS_TOKEN": ds.ALICE_TOKEN,  # the stub's fake token
+        "USE_PIPELINE": "true",
+        "MAX_REQUESTS_PER_MINUTE": "1000",  # its highest; calls come from 64 addresses
+        "LOG_LEVEL": "silent",
+        # It refuses to serve HTTP with a server-side token unless callers present a secret.
+        "STREAMABLE_HTTP_AUTH_TOKEN": "bench-client-secret",
+        "GITLAB_DISABLE_VERSION_CHECK": "true",
+    }
+    peer = start(["node", str(entry)], peer_env, workdir / "peer.log")
+    running.procs.append(peer)
+    await wait_listening(peer_port, peer, workdir / "peer.log")
+    peer_url = f"http://127.0.0.1:{peer_port}/mcp"
+    session = await mcp_session(
+        running.clients.sessions[0], peer_url, {"Authorization": "Bearer bench-client-secret"}
+    )
+    return peer_url, peer.pid, session
 
 
 async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
@@ -208,15 +240,21 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
         )
         # The gateway at its defaults (INFO logging), in its own process.
         loop = {"GATEWAY_SERVER__EVENT_LOOP": args.event_loop}
+        configured: dict[str, str] = {}
+        auth: dict[str, str] = {}
+        if args.configured:
+            from bench.compare import CLIENT_TOKEN, configured_env
+
+            configured, auth = configured_env(), {"Authorization": f"Bearer {CLIENT_TOKEN}"}
         gateway = GatewayProcess(
-            env={"GITLAB_URL": stub_url, "GITLAB_TOKEN": token, **loop},
+            env={"GITLAB_URL": stub_url, "GITLAB_TOKEN": token, **loop, **configured},
             state_dir=workdir / "gateway-state",
         )
         gateway.start()
         assert gateway.proc is not None
         procs.append(gateway.proc)
         pin(gateway.proc.pid, SERVER_CPU)
-        session = await mcp_session(clients.sessions[0], gateway.mcp_url)
+        session = await mcp_session(clients.sessions[0], gateway.mcp_url, auth)
         for tool, tool_label, arguments in (
             ("get_pipeline", "get_pipeline + 20 jobs", PIPELINE_ARGS),
             ("get_repository_file", "get_repository_file", FILE_ARGS),
@@ -227,7 +265,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
             if tool == "get_pipeline":
                 # The same call in the stateless 2026-07-28 era (no session; _meta and headers
                 # per request), measured right after its legacy row.
-                modern = tool_call(gateway.mcp_url, modern_headers(tool), tool, arguments, modern_meta())
+                modern = tool_call(
+                    gateway.mcp_url, {**modern_headers(tool), **auth}, tool, arguments, modern_meta()
+                )
                 targets.append(("gateway 2026-07-28", tool_label, gateway.proc.pid, modern))
         if args.tracing:
             # The same gateway with tracing on (every call sampled, spans exported to a local
@@ -267,32 +307,10 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
             )
             targets.append(("gateway 2026-07-28, tracing on", label, traced.proc.pid, modern))
         if args.peer:
-            entry = install_peer(args.peer_version)
-            peer_port = free_port()
-            peer_env = {
-                **env,
-                "STREAMABLE_HTTP": "true",
-                "HOST": "127.0.0.1",
-                "PORT": str(peer_port),
-                "GITLAB_API_URL": f"{stub_url}/api/v4",
-                "GITLAB_PERSONAL_ACCESS_TOKEN": token,  # the stub's fake token
-                "USE_PIPELINE": "true",
-                "MAX_REQUESTS_PER_MINUTE": "1000",  # its highest; calls come from 64 addresses
-                "LOG_LEVEL": "silent",
-                # It refuses to serve HTTP with a server-side token unless callers present a secret.
-                "STREAMABLE_HTTP_AUTH_TOKEN": "bench-client-secret",
-                "GITLAB_DISABLE_VERSION_CHECK": "true",
-            }
-            peer = start(["node", str(entry)], peer_env, workdir / "peer.log")
-            procs.append(peer)
-            await wait_listening(peer_port, peer, workdir / "peer.log")
-            peer_url = f"http://127.0.0.1:{peer_port}/mcp"
-            session = await mcp_session(
-                clients.sessions[0], peer_url, {"Authorization": "Bearer bench-client-secret"}
-            )
+            peer_url, peer_pid, session = await start_peer(args.peer_version, running, workdir)
             label = f"{PEER} {args.peer_version}"
-            targets.append((label, PEER_PIPELINE[0], peer.pid, tool_call(peer_url, session, *PEER_PIPELINE)))
-            targets.append((label, PEER_FILE[0], peer.pid, tool_call(peer_url, session, *PEER_FILE)))
+            targets.append((label, PEER_PIPELINE[0], peer_pid, tool_call(peer_url, session, *PEER_PIPELINE)))
+            targets.append((label, PEER_FILE[0], peer_pid, tool_call(peer_url, session, *PEER_FILE)))
         for _, _, _, call in targets:  # record every answer in the stub, and check each works
             await call(clients.sessions[0])
 
@@ -475,6 +493,10 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpF
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["compare"]:
+        from bench.compare import main as compare
+
+        return compare(sys.argv[2:])
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__, formatter_class=_Help)
     ap.add_argument("--peer", action="store_true", help=f"also measure {PEER} (npm; Node 18+)")
     ap.add_argument("--peer-version", default="2.1.64", help=f"the {PEER} release to measure")
@@ -497,6 +519,12 @@ def main() -> int:
         action="store_true",
         help="also measure get_pipeline on a second gateway with OpenTelemetry tracing on (every call "
         "sampled, exported to a local OTLP sink), beside the gateway with it off",
+    )
+    ap.add_argument(
+        "--configured",
+        action="store_true",
+        help="the gateway rows with client tokens whose agent is narrowed to toolsets and rate limited "
+        "(limits far above what a run asks), as a team deploys it",
     )
     ap.add_argument("--plot", type=Path, metavar="FILE.png", help="draw calls/s and p99 against concurrency")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON")

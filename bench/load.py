@@ -65,11 +65,11 @@ def post_call(url: str, body: bytes, headers: dict[str, str]) -> Call:
 
 
 async def mcp_session(
-    http: aiohttp.ClientSession, url: str, extra: dict[str, str] | None = None
+    http: aiohttp.ClientSession, url: str, extra: dict[str, str] | None = None, protocol: str = PROTOCOL
 ) -> dict[str, str]:
     """Open an MCP session; the headers every later request of it carries."""
     headers = {"Content-Type": "application/json", "Accept": ACCEPT, **(extra or {})}
-    init = initialize_request("bench", PROTOCOL)
+    init = initialize_request("bench", protocol)
     async with http.post(url, data=json.dumps(init), headers=headers) as response:
         await response.read()
         if response.status != 200:
@@ -77,7 +77,7 @@ async def mcp_session(
         session = response.headers.get("Mcp-Session-Id")
     if session:
         headers["Mcp-Session-Id"] = session
-    headers["MCP-Protocol-Version"] = PROTOCOL
+    headers["MCP-Protocol-Version"] = protocol
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     async with http.post(url, data=json.dumps(note), headers=headers) as response:
         await response.read()

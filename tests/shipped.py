@@ -81,9 +81,10 @@ def _run(args: list[str], what: str) -> None:
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in", "gateway")
 
 
-def build(folder: Path) -> Shipped:
-    """Build the sdist and the wheel from this checkout into ``folder/dist`` and install the
-    wheel into a new virtualenv ``folder/venv``; anything already in ``folder`` is replaced."""
+def build(folder: Path, checkout: Path = REPO) -> Shipped:
+    """Build the sdist and the wheel from ``checkout`` (this one by default; the benchmarks'
+    comparison passes an older revision's tree) into ``folder/dist`` and install the wheel into a
+    new virtualenv ``folder/venv``; anything already in ``folder`` is replaced."""
     if folder.exists():
         shutil.rmtree(folder)
     source, dist, venv = folder / "src", folder / "dist", folder / "venv"
@@ -92,12 +93,12 @@ def build(folder: Path) -> Shipped:
     # A copy, as a fresh clone has it: setuptools reuses the file list of an egg-info folder left
     # by an earlier build in place, which would hide a file the packaging rules no longer name.
     for name in SOURCES:
-        if (REPO / name).is_dir():
+        if (checkout / name).is_dir():
             shutil.copytree(
-                REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.py[co]")
+                checkout / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.py[co]")
             )
-        elif (REPO / name).exists():
-            shutil.copy2(REPO / name, source / name)
+        elif (checkout / name).exists():
+            shutil.copy2(checkout / name, source / name)
     # --no-isolation: the build backend pinned by the test extras (setuptools, wheel) instead of
     # a fresh download per run. The wheel is built from the sdist, so both must carry the files.
     _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(source)], "building")

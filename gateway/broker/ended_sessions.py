@@ -9,25 +9,48 @@ exactly the sessions ended within the last ``server.session_ttl_seconds``, so it
 the rate of DELETEs (each needs a live session of an authenticated caller) times that lifetime,
 and no number of sessions ended later can bring one back.
 
-Every request of a legacy-era session looks its session up here: one statement by primary key,
-with no transaction around it (``Store.read_one``; on SQLite one hand-off to the driver's thread),
-so that a DELETE on any replica counts on every other at once.
+Every request of a legacy-era session is checked against this process's copy of the table, in
+memory (a dict lookup, no database round trip): loaded at start, added to by every DELETE here
+and, on PostgreSQL, by the other replicas' DELETEs, each of which sends a notification in the
+transaction that records it (``*ended <hash> <expires>``, delivered at commit to every replica's
+LISTEN connection, ``gateway.broker.wakeups``). Rows are only ever added to the table until they
+expire, so the copy is kept by union: a reload adds what the database has, and nothing leaves the
+copy before its expiry.
+
+How far behind another replica's DELETE a replica may be (PostgreSQL; on SQLite one process owns
+the file and its copy is the table): normally the notification's delivery, milliseconds. As a
+safety net against a notification lost on a connection that looks alive, the copy is reloaded
+every :data:`LAG_SECONDS`. While the LISTEN connection is down it is reloaded at every timer look
+(each second) and trusted for :data:`LAG_SECONDS` after the last moment it was known complete
+(the connection lost, or the last reload that worked); past that, :meth:`EndedSessions.is_ended`
+raises ``DatabaseUnavailable`` and legacy-era requests get 503 until a reload works: an id ended
+elsewhere is never served for more than :data:`LAG_SECONDS` on a guess. A database unreachable by
+every replica ends no session anywhere (DELETE needs it and answers 503), so for that long the
+copy is exact.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from gateway.broker.store import Store
+from gateway.broker.store import DatabaseUnavailable, Store
 
 if TYPE_CHECKING:
     from gateway.observability.metrics import Metrics
 
+log = logging.getLogger(__name__)
+
 #: Rows pruned per transaction, and transactions per housekeeping look.
 PRUNE_BATCH = 500
 PRUNE_MAX_BATCHES = 10
+#: The longest a replica serves an id another replica ended (PostgreSQL): the copy's reload
+#: interval, and how long it is trusted without its LISTEN connection (module docs).
+LAG_SECONDS = 10.0
+#: The notification payload's first word (agent ids never start with ``*``).
+ENDED = "*ended"
 
 
 def id_hash(number: str) -> str:
@@ -36,14 +59,14 @@ def id_hash(number: str) -> str:
 
 
 class EndedSessions:
-    """The shared record of ended sessions.
+    """The shared record of ended sessions, and this process's copy of it.
 
     Args:
         store: the broker's database.
         metrics: the app's metrics (``gateway_mcp_sessions_ended``).
         clock: Unix seconds.
 
-    Raises (every method):
+    Raises (the async methods):
         StoreError: the database cannot serve the call (``DatabaseUnavailable`` while it is down).
     """
 
@@ -51,23 +74,83 @@ class EndedSessions:
         self._store = store
         self._metrics = metrics
         self._clock = clock
+        #: id hash -> expiry (Unix seconds).
+        self._ended: dict[str, float] = {}
+        #: When the copy was last known complete by a reload (Unix seconds); None: never loaded.
+        self._loaded_at: float | None = None
+        #: Whether this replica's LISTEN connection is up (SQLite: always, it needs none).
+        self._listening = True
+        #: Since when the copy may miss notifications (the connection was down); None: it misses none.
+        self._deaf_since: float | None = None
 
     async def end(self, number: str, expires: float) -> None:
-        """Record session ``number`` as ended until ``expires`` (Unix seconds)."""
+        """Record session ``number`` as ended until ``expires`` (Unix seconds), here at once and,
+        on PostgreSQL, on every other replica when the transaction commits."""
+        hashed = id_hash(number)
         async with self._store.write() as q:
-            await q.end_session(id_hash(number), expires)
+            await q.end_session(hashed, expires)
+            if self._store.postgres:
+                await q.notify(f"{ENDED} {hashed} {expires!r}")
             # From the table, as prune() sets it: adding 1 here raced a prune's count under way.
             ended = await q.ended_sessions_count(self._clock())
+        self._ended[hashed] = expires
         self._metrics.sessions_ended.set(ended)
 
-    async def is_ended(self, number: str) -> bool:
-        """Whether session ``number`` was ended, by any replica."""
-        async with self._store.read_one() as q:  # on every request of a legacy session
-            return await q.session_ended(id_hash(number))
+    def is_ended(self, number: str) -> bool:
+        """Whether session ``number`` was ended, by any replica (from the copy in memory).
+
+        Raises:
+            DatabaseUnavailable: this replica's copy may lag the table by more than
+                :data:`LAG_SECONDS` (its LISTEN connection and its reloads have failed that long).
+        """
+        if self._deaf_since is not None:
+            known = max(self._deaf_since, self._loaded_at or 0.0)
+            if self._clock() - known > LAG_SECONDS:
+                raise DatabaseUnavailable("the record of ended sessions could not be reloaded")
+        return id_hash(number) in self._ended
+
+    def heard(self, payload: str) -> bool:
+        """Take a notification from another replica; whether it was an ended session's."""
+        if not payload.startswith(ENDED + " "):
+            return False
+        try:
+            _, hashed, expires = payload.split(" ")
+            self._ended[hashed] = float(expires)
+        except ValueError:
+            log.warning("ignored a malformed ended-session notification")
+        return True
+
+    def listening(self, up: bool) -> None:
+        """This replica's LISTEN connection went down (False) or is back (True): until a reload
+        after it came back, notifications may have been missed."""
+        self._listening = up
+        if not up and self._deaf_since is None:
+            self._deaf_since = self._clock()
+        # Back: still deaf until a reload after it works (the service starts one at once).
+
+    async def load(self) -> None:
+        """Add the table's unexpired rows to the copy (it is complete from then on)."""
+        now = self._clock()
+        async with self._store.read() as q:
+            rows = await q.ended_sessions_since(now)
+        self._ended.update(rows)
+        self._loaded_at = now
+        if self._listening:
+            self._deaf_since = None
+
+    async def refresh(self) -> None:
+        """At each timer look: reload when due (every :data:`LAG_SECONDS`, or at every look while
+        the copy may have missed notifications). Only PostgreSQL's copy can fall behind."""
+        if not self._store.postgres:
+            return
+        due = self._loaded_at is None or self._clock() - self._loaded_at >= LAG_SECONDS
+        if due or self._deaf_since is not None:
+            await self.load()
 
     async def prune(self) -> int:
         """Forget the ended sessions whose ids have expired; refresh the gauge. How many went."""
         now = self._clock()
+        self._ended = {h: e for h, e in self._ended.items() if e > now}
         total = 0
         for _ in range(PRUNE_MAX_BATCHES):
             async with self._store.write() as q:

@@ -15,10 +15,13 @@ sets ``gateway_broker_database_up`` to 0 and leaves the other gauges at their la
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+from sqlalchemy.exc import SQLAlchemyError
 
 from gateway.broker.activity_log import ActivityLogs
 from gateway.broker.changes import Changes
@@ -26,7 +29,7 @@ from gateway.broker.database import failure_text
 from gateway.broker.ended_sessions import EndedSessions
 from gateway.broker.formats import iso, unix
 from gateway.broker.roster import Roster
-from gateway.broker.store import Store
+from gateway.broker.store import Store, StoreError
 
 if TYPE_CHECKING:
     from gateway.config import BrokerSettings
@@ -87,6 +90,9 @@ class Housekeeping:
         """Each timer look: save lastSeen; now and then refresh queue gauges and prune logs."""
         if not self._store.is_open:
             return
+        # A failed reload: the copy knows how stale it may be; the chores below meet the same outage.
+        with contextlib.suppress(StoreError, SQLAlchemyError):
+            await self._ended_sessions.refresh()
         unsaved = self._roster.unsaved()
         if unsaved:
             async with self._store.write() as q:

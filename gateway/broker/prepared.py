@@ -31,7 +31,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from gateway.broker.machine import State
-from gateway.broker.schema import agents, ended_sessions, messages, pipeline
+from gateway.broker.schema import agents, messages, pipeline
 
 #: PostgreSQL channel of the broker's wake-ups (``gateway.broker.wakeups``).
 CHANNEL = "gateway_broker"
@@ -178,11 +178,6 @@ ACKNOWLEDGE = _leased_update(delivered_at=sa.bindparam("at", type_=sa.Text), lea
 #: PostgreSQL the recipient is signalled too: the other replicas' waits that looked while the
 #: message was leased for its answer learn when it will be free instead.
 HOLD, HOLD_AND_NOTIFY = _hold_statements()
-#: Whether MCP session ``:id_hash`` was ended (``gateway.broker.ended_sessions``): looked up on
-#: every request of a legacy-era session.
-ENDED_SESSION = sa.select(ended_sessions.c.id_hash).where(
-    ended_sessions.c.id_hash == sa.bindparam("id_hash", type_=sa.Text)
-)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ wake-ups are ``pg_notify`` signals; each replica saves the ``lastSeen`` of the c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -215,6 +216,7 @@ class BrokerService:
         try:
             if store.postgres:
                 await service._listen()
+            await service.ended_sessions.load()
             await service._resume_after_start()
         except BaseException:
             await service.close()
@@ -233,21 +235,29 @@ class BrokerService:
             self._listener_back,
             self.store.where,
             sent_here=self.store.sent_here,
-            on_lost=lambda: self.wakeups.heard(False),
+            on_lost=self._listener_lost,
         )
         await self._listener.start()
 
     def _on_signal(self, payload: str) -> None:
         """A change committed by another replica (or a ``broker`` command)."""
+        if self.ended_sessions.heard(payload):
+            return  # not the broker's state: no wait to wake, nothing for the console
         if payload == RESET:
             self.changes.spawn(self._sync_stop_file())
         else:
             self.wakeups.dispatch(payload, self._stopped_elsewhere, self.auto_advance.kick)
         self.feed.changed()
 
+    def _listener_lost(self) -> None:
+        self.wakeups.heard(False)
+        self.ended_sessions.listening(False)
+
     def _listener_back(self) -> None:
         # Signals sent while the connection was down are lost: every wait and the timer look again.
         self.wakeups.heard(True)
+        self.ended_sessions.listening(True)
+        self.changes.spawn(self._reload_ended_sessions())
         self.auto_advance.kick()
         self.changes.spawn(self._sync_stop_file())
         self.feed.changed()
@@ -256,6 +266,10 @@ class BrokerService:
         self.changes.state = State.STOPPED  # until an operator starts over (*reset)
         self.changes.set_state_metrics()
         self.changes.spawn(self._sync_stop_file())
+
+    async def _reload_ended_sessions(self) -> None:
+        with contextlib.suppress(StoreError, SQLAlchemyError):  # the next timer look tries again
+            await self.ended_sessions.load()
 
     async def _sync_stop_file(self) -> None:
         """Another replica stopped the pipeline, or an operator started over: keep this process's

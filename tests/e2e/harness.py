@@ -74,8 +74,12 @@ class GatewayProcess:
         args: list[str] | None = None,
         port: int | None = None,
         python_args: list[str] | None = None,
+        command: list[str] | None = None,
     ) -> None:
         self.python_args = python_args or []  # e.g. ["-m", "cProfile", "-o", "out.prof"] (benchmarks)
+        # Another build's console script (the benchmarks' comparison of two revisions); such a
+        # build migrates its own broker database at first start.
+        self.command = command
         self.port = port or free_port()
         self.state_dir = state_dir
         self.args = args or []
@@ -103,13 +107,13 @@ class GatewayProcess:
         """
         self.state_dir.mkdir(parents=True, exist_ok=True)
         database = self.state_dir / "broker.db"
-        if "GATEWAY_BROKER__DATABASE_URL" not in self.env and not database.exists():
+        if self.command is None and "GATEWAY_BROKER__DATABASE_URL" not in self.env and not database.exists():
             # As after the gateway's first start; spares each start its migration process (~1 s).
             # New databases are migrated by the tests of gateway/broker/migrate.py.
             shutil.copyfile(migrated_sqlite_broker(), database)
         with self.log_path.open("ab") as log:  # the child keeps its own copy of the descriptor
             self.proc = subprocess.Popen(
-                [*gateway_command(self.python_args), "--port", str(self.port), *self.args],
+                [*(self.command or gateway_command(self.python_args)), "--port", str(self.port), *self.args],
                 cwd=self.state_dir.parent,
                 env=self.env,
                 stdout=log,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from gateway.broker.prepared import ENDED_SESSION, run_prepared
+from gateway.broker.prepared import CHANNEL
 from gateway.broker.queries.base import Statements
 from gateway.broker.schema import ended_sessions
 
@@ -20,9 +20,18 @@ class SessionQueries(Statements):
             insert(ended_sessions).values(id_hash=id_hash, expires=expires).on_conflict_do_nothing()
         )
 
-    async def session_ended(self, id_hash: str) -> bool:
-        """Whether ``id_hash`` was ended (an expired row is as good: the id has expired too)."""
-        return bool(await run_prepared(self.conn, self._driver, ENDED_SESSION, {"id_hash": id_hash}))
+    async def ended_sessions_since(self, now: float) -> dict[str, float]:
+        """Every session ended whose id has not expired by ``now``: id hash -> expiry."""
+        rows = await self.conn.execute(
+            sa.select(ended_sessions.c.id_hash, ended_sessions.c.expires).where(
+                ended_sessions.c.expires > now
+            )
+        )
+        return {str(h): float(e) for h, e in rows}
+
+    async def notify(self, payload: str) -> None:
+        """A notification to every replica's LISTEN connection at commit (PostgreSQL only)."""
+        await self.conn.execute(sa.select(sa.func.pg_notify(CHANNEL, payload)))
 
     async def prune_ended_sessions(self, now: float, limit: int) -> int:
         """Forget at most ``limit`` sessions whose ids have expired; how many were."""

@@ -12,8 +12,9 @@ the version header of GET/DELETE. A POST then goes:
    authentication, the protocol core. A notification gets 202; a posted response 400.
 3. **Handshake**: ``initialize`` authenticates, and the core's answer opens a sealed session;
    anything else needs ``Mcp-Session-Id`` (missing → 400; invalid, expired, ended or another
-   caller's → 404; 503 while the broker's database, which says whether it was ended, cannot be
-   reached), then the core. Batches only in 2025-03-26 sessions.
+   caller's → 404, checked in memory; 503 while this replica's copy of the ended sessions may
+   lag the broker's database by more than its bound, ``gateway.broker.ended_sessions``), then
+   the core. Batches only in 2025-03-26 sessions.
 
 The core's reply is written as JSON, or as the last event of the SSE stream the core opened for
 its notifications; its error travels with the status of ``statuses.STATUSES``; its tool result
@@ -307,7 +308,8 @@ class McpEndpoint:
             RpcError: 401 from authentication, first (a caller without valid credentials learns
                 that, not what a session needs); then 400 without ``Mcp-Session-Id``; 404 for an
                 id that is not a live session of this caller (clients then initialize again);
-                503 when the broker's database cannot say whether the session was ended.
+                503 when this replica's copy of the ended sessions may be out of date (its database
+                unreachable for longer than ``ended_sessions.LAG_SECONDS``).
         """
         caller = self._authenticate(ex, request, require_gitlab=require_gitlab)
         session_id = request.headers.get(SESSION_HEADER)
@@ -321,7 +323,7 @@ class McpEndpoint:
             session = None
         if session is not None:
             try:
-                ended = await self._ended_sessions().is_ended(session.number)
+                ended = self._ended_sessions().is_ended(session.number)
             except StoreError:
                 # Not served on a guess: an id ended elsewhere must not come back while the
                 # record is out of reach.
