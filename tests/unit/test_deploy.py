@@ -351,7 +351,10 @@ def test_grafana_panels_do_not_mix_units_on_one_axis() -> None:
                 unit = props.get("unit", unit)
                 placement = props.get("custom.axisPlacement", placement)
         units[re.findall(r"gateway_cache_\w+", target["expr"])[0]] = (unit, placement)
-    assert units == {"gateway_cache_size_bytes": ("bytes", "left"), "gateway_cache_entries": ("short", "right")}
+    assert units == {
+        "gateway_cache_size_bytes": ("bytes", "left"),
+        "gateway_cache_entries": ("short", "right"),
+    }
 
 
 def test_grafana_state_panel_shows_the_current_state_only() -> None:
