@@ -270,6 +270,13 @@ async def _run(
     text: Callable[[dict[str, Any]], str]
     if act:
         action, arguments, text = _action(args, name)
+        if arguments.get("enabled") is True:
+            async with open_broker_for(settings, act=False) as broker:
+                if not (await broker.plan.get_phase_plan())["planId"]:
+                    raise CliError(
+                        "there is no phase plan, so auto-advance has nothing to advance through: the PM "
+                        "sets one (set_phase_plan); nothing was changed"
+                    )
         if socket is not None:
             result = await remote.act(socket, action, name, arguments)
         else:

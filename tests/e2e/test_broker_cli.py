@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import REPO
 from tests.e2e.harness import GatewayProcess, gateway_command, mcp_client
 
 pytestmark = pytest.mark.e2e
@@ -71,7 +74,13 @@ async def test_a_person_answers_a_human_needed_beside_the_running_gateway(tmp_pa
             structured(await pm.call_tool("resume", {}))
             assert "operator carol: instruct through the operator socket" in gateway.log()
 
-            # The console's other controls.
+            # The console's other controls. Auto-advance needs a plan to advance through.
+            refused = await asyncio.to_thread(broker, gateway, "auto-advance", "on", "--json")
+            assert refused.returncode == 1
+            assert "no phase plan" in json.loads(refused.stdout)["error"]["message"]
+            phases = [{"phase": 1, "issues": ["DEMO-1"]}, {"phase": 2, "issues": ["DEMO-2"]}]
+            plan = {"planId": "demo", "phases": phases, "autoAdvance": False, "cooldownMinutes": 1}
+            structured(await pm.call_tool("set_phase_plan", plan))
             off = await asyncio.to_thread(broker, gateway, "auto-advance", "off", "--json")
             assert off.returncode == 0 and json.loads(off.stdout)["autoAdvance"] is False, off.stderr
             on = await asyncio.to_thread(broker, gateway, "auto-advance", "on")
@@ -102,3 +111,43 @@ async def test_a_person_answers_a_human_needed_beside_the_running_gateway(tmp_pa
     assert not any(agent["connected"] for agent in body["status"]["agents"].values())
     text = broker(gateway, "status").stdout
     assert "No gateway is running" in text and "connected" not in text.split("Agents:")[1]
+
+
+@pytest.mark.slow
+def test_the_three_agents_example_runs_with_client_tokens_and_a_person_answers_from_the_cli(
+    tmp_path: Path,
+) -> None:
+    tokens = {agent: f"{agent}-{'7f' * 16}" for agent in ("pm", "dev", "reviewer")}
+    clients = [{"token": token, "agent_id": agent, "toolsets": ["broker"]} for agent, token in tokens.items()]
+    gateway = GatewayProcess(
+        env={"GITLAB_URL": "http://127.0.0.1:9", "GATEWAY_CLIENT_TOKENS": json.dumps(clients)},
+        state_dir=tmp_path / "state",
+    )
+    gateway.start(60.0)
+    env = {**os.environ, **{f"GATEWAY_TOKEN_{a.upper()}": t for a, t in tokens.items()}}
+    script = subprocess.Popen(
+        [sys.executable, str(REPO / "docs" / "examples" / "three_agents.py"), gateway.mcp_url, "--pace", "0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert script.stdout is not None
+        seen = []
+        for line in script.stdout:
+            seen.append(line)
+            if "broker instruct" in line:
+                break
+        else:
+            pytest.fail("".join(seen))
+        done = broker(gateway, "instruct", "Build v2 only.")
+        assert done.returncode == 0, done.stderr
+        rest, _ = script.communicate(timeout=60)
+        assert script.returncode == 0, "".join(seen) + rest
+        assert "the person said: Build v2 only." in rest and "The plan is COMPLETED" in rest
+    finally:
+        if script.poll() is None:
+            script.kill()
+            script.wait(10)
+        gateway.stop()
