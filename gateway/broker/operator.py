@@ -146,7 +146,8 @@ class Operator:
                 (
                     who,
                     f"started over: pipeline {p.generation} (stopped by {p.stopped_by} at "
-                    f"{p.stopped_at}) archived with {counts['messages']} messages; pipeline "
+                    f"{p.stopped_at}) archived with {counts['messages']} "
+                    f"message{'' if counts['messages'] == 1 else 's'}; pipeline "
                     f"{fresh.generation} starts in IDLE",
                 )
             )

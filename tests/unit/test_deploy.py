@@ -432,6 +432,9 @@ def test_dockerfile_promises() -> None:
     assert "GATEWAY_STATE_DIR=/var/lib/gitlab-mcp-gateway" in text
     assert "EXPOSE 8080" in final
     assert not re.search(r"apt-get|gcc|build-essential|pip install", final)  # nothing built there
+    # An ARG without a default makes podman (buildah) warn "missing ... build argument" on every
+    # build that does not pass it.
+    assert [line for line in instructions if re.fullmatch(r"ARG \w+", line)] == []
     ignore = (REPO / ".dockerignore").read_text().splitlines()
     assert ignore[ignore.index("*") :][:5] == [
         "*",
