@@ -28,7 +28,9 @@ WORKDIR /src
 RUN python3 -m venv /opt/venv
 COPY pyproject.toml README.md MANIFEST.in ./
 COPY gateway ./gateway
-RUN /opt/venv/bin/pip install --no-cache-dir . \
+# An empty PIP_CERT is unset: pip would otherwise take it over a pip.conf of the base image.
+RUN if [ -z "$PIP_CERT" ]; then unset PIP_CERT; fi \
+    && /opt/venv/bin/pip install --no-cache-dir . \
     && /opt/venv/bin/pip uninstall --yes pip setuptools wheel \
     && /opt/venv/bin/python -m compileall -q /opt/venv
 
