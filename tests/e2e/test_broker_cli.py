@@ -24,8 +24,8 @@ pytestmark = pytest.mark.e2e
 
 
 def structured(result: Any) -> dict[str, Any]:
-    assert not result.isError, result.content
-    return dict(result.structuredContent)
+    assert not result.is_error, result.content
+    return dict(result.structured_content)
 
 
 def broker(gateway: GatewayProcess, *args: str) -> subprocess.CompletedProcess[str]:
@@ -55,7 +55,7 @@ async def test_a_person_answers_a_human_needed_beside_the_running_gateway(tmp_pa
         ):
             structured(await pm.call_tool("start_phase", {"phase": 1, "issues": ["DEMO-1"]}))
             structured(await dev.call_tool("request_human", {"reason": "keep the v1 API?"}))
-            while (await pm.call_tool("wait_for_message", {"timeout_sec": 1})).structuredContent["message"]:
+            while (await pm.call_tool("wait_for_message", {"timeout_sec": 1})).structured_content["message"]:
                 pass  # the human_needed notice
 
             # The PM waits; the person answers from the command line; the PM's wait gets it.

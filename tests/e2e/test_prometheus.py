@@ -327,8 +327,8 @@ async def test_every_dashboard_query_and_alerting_rule_works_after_real_traffic(
             file = await pm.call_tool("get_repository_file", readme)
             assert not file.is_error, file.content
         limited = await pm.call_tool("get_repository_file", readme)  # over pm's limit: the gateway's
-        assert limited.is_error and limited.structuredContent is not None
-        assert limited.structuredContent["error"]["reason"] == "rate_limited"
+        assert limited.is_error and limited.structured_content is not None
+        assert limited.structured_content["error"]["reason"] == "rate_limited"
     refused = httpx.post(
         gateway.mcp_url,
         json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
