@@ -40,6 +40,7 @@ from gateway.broker.operator import operator_name
 from gateway.broker.state_dir import DB_FILE, StateDirInUse, lock_state_dir
 from gateway.broker.store import Store, StoreError
 from gateway.cli import remote
+from gateway.cli.broker_text import count, history_text, status_text
 
 if TYPE_CHECKING:
     from gateway.broker.service import BrokerService
@@ -244,8 +245,8 @@ def _action(args: argparse.Namespace, name: str) -> tuple[str, dict[str, Any], T
         {},
         lambda r: (
             f"Started over: pipeline {r['archived']['generation']} archived "
-            f"({_count(r['archived']['messages'], 'message')}, "
-            f"{_count(r['archived']['logLines'], 'log line')}); "
+            f"({count(r['archived']['messages'], 'message')}, "
+            f"{count(r['archived']['logLines'], 'log line')}); "
             f"pipeline {r['generation']} is {r['state']}; its history: broker history --pipeline "
             f"{r['archived']['generation']}."
         ),
@@ -300,7 +301,7 @@ async def _run(
                 **await broker.operator.generations(),
                 "gatewayRunning": running,
             }
-            text = _status_text
+            text = status_text
         elif command == "history":
             if not 1 <= args.limit <= 1000:
                 raise CliError("--limit: give a number from 1 to 1000")
@@ -309,7 +310,7 @@ async def _run(
             )
             if args.pipeline is not None:
                 result["pipeline"] = args.pipeline
-            text = _history_text
+            text = history_text
         else:
             result = await broker.monitoring.activity_log(args.agent, max(1, args.lines))
             text = lambda r: "\n".join(r["lines"]) or f"(the {r['agent']} log is empty)"  # noqa: E731
@@ -317,81 +318,11 @@ async def _run(
     return 0
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
-
-
 def _login_name() -> str:
     try:
         return getpass.getuser()
     except (KeyError, OSError):
         return "operator"
-
-
-def _status_text(r: dict[str, Any]) -> str:
-    s, plan = r["status"], r["plan"]
-    lines = [
-        f"Pipeline {r['generation']}: {s['state']}"
-        + (f", phase {s['phase']}" if s["phase"] is not None else "")
-        + (f" (plan {plan['planId']}" if plan["planId"] else " (no plan")
-        + f", auto-advance {'on' if plan['autoAdvance'] else 'off'})"
-    ]
-    if "humanNeeded" in s:
-        h = s["humanNeeded"]
-        lines.append(f"NEEDS A PERSON: {h['reason']} (asked by {h['requestedBy']} at {h['at']})")
-        lines.append(
-            '  Answer from the console (/broker on the gateway\'s port, "Send to the PM"), or with: '
-            "broker instruct 'what the PM should do' (beside a running gateway too); the PM then "
-            "calls resume"
-        )
-    if "stopped" in s:
-        lines.append(
-            f"STOPPED by {s['stopped']['by']} at {s['stopped']['at']}; start over with: broker reset"
-        )
-    if s["issues"]:
-        issues = ", ".join(f"{k} {v['status']} (fails {v['failCount']})" for k, v in s["issues"].items())
-        lines.append(f"Issues: {issues}; fix count {s['fixCount']}/{s['limits']['fixLimit']}")
-    aa = s["autoAdvance"]
-    if aa.get("active"):
-        lines.append(f"Auto-advance: {aa['stage']}, phase {aa['nextPhase']} in {aa['secondsLeft']:.0f} s")
-    if r.get("gatewayRunning") is False:
-        lines.append("No gateway is running on this state folder: no agent is connected.")
-    lines.append("Agents:")
-    for agent, a in s["agents"].items():
-        seen = a["lastSeen"] or "never"
-        lines.append(
-            f"  {agent:<10} {'connected' if a['connected'] else 'away':<10} last seen {seen:<21} "
-            f"queued {s['queues'][agent]}"
-        )
-    for a in r["archives"]:
-        lines.append(
-            f"Archived: pipeline {a['generation']} ({a['finalState']}), "
-            f"by {a['archivedBy']} at {a['archivedAt']}"
-        )
-    return "\n".join(lines)
-
-
-def _history_text(r: dict[str, Any]) -> str:
-    lines = []
-    for m in r["messages"]:
-        body = json.dumps(m["body"], ensure_ascii=False) if not m.get("bodyTruncated") else m["bodyPreview"]
-        body = body if len(body) <= 200 else body[:200] + "…"
-        reply = f" reply to {m['replyTo']}" if m["replyTo"] else ""
-        lines.append(
-            f"{m['createdAt']} {m['messageId']} {m['from']} -> {m['to']} [{m['subject']}] {m['priority']}"
-            f"{'' if m['delivered'] else ' (queued)'}{reply}: {body}"
-        )
-    pipeline = r.get("pipeline")
-    if not lines:
-        lines.append(
-            "(no messages)"
-            if pipeline is None
-            else f"(no messages in archived pipeline {pipeline}: see 'broker status' for the archived ones)"
-        )
-    if r["page_info"]["has_next_page"]:
-        more = f" --pipeline {pipeline}" if pipeline is not None else ""
-        lines.append(f"Older messages: broker history{more} --before {r['page_info']['end_cursor']}")
-    return "\n".join(lines)
 
 
 def run(

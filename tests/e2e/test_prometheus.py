@@ -279,6 +279,7 @@ def shown_series(prom: Prometheus, title: str, seconds: float) -> list[dict[str,
     return shown
 
 
+@pytest.mark.slow  # waits on a real Prometheus's scrapes (up to 30 s) after traffic of every kind
 async def test_every_dashboard_query_and_alerting_rule_works_after_real_traffic(
     fresh_standin: Standin,
     start_gateway: Callable[..., GatewayProcess],
