@@ -337,8 +337,8 @@ def run(
     lock_fd: int | None = None
     out = out or sys.stdout
 
-    def fail(reason: str, message: str, **details: Any) -> int:
-        print(f"{prog} broker {args.broker_command}: {message}", file=sys.stderr)
+    def fail(reason: str, message: str, *, prefix: str = "", **details: Any) -> int:
+        print(f"{prog} broker {args.broker_command}: {prefix}{message}", file=sys.stderr)
         if getattr(args, "json", False):
             error = {"error": {"reason": reason, "message": message, **details}}
             print(json.dumps(error, indent=2), file=out)
@@ -354,7 +354,7 @@ def run(
     except CliError as err:
         return fail("cli_error", str(err))
     except BrokerError as err:
-        return fail(err.reason, f"{err.reason}: {err}", **err.details)
+        return fail(err.reason, str(err), prefix=f"{err.reason}: ", **err.details)
     except remote.GatewayUnreachable as err:
         return fail("unavailable", f"cannot act through the running gateway: {err}")
     except StoreError as err:

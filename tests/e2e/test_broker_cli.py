@@ -87,7 +87,9 @@ async def test_a_person_answers_a_human_needed_beside_the_running_gateway(tmp_pa
             assert on.returncode == 0 and "Auto-advance is on" in on.stdout, on.stderr
             nothing = await asyncio.to_thread(broker, gateway, "cancel-advance", "--json")
             assert nothing.returncode == 1
-            assert json.loads(nothing.stdout)["error"]["reason"] == "conflict"  # no advance under way
+            error = json.loads(nothing.stdout)["error"]  # no advance under way
+            assert error["reason"] == "conflict" and error["message"].startswith("No auto-advance")
+            assert "conflict: No auto-advance" in nothing.stderr
 
             # Stop and start over; the archived pipeline's history stays readable.
             assert (await asyncio.to_thread(broker, gateway, "stop", "--yes")).returncode == 0
