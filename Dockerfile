@@ -18,8 +18,9 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 FROM ${PYTHON_IMAGE} AS build
 # Behind a TLS-inspecting proxy, pip needs that proxy's CA: mount the bundle read-only for the
 # build and name it, e.g. `podman build -v /etc/ssl/certs/ca-certificates.crt:/run/host-ca.crt:ro
-# --build-arg PIP_CERT=/run/host-ca.crt .` (unset, pip uses its own CA list).
-ARG PIP_CERT
+# --build-arg PIP_CERT=/run/host-ca.crt .` (empty, pip uses its own CA list). The empty default
+# keeps podman/buildah from warning about a missing build argument on every build.
+ARG PIP_CERT=""
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
@@ -27,7 +28,9 @@ WORKDIR /src
 RUN python3 -m venv /opt/venv
 COPY pyproject.toml README.md MANIFEST.in ./
 COPY gateway ./gateway
-RUN /opt/venv/bin/pip install --no-cache-dir . \
+# An empty PIP_CERT is unset: pip would otherwise take it over a pip.conf of the base image.
+RUN if [ -z "$PIP_CERT" ]; then unset PIP_CERT; fi \
+    && /opt/venv/bin/pip install --no-cache-dir . \
     && /opt/venv/bin/pip uninstall --yes pip setuptools wheel \
     && /opt/venv/bin/python -m compileall -q /opt/venv
 

@@ -26,6 +26,7 @@ import errno
 import gc
 import json
 import logging
+import math
 import socket
 import sys
 from pathlib import Path
@@ -156,6 +157,19 @@ def masked_config(settings: Settings) -> dict[str, Any]:
 
         data["broker"]["database_url"] = shown_url(settings.broker.database_url.get_secret_value())
     return data
+
+
+def _limits_shown(settings: Settings) -> str:
+    """The per-agent limits for the start-up line: ``off``, or the rate and burst, and which
+    agents' client tokens have their own."""
+    glob = settings.limits
+    own = sorted({c.agent_id for c in settings.client_tokens if c.calls_per_second or c.burst})
+    parts = []
+    if glob.calls_per_second:
+        parts.append(f"{glob.calls_per_second:g}/s burst {glob.burst or math.ceil(glob.calls_per_second)}")
+    if own:
+        parts.append(f"own limits for {', '.join(own)}")
+    return "; ".join(parts) or "off"
 
 
 def _bind_error(err: OSError) -> bool:
@@ -327,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     from gateway.observability import tracing
 
     if tracing.configure():
-        log.info("tracing on: spans go to the OTLP/HTTP endpoint of OTEL_EXPORTER_OTLP_*ENDPOINT")
+        log.info("tracing on: spans go to %s (OTLP/HTTP)", redact(tracing.traces_endpoint()))
 
     server = settings.server
     try:
@@ -343,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     from gateway.broker.store import DatabaseUnusable, StoreError
     from gateway.server.app import create_app
     from gateway.server.metrics_listener import serve_metrics_port
+    from gateway.server.operator_socket import serve_operator_socket
 
     fix_mmap_threshold()
     app = create_app(settings)
@@ -356,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    serve_operator_socket(app, settings)
     if settings.gitlab.startup_check:
         from gateway.server.startup_check import check_gitlab_at_start
 
@@ -396,6 +412,9 @@ def main(argv: list[str] | None = None) -> int:
             "cache_enabled": settings.cache.enabled,
             "metrics_port": server.metrics_port,
             "event_loop": loop_name,
+            "limits": _limits_shown(settings),
+            "tracing": "on" if tracing.ENABLED else "off",
+            "console": "on" if settings.console.enabled else "off",
         },
     )
     for name in unknown:

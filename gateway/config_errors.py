@@ -305,15 +305,32 @@ def _misspelt_contract_name(name: str, env: Mapping[str, str]) -> bool:
     return bool(close) and not env.get(close[0])
 
 
+#: Other GitLab MCP servers' variables (e.g. ``@zereight/mcp-gitlab``) → this gateway's name for
+#: the same thing: an operator moving over keeps theirs, which this gateway would ignore silently.
+OTHER_SERVERS_ENVIRONMENT = {
+    "GITLAB_API_URL": "GITLAB_URL",
+    "GITLAB_PERSONAL_ACCESS_TOKEN": "GITLAB_TOKEN",
+    "GITLAB_READ_ONLY_MODE": "GATEWAY_READ_ONLY",
+}
+
+
+def _other_servers_name(name: str, env: Mapping[str, str]) -> bool:
+    """``name`` is another GitLab MCP server's variable and ours for the same thing is not set."""
+    ours = OTHER_SERVERS_ENVIRONMENT.get(name)
+    return ours is not None and not env.get(ours)
+
+
 def unknown_environment(environ: Mapping[str, str] | None = None) -> list[str]:
-    """``GATEWAY_*`` variables that name no option, and misspellings of ``GITLAB_URL`` and
-    ``GITLAB_TOKEN`` (either is otherwise silently ignored)."""
+    """``GATEWAY_*`` variables that name no option, misspellings of ``GITLAB_URL`` and
+    ``GITLAB_TOKEN``, and other GitLab MCP servers' names for them (each otherwise silently ignored)."""
     env = os.environ if environ is None else environ
     known = _known_environment()
     return sorted(
         k
         for k in env
-        if (k.upper().startswith("GATEWAY_") and k.upper() not in known) or _misspelt_contract_name(k, env)
+        if (k.upper().startswith("GATEWAY_") and k.upper() not in known)
+        or _misspelt_contract_name(k, env)
+        or _other_servers_name(k, env)
     )
 
 
@@ -329,6 +346,12 @@ def unknown_environment_line(name: str, *, refused: bool = False) -> str:
     """What to say of unknown variable ``name``: that it is ignored (or ``refused``), and the
     option it most likely meant (``GATEWAY_READONLY`` → ``GATEWAY_READ_ONLY``, ``GITLAB_TOKNE``
     → ``GITLAB_TOKEN``)."""
+    ours = OTHER_SERVERS_ENVIRONMENT.get(name)
+    if ours is not None:
+        return (
+            f"environment variable {name} is another GitLab MCP server's name and is "
+            f"{'refused' if refused else 'ignored'} here: this gateway reads {ours} ({LISTED})"
+        )
     candidates = sorted(_known_environment() | set(_GITLAB_NAMES))
     close = difflib.get_close_matches(name.upper(), candidates, n=1, cutoff=0.8)
     hint = f"did you mean {close[0]}? " if close else ""

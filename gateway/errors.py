@@ -44,6 +44,11 @@ class ToolError(Exception):
             ``structuredContent.error`` (for example ``retry_after_seconds``, ``request_id``).
     """
 
+    #: The gateway refused the call by its own policy before the tool ran (a toolset or tool the
+    #: caller may not use, its per-agent rate limit, no GitLab token in passthrough mode), rather
+    #: than GitLab or the broker answering it: ``source="gateway"`` in the tool-call metric.
+    by_gateway: bool = False
+
     def __init__(self, reason: Reason, message: str, **details: Any) -> None:
         super().__init__(message)
         self.reason: Reason = reason
@@ -56,6 +61,13 @@ class ToolError(Exception):
 
     def __repr__(self) -> str:
         return f"ToolError({self.reason!r}, {self.message!r})"
+
+
+def gateway_refusal(reason: Reason, message: str, **details: Any) -> ToolError:
+    """A :class:`ToolError` of the gateway's own policy (:attr:`ToolError.by_gateway`)."""
+    error = ToolError(reason, message, **details)
+    error.by_gateway = True
+    return error
 
 
 def bad_request(message: str, **details: Any) -> ToolError:

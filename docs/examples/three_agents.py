@@ -1,18 +1,25 @@
 """A scripted pm, dev and reviewer on the broker, to watch in the console at /broker.
 
 Two phases of made-up issues. On the second issue the dev asks for a person (`request_human`);
-the PM then waits for the person's instruction (sent from the console) and calls `resume`.
+the PM then waits for the person's instruction and calls `resume`. Answer it from the console
+at /broker ("Send to the PM"; the console is on when the gateway has
+GATEWAY_CONSOLE__OPERATOR_TOKEN, the token you sign in with), or, with no console, from a
+shell as the gateway's user: gitlab-mcp-gateway broker instruct 'what the PM should do'.
 
 pip install mcp==2.3.0
 python docs/examples/three_agents.py [http://127.0.0.1:8080/mcp] [--pace SECONDS]
 
-The gateway must be bound to 127.0.0.1 without client tokens (agents name themselves with
-X-Agent-Id), and its pipeline IDLE (a fresh one, or after "Start over" in the console).
+Agents name themselves with X-Agent-Id (a gateway on 127.0.0.1 without client tokens), or,
+when the gateway has client tokens, with theirs: set GATEWAY_TOKEN_PM, GATEWAY_TOKEN_DEV and
+GATEWAY_TOKEN_REVIEWER. Each token needs the broker toolset (with docs/examples/agents.toml,
+give the reviewer's entry the broker toolset as its comment says: report_review is a broker
+tool that changes state). The pipeline must be IDLE (a fresh one, or after "Start over").
 """
 
 import argparse
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -47,7 +54,8 @@ class Agent:
 
 @contextlib.asynccontextmanager
 async def connect(url: str, name: str, pace: float) -> AsyncIterator[Agent]:
-    headers = {"X-Agent-Id": name}
+    token = os.environ.get(f"GATEWAY_TOKEN_{name.upper()}")
+    headers = {"Authorization": f"Bearer {token}"} if token else {"X-Agent-Id": name}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=None)) as http,
         Client(streamable_http_client(url, http_client=http)) as client,
@@ -64,7 +72,10 @@ async def develop(pm: Agent, dev: Agent, issue: str, ask_a_person: bool) -> None
             "request_human",
             reason=f"{issue}: the spec asks for both a v1 and a v2 API; which one should I build?",
         )
-        print("      >>> the pipeline needs a person: answer in the console at /broker")
+        print(
+            "      >>> the pipeline needs a person: answer in the console at /broker, or with\n"
+            "      >>>   gitlab-mcp-gateway broker instruct 'what the PM should do'"
+        )
         instruction = await pm.receive("human")
         print(f"      >>> the person said: {instruction['body'].get('text')}")
         await pm.call("resume")

@@ -14,7 +14,7 @@ broker``). Each action is a change like an agent's (``gateway.broker.changes``),
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway.broker.changes import Changes
@@ -111,7 +111,7 @@ class Operator:
     async def cancel_auto_advance(self, name: str) -> dict[str, Any]:
         """Cancel the auto-advance under way: PAUSED until the PM resumes."""
         who = operator_label(name)
-        return await self._plan.cancel_auto_advance(who, f"cancelled by {who} from the console")
+        return await self._plan.cancel_auto_advance(who, f"cancelled by {who}")
 
     async def stop(self, name: str) -> dict[str, Any]:
         """``stop_pipeline`` by a person: STOPPED until someone starts over."""
@@ -146,7 +146,8 @@ class Operator:
                 (
                     who,
                     f"started over: pipeline {p.generation} (stopped by {p.stopped_by} at "
-                    f"{p.stopped_at}) archived with {counts['messages']} messages; pipeline "
+                    f"{p.stopped_at}) archived with {counts['messages']} "
+                    f"message{'' if counts['messages'] == 1 else 's'}; pipeline "
                     f"{fresh.generation} starts in IDLE",
                 )
             )
@@ -158,3 +159,14 @@ class Operator:
             }
 
         return await self._changes.run(who, body, save_seen=False)
+
+
+#: What people can do, by name (the operator socket's and the command line's names):
+#: ``(operator, name, arguments) -> result``.
+ACTIONS: dict[str, Callable[[Operator, str, dict[str, Any]], Awaitable[dict[str, Any]]]] = {
+    "instruct": lambda op, name, args: op.instruct(name, str(args.get("text", ""))),
+    "stop": lambda op, name, args: op.stop(name),
+    "reset": lambda op, name, args: op.start_over(name),
+    "auto-advance": lambda op, name, args: op.set_auto_advance(name, args.get("enabled") is True),
+    "cancel-advance": lambda op, name, args: op.cancel_auto_advance(name),
+}

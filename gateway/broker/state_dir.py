@@ -3,7 +3,9 @@
 - ``broker.db``: the SQLite store (``gateway.broker.store``);
 - ``broker.lock``: locked for the process's life, so one gateway at a time uses the folder;
 - ``.stop-pipeline``: written when the pipeline stops, removed when a person starts over; found at
-  start, it means STOPPED.
+  start, it means STOPPED;
+- ``operator.sock``: the running gateway's operator socket (mode 0600), through which the
+  ``broker`` command line acts while the gateway holds the lock (``gateway.server.operator_socket``).
 
 The activity logs live in ``logs/`` (``gateway.broker.activity_log``).
 """
@@ -22,6 +24,16 @@ log = logging.getLogger(__name__)
 STOP_FILE = ".stop-pipeline"
 DB_FILE = "broker.db"
 LOCK_FILE = "broker.lock"
+OPERATOR_SOCKET = "operator.sock"
+#: The longest path a Unix socket can be bound or reached at (``sun_path`` less its NUL).
+_MAX_SOCKET_PATH = 107
+#: What binding adds to the state folder's path: a private folder (``/.operator-XXXXXXXX``) and ``/s``.
+_STAGING = len("/.operator-XXXXXXXX/s")
+
+
+def socket_path_too_long(path: Path) -> bool:
+    """``path`` (in the state folder) is too long to bind a Unix socket at, staging included."""
+    return len(os.fsencode(path.parent)) + _STAGING > _MAX_SOCKET_PATH
 
 
 class StateDirInUse(StoreError):

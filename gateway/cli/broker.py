@@ -1,4 +1,5 @@
-"""``gitlab-mcp-gateway broker status | history | log AGENT | instruct TEXT | stop | reset``.
+"""``gitlab-mcp-gateway broker status | history | log AGENT | instruct TEXT | auto-advance on|off |
+cancel-advance | stop | reset``.
 
 The operator's command line, against the configured state store: the SQLite file in the state
 folder (``GATEWAY_STATE_DIR``) or PostgreSQL (``broker.database_url``). Human-readable output, or
@@ -8,12 +9,15 @@ the same audit line naming the operator (``--as``, by default the login name).
 Where it can act:
 - PostgreSQL: always. The command commits like another replica would, and its notifications
   wake the running gateways' waits and consoles.
-- SQLite: reading always (the file is in WAL mode); acting only while no gateway runs on the
-  state folder, since a running gateway keeps the folder's lock and would not see the change.
-  Act from that gateway's console (``/broker``) instead, or stop it first.
+- SQLite: reading always (the file is in WAL mode). Acting: with no gateway on the state folder,
+  on the file itself; while a gateway runs on it (it holds the folder's lock), through that
+  gateway's operator socket (``operator.sock`` in the state folder, this user only:
+  ``gateway.cli.remote``), so the gateway makes the change and wakes the agents' waits itself.
+  Nobody has to stop the gateway, nor set a console token in advance.
 
 Exit status: 0 done; 1 the broker refused (a wrong state, say) or cannot be opened; 2 a bad
-command line or configuration.
+command line or configuration. With ``--json``, an error is a JSON object on stdout too:
+``{"error": {"reason", "message"}}``.
 """
 
 from __future__ import annotations
@@ -31,21 +35,32 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from gateway.broker.activity_log import PIPELINE_LOG, ActivityLogs
 from gateway.broker.errors import BrokerError
+from gateway.broker.operator import ACTIONS as OPERATOR_ACTIONS
 from gateway.broker.operator import operator_name
 from gateway.broker.state_dir import DB_FILE, StateDirInUse, lock_state_dir
 from gateway.broker.store import Store, StoreError
+from gateway.cli import remote
+from gateway.cli.broker_text import count, history_text, status_text
 
 if TYPE_CHECKING:
     from gateway.broker.service import BrokerService
     from gateway.config import Settings
 
-COMMANDS = ("status", "history", "log", "instruct", "stop", "reset")
+COMMANDS = ("status", "history", "log", "instruct", "auto-advance", "cancel-advance", "stop", "reset")
 #: The commands that change the broker.
-ACTIONS = ("instruct", "stop", "reset")
+ACTIONS = ("instruct", "auto-advance", "cancel-advance", "stop", "reset")
 
 
 class CliError(Exception):
     """Why the command cannot run; printed as one line, exit status 1."""
+
+
+class ThroughGateway(Exception):
+    """A gateway holds the SQLite state folder and answers on its operator socket: act through it."""
+
+    def __init__(self, socket: Path) -> None:
+        super().__init__(str(socket))
+        self.socket = socket
 
 
 def add_parser(subparsers: Any, prog: str) -> None:
@@ -74,6 +89,12 @@ def add_parser(subparsers: Any, prog: str) -> None:
     history.add_argument("--limit", type=int, default=50, help="messages per page (1-1000, default 50)")
     history.add_argument("--issue", help="only messages whose body.issue is this")
     history.add_argument("--before", metavar="CURSOR", help="an older page: the end_cursor a page gave")
+    history.add_argument(
+        "--pipeline",
+        type=int,
+        metavar="N",
+        help="an archived pipeline's messages (its number from 'broker status' or 'broker reset')",
+    )
     log = commands.add_parser("log", parents=[common], help="an activity log's last lines")
     log.add_argument("agent", metavar="AGENT", help=f"an agent id, or {PIPELINE_LOG!r} for the broker's own")
     log.add_argument("--lines", type=int, default=40, help="how many lines (default 40)")
@@ -81,6 +102,17 @@ def add_parser(subparsers: Any, prog: str) -> None:
         "instruct", parents=[common], help="send the PM an instruction (it then calls resume)"
     )
     instruct.add_argument("text", metavar="TEXT", help="what the PM should do")
+    switch = commands.add_parser(
+        "auto-advance",
+        parents=[common],
+        help="pause (off) or resume (on) auto-advance: the console's Pause/Resume auto-advance",
+    )
+    switch.add_argument("switch", choices=("on", "off"), help="on: resume it (needs a plan); off: pause it")
+    commands.add_parser(
+        "cancel-advance",
+        parents=[common],
+        help="cancel the advance under way (PAUSED until the PM resumes)",
+    )
     for name, text in (
         ("stop", "stop the pipeline (every agent is told; until someone starts over)"),
         ("reset", "start over after a stop: archive the stopped pipeline, a new one starts in IDLE"),
@@ -109,10 +141,32 @@ def claim_state_dir(settings: Settings, *, act: bool) -> int | None:
     try:
         return lock_state_dir(state_dir)
     except StateDirInUse:
+        socket = remote.socket_of(state_dir)
+        if remote.answers(socket):
+            raise ThroughGateway(socket) from None
         raise CliError(
-            f"a gateway is running on the state folder {state_dir}: act from its console (/broker on "
-            "its port), or stop it first; reading (status, history, log) works beside it"
+            f"a gateway is running on the state folder {state_dir} and does not answer on its operator "
+            f"socket ({socket}: it is older than this command, or runs as another user): act from its "
+            "console (/broker on its port), or run this command as the gateway's user; reading "
+            "(status, history, log) works beside it"
         ) from None
+
+
+def gateway_running(settings: Settings) -> bool | None:
+    """SQLite: whether a gateway runs on the state folder now (None on PostgreSQL: replicas may
+    run anywhere). Asked of its operator socket, else of the folder's lock (taken and let go)."""
+    if settings.broker.database_url is not None:
+        return None
+    state_dir = Path(settings.state_dir).resolve()
+    if remote.answers(remote.socket_of(state_dir)):
+        return True
+    try:
+        os.close(lock_state_dir(state_dir))
+    except StateDirInUse:
+        return True
+    except StoreError:
+        return None
+    return False
 
 
 @asynccontextmanager
@@ -157,7 +211,51 @@ def _confirm(question: str, args: argparse.Namespace, stdin: TextIO) -> None:
         raise CliError("cancelled; nothing was changed")
 
 
-async def _run(args: argparse.Namespace, settings: Settings, out: TextIO, stdin: TextIO) -> int:
+Text = Callable[[dict[str, Any]], str]
+
+
+def _action(args: argparse.Namespace, name: str) -> tuple[str, dict[str, Any], Text]:
+    """The operator action of an acting command: its name, its arguments and its text."""
+    command: str = args.broker_command
+    if command == "instruct":
+        return (
+            command,
+            {"text": args.text},
+            lambda r: f"Sent {r['messageId']} to {r['to']} as operator:{name}; the PM calls resume.",
+        )
+    if command == "auto-advance":
+        return (
+            command,
+            {"enabled": args.switch == "on"},
+            lambda r: f"Auto-advance is {'on' if r.get('autoAdvance') else 'off'} (by operator:{name}).",
+        )
+    if command == "cancel-advance":
+        return (
+            command,
+            {},
+            lambda r: (
+                f"The advance was cancelled: the pipeline is {r.get('state', 'PAUSED')} until the PM "
+                f"resumes (by operator:{name})."
+            ),
+        )
+    if command == "stop":
+        return command, {}, lambda r: f"The pipeline is {r['state']} (by operator:{name})."
+    return (
+        command,
+        {},
+        lambda r: (
+            f"Started over: pipeline {r['archived']['generation']} archived "
+            f"({count(r['archived']['messages'], 'message')}, "
+            f"{count(r['archived']['logLines'], 'log line')}); "
+            f"pipeline {r['generation']} is {r['state']}; its history: broker history --pipeline "
+            f"{r['archived']['generation']}."
+        ),
+    )
+
+
+async def _run(
+    args: argparse.Namespace, settings: Settings, out: TextIO, stdin: TextIO, socket: Path | None = None
+) -> int:
     command: str = args.broker_command
     name = operator_name(args.operator or _login_name())
     act = command in ACTIONS
@@ -169,47 +267,55 @@ async def _run(args: argparse.Namespace, settings: Settings, out: TextIO, stdin:
         )
     if command == "reset":
         _confirm("Start over? The stopped pipeline is archived and a new one starts in IDLE.", args, stdin)
-    async with open_broker_for(settings, act=act) as broker:
-        result: dict[str, Any]
-        text: Callable[[dict[str, Any]], str]
+    result: dict[str, Any]
+    text: Callable[[dict[str, Any]], str]
+    if act:
+        action, arguments, text = _action(args, name)
+        if arguments.get("enabled") is True:
+            async with open_broker_for(settings, act=False) as broker:
+                if not (await broker.plan.get_phase_plan())["planId"]:
+                    raise CliError(
+                        "there is no phase plan, so auto-advance has nothing to advance through: the PM "
+                        "sets one (set_phase_plan); nothing was changed"
+                    )
+        if socket is not None:
+            result = await remote.act(socket, action, name, arguments)
+        else:
+            async with open_broker_for(settings, act=True) as broker:
+                result = await OPERATOR_ACTIONS[action](broker.operator, name, arguments)
+        print(json.dumps(result, indent=2) if args.json else text(result), file=out)
+        return 0
+    async with open_broker_for(settings, act=False) as broker:
         if command == "status":
             status = await broker.monitoring.status()
             for key in ("uptime", "uptimeSeconds"):  # this command's, not the gateway's
                 status.pop(key, None)
+            running = gateway_running(settings)
+            if running is False:
+                # lastSeen is saved by the gateway; with none running, no agent is connected.
+                for agent in status["agents"].values():
+                    agent["connected"] = False
             result = {
                 "status": status,
                 "plan": await broker.plan.get_phase_plan(),
                 **await broker.operator.generations(),
+                "gatewayRunning": running,
             }
-            text = _status_text
+            text = status_text
         elif command == "history":
             if not 1 <= args.limit <= 1000:
                 raise CliError("--limit: give a number from 1 to 1000")
-            result = await broker.history.message_history(args.issue, args.limit, args.before)
-            text = _history_text
-        elif command == "log":
+            result = await broker.history.message_history(
+                args.issue, args.limit, args.before, generation=args.pipeline
+            )
+            if args.pipeline is not None:
+                result["pipeline"] = args.pipeline
+            text = history_text
+        else:
             result = await broker.monitoring.activity_log(args.agent, max(1, args.lines))
             text = lambda r: "\n".join(r["lines"]) or f"(the {r['agent']} log is empty)"  # noqa: E731
-        elif command == "instruct":
-            result = await broker.operator.instruct(name, args.text)
-            text = lambda r: f"Sent {r['messageId']} to {r['to']} as operator:{name}; the PM calls resume."  # noqa: E731
-        elif command == "stop":
-            result = await broker.operator.stop(name)
-            text = lambda r: f"The pipeline is {r['state']} (by operator:{name})."  # noqa: E731
-        else:
-            result = await broker.operator.start_over(name)
-            text = lambda r: (  # noqa: E731
-                f"Started over: pipeline {r['archived']['generation']} archived "
-                f"({_count(r['archived']['messages'], 'message')}, "
-                f"{_count(r['archived']['logLines'], 'log line')}); "
-                f"pipeline {r['generation']} is {r['state']}."
-            )
     print(json.dumps(result, indent=2) if args.json else text(result), file=out)
     return 0
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _login_name() -> str:
@@ -217,64 +323,6 @@ def _login_name() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return "operator"
-
-
-def _status_text(r: dict[str, Any]) -> str:
-    s, plan = r["status"], r["plan"]
-    lines = [
-        f"Pipeline {r['generation']}: {s['state']}"
-        + (f", phase {s['phase']}" if s["phase"] is not None else "")
-        + (f" (plan {plan['planId']}" if plan["planId"] else " (no plan")
-        + f", auto-advance {'on' if plan['autoAdvance'] else 'off'})"
-    ]
-    if "humanNeeded" in s:
-        h = s["humanNeeded"]
-        lines.append(f"NEEDS A PERSON: {h['reason']} (asked by {h['requestedBy']} at {h['at']})")
-        lines.append(
-            "  Answer from the console (/broker on the gateway's port), or with: broker instruct "
-            "'what the PM should do' (on SQLite only while no gateway runs on this state folder); "
-            "the PM then calls resume"
-        )
-    if "stopped" in s:
-        lines.append(
-            f"STOPPED by {s['stopped']['by']} at {s['stopped']['at']}; start over with: broker reset"
-        )
-    if s["issues"]:
-        issues = ", ".join(f"{k} {v['status']} (fails {v['failCount']})" for k, v in s["issues"].items())
-        lines.append(f"Issues: {issues}; fix count {s['fixCount']}/{s['limits']['fixLimit']}")
-    aa = s["autoAdvance"]
-    if aa.get("active"):
-        lines.append(f"Auto-advance: {aa['stage']}, phase {aa['nextPhase']} in {aa['secondsLeft']:.0f} s")
-    lines.append("Agents:")
-    for agent, a in s["agents"].items():
-        seen = a["lastSeen"] or "never"
-        lines.append(
-            f"  {agent:<10} {'connected' if a['connected'] else 'away':<10} last seen {seen:<21} "
-            f"queued {s['queues'][agent]}"
-        )
-    for a in r["archives"]:
-        lines.append(
-            f"Archived: pipeline {a['generation']} ({a['finalState']}), "
-            f"by {a['archivedBy']} at {a['archivedAt']}"
-        )
-    return "\n".join(lines)
-
-
-def _history_text(r: dict[str, Any]) -> str:
-    lines = []
-    for m in r["messages"]:
-        body = json.dumps(m["body"], ensure_ascii=False) if not m.get("bodyTruncated") else m["bodyPreview"]
-        body = body if len(body) <= 200 else body[:200] + "…"
-        reply = f" reply to {m['replyTo']}" if m["replyTo"] else ""
-        lines.append(
-            f"{m['createdAt']} {m['messageId']} {m['from']} -> {m['to']} [{m['subject']}] {m['priority']}"
-            f"{'' if m['delivered'] else ' (queued)'}{reply}: {body}"
-        )
-    if not lines:
-        lines.append("(no messages)")
-    if r["page_info"]["has_next_page"]:
-        lines.append(f"Older messages: broker history --before {r['page_info']['end_cursor']}")
-    return "\n".join(lines)
 
 
 def run(
@@ -287,18 +335,30 @@ def run(
 ) -> int:
     """Run one ``broker`` command; its exit status."""
     lock_fd: int | None = None
+    out = out or sys.stdout
+
+    def fail(reason: str, message: str, *, prefix: str = "", **details: Any) -> int:
+        print(f"{prog} broker {args.broker_command}: {prefix}{message}", file=sys.stderr)
+        if getattr(args, "json", False):
+            error = {"error": {"reason": reason, "message": message, **details}}
+            print(json.dumps(error, indent=2), file=out)
+        return 1
+
     try:
-        lock_fd = claim_state_dir(settings, act=args.broker_command in ACTIONS)
-        return asyncio.run(_run(args, settings, out or sys.stdout, stdin or sys.stdin))
+        socket: Path | None = None
+        try:
+            lock_fd = claim_state_dir(settings, act=args.broker_command in ACTIONS)
+        except ThroughGateway as through:
+            socket = through.socket
+        return asyncio.run(_run(args, settings, out, stdin or sys.stdin, socket))
     except CliError as err:
-        print(f"{prog} broker {args.broker_command}: {err}", file=sys.stderr)
-        return 1
+        return fail("cli_error", str(err))
     except BrokerError as err:
-        print(f"{prog} broker {args.broker_command}: {err.reason}: {err}", file=sys.stderr)
-        return 1
+        return fail(err.reason, str(err), prefix=f"{err.reason}: ", **err.details)
+    except remote.GatewayUnreachable as err:
+        return fail("unavailable", f"cannot act through the running gateway: {err}")
     except StoreError as err:
-        print(f"{prog} broker {args.broker_command}: cannot use the broker database: {err}", file=sys.stderr)
-        return 1
+        return fail("unavailable", f"cannot use the broker database: {err}")
     except BrokenPipeError:
         # Read by a command that stopped early (`| head -1`): end quietly, as any shell tool does;
         # stdout goes to /dev/null so that flushing it at exit raises nothing more.

@@ -74,8 +74,10 @@ class Metrics:
         # tools
         self.tool_calls = Counter(
             "gateway_tool_calls_total",
-            "tools/call by tool and outcome (ok, or the error reason)",
-            ["tool", "outcome"],
+            "tools/call by tool, outcome (ok, or the error reason) and source: gateway when the "
+            "gateway refused the call by its own policy (toolsets, per-agent rate limit, no "
+            "passthrough token), tool for the tool's own answer (GitLab's or the broker's)",
+            ["tool", "outcome", "source"],
             registry=r,
         )
         self.rate_limited = Counter(

@@ -68,6 +68,16 @@ def endpoint_configured(environ: Mapping[str, str] = os.environ) -> bool:
     )
 
 
+def traces_endpoint(environ: Mapping[str, str] = os.environ) -> str:
+    """Where spans go: ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` as it is, else
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` with ``/v1/traces`` appended, as the OTLP/HTTP exporter does
+    (https://opentelemetry.io/docs/specs/otel/protocol/exporter/)."""
+    traces = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    if traces:
+        return traces
+    return environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip().rstrip("/") + "/v1/traces"
+
+
 def configure(environ: Mapping[str, str] = os.environ) -> bool:
     """Start exporting spans when the environment names an endpoint; returns :data:`ENABLED`.
 

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from gateway.errors import ToolError
+from gateway.errors import gateway_refusal
 from gateway.tools.caller import Caller
 from gateway.tools.waiting import SharedPolls
 
@@ -114,7 +114,7 @@ class ToolContext:
         """
         credential = self.call.caller.credential
         if credential is None:
-            raise ToolError(
+            raise gateway_refusal(
                 "unauthorized",
                 "This gateway forwards each caller's own GitLab token (passthrough mode) and this "
                 "request carried none: send `PRIVATE-TOKEN: <token>` (or `Authorization: Bearer <token>`).",

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gateway.errors import ToolError
+from gateway.errors import gateway_refusal
 from gateway.tools.caller import rate_limit_key
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ class AgentLimiter:
             agent if agent is not None else ("passthrough" if self._passthrough else "anonymous")
         )
         seconds = max(1, math.ceil(wait))
-        raise ToolError(
+        raise gateway_refusal(
             "rate_limited",
             f"Rate limited by this gateway: at most {limit.calls_per_second:g} GitLab tool calls per "
             f"second (bursts of {limit.burst}) for {'agent ' + repr(agent) if agent else 'this caller'}. "

@@ -42,6 +42,8 @@ class ToolResult:
     on_abandoned: Callable[[], Awaitable[None]] | None = None
     read_check_seconds: float | None = None
     content: list[dict[str, Any]] | None = None
+    #: The gateway refused the call by its own policy (:attr:`ToolError.by_gateway`).
+    by_gateway: bool = False
 
     @functools.cached_property
     def structured_json(self) -> str:
@@ -69,7 +71,9 @@ class ToolResult:
     @classmethod
     def from_error(cls, error: ToolError) -> ToolResult:
         """The ``isError: true`` result for ``error``; its message is the first text block."""
-        return cls(structured=error.to_structured(), text=error.message, is_error=True)
+        return cls(
+            structured=error.to_structured(), text=error.message, is_error=True, by_gateway=error.by_gateway
+        )
 
 
 def _compact_json(value: Any) -> str:

@@ -109,6 +109,21 @@ class Prometheus:
         result: list[dict[str, Any]] = body["data"]["result"]
         return result
 
+    def query_range(self, expr: str, seconds: float) -> list[dict[str, Any]]:
+        """A range query's ``data.result`` over the last ``seconds``, a point a second (what
+        Grafana asks for a panel's target that is not instant)."""
+        end = time.time()
+        response = httpx.get(
+            f"{self.url}/api/v1/query_range",
+            params={"query": expr, "start": end - seconds, "end": end, "step": 1},
+            timeout=5,
+        )
+        response.raise_for_status()
+        body = response.json()
+        assert body["status"] == "success", body
+        result: list[dict[str, Any]] = body["data"]["result"]
+        return result
+
     def rules(self) -> list[dict[str, Any]]:
         """Every loaded rule (``/api/v1/rules``), with its ``health`` and ``lastError``."""
         response = httpx.get(f"{self.url}/api/v1/rules", timeout=5)
@@ -232,20 +247,39 @@ async def test_prometheus_reads_the_tool_call_counter(
     assert not any(ds.PROJECT_PATH in s["metric"]["operation"] for s in series)
 
 
+def _panel_expr(target: dict[str, Any]) -> str:
+    """A target's PromQL with Grafana's variables given the values a user would see: every job
+    and instance, a one-minute rate window."""
+    expr: str = target["expr"].replace("$__rate_interval", "1m")
+    expr = re.sub(r"\$\{?(job|instance)\}?", ".*", expr)
+    assert "$" not in expr, expr
+    return expr
+
+
 def dashboard_queries() -> list[tuple[str, str]]:
-    """``(panel title, PromQL)`` for every target of the Grafana dashboard, with Grafana's
-    variables given the values a user would see: every job and instance, a one-minute rate window."""
+    """``(panel title, PromQL)`` for every target of the Grafana dashboard."""
     dashboard = json.loads(DASHBOARD.read_text())
-    out = []
-    for panel in dashboard["panels"]:
-        for target in panel.get("targets", []):
-            expr = target["expr"].replace("$__rate_interval", "1m")
-            expr = re.sub(r"\$\{?(job|instance)\}?", ".*", expr)
-            assert "$" not in expr, expr
-            out.append((panel["title"], expr))
-    return out
+    return [
+        (panel["title"], _panel_expr(target))
+        for panel in dashboard["panels"]
+        for target in panel.get("targets", [])
+    ]
 
 
+def shown_series(prom: Prometheus, title: str, seconds: float) -> list[dict[str, str]]:
+    """The series the panel called ``title`` shows with a dashboard range of the last ``seconds``,
+    asked as Grafana asks: an instant query for an instant target, else a range query."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    (panel,) = [p for p in dashboard["panels"] if p["title"] == title]
+    shown = []
+    for target in panel["targets"]:
+        expr = _panel_expr(target)
+        result = prom.query(expr) if target.get("instant") else prom.query_range(expr, seconds)
+        shown += [s["metric"] for s in result]
+    return shown
+
+
+@pytest.mark.slow  # waits on a real Prometheus's scrapes (up to 30 s) after traffic of every kind
 async def test_every_dashboard_query_and_alerting_rule_works_after_real_traffic(
     fresh_standin: Standin,
     start_gateway: Callable[..., GatewayProcess],
@@ -256,6 +290,9 @@ async def test_every_dashboard_query_and_alerting_rule_works_after_real_traffic(
         env=fresh_standin.env(
             GATEWAY_SERVER__METRICS_PORT=str(metrics_port),
             GATEWAY_SERVER__METRICS_HOST="127.0.0.1",
+            # Per-agent limits: three GitLab tool calls, then the gateway refuses the next.
+            GATEWAY_LIMITS__CALLS_PER_SECOND="0.001",
+            GATEWAY_LIMITS__BURST="3",
         )
     )
     prom = prometheus(f"127.0.0.1:{metrics_port}")
@@ -277,6 +314,9 @@ async def test_every_dashboard_query_and_alerting_rule_works_after_real_traffic(
         ]
         for name, args in calls:
             await pm.call_tool(name, args)
+        # Prometheus sees the phase being prepared before the broker turns to HUMAN_NEEDED: both
+        # states are in the dashboard's range, and the "Pipeline state" panel must show one.
+        await _wait_for(prom, 'max(gateway_broker_state{state="PHASE_PREPARING"})', 1)
         delivered = await dev.call_tool("wait_for_message", {"timeout_sec": 5})
         assert not delivered.is_error, delivered.content
         human = await dev.call_tool("request_human", {"reason": "which API?"})
@@ -287,6 +327,9 @@ async def test_every_dashboard_query_and_alerting_rule_works_after_real_traffic(
         for _ in range(2):  # a cache miss, then a hit
             file = await pm.call_tool("get_repository_file", readme)
             assert not file.is_error, file.content
+        limited = await pm.call_tool("get_repository_file", readme)  # over pm's limit: the gateway's
+        assert limited.is_error and limited.structured_content is not None
+        assert limited.structured_content["error"]["reason"] == "rate_limited"
     refused = httpx.post(
         gateway.mcp_url,
         json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
@@ -307,12 +350,22 @@ async def test_every_dashboard_query_and_alerting_rule_works_after_real_traffic(
         prom.query, 'max by (state) (gateway_broker_state{state="HUMAN_NEEDED"})'
     )
     assert state["value"][1] == "1"
-    (limited,) = await asyncio.to_thread(prom.query, "sum(gateway_gitlab_rate_limited_total)")
-    assert limited["value"][1] == "1"
+    (limited_by_gitlab,) = await asyncio.to_thread(prom.query, "sum(gateway_gitlab_rate_limited_total)")
+    assert limited_by_gitlab["value"][1] == "1"
+    # The "Pipeline state" panel shows the state the broker is in now, not every state of the range.
+    states = await asyncio.to_thread(shown_series, prom, "Pipeline state", 300)
+    assert [s["state"] for s in states] == ["HUMAN_NEEDED"]
+    # The gateway's own refusal is told apart from GitLab's answers.
+    (refused,) = await asyncio.to_thread(
+        prom.query, 'sum by (tool, outcome) (gateway_tool_calls_total{source="gateway"})'
+    )
+    assert refused["metric"] == {"tool": "get_repository_file", "outcome": "rate_limited"}
+    (by_agent,) = await asyncio.to_thread(prom.query, "sum by (agent) (gateway_rate_limited_total)")
+    assert by_agent["metric"] == {"agent": "pm"} and by_agent["value"][1] == "1"
 
     # Prometheus loaded every alerting rule and evaluates it without error.
     rules = await asyncio.to_thread(prom.rules)
-    assert len(rules) == 7
+    assert len(rules) == 9
     deadline = time.monotonic() + 10
     while any(r.get("lastEvaluation", "").startswith("0001") for r in rules) and time.monotonic() < deadline:
         await asyncio.sleep(0.5)

@@ -638,7 +638,6 @@ def test_misspelt_gitlab_url_and_token_are_named_but_other_programs_gitlab_varia
     others = {
         "GITLAB_CI": "true",
         "GITLAB_USER_LOGIN": "alice",
-        "GITLAB_API_URL": "https://x",
         "GITLAB_ENV": "f",
     }
     env = {"GITLAB_URl": "https://x", "GITLAB_TOKNE": "glpat-x", "gitlab_token": "glpat-x", **others}
@@ -651,6 +650,21 @@ def test_misspelt_gitlab_url_and_token_are_named_but_other_programs_gitlab_varia
     assert not any(map(refused_environment, unknown_environment(env)))  # warned about, not refused
     # With the right name set, a look-alike is some other program's variable.
     assert unknown_environment({**env, "GITLAB_URL": "https://x", "GITLAB_TOKEN": "glpat-x"}) == []
+
+
+def test_other_gitlab_mcp_servers_variables_get_a_hint_naming_ours() -> None:
+    from gateway.config_errors import refused_environment, unknown_environment, unknown_environment_line
+
+    env = {"GITLAB_API_URL": "https://gitlab.example.com/api/v4", "GITLAB_PERSONAL_ACCESS_TOKEN": "glpat-x"}
+    assert unknown_environment(env) == ["GITLAB_API_URL", "GITLAB_PERSONAL_ACCESS_TOKEN"]
+    assert unknown_environment_line("GITLAB_PERSONAL_ACCESS_TOKEN") == (
+        "environment variable GITLAB_PERSONAL_ACCESS_TOKEN is another GitLab MCP server's name and is "
+        "ignored here: this gateway reads GITLAB_TOKEN (--example-config lists every option)"
+    )
+    assert "this gateway reads GITLAB_URL" in unknown_environment_line("GITLAB_API_URL")
+    assert not any(map(refused_environment, unknown_environment(env)))  # warned about, not refused
+    # Beside ours, they are another program's.
+    assert unknown_environment({**env, "GITLAB_URL": "https://x", "GITLAB_TOKEN": "glpat-y"}) == []
 
 
 @pytest.mark.parametrize(

@@ -248,6 +248,15 @@ def test_alerting_rules_only_query_existing_metrics() -> None:
     assert used and used - _exposed_series() == set()
 
 
+def test_the_human_needed_alert_says_how_a_person_answers() -> None:
+    rules = {r["alert"]: r for g in yaml.safe_load(ALERTS.read_text())["groups"] for r in g["rules"]}
+    text = rules["GitLabMcpGatewayBrokerHumanNeeded"]["annotations"]["description"]
+    # The console is at /broker; a person answers there or with the CLI, not with agents' tools.
+    assert "/broker" in text and "/console" not in text
+    assert '"Send to the PM"' in text and "broker instruct" in text
+    assert "resume (or stop_pipeline)" not in text
+
+
 # -- Grafana ------------------------------------------------------------------------------------
 
 
@@ -298,6 +307,7 @@ def test_grafana_dashboard_only_queries_existing_metrics() -> None:
         "gateway_broker_agent_last_seen_timestamp_seconds",
         "gateway_broker_agent_waiting",
         "gateway_broker_database_up",
+        "gateway_rate_limited_total",
     ):
         assert family in used, family
 
@@ -326,6 +336,33 @@ def test_grafana_dashboard_shape() -> None:
         }
         assert not mine & cells, panel["title"]
         cells |= mine
+
+
+def test_grafana_panels_do_not_mix_units_on_one_axis() -> None:
+    dashboard = json.loads((DEPLOY / "grafana" / "gitlab-mcp-gateway.json").read_text())
+    (panel,) = [p for p in dashboard["panels"] if p["title"] == "Cache size"]
+    units = {}
+    for target in panel["targets"]:
+        unit = panel["fieldConfig"]["defaults"]["unit"]
+        placement = "left"
+        for override in panel["fieldConfig"]["overrides"]:
+            if override["matcher"] == {"id": "byFrameRefID", "options": target["refId"]}:
+                props = {p["id"]: p["value"] for p in override["properties"]}
+                unit = props.get("unit", unit)
+                placement = props.get("custom.axisPlacement", placement)
+        units[re.findall(r"gateway_cache_\w+", target["expr"])[0]] = (unit, placement)
+    assert units == {
+        "gateway_cache_size_bytes": ("bytes", "left"),
+        "gateway_cache_entries": ("short", "right"),
+    }
+
+
+def test_grafana_state_panel_shows_the_current_state_only() -> None:
+    dashboard = json.loads((DEPLOY / "grafana" / "gitlab-mcp-gateway.json").read_text())
+    (panel,) = [p for p in dashboard["panels"] if p["title"] == "Pipeline state"]
+    # A range query keeps every state that was 1 at some point of the range (tests/e2e/test_prometheus.py
+    # asks a real Prometheus); an instant query has the current one only.
+    assert [(t["instant"], t["range"]) for t in panel["targets"]] == [(True, False)]
 
 
 # -- compose ------------------------------------------------------------------------------------
@@ -395,6 +432,9 @@ def test_dockerfile_promises() -> None:
     assert "GATEWAY_STATE_DIR=/var/lib/gitlab-mcp-gateway" in text
     assert "EXPOSE 8080" in final
     assert not re.search(r"apt-get|gcc|build-essential|pip install", final)  # nothing built there
+    # An ARG without a default makes podman (buildah) warn "missing ... build argument" on every
+    # build that does not pass it.
+    assert [line for line in instructions if re.fullmatch(r"ARG \w+", line)] == []
     ignore = (REPO / ".dockerignore").read_text().splitlines()
     assert ignore[ignore.index("*") :][:5] == [
         "*",

@@ -26,7 +26,7 @@ class History:
         self._history_item_bytes = item_bytes
 
     async def message_history(
-        self, issue: str | None, limit: int, after: str | None = None
+        self, issue: str | None, limit: int, after: str | None = None, *, generation: int | None = None
     ) -> dict[str, Any]:
         """``get_message_history`` → ``{messages, page_info}``: newest first by page, oldest first in a page.
 
@@ -35,7 +35,9 @@ class History:
         and as its JSON text (the text block MCP asks for, for clients that read only text), so each
         message is counted as both. A body over ``history_item_bytes`` is cut (``bodyTruncated``,
         ``bodyPreview``). ``after`` is the previous page's ``page_info.end_cursor``: the next page
-        holds older messages. A page always holds at least one message.
+        holds older messages. A page always holds at least one message. ``generation``: the
+        archived pipeline of that number instead of the live one (the operator's ``broker
+        history --pipeline N``; agents see only the live pipeline).
 
         Raises:
             BrokerError: ``bad_request`` for a cursor this tool did not hand out.
@@ -47,7 +49,7 @@ class History:
             # Small batches: rows are read only as far as the page's byte budget reaches.
             batch = min(_HISTORY_BATCH, limit - len(out))
             async with self._store.read() as q:
-                rows = await q.history_page(issue, last_seq, batch + 1, self._history_item_bytes)
+                rows = await q.history_page(issue, last_seq, batch + 1, self._history_item_bytes, generation)
             for row, head, length in rows[:batch]:
                 item = message_json(row)
                 encoded = head.encode("utf-8")

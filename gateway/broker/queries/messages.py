@@ -23,7 +23,7 @@ from gateway.broker.prepared import (
 )
 from gateway.broker.queries.base import Statements
 from gateway.broker.queries.rows import MessageRow, issue_key, message_row
-from gateway.broker.schema import agents, messages
+from gateway.broker.schema import agents, archived_messages, messages
 
 
 class MessageQueries(Statements):
@@ -211,28 +211,41 @@ class MessageQueries(Statements):
         return [message_row(r) for r in reversed(rows)]
 
     async def history_page(
-        self, issue: str | None, before_seq: int | None, limit: int, item_chars: int
+        self,
+        issue: str | None,
+        before_seq: int | None,
+        limit: int,
+        item_chars: int,
+        generation: int | None = None,
     ) -> list[tuple[MessageRow, str, int]]:
-        """Up to ``limit`` messages older than ``before_seq`` (all, if None), newest first.
+        """Up to ``limit`` messages older than ``before_seq`` (all, if None), newest first; of the
+        archived pipeline ``generation`` when given (the live one's otherwise).
 
         Each as ``(row with an empty body, the body's JSON text cut to item_chars + 1 characters,
         the full text's length)``: a huge body never leaves the database whole.
         """
-        columns = [c for c in MESSAGE_COLUMNS if c is not messages.c.body]
+        table = messages if generation is None else archived_messages
+        columns = [
+            table.c[c.name] if c.name in table.c else sa.null().label(c.name)  # archives keep no lease
+            for c in MESSAGE_COLUMNS
+            if c is not messages.c.body
+        ]
         stmt = (
             sa.select(
                 *columns,
                 sa.literal("{}").label("body"),
-                sa.func.substr(messages.c.body, 1, item_chars + 1).label("body_head"),
-                sa.func.length(messages.c.body).label("body_length"),
+                sa.func.substr(table.c.body, 1, item_chars + 1).label("body_head"),
+                sa.func.length(table.c.body).label("body_length"),
             )
-            .order_by(messages.c.seq.desc())
+            .order_by(table.c.seq.desc())
             .limit(limit)
         )
+        if generation is not None:
+            stmt = stmt.where(table.c.generation == generation)
         if issue is not None:
-            stmt = stmt.where(messages.c.issue == issue)
+            stmt = stmt.where(table.c.issue == issue)
         if before_seq is not None:
-            stmt = stmt.where(messages.c.seq < before_seq)
+            stmt = stmt.where(table.c.seq < before_seq)
         rows = await self.conn.execute(stmt)
         return [(message_row(r), r.body_head, r.body_length) for r in rows]
 

@@ -165,6 +165,9 @@ def _record(
         "mcp request",
         extra={
             "method": ex.method,
+            # Who called: the agent id the caller authenticated as (its client token, or X-Agent-Id
+            # on loopback), never a token.
+            "agent": ex.caller.agent_id if ex.caller is not None else None,
             "tool": ex.report.tool,
             "outcome": ex.report.outcome,
             "era": ex.era.value,

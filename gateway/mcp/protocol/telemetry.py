@@ -19,8 +19,10 @@ class Telemetry:
         """One JSON-RPC message by method label and outcome."""
         self.metrics.mcp_requests.labels(method, outcome).inc()
 
-    def tool_call(self, tool: str, outcome: str, seconds: float | None) -> None:
-        """One ``tools/call`` of a declared tool: its outcome and, when it ran, its duration."""
-        self.metrics.tool_calls.labels(tool, outcome).inc()
+    def tool_call(self, tool: str, outcome: str, seconds: float | None, *, source: str = "tool") -> None:
+        """One ``tools/call`` of a declared tool: its outcome, where the outcome came from
+        (``gateway``: the gateway's own refusal; ``tool``: the tool's answer) and, when it ran, its
+        duration."""
+        self.metrics.tool_calls.labels(tool, outcome, source).inc()
         if seconds is not None:
             self.metrics.tool_latency.labels(tool).observe(seconds)

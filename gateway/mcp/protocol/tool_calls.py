@@ -76,7 +76,9 @@ class ToolCalls:
             # Hidden tools are answered as unknown ones (the caller's tools/list does not have
             # them), with the setting to change; counted, so an operator sees agents reach for them.
             declared = self._registry.declared(name)
-            self._telemetry.tool_call(declared.name if declared else "unknown", "unauthorized", None)
+            self._telemetry.tool_call(
+                declared.name if declared else "unknown", "unauthorized", None, source="gateway"
+            )
             ctx.report.tool = declared.name if declared else None
             raise invalid_params(f"{unknown} {err.message}.") from None
         if tool is None:
@@ -174,7 +176,10 @@ class ToolCalls:
             if watcher is not None:
                 watcher.cancel()
             self._calls.discard(call)
-        self._telemetry.tool_call(tool.name, outcome.outcome, perf_counter() - started)
+        refused = outcome.result is not None and outcome.result.by_gateway
+        self._telemetry.tool_call(
+            tool.name, outcome.outcome, perf_counter() - started, source="gateway" if refused else "tool"
+        )
         ctx.report.outcome = outcome.outcome
         message = outcome.message
         if outcome.result is not None and message is None and outcome.outcome != "cancelled":

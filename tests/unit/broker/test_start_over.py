@@ -70,3 +70,17 @@ async def test_start_over_archives_and_starts_idle(make_env: EnvFactory) -> None
     assert (await env.status())["state"] == "PHASE_PREPARING"
     generations = await env.broker.operator.generations()
     assert generations["generation"] == 2 and generations["archives"][0]["archivedBy"] == "operator:alice"
+
+
+async def test_an_archived_pipelines_history_stays_readable(env: Env) -> None:
+    await env.ok("pm", "send_message", {"to": "dev", "subject": "develop", "body": {"issue": "A-1"}})
+    await env.broker.operator.stop("alice")
+    await env.broker.operator.start_over("alice")
+    history = env.broker.history
+    assert (await history.message_history(None, 50))["messages"] == []
+    archived = await history.message_history(None, 50, generation=1)
+    assert [(m["from"], m["subject"]) for m in archived["messages"]] == [("pm", "develop")]
+    assert (await history.message_history("A-1", 50, generation=1))["messages"][0]["body"] == {"issue": "A-1"}
+    assert (await history.message_history(None, 50, generation=7))["messages"] == []
+    lines = (await env.ok("pm", "get_activity_log", {"agent": "pipeline"}))["lines"]
+    assert any("archived with 1 message;" in line for line in lines)

@@ -4,8 +4,11 @@ agent's calls all go through; broker tools are not limited."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
+
+import pytest
 
 from tests.unit.mcp.conftest import MakeMcp
 from tests.unit.mcp.helpers import Mcp
@@ -57,7 +60,20 @@ async def test_runaway_agent_is_held_to_its_limit_while_another_is_served(mcp_fa
     text = await (await runaway.client.get("/metrics")).text()
     assert f'gateway_rate_limited_total{{agent="dev"}} {float(len(refused))}' in text
     assert 'gateway_rate_limited_total{agent="reviewer"}' not in text
-    assert f'gateway_tool_calls_total{{outcome="rate_limited",tool="echo"}} {float(len(refused))}' in text
+    counted = 'gateway_tool_calls_total{outcome="rate_limited",source="gateway",tool="echo"}'
+    assert f"{counted} {float(len(refused))}" in text
+
+
+async def test_the_access_line_names_the_agent_and_never_its_token(
+    mcp_factory: MakeMcp, caplog: pytest.LogCaptureFixture
+) -> None:
+    runaway = await as_agent(mcp_factory, RUNAWAY)
+    caplog.set_level(logging.INFO, logger="gateway.mcp")
+    results = [(await runaway.call("echo", {"text": "x"}))["result"] for _ in range(7)]
+    assert any(r.get("isError") for r in results)
+    lines = [r for r in caplog.records if r.name == "gateway.mcp" and r.getMessage() == "mcp request"]
+    assert {(r.agent, r.outcome) for r in lines} == {("dev", "ok"), ("dev", "rate_limited")}  # type: ignore[attr-defined]
+    assert all(RUNAWAY not in repr(r.__dict__) for r in lines)
 
 
 async def test_no_limit_by_default(mcp_factory: MakeMcp) -> None:

@@ -1,0 +1,76 @@
+"""The ``broker`` command line's text output (``--json`` prints the same results as JSON)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def status_text(r: dict[str, Any]) -> str:
+    s, plan = r["status"], r["plan"]
+    lines = [
+        f"Pipeline {r['generation']}: {s['state']}"
+        + (f", phase {s['phase']}" if s["phase"] is not None else "")
+        + (f" (plan {plan['planId']}" if plan["planId"] else " (no plan")
+        + f", auto-advance {'on' if plan['autoAdvance'] else 'off'})"
+    ]
+    if "humanNeeded" in s:
+        h = s["humanNeeded"]
+        lines.append(f"NEEDS A PERSON: {h['reason']} (asked by {h['requestedBy']} at {h['at']})")
+        lines.append(
+            '  Answer from the console (/broker on the gateway\'s port, "Send to the PM"), or with: '
+            "broker instruct 'what the PM should do' (beside a running gateway too); the PM then "
+            "calls resume"
+        )
+    if "stopped" in s:
+        lines.append(
+            f"STOPPED by {s['stopped']['by']} at {s['stopped']['at']}; start over with: broker reset"
+        )
+    if s["issues"]:
+        issues = ", ".join(f"{k} {v['status']} (fails {v['failCount']})" for k, v in s["issues"].items())
+        lines.append(f"Issues: {issues}; fix count {s['fixCount']}/{s['limits']['fixLimit']}")
+    aa = s["autoAdvance"]
+    if aa.get("active"):
+        lines.append(f"Auto-advance: {aa['stage']}, phase {aa['nextPhase']} in {aa['secondsLeft']:.0f} s")
+    if r.get("gatewayRunning") is False:
+        lines.append("No gateway is running on this state folder: no agent is connected.")
+    lines.append("Agents:")
+    for agent, a in s["agents"].items():
+        seen = a["lastSeen"] or "never"
+        lines.append(
+            f"  {agent:<10} {'connected' if a['connected'] else 'away':<10} last seen {seen:<21} "
+            f"queued {s['queues'][agent]}"
+        )
+    for a in r["archives"]:
+        lines.append(
+            f"Archived: pipeline {a['generation']} ({a['finalState']}), "
+            f"by {a['archivedBy']} at {a['archivedAt']}"
+        )
+    return "\n".join(lines)
+
+
+def history_text(r: dict[str, Any]) -> str:
+    lines = []
+    for m in r["messages"]:
+        body = json.dumps(m["body"], ensure_ascii=False) if not m.get("bodyTruncated") else m["bodyPreview"]
+        body = body if len(body) <= 200 else body[:200] + "…"
+        reply = f" reply to {m['replyTo']}" if m["replyTo"] else ""
+        lines.append(
+            f"{m['createdAt']} {m['messageId']} {m['from']} -> {m['to']} [{m['subject']}] {m['priority']}"
+            f"{'' if m['delivered'] else ' (queued)'}{reply}: {body}"
+        )
+    pipeline = r.get("pipeline")
+    if not lines:
+        lines.append(
+            "(no messages)"
+            if pipeline is None
+            else f"(no messages in archived pipeline {pipeline}: see 'broker status' for the archived ones)"
+        )
+    if r["page_info"]["has_next_page"]:
+        more = f" --pipeline {pipeline}" if pipeline is not None else ""
+        lines.append(f"Older messages: broker history{more} --before {r['page_info']['end_cursor']}")
+    return "\n".join(lines)

@@ -1,0 +1,24 @@
+"""What the start-up log says of per-agent limits and tracing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gateway.__main__ import _limits_shown
+from gateway.config import Settings
+from gateway.observability.tracing import traces_endpoint
+
+
+def test_the_start_up_line_says_whether_limits_are_on(make_settings: Callable[..., Settings]) -> None:
+    assert _limits_shown(make_settings()) == "off"
+    assert _limits_shown(make_settings(limits={"calls_per_second": 2.5})) == "2.5/s burst 3"
+    own = [{"token": "dev-secret-0123456789ab", "agent_id": "dev", "calls_per_second": 1.0}]
+    settings = make_settings(limits={"calls_per_second": 5, "burst": 20}, client_tokens=own)
+    assert _limits_shown(settings) == "5/s burst 20; own limits for dev"
+
+
+def test_the_tracing_line_says_where_spans_go() -> None:
+    base = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/"}
+    assert traces_endpoint(base) == "http://collector:4318/v1/traces"
+    full = {**base, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://otel.example.com/traces"}
+    assert traces_endpoint(full) == "https://otel.example.com/traces"
