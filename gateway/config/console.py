@@ -25,6 +25,11 @@ class ConsoleSettings(_Section):
     page_messages: int = Field(50, ge=5, le=500)
     #: Lines of each activity log shown.
     log_lines: int = Field(40, ge=5, le=1000)
+    #: Failed sign-ins one client address may make before the console refuses it (HTTP 429 with
+    #: ``Retry-After``) ...
+    sign_in_failures: int = Field(10, ge=1)
+    #: ... until this many seconds after its last failed one.
+    sign_in_window_seconds: float = Field(300.0, gt=0)
 
     @field_validator("operator_token", "viewer_token")
     @classmethod
