@@ -248,9 +248,11 @@ class ConsoleRoutes:
             return refusal
         assert session is not None
         try:
-            await self._open_broker().console_sign_outs.sign_out(session.nonce, session.expires)
+            broker = self._open_broker()
+            await broker.console_sign_outs.sign_out(session.nonce, session.expires)
         except (BrokerClosed, StoreError):
             raise _unavailable() from None
+        broker.feed.changed()  # this replica's open streams look now (the others within seconds)
         log.info("console sign-out: %s (from %s)", session.name, request.remote)
         response = _see_other(BASE)
         self.auth.clear_cookie(response, request)

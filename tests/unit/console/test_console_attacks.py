@@ -3,6 +3,7 @@ malformed request bodies, and many wrong tokens from one address."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Any
@@ -181,3 +182,18 @@ def test_the_budget_is_per_address_and_ends_with_its_window() -> None:
     budget.succeeded("192.0.2.3")
     budget.failed("192.0.2.3")
     assert budget.retry_after("192.0.2.3") is None
+
+
+async def test_signing_out_ends_the_open_live_stream(make_console: Make) -> None:
+    client = await make_console(operator_token=OPERATOR)
+    csrf = await sign_in(client, OPERATOR)
+    stream = await client.get("/broker/events")
+    assert stream.status == 200
+    seen = b""
+    while b"event: sections" not in seen:
+        seen += await asyncio.wait_for(stream.content.readany(), 5)
+    assert (await client.post("/broker/logout", data={"csrf": csrf}, allow_redirects=False)).status == 303
+    while b"event: signed-out" not in seen:
+        chunk = await asyncio.wait_for(stream.content.readany(), 3)
+        assert chunk, seen[-200:]
+        seen += chunk
