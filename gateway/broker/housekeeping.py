@@ -1,6 +1,6 @@
 """Housekeeping, done at each look of the auto-advance timer: save ``lastSeen``, refresh the state
 and queue-depth gauges, apply the retention rule for delivered messages, prune the activity logs
-and the ended MCP sessions whose ids have expired.
+the ended MCP sessions whose ids have expired and the console sign-outs of expired cookies.
 
 Every chore is best-effort: one that fails is logged by the timer and done again at a later look.
 
@@ -25,6 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from gateway.broker.activity_log import ActivityLogs
 from gateway.broker.changes import Changes
+from gateway.broker.console_sign_outs import ConsoleSignOuts
 from gateway.broker.database import failure_text
 from gateway.broker.ended_sessions import EndedSessions
 from gateway.broker.formats import iso, unix
@@ -59,6 +60,7 @@ class Housekeeping:
         config: the ``broker`` settings (retention, log lines kept).
         clock: Unix time source.
         ended_sessions: the MCP sessions ended by DELETE.
+        console_sign_outs: the console sessions signed out.
     """
 
     def __init__(
@@ -71,6 +73,7 @@ class Housekeeping:
         config: BrokerSettings,
         clock: Callable[[], float],
         ended_sessions: EndedSessions,
+        console_sign_outs: ConsoleSignOuts,
     ) -> None:
         self._store = store
         self._changes = changes
@@ -80,6 +83,7 @@ class Housekeeping:
         self._config = config
         self._clock = clock
         self._ended_sessions = ended_sessions
+        self._console_sign_outs = console_sign_outs
         self._ticks = 0
         self._next_purge = 0.0
         self._scrape_lock = asyncio.Lock()
@@ -107,6 +111,7 @@ class Housekeeping:
                 for name in self._logs.names:
                     await q.prune_log(name, self._config.log_keep_lines)
             await self._ended_sessions.prune()
+            await self._console_sign_outs.prune()
 
     async def purge_delivered(self) -> int:
         """The retention rule for delivered messages (``broker.retain_delivered_seconds`` and

@@ -175,3 +175,14 @@ ended_sessions = sa.Table(
     sa.Column("expires", sa.Float, nullable=False),
     sa.Index("ended_sessions_by_expiry", "expires"),
 )
+
+# Added by migration 0006.
+#: Console sessions signed out (``gateway.broker.console_sign_outs``): a SHA-256 of the session's
+#: nonce and the moment its cookie expires, after which the row serves no purpose.
+console_sign_outs = sa.Table(
+    "console_sign_outs",
+    metadata,
+    sa.Column("nonce_hash", sa.Text, primary_key=True),
+    sa.Column("expires", sa.Float, nullable=False),
+    sa.Index("console_sign_outs_by_expiry", "expires"),
+)

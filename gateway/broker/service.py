@@ -44,6 +44,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from gateway.broker.activity_log import PIPELINE_LOG, ActivityLogs, parse_line
 from gateway.broker.auto_advance import AutoAdvance
 from gateway.broker.changes import Changes
+from gateway.broker.console_sign_outs import ConsoleSignOuts
 from gateway.broker.control import Control
 from gateway.broker.effects import After, Effects, Facts
 from gateway.broker.ended_sessions import EndedSessions
@@ -94,6 +95,8 @@ class BrokerService:
         monitoring: ``status``, ``log_activity``, ``activity_log``.
         ended_sessions: the MCP sessions ended by DELETE (the MCP layer's, kept here because it is
             the database every replica shares).
+        console_sign_outs: the console sessions signed out (the console's, kept here for the same
+            reason).
         changes: the change unit.
         auto_advance: the auto-advance timer.
         housekeeping: the chores of each timer look.
@@ -134,8 +137,17 @@ class BrokerService:
             store, self.wakeups, logs, metrics, self.roster, effects, self.state_dir, clock
         )
         self.ended_sessions = EndedSessions(store, metrics, clock)
+        self.console_sign_outs = ConsoleSignOuts(store, clock)
         self.housekeeping = Housekeeping(
-            store, self.changes, self.roster, logs, metrics, self.config, clock, self.ended_sessions
+            store,
+            self.changes,
+            self.roster,
+            logs,
+            metrics,
+            self.config,
+            clock,
+            self.ended_sessions,
+            self.console_sign_outs,
         )
         self.auto_advance = AutoAdvance(
             self.changes,

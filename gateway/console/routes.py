@@ -5,6 +5,11 @@ style (``default-src 'self'``: no inline script, no CDN), and is never cached (t
 excepted). Actions are form posts: operator role, CSRF token, Origin/Host checks and a ticked
 confirmation box, then one call on the broker's operator part (``gateway.broker.operator``),
 whose line in ``pipeline.log`` names the operator.
+
+A session is its signed cookie (``auth``) and not signed out: every request looks its nonce up in
+the broker's record of sign-outs (``gateway.broker.console_sign_outs``), which every replica
+shares. A body that cannot be read as a form (bad encoding, broken multipart) is a 400 and one
+INFO line. Failed sign-ins count against the address's budget (``throttle``).
 """
 
 from __future__ import annotations
@@ -23,7 +28,10 @@ from aiohttp import web
 from gateway.broker.errors import BrokerError
 from gateway.broker.store import StoreError
 from gateway.console.auth import CSRF_FIELD, ConsoleAuth, Session
+from gateway.console.forms import read_form
+from gateway.console.throttle import SignInBudget
 from gateway.console.views import Renderer, snapshot
+from gateway.observability.metrics import METRICS
 
 if TYPE_CHECKING:
     from gateway.broker.service import BrokerService
@@ -81,6 +89,13 @@ def _forbidden(problem: str) -> web.Response:
     return _html(problem if problem.startswith("Forbidden") else f"Forbidden: {problem}", 403)
 
 
+def _unavailable() -> web.HTTPServiceUnavailable:
+    return web.HTTPServiceUnavailable(
+        text="The broker is not open or its database does not answer right now; try again shortly.",
+        headers={**SECURITY_HEADERS, "Cache-Control": "no-store"},
+    )
+
+
 def _see_other(location: str) -> web.Response:
     response = web.Response(status=303, headers={"Location": location})
     _secure(response)
@@ -100,6 +115,9 @@ class ConsoleRoutes:
         self._broker = broker
         self.auth = ConsoleAuth(settings.console, settings.server)
         self._renderer = Renderer(settings.console)
+        self._budget = SignInBudget(
+            settings.console.sign_in_failures, settings.console.sign_in_window_seconds
+        )
         self._closing = False
 
     def add_routes(self, app: web.Application) -> None:
@@ -127,6 +145,21 @@ class ConsoleRoutes:
             raise BrokerClosed
         return broker
 
+    async def _session(self, request: web.Request) -> Session | None:
+        """The request's session: a valid cookie (``auth``) not signed out on any replica.
+
+        Raises:
+            web.HTTPServiceUnavailable: the broker's database cannot say (never let in unchecked).
+        """
+        session = self.auth.session(request)
+        if session is None:
+            return None
+        try:
+            signed_out = await self._open_broker().console_sign_outs.is_signed_out(session.nonce)
+        except (BrokerClosed, StoreError):
+            raise _unavailable() from None
+        return None if signed_out else session
+
     # ---- pages ---------------------------------------------------------------------------------
 
     async def page(self, request: web.Request) -> web.Response:
@@ -134,7 +167,7 @@ class ConsoleRoutes:
         problem = self.auth.origin_problem(request)
         if problem is not None:
             return _forbidden(problem)
-        session = self.auth.session(request)
+        session = await self._session(request)
         if session is None:
             return _html(Renderer.login(error=None))
         done = request.query.get("done")
@@ -171,10 +204,25 @@ class ConsoleRoutes:
         problem = self.auth.origin_problem(request)
         if problem is not None:
             return _forbidden(problem)
-        form = await request.post()
+        metrics = request.app[METRICS]
+        wait = self._budget.retry_after(request.remote)
+        if wait is not None:
+            metrics.console_sign_ins_failed.labels("throttled").inc()
+            log.info("console sign-in refused: too many failed sign-ins (from %s)", request.remote)
+            response = _html(
+                Renderer.login(
+                    error=f"Too many failed sign-ins from this address: try again in {wait} seconds."
+                ),
+                429,
+            )
+            response.headers["Retry-After"] = str(wait)
+            return response
+        form = await read_form(request, SECURITY_HEADERS)
         token = form.get("token")
         role = self.auth.role_of(token) if isinstance(token, str) else None
         if role is None:
+            self._budget.failed(request.remote)
+            metrics.console_sign_ins_failed.labels("wrong_token").inc()
             log.warning("console sign-in refused: wrong token (from %s)", request.remote)
             return _html(
                 Renderer.login(
@@ -183,6 +231,7 @@ class ConsoleRoutes:
                 ),
                 401,
             )
+        self._budget.succeeded(request.remote)
         name = form.get("name")
         session, cookie = self.auth.new_session(role, name if isinstance(name, str) else None)
         log.info("console sign-in: %s as %s (from %s)", session.name, role, request.remote)
@@ -191,10 +240,20 @@ class ConsoleRoutes:
         return response
 
     async def logout(self, request: web.Request) -> web.Response:
-        """End the session (CSRF-checked, so no other site can sign a person out)."""
-        _, refusal = await self._checked(request, act=False)
+        """End the session everywhere: recorded as signed out in the broker's database, so its
+        cookie opens nothing on any replica from now on (CSRF-checked, so no other site can sign a
+        person out)."""
+        session, refusal = await self._checked(request, act=False)
         if refusal is not None:
             return refusal
+        assert session is not None
+        try:
+            broker = self._open_broker()
+            await broker.console_sign_outs.sign_out(session.nonce, session.expires)
+        except (BrokerClosed, StoreError):
+            raise _unavailable() from None
+        broker.feed.changed()  # this replica's open streams look now (the others within seconds)
+        log.info("console sign-out: %s (from %s)", session.name, request.remote)
         response = _see_other(BASE)
         self.auth.clear_cookie(response, request)
         return response
@@ -219,12 +278,12 @@ class ConsoleRoutes:
         problem = self.auth.origin_problem(request)
         if problem is not None:
             return None, _forbidden(problem)
-        session = self.auth.session(request)
+        session = await self._session(request)
         if session is None:
             return None, _html(Renderer.login(error="Sign in first (your session may have ended)."), 401)
         if act and not session.can_act:
             return None, _html("Forbidden: this sign-in is read-only (console.viewer_token).", 403)
-        form = await request.post()
+        form = await read_form(request, SECURITY_HEADERS)
         csrf = form.get(CSRF_FIELD)
         if not self.auth.csrf_ok(session, csrf if isinstance(csrf, str) else None):
             return None, _html(
@@ -241,7 +300,7 @@ class ConsoleRoutes:
         if refusal is not None:
             return refusal
         assert session is not None
-        form = await request.post()
+        form = await read_form(request, SECURITY_HEADERS)
         if form.get("confirm") != "yes":
             return await self._render(
                 request, session, notice=None, error="Tick the confirmation box to do this.", status=400
@@ -273,7 +332,7 @@ class ConsoleRoutes:
         problem = self.auth.origin_problem(request)
         if problem is not None:
             return _forbidden(problem)
-        session = self.auth.session(request)
+        session = await self._session(request)
         if session is None:
             raise web.HTTPUnauthorized(text="Sign in at /broker first.")
         before = request.query.get("before") or None
@@ -299,7 +358,7 @@ class ConsoleRoutes:
         csrf = self.auth.csrf_token(session)
         seen = -1
         while not self._closing:
-            if session.expires <= time.time():
+            if session.expires <= time.time() or await self._signed_out(broker, session):
                 await response.write(b"event: signed-out\ndata: {}\n\n")
                 break
             version = broker.feed.version
@@ -320,3 +379,13 @@ class ConsoleRoutes:
             seen = version
             if await broker.feed.wait(seen, REFRESH_SECONDS) != seen:
                 await asyncio.sleep(COALESCE_SECONDS)
+
+    @staticmethod
+    async def _signed_out(broker: BrokerService, session: Session) -> bool:
+        """Whether an open stream's session was signed out meanwhile (on any replica). While the
+        database does not answer, the stream shows nothing new (its reading fails too and says
+        so) and the check is made again at its next look."""
+        try:
+            return await broker.console_sign_outs.is_signed_out(session.nonce)
+        except StoreError:
+            return False

@@ -190,6 +190,13 @@ class Metrics:
             ["from_state", "to_state"],
             registry=r,
         )
+        self.console_sign_ins_failed = Counter(
+            "gateway_console_sign_ins_failed_total",
+            "Console sign-ins refused, by reason: wrong_token (a token that opens nothing), throttled "
+            "(the address spent its budget of failed sign-ins, console.sign_in_failures)",
+            ["reason"],
+            registry=r,
+        )
 
 
 #: The app's :class:`Metrics` (``/metrics`` and the metrics listener read it).

@@ -1,4 +1,5 @@
-"""Statements on ended MCP sessions (``gateway.broker.ended_sessions``)."""
+"""Statements on ended MCP sessions (``gateway.broker.ended_sessions``) and signed-out console
+sessions (``gateway.broker.console_sign_outs``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from gateway.broker.prepared import CHANNEL
 from gateway.broker.queries.base import Statements
-from gateway.broker.schema import ended_sessions
+from gateway.broker.schema import console_sign_outs, ended_sessions
 
 
 class SessionQueries(Statements):
@@ -50,3 +51,22 @@ class SessionQueries(Statements):
             sa.select(sa.func.count()).select_from(ended_sessions).where(ended_sessions.c.expires > now)
         )
         return int(count.scalar_one())
+
+    async def sign_out_console(self, nonce_hash: str, expires: float) -> None:
+        """Record console session ``nonce_hash`` as signed out; again changes nothing."""
+        insert = postgresql.insert if self.postgres else sqlite.insert
+        await self.conn.execute(
+            insert(console_sign_outs).values(nonce_hash=nonce_hash, expires=expires).on_conflict_do_nothing()
+        )
+
+    async def console_signed_out(self, nonce_hash: str) -> bool:
+        """Whether console session ``nonce_hash`` was signed out."""
+        found = await self.conn.execute(
+            sa.select(console_sign_outs.c.nonce_hash).where(console_sign_outs.c.nonce_hash == nonce_hash)
+        )
+        return found.first() is not None
+
+    async def prune_console_sign_outs(self, now: float) -> int:
+        """Forget the sign-outs of cookies that have expired; how many."""
+        done = await self.conn.execute(sa.delete(console_sign_outs).where(console_sign_outs.c.expires <= now))
+        return int(done.rowcount or 0)

@@ -48,6 +48,7 @@ REQUIRED = {
     "broker_agent_last_seen": ("gateway_broker_agent_last_seen_timestamp_seconds", "gauge", ["agent"]),
     "broker_agent_waiting": ("gateway_broker_agent_waiting", "gauge", ["agent"]),
     "gitlab_rate_limited": ("gateway_gitlab_rate_limited", "counter", ["operation"]),
+    "console_sign_ins_failed": ("gateway_console_sign_ins_failed", "counter", ["reason"]),
     "build_info": ("gateway_build", "info", []),
 }
 

@@ -1,0 +1,49 @@
+"""``[console]``: the live broker console at ``/broker``."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr, field_validator
+
+from gateway.config.base import _Section
+
+#: The shortest console token accepted: a guessable one would open the pipeline's controls.
+MIN_CONSOLE_TOKEN_CHARS = 16
+
+
+class ConsoleSettings(_Section):
+    """``[console]``: the live broker console at ``/broker`` (off unless a token is set)."""
+
+    #: Signs in with every right: watch, instruct the PM, switch auto-advance, stop, start over.
+    operator_token: SecretStr | None = None
+    #: Signs in to watch only (read-only viewers).
+    viewer_token: SecretStr | None = None
+    #: How long a console sign-in lasts.
+    session_hours: float = Field(12.0, gt=0, le=24 * 30)
+    #: Message bodies longer than this (as indented JSON) are shown collapsed.
+    collapse_body_chars: int = Field(400, ge=40)
+    #: Messages per page of the threads view.
+    page_messages: int = Field(50, ge=5, le=500)
+    #: Lines of each activity log shown.
+    log_lines: int = Field(40, ge=5, le=1000)
+    #: Failed sign-ins one client address may make before the console refuses it (HTTP 429 with
+    #: ``Retry-After``) ...
+    sign_in_failures: int = Field(10, ge=1)
+    #: ... until this many seconds after its last failed one.
+    sign_in_window_seconds: float = Field(300.0, gt=0)
+
+    @field_validator("operator_token", "viewer_token")
+    @classmethod
+    def _token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value().strip():
+            return None
+        if len(value.get_secret_value().strip()) < MIN_CONSOLE_TOKEN_CHARS:
+            raise ValueError(
+                f"is shorter than {MIN_CONSOLE_TOKEN_CHARS} characters: use a random secret, for example "
+                "the output of `openssl rand -base64 32`"
+            )
+        return SecretStr(value.get_secret_value().strip())
+
+    @property
+    def enabled(self) -> bool:
+        """The console is served only when at least one token is configured."""
+        return self.operator_token is not None or self.viewer_token is not None
