@@ -356,10 +356,10 @@ async def test_every_dashboard_query_and_alerting_rule_works_after_real_traffic(
     states = await asyncio.to_thread(shown_series, prom, "Pipeline state", 300)
     assert [s["state"] for s in states] == ["HUMAN_NEEDED"]
     # The gateway's own refusal is told apart from GitLab's answers.
-    (refused,) = await asyncio.to_thread(
+    (gateway_refusal,) = await asyncio.to_thread(
         prom.query, 'sum by (tool, outcome) (gateway_tool_calls_total{source="gateway"})'
     )
-    assert refused["metric"] == {"tool": "get_repository_file", "outcome": "rate_limited"}
+    assert gateway_refusal["metric"] == {"tool": "get_repository_file", "outcome": "rate_limited"}
     (by_agent,) = await asyncio.to_thread(prom.query, "sum by (agent) (gateway_rate_limited_total)")
     assert by_agent["metric"] == {"agent": "pm"} and by_agent["value"][1] == "1"
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from tests.unit.console.test_console_http import OPERATOR, Make, broker_of, make_console, sign_in
-
-__all__ = ["make_console"]  # the fixture, used by name
+from tests.unit.console.conftest import OPERATOR, Make, broker_of, sign_in
 
 
 async def test_resume_auto_advance_is_offered_only_with_a_plan(make_console: Make) -> None:
