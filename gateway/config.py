@@ -185,6 +185,8 @@ class ClientToken(_Section):
     tools: tuple[str, ...] | None = None
     #: Only read-only tools for this token.
     read_only: bool = False
+    #: Ask a person before this token's destructive actions, even where the deployment does not.
+    confirm_destructive: bool = False
     #: This token's own ``limits.calls_per_second`` (None: the global one).
     calls_per_second: float | None = Field(None, gt=0)
     #: This token's own ``limits.burst`` (None: the global one, else the rate rounded up).
@@ -496,6 +498,9 @@ class Settings(BaseSettings):
     #: Tools served besides ``toolsets`` (names as in ``tools/list``); with ``toolsets`` empty,
     #: only these. The environment takes a JSON list or a comma-separated list.
     tools: Annotated[tuple[str, ...], NoDecode] = ()
+    #: Ask a person (MCP elicitation) before a destructive action: a pipeline cancel, the broker's
+    #: stop_pipeline. Off by default.
+    confirm_destructive: bool = False
     #: Bearer secrets of callers, each mapped to a broker agent id. Empty: ``X-Agent-Id`` on loopback.
     client_tokens: tuple[ClientToken, ...] = ()
 

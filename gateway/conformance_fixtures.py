@@ -7,8 +7,10 @@ tools touch nothing, but they are not part of the product. They are ordinary too
 and their capabilities are an :class:`~gateway.mcp.protocol.server.Extension` of the protocol
 core (:data:`EXTENSION`). Their outputs are the ones each scenario's description asks for
 (https://github.com/modelcontextprotocol/conformance, ``src/scenarios/server/tools.ts``).
-Fixtures that need a server-to-client round trip (sampling, elicitation, input-required results)
-are not offered: a tools-only gateway does not do them.
+The input-required fixtures (``test_input_required_result_*``, and the prompt
+``test_input_required_result_prompt``, the suite's only non-tool request that asks) ask through
+``ToolContext.ask`` as the product's tools do, so they answer with input-required results in the
+2026-07-28 era and with requests on the call's stream in 2025-11-25 sessions.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from mcp_types import CompletionsCapability, LoggingCapability
 from pydantic import BaseModel, ConfigDict
 
 from gateway.mcp.protocol.server import Extension
+from gateway.mcp.protocol.wire import INVALID_PARAMS, RpcError
 from gateway.tools.context import ToolContext
+from gateway.tools.input_requests import AskFn, InputRequest, elicit, list_roots, sample
 from gateway.tools.registry import Annotations, Tool, ToolResult
 
 # A 1x1 red PNG and a 1-sample silent WAV.
@@ -101,7 +105,108 @@ _LOGGING: Final = ("test_tool_with_logging", "test_logging_tool")
 _PROGRESS: Final = ("test_tool_with_progress", "test_streaming_elicitation")
 #: Fixture tools that need a client capability the request may not declare.
 _REQUIRES: Final[dict[str, tuple[str, ...]]] = {"test_missing_capability": ("sampling",)}
-_NAMES: Final = (*_RESULTS, *_LOGGING, _PROGRESS[0], *_REQUIRES, _JSON_SCHEMA_TOOL)
+
+
+def _form(message: str, field: str, kind: str = "string", *, bound: bool = True) -> InputRequest:
+    schema = {"type": "object", "properties": {field: {"type": kind}}, "required": [field]}
+    return elicit(message, schema, bound=bound)
+
+
+def _text(text: str) -> ToolResult:
+    return ToolResult(structured={}, content=[{"type": "text", "text": text}])
+
+
+def _answer_text(answer: Any, field: str) -> str:
+    content = answer.get("content") if isinstance(answer, dict) else None
+    value = content.get(field) if isinstance(content, dict) else None
+    return str(value)
+
+
+async def _ask_elicitation(ctx: ToolContext) -> ToolResult:
+    # Not bound: the suite also sends the answer unasked, with extra keys, and expects it taken.
+    answers = await ctx.ask({"user_name": _form("What is your name?", "name", bound=False)})
+    return _text(f"Hello, {_answer_text(answers['user_name'], 'name')}!")
+
+
+async def _ask_sampling(ctx: ToolContext) -> ToolResult:
+    answers = await ctx.ask({"capital_question": sample("What is the capital of France?", 100, bound=False)})
+    content = answers["capital_question"].get("content")
+    text = content.get("text") if isinstance(content, dict) else None
+    return _text(str(text))
+
+
+async def _ask_roots(ctx: ToolContext) -> ToolResult:
+    answers = await ctx.ask({"client_roots": list_roots(bound=False)})
+    roots = answers["client_roots"].get("roots") or []
+    uris = ", ".join(str(root.get("uri")) for root in roots if isinstance(root, dict))
+    return _text(f"Client roots: {uris or 'none'}")
+
+
+async def _ask_state(ctx: ToolContext) -> ToolResult:
+    await ctx.ask({"confirm": _form("Please confirm", "ok", "boolean")})
+    return _text("state-ok: the request state was verified and the answer received.")
+
+
+async def _ask_many(ctx: ToolContext) -> ToolResult:
+    answers = await ctx.ask(
+        {
+            "user_name": _form("What is your name?", "name"),
+            "greeting": sample("Generate a greeting", 50),
+            "client_roots": list_roots(),
+        }
+    )
+    return _text(f"Received {len(answers)} answers: {', '.join(sorted(answers))}.")
+
+
+async def _ask_rounds(ctx: ToolContext) -> ToolResult:
+    first = await ctx.ask({"step1": _form("Step 1: What is your name?", "name")})
+    second = await ctx.ask({"step2": _form("Step 2: What is your favorite color?", "color")})
+    name, color = _answer_text(first["step1"], "name"), _answer_text(second["step2"], "color")
+    return _text(f"{name}'s favorite color is {color}.")
+
+
+async def _ask_declared(ctx: ToolContext) -> ToolResult:
+    wanted = {
+        "user_name": _form("What is your name?", "name"),
+        "greeting": sample("Generate a greeting", 50),
+        "client_roots": list_roots(),
+    }
+    asked = {key: request for key, request in wanted.items() if ctx.can_ask(request.method)}
+    if not asked:
+        return _text("The client declared no capability to ask with.")
+    answers = await ctx.ask(asked)
+    return _text(f"Asked only what the client declared: {', '.join(sorted(answers))}.")
+
+
+_ASKING: Final = {
+    "test_input_required_result_elicitation": _ask_elicitation,
+    "test_input_required_result_sampling": _ask_sampling,
+    "test_input_required_result_list_roots": _ask_roots,
+    "test_input_required_result_request_state": _ask_state,
+    "test_input_required_result_multiple_inputs": _ask_many,
+    "test_input_required_result_multi_round": _ask_rounds,
+    "test_input_required_result_tampered_state": _ask_state,
+    "test_input_required_result_capabilities": _ask_declared,
+}
+_PROMPT: Final = "test_input_required_result_prompt"
+
+
+async def _get_prompt(params: Mapping[str, Any], ask: AskFn) -> dict[str, Any]:
+    """``prompts/get`` of the one prompt: it asks for its context first (2026-07-28 only)."""
+    if params.get("name") != _PROMPT:
+        raise RpcError(
+            INVALID_PARAMS, f"Unknown prompt: {str(params.get('name'))[:100]}. The only prompt is {_PROMPT}."
+        )
+    answers = await ask(
+        {"user_context": _form("What context should the prompt use?", "context", bound=False)}
+    )
+    context = _answer_text(answers["user_context"], "context")
+    return {
+        "messages": [{"role": "user", "content": {"type": "text", "text": f"Use this context: {context}"}}]
+    }
+
+
+_NAMES: Final = (*_RESULTS, *_LOGGING, _PROGRESS[0], *_REQUIRES, _JSON_SCHEMA_TOOL, *_ASKING)
 _PAUSE: Final = 0.05
 
 
@@ -127,6 +232,8 @@ class FixtureTool(Tool):
 
 async def _serve(ctx: ToolContext, name: str) -> ToolResult:
     """Log messages and progress as the fixture's scenario asks, then its result."""
+    if name in _ASKING:
+        return await _ASKING[name](ctx)
     if name in _LOGGING:
         for text in ("Tool execution started", "Tool processing data", "Tool execution completed"):
             await ctx.log("info", text)
@@ -167,6 +274,7 @@ EXTENSION: Final = Extension(
         "logging/setLevel": {},
         "completion/complete": {"completion": {"values": [], "total": 0, "hasMore": False}},
     },
-    stateless=frozenset({"completion/complete"}),
+    stateless=frozenset({"completion/complete", "prompts/get"}),
     capabilities={"logging": LoggingCapability(), "completions": CompletionsCapability()},
+    handlers={"prompts/get": _get_prompt},
 )

@@ -133,6 +133,8 @@ class McpEndpoint:
             return await self._answer(request, ex, ctx, msg)
         if isinstance(msg, JSONRPCNotification):
             self._server.notification(ctx, msg)
+        else:  # a response to a request the gateway sent on a call's stream (elicitation...)
+            self._server.client_response(ctx, msg)
         return json_response(None, ex.response_headers, 202)
 
     async def _stateless(self, request: web.Request, ex: Exchange, msg: Any) -> web.StreamResponse:
