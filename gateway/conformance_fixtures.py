@@ -16,7 +16,7 @@ The input-required fixtures (``test_input_required_result_*``, and the prompt
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -122,32 +122,32 @@ def _answer_text(answer: Any, field: str) -> str:
     return str(value)
 
 
-async def _ask_elicitation(ctx: ToolContext) -> ToolResult:
+async def _ask_elicitation(ctx: ToolContext, arguments: Mapping[str, Any]) -> ToolResult:
     # Not bound: the suite also sends the answer unasked, with extra keys, and expects it taken.
     answers = await ctx.ask({"user_name": _form("What is your name?", "name", bound=False)})
     return _text(f"Hello, {_answer_text(answers['user_name'], 'name')}!")
 
 
-async def _ask_sampling(ctx: ToolContext) -> ToolResult:
+async def _ask_sampling(ctx: ToolContext, arguments: Mapping[str, Any]) -> ToolResult:
     answers = await ctx.ask({"capital_question": sample("What is the capital of France?", 100, bound=False)})
     content = answers["capital_question"].get("content")
     text = content.get("text") if isinstance(content, dict) else None
     return _text(str(text))
 
 
-async def _ask_roots(ctx: ToolContext) -> ToolResult:
+async def _ask_roots(ctx: ToolContext, arguments: Mapping[str, Any]) -> ToolResult:
     answers = await ctx.ask({"client_roots": list_roots(bound=False)})
     roots = answers["client_roots"].get("roots") or []
     uris = ", ".join(str(root.get("uri")) for root in roots if isinstance(root, dict))
     return _text(f"Client roots: {uris or 'none'}")
 
 
-async def _ask_state(ctx: ToolContext) -> ToolResult:
+async def _ask_state(ctx: ToolContext, arguments: Mapping[str, Any]) -> ToolResult:
     await ctx.ask({"confirm": _form("Please confirm", "ok", "boolean")})
     return _text("state-ok: the request state was verified and the answer received.")
 
 
-async def _ask_many(ctx: ToolContext) -> ToolResult:
+async def _ask_many(ctx: ToolContext, arguments: Mapping[str, Any]) -> ToolResult:
     answers = await ctx.ask(
         {
             "user_name": _form("What is your name?", "name"),
@@ -158,14 +158,14 @@ async def _ask_many(ctx: ToolContext) -> ToolResult:
     return _text(f"Received {len(answers)} answers: {', '.join(sorted(answers))}.")
 
 
-async def _ask_rounds(ctx: ToolContext) -> ToolResult:
+async def _ask_rounds(ctx: ToolContext, arguments: Mapping[str, Any]) -> ToolResult:
     first = await ctx.ask({"step1": _form("Step 1: What is your name?", "name")})
     second = await ctx.ask({"step2": _form("Step 2: What is your favorite color?", "color")})
     name, color = _answer_text(first["step1"], "name"), _answer_text(second["step2"], "color")
     return _text(f"{name}'s favorite color is {color}.")
 
 
-async def _ask_declared(ctx: ToolContext) -> ToolResult:
+async def _ask_declared(ctx: ToolContext, arguments: Mapping[str, Any]) -> ToolResult:
     wanted = {
         "user_name": _form("What is your name?", "name"),
         "greeting": sample("Generate a greeting", 50),
@@ -178,7 +178,94 @@ async def _ask_declared(ctx: ToolContext) -> ToolResult:
     return _text(f"Asked only what the client declared: {', '.join(sorted(answers))}.")
 
 
-_ASKING: Final = {
+#: A fixture that asks: its context and arguments in, its result out.
+_Asking = Callable[[ToolContext, Mapping[str, Any]], Awaitable[ToolResult]]
+
+
+async def _legacy_sampling(ctx: ToolContext, arguments: Mapping[str, Any]) -> ToolResult:
+    prompt = str(arguments.get("prompt", ""))
+    answers = await ctx.ask({"sample": sample(prompt, 100, bound=False)})
+    content = answers["sample"].get("content")
+    text = content.get("text") if isinstance(content, dict) else None
+    return _text(f"LLM response: {text}")
+
+
+async def _legacy_elicitation(ctx: ToolContext, arguments: Mapping[str, Any]) -> ToolResult:
+    message = str(arguments.get("message", ""))
+    schema = {
+        "type": "object",
+        "properties": {
+            "username": {"type": "string", "description": "User's response"},
+            "email": {"type": "string", "description": "User's email address"},
+        },
+        "required": ["username", "email"],
+    }
+    answers = await ctx.ask({"user": elicit(message, schema, bound=False)})
+    answer = answers["user"]
+    return _text(f"User response: action={answer.get('action')}, content={answer.get('content')}")
+
+
+_SEP1034: Final = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "default": "John Doe"},
+        "age": {"type": "integer", "default": 30},
+        "score": {"type": "number", "default": 95.5},
+        "status": {"type": "string", "enum": ["active", "inactive", "pending"], "default": "active"},
+        "verified": {"type": "boolean", "default": True},
+    },
+}
+_SEP1330: Final = {
+    "type": "object",
+    "properties": {
+        "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+        "titledSingle": {
+            "type": "string",
+            "oneOf": [
+                {"const": "value1", "title": "First Option"},
+                {"const": "value2", "title": "Second Option"},
+                {"const": "value3", "title": "Third Option"},
+            ],
+        },
+        "legacyEnum": {
+            "type": "string",
+            "enum": ["opt1", "opt2", "opt3"],
+            "enumNames": ["Option One", "Option Two", "Option Three"],
+        },
+        "untitledMulti": {
+            "type": "array",
+            "items": {"type": "string", "enum": ["option1", "option2", "option3"]},
+        },
+        "titledMulti": {
+            "type": "array",
+            "items": {
+                "anyOf": [
+                    {"const": "value1", "title": "First Choice"},
+                    {"const": "value2", "title": "Second Choice"},
+                    {"const": "value3", "title": "Third Choice"},
+                ]
+            },
+        },
+    },
+}
+
+
+def _elicit_schema(schema: dict[str, Any]) -> _Asking:
+    async def ask(ctx: ToolContext, arguments: Mapping[str, Any]) -> ToolResult:
+        answers = await ctx.ask(
+            {"form": elicit("Please review and update the form fields", schema, bound=False)}
+        )
+        answer = answers["form"]
+        return _text(f"Elicitation completed: action={answer.get('action')}, content={answer.get('content')}")
+
+    return ask
+
+
+_ASKING: Final[dict[str, _Asking]] = {
+    "test_sampling": _legacy_sampling,
+    "test_elicitation": _legacy_elicitation,
+    "test_elicitation_sep1034_defaults": _elicit_schema(_SEP1034),
+    "test_elicitation_sep1330_enums": _elicit_schema(_SEP1330),
     "test_input_required_result_elicitation": _ask_elicitation,
     "test_input_required_result_sampling": _ask_sampling,
     "test_input_required_result_list_roots": _ask_roots,
@@ -230,10 +317,10 @@ class FixtureTool(Tool):
         }
 
 
-async def _serve(ctx: ToolContext, name: str) -> ToolResult:
+async def _serve(ctx: ToolContext, name: str, arguments: Mapping[str, Any]) -> ToolResult:
     """Log messages and progress as the fixture's scenario asks, then its result."""
     if name in _ASKING:
-        return await _ASKING[name](ctx)
+        return await _ASKING[name](ctx, arguments)
     if name in _LOGGING:
         for text in ("Tool execution started", "Tool processing data", "Tool execution completed"):
             await ctx.log("info", text)
@@ -248,7 +335,7 @@ async def _serve(ctx: ToolContext, name: str) -> ToolResult:
 
 def _fixture(name: str) -> Tool:
     async def handler(ctx: ToolContext, args: FixtureInput) -> ToolResult:
-        return await _serve(ctx, name)
+        return await _serve(ctx, name, args.model_dump())
 
     return FixtureTool(
         name=name,
