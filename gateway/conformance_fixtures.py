@@ -71,11 +71,9 @@ _RESULTS: Final[dict[str, dict[str, Any]]] = {
         "isError": True,
         "content": [{"type": "text", "text": "This tool intentionally returns an error for testing"}],
     },
-    # Streams a notification and its result only: this gateway never sends a request of its own
-    # (elicitation, sampling) on a response stream, which is what the suite checks with it.
-    "test_streaming_elicitation": {
-        "content": [{"type": "text", "text": "This gateway asks no questions: nothing to elicit."}]
-    },
+    # Streams a notification and its result only: a 2026-07-28 response stream carries no request
+    # of the server's (it asks with input-required results instead), which the suite checks.
+    "test_streaming_elicitation": {"content": [{"type": "text", "text": "Streaming complete"}]},
 }
 _JSON_SCHEMA_TOOL: Final = "json_schema_2020_12_tool"
 _JSON_SCHEMA: Final = {

@@ -13,7 +13,8 @@ the version header of GET/DELETE. A POST then goes:
 3. **Handshake**: ``initialize`` authenticates, and the core's answer opens a sealed session;
    anything else needs ``Mcp-Session-Id`` (missing → 400; invalid, expired, ended or another
    caller's → 404; 503 while the broker's database, which says whether it was ended, cannot be
-   reached), then the core. Batches only in 2025-03-26 sessions.
+   reached), then the core. Batches only in 2025-03-26 sessions. A posted response answers a
+   request the gateway sent on a call's stream (an elicitation) and goes to that call (202).
 
 The core's reply is written as JSON, or as the last event of the SSE stream the core opened for
 its notifications; its error travels with the status of ``statuses.STATUSES``; its tool result

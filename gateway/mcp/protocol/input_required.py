@@ -41,7 +41,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from mcp_types import methods as wire_methods
 
-from gateway.mcp.protocol.wire import RpcError, invalid_params
+from gateway.mcp.protocol.wire import invalid_params
 from gateway.tools.input_requests import Answers, CannotAsk, InputRequest, InputRequired
 
 #: How long a client has to answer: a person reads the question and decides.
@@ -52,9 +52,6 @@ _PREFIX: Final = "rs1."
 _NONCE_BYTES: Final = 12
 #: Longest state worth decrypting (answers of earlier rounds ride in it).
 _MAX_STATE_CHARS: Final = 256 * 1024
-#: The methods whose requests may end input-required (MCP 2026-07-28; ``resources/read`` too,
-#: which this server does not offer).
-INPUT_METHODS: Final = frozenset({"tools/call", "prompts/get"})
 
 
 def request_digest(method: str, name: str, arguments: Mapping[str, Any] | None) -> bytes:
@@ -234,7 +231,13 @@ class InputRound:
 
     asker: RoundAsker
     owner: str
-    digest: bytes
+    #: The request's method, name and arguments, digested only when a state is opened or sealed
+    #: (most calls ask nothing).
+    request: tuple[str, str, Mapping[str, Any] | None]
+
+    @property
+    def digest(self) -> bytes:
+        return request_digest(*self.request)
 
     def result(self, sealer: StateSealer, asked: InputRequired, version: str, method: str) -> dict[str, Any]:
         """The ``InputRequiredResult`` asking ``asked.requests``, shaped by revision ``version``."""
@@ -267,8 +270,10 @@ def start_round(
     """
     name = params.get("name")
     arguments = params.get("arguments")
-    digest = request_digest(
-        method, name if isinstance(name, str) else "", arguments if isinstance(arguments, dict) else None
+    request = (
+        method,
+        name if isinstance(name, str) else "",
+        arguments if isinstance(arguments, dict) else None,
     )
     responses = params.get("inputResponses") or {}
     if not isinstance(responses, dict):
@@ -278,17 +283,15 @@ def start_round(
     if raw_state is not None:
         if not isinstance(raw_state, str):
             raise invalid_params("Invalid params: requestState must be the string the server returned.")
-        state = sealer.open(raw_state, owner, digest)
-    return InputRound(RoundAsker(frozenset(capabilities), responses, state, used), owner, digest)
+        state = sealer.open(raw_state, owner, request_digest(*request))
+    return InputRound(RoundAsker(frozenset(capabilities), responses, state, used), owner, request)
 
 
 __all__ = [
-    "INPUT_METHODS",
     "STATE_TTL_SECONDS",
     "InputRound",
     "OpenedState",
     "RoundAsker",
-    "RpcError",
     "StateSealer",
     "UsedStates",
     "request_digest",

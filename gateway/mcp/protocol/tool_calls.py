@@ -6,6 +6,11 @@ capability the client did not declare is ``-32021``. The reply follows events (t
 stream) when the tool runs long or the caller sent a ``progressToken``; a call is cancelled when
 its client goes away (``RequestContext.events``' ``on_broken``, or ``disconnected``) or by
 ``notifications/cancelled`` (:class:`~gateway.mcp.protocol.calls.ActiveCalls`).
+
+A handler may ask the client for input (``ToolContext.ask``): in the stateless era the call then
+ends with an input-required result and is answered by the same call sent again
+(:mod:`~gateway.mcp.protocol.input_required`); in a handshake session the question is a request
+on the call's stream (:mod:`~gateway.mcp.protocol.client_requests`).
 """
 
 from __future__ import annotations
