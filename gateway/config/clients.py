@@ -64,6 +64,8 @@ class ClientToken(_Section):
     tools: tuple[str, ...] | None = None
     #: Only read-only tools for this token.
     read_only: bool = False
+    #: Ask a person before this token's destructive actions, even where the deployment does not.
+    confirm_destructive: bool = False
     #: This token's own ``limits.calls_per_second`` (None: the global one).
     calls_per_second: float | None = Field(None, gt=0)
     #: This token's own ``limits.burst`` (None: the global one, else the rate rounded up).

@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     #: Tools served besides ``toolsets`` (names as in ``tools/list``); with ``toolsets`` empty,
     #: only these. The environment takes a JSON list or a comma-separated list.
     tools: Annotated[tuple[str, ...], NoDecode] = ()
+    #: Ask a person (MCP elicitation) before a destructive action: a pipeline cancel, the broker's
+    #: stop_pipeline. Off by default.
+    confirm_destructive: bool = False
     #: Bearer secrets of callers, each mapped to a broker agent id. Empty: ``X-Agent-Id`` on loopback.
     client_tokens: tuple[ClientToken, ...] = ()
 

@@ -24,6 +24,7 @@ from gateway.mcp.http.endpoint import McpEndpoint
 from gateway.mcp.http.middlewares import mcp_middlewares
 from gateway.mcp.http.sessions import SessionSealer, decode_key
 from gateway.mcp.protocol.calls import ActiveCalls
+from gateway.mcp.protocol.input_required import StateSealer
 from gateway.mcp.protocol.server import McpServer
 from gateway.mcp.protocol.telemetry import Telemetry
 from gateway.observability.metrics import METRICS, Metrics
@@ -116,6 +117,7 @@ def create_app(
         services=lambda: app[SERVICES],
         page_size=server.tools_page_size,
         extension=conformance_fixtures.EXTENSION if fixtures else None,
+        state_sealer=StateSealer(*sealer.root_keys),
     )
 
     def ended_sessions() -> EndedSessions:

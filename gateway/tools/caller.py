@@ -45,6 +45,8 @@ class Caller:
         rate_limit_key: the caller's bucket of the per-agent rate limits: its agent id (or
             ``anonymous``), and for a passthrough credential its digest too; empty: derived when
             needed (:func:`rate_limit_key`), as for callers a test builds.
+        confirm_destructive: its client token asks for a person's confirmation before
+            destructive actions (``gateway.tools.confirmations``).
     """
 
     agent_id: str | None
@@ -53,6 +55,7 @@ class Caller:
     claimed_agent_id: str | None = None
     access: ToolAccess = NO_LIMITS
     owner: str = field(default="open", repr=False)
+    confirm_destructive: bool = False
     rate_limit_key: str = field(default="", repr=False)
 
 

@@ -8,12 +8,13 @@ know only as :class:`ToolServices` describes them. The application builds them
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from gateway.errors import gateway_refusal
 from gateway.tools.caller import Caller
+from gateway.tools.input_requests import CAPABILITY_OF, Answers, AskFn, InputRequest, cannot_ask
 from gateway.tools.waiting import SharedPolls
 
 if TYPE_CHECKING:
@@ -52,6 +53,8 @@ class CallInfo:
         progress: reporter bound to the request's ``_meta.progressToken``.
         has_progress_token: True when the caller asked for progress notifications.
         log: sends log messages to the client, when it asked for them.
+        ask: asks the client for input (``gateway.tools.input_requests``).
+        client_capabilities: the capabilities the client declared (names).
     """
 
     request_id: str
@@ -60,6 +63,8 @@ class CallInfo:
     progress: ProgressFn = _no_progress
     has_progress_token: bool = False
     log: LogFn = _no_log
+    ask: AskFn = cannot_ask
+    client_capabilities: frozenset[str] = frozenset()
 
 
 class ToolServices(Protocol):
@@ -132,3 +137,15 @@ class ToolContext:
     async def log(self, level: str, data: str) -> None:
         """Send ``notifications/message`` on this call's stream (no-op unless the client asked)."""
         await self.call.log(level, data)
+
+    def can_ask(self, method: str) -> bool:
+        """Whether the client declared the capability an input request ``method`` needs."""
+        return CAPABILITY_OF[method] in self.call.client_capabilities
+
+    async def ask(self, requests: Mapping[str, InputRequest]) -> Answers:
+        """Ask the client (see ``gateway.tools.input_requests``): every answer by key.
+
+        Raises:
+            CannotAsk: the client cannot answer one of them.
+        """
+        return await self.call.ask(requests)

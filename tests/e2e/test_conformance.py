@@ -42,6 +42,26 @@ GENERIC_LEGACY = (
     "server-sse-multiple-streams",
     "dns-rebinding-protection",
 )
+#: The suite's input-required result scenarios (MCP 2026-07-28, SEP-2322), all required.
+INPUT_REQUIRED = tuple(
+    f"input-required-result-{name}"
+    for name in (
+        "basic-elicitation",
+        "basic-sampling",
+        "basic-list-roots",
+        "request-state",
+        "multiple-input-requests",
+        "multi-round",
+        "missing-input-response",
+        "non-tool-request",
+        "result-type",
+        "unsupported-methods",
+        "tampered-state",
+        "capability-check",
+        "ignore-extra-params",
+        "validate-input",
+    )
+)
 #: Scenarios that must pass in full, per era (on top of the expected-failures check).
 TARGETS = {
     "2025-11-25": (
@@ -57,6 +77,10 @@ TARGETS = {
         "logging-set-level",
         "completion-complete",
         "json-schema-2020-12",
+        "tools-call-sampling",
+        "tools-call-elicitation",
+        "elicitation-sep1034-defaults",
+        "elicitation-sep1330-enums",
     ),
     "2026-07-28": (
         "server-stateless",
@@ -67,6 +91,7 @@ TARGETS = {
         "http-header-validation",
         "server-sse-multiple-streams",
         "dns-rebinding-protection",
+        *INPUT_REQUIRED,
     ),
 }
 

@@ -394,7 +394,14 @@ def test_print_config_masks_every_secret(
         assert secret not in out
     data = json.loads(out)
     assert data["gitlab"]["token"] == "**********"
-    unlimited = {"toolsets": None, "tools": None, "read_only": False, "calls_per_second": None, "burst": None}
+    unlimited = {
+        "toolsets": None,
+        "tools": None,
+        "read_only": False,
+        "confirm_destructive": False,
+        "calls_per_second": None,
+        "burst": None,
+    }
     assert data["client_tokens"] == [
         {"token": "**********", "agent_id": "pm", **unlimited},
         {"token": "**********", "agent_id": "dev", **unlimited},

@@ -78,7 +78,12 @@ class Authenticator:
 
     def __init__(self, settings: Settings) -> None:
         self._tokens = tuple(
-            (hashlib.sha256(c.token.get_secret_value().encode()).digest(), c.agent_id, _token_access(c))
+            (
+                hashlib.sha256(c.token.get_secret_value().encode()).digest(),
+                c.agent_id,
+                _token_access(c),
+                c.confirm_destructive,
+            )
             for c in settings.client_tokens
         )
         self._agents = frozenset(settings.broker.agents)
@@ -103,8 +108,9 @@ class Authenticator:
         claimed: str | None = None
         owner = "open"
         access = NO_LIMITS
+        confirm = False
         if self._tokens:
-            agent_id, access = self._client_token_agent(headers.get("Authorization"))
+            agent_id, access, confirm = self._client_token_agent(headers.get("Authorization"))
             owner = f"client-token:{agent_id}"
         elif self._agent_header:
             value = headers.get(AGENT_HEADER)
@@ -136,9 +142,10 @@ class Authenticator:
             access=access.narrowed(header_restriction(headers, TOOLSETS)),
             owner=owner,
             rate_limit_key=rate_limit_key,
+            confirm_destructive=confirm,
         )
 
-    def _client_token_agent(self, authorization: str | None) -> tuple[str, ToolAccess]:
+    def _client_token_agent(self, authorization: str | None) -> tuple[str, ToolAccess, bool]:
         scheme, _, secret = (authorization or "").strip().partition(" ")
         secret = secret.strip()
         if scheme.lower() != "bearer" or not secret:
@@ -147,10 +154,11 @@ class Authenticator:
                 "token>` with every request (ask the gateway's operator for one)."
             )
         digest = hashlib.sha256(secret.encode()).digest()
-        found: tuple[str, ToolAccess] | None = None
-        for expected, agent_id, access in self._tokens:  # no early exit: same time for every position
+        found: tuple[str, ToolAccess, bool] | None = None
+        # No early exit: the same time for every position.
+        for expected, agent_id, access, confirm in self._tokens:
             if hmac.compare_digest(digest, expected) and found is None:
-                found = (agent_id, access)
+                found = (agent_id, access, confirm)
         if found is None:
             raise unauthorized(
                 "The bearer token is not one of this gateway's client tokens: send `Authorization: "

@@ -14,7 +14,8 @@ the version header of GET/DELETE. A POST then goes:
    anything else needs ``Mcp-Session-Id`` (missing → 400; invalid, expired, ended or another
    caller's → 404, checked in memory; 503 while this replica's copy of the ended sessions may
    lag the broker's database by more than its bound, ``gateway.broker.ended_sessions``), then
-   the core. Batches only in 2025-03-26 sessions.
+   the core. Batches only in 2025-03-26 sessions. A posted response answers a request the
+   gateway sent on a call's stream (an elicitation) and goes to that call (202).
 
 The core's reply is written as JSON, or as the last event of the SSE stream the core opened for
 its notifications; its error travels with the status of ``statuses.STATUSES``; its tool result
@@ -134,6 +135,8 @@ class McpEndpoint:
             return await self._answer(request, ex, ctx, msg)
         if isinstance(msg, JSONRPCNotification):
             self._server.notification(ctx, msg)
+        else:  # a response to a request the gateway sent on a call's stream (elicitation...)
+            self._server.client_response(ctx, msg)
         return json_response(None, ex.response_headers, 202)
 
     async def _stateless(self, request: web.Request, ex: Exchange, msg: Any) -> web.StreamResponse:

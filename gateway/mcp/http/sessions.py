@@ -146,6 +146,9 @@ class SessionSealer:
                 "random bytes in base64 on every replica"
             )
             key = os.urandom(32)
+        #: The keys themselves: other sealed values (a request's ``requestState``) derive their
+        #: own keys from them, so they rotate with the session key and span the same replicas.
+        self.root_keys: tuple[bytes, bytes | None] = (key, previous_key)
         self._current = _Key(key)
         self._keys = [self._current] + ([_Key(previous_key)] if previous_key else [])
         self.ttl = ttl_seconds

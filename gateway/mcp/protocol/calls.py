@@ -30,6 +30,7 @@ from typing import Any
 from gateway.errors import REASONS
 from gateway.mcp.protocol.context import Events
 from gateway.mcp.protocol.wire import INTERNAL_ERROR, SHUTTING_DOWN, RpcError, notification
+from gateway.tools.input_requests import InputRequired
 from gateway.tools.registry import Tool, ToolResult
 
 log = logging.getLogger("gateway.mcp")
@@ -145,12 +146,15 @@ class CallOutcome:
         message: the encoded JSON-RPC error, or None: the result is to be answered (``result``
             set) or the call must not be answered (cancelled).
         result: the tool's result, whose delivery callbacks the writer runs.
-        outcome: for metrics and logs: ``ok``, an error reason, ``cancelled`` or ``internal_error``.
+        outcome: for metrics and logs: ``ok``, an error reason, ``cancelled``, ``internal_error``
+            or ``input_required``.
+        asked: the handler ended asking the client for input (2026-07-28), else None.
     """
 
     message: bytes | None
     result: ToolResult | None
     outcome: str
+    asked: InputRequired | None = None
 
 
 def tool_outcome(result: ToolResult) -> str:
@@ -264,6 +268,8 @@ async def await_call(call: ToolCall, request_id: str) -> CallOutcome:
             return CallOutcome(error.encode(call.rpc_id), None, "cancelled")
         return CallOutcome(None, None, "cancelled")
     exc = task.exception()
+    if isinstance(exc, InputRequired):
+        return CallOutcome(None, None, "input_required", asked=exc)
     if exc is not None:
         log.error(
             "tool %s crashed",

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -34,8 +35,10 @@ from typing import Any, Final
 from mcp_types import (
     SERVER_INFO_META_KEY,
     Implementation,
+    JSONRPCError,
     JSONRPCNotification,
     JSONRPCRequest,
+    JSONRPCResponse,
     ServerCapabilities,
     ToolsCapability,
 )
@@ -44,6 +47,7 @@ from pydantic import ValidationError
 
 from gateway import __version__
 from gateway.mcp.protocol.calls import ActiveCalls
+from gateway.mcp.protocol.client_requests import PendingRequests
 from gateway.mcp.protocol.context import Reply, Report, RequestContext
 from gateway.mcp.protocol.eras import (
     HANDSHAKE_VERSIONS,
@@ -52,6 +56,7 @@ from gateway.mcp.protocol.eras import (
     SUPPORTED_VERSIONS,
     Era,
 )
+from gateway.mcp.protocol.input_required import StateSealer, UsedStates, start_round
 from gateway.mcp.protocol.shaping import paginate, shaped
 from gateway.mcp.protocol.telemetry import Telemetry
 from gateway.mcp.protocol.tool_calls import ToolCalls
@@ -70,6 +75,7 @@ from gateway.mcp.protocol.wire import (
 from gateway.observability import tracing
 from gateway.tools.access import NO_LIMITS, ToolAccess
 from gateway.tools.context import ToolServices
+from gateway.tools.input_requests import AskFn, InputRequired
 from gateway.tools.registry import Registry
 
 #: How long a stateless client may reuse ``tools/list`` and ``server/discover`` results: the tool
@@ -98,6 +104,13 @@ class Extension:
     methods: Mapping[str, dict[str, Any]]
     stateless: frozenset[str] = frozenset()
     capabilities: Mapping[str, Any] = field(default_factory=dict)
+    #: Methods answered by a handler that may ask the client for input (2026-07-28 only):
+    #: ``(params, ask) -> result``.
+    handlers: Mapping[str, ExtensionHandler] = field(default_factory=dict)
+
+
+#: A test mode's method: its params and the client's ``ask`` in, its result out.
+ExtensionHandler = Callable[[Mapping[str, Any], AskFn], Awaitable[dict[str, Any]]]
 
 
 class McpServer:
@@ -110,6 +123,9 @@ class McpServer:
         services: returns the app-wide services (built at start-up).
         page_size: ``tools/list`` page size.
         extension: what a test mode adds, else None.
+        state_sealer: seals the ``requestState`` of input-required results (None: a key of this
+            process's own, as tests use).
+        pending: server-to-client requests awaiting their responses (handshake sessions).
     """
 
     def __init__(
@@ -121,6 +137,8 @@ class McpServer:
         services: Callable[[], ToolServices],
         page_size: int,
         extension: Extension | None = None,
+        state_sealer: StateSealer | None = None,
+        pending: PendingRequests | None = None,
     ) -> None:
         self._registry = registry
         self._telemetry = telemetry
@@ -140,7 +158,12 @@ class McpServer:
         self._server_info = Implementation(
             name=SERVER_NAME, title=SERVER_TITLE, version=__version__
         ).model_dump(by_alias=True, exclude_none=True, mode="json")
-        self._tool_calls = ToolCalls(registry, telemetry, calls, services, self._parse)
+        self._sealer = state_sealer or StateSealer(os.urandom(32))
+        self._pending = pending or PendingRequests()
+        self._used = UsedStates()
+        self._tool_calls = ToolCalls(
+            registry, telemetry, calls, services, self._parse, self._sealer, self._pending, self._used
+        )
 
     def _pages_for(self, access: ToolAccess) -> dict[str | None, dict[str, Any]]:
         """The ``tools/list`` pages of a caller with ``access``, built once per distinct access."""
@@ -196,6 +219,8 @@ class McpServer:
         try:
             if msg.method == "tools/call":
                 return await self._tool_calls.call(ctx, msg)
+            if msg.method in self._extension.handlers and ctx.era is Era.STATELESS:
+                return Reply(response(msg.id, await self._extension_call(ctx, msg)))
             return Reply(response(msg.id, self._simple(ctx, msg)))
         except RpcError as err:
             ctx.report.outcome = "rejected" if err.code == INVALID_REQUEST else "error"
@@ -208,6 +233,35 @@ class McpServer:
             request_id = msg.params.get("requestId")
             if is_request_id(request_id):
                 self._calls.cancel_in_session(ctx.session, request_id, "client")
+
+    def client_response(self, ctx: RequestContext, msg: JSONRPCResponse | JSONRPCError) -> None:
+        """Hand a client's response (to a request the gateway sent on a call's stream) to the
+        call waiting for it; one that nothing waits for is dropped."""
+        if ctx.session is None:
+            return
+        if isinstance(msg, JSONRPCResponse):
+            self._pending.resolve(ctx.session, msg.id, True, msg.result)
+        else:
+            self._pending.resolve(ctx.session, msg.id, False, msg.error)
+
+    async def _extension_call(self, ctx: RequestContext, msg: JSONRPCRequest) -> dict[str, Any]:
+        """A test mode's method that may end input-required (2026-07-28)."""
+        self._parse(ctx, msg)
+        assert ctx.version is not None
+        params = msg.params or {}
+        round_ = start_round(
+            self._sealer,
+            method=msg.method,
+            params=params,
+            owner=ctx.caller.owner,
+            capabilities=ctx.client_capabilities,
+            used=self._used,
+        )
+        try:
+            result = await self._extension.handlers[msg.method](params, round_.asker)
+        except InputRequired as asked:
+            return round_.result(self._sealer, asked, ctx.version, msg.method)
+        return shaped(msg.method, ctx.version, result)
 
     def _parse(self, ctx: RequestContext, msg: JSONRPCRequest) -> Any:
         """The typed request of ``msg`` in its revision.
@@ -229,8 +283,8 @@ class McpServer:
 
     def _method_not_found(self, method: str) -> RpcError:
         served = "initialize, ping, tools/list and tools/call"
-        if self._extension.methods:
-            served += ", " + " and ".join(self._extension.methods)
+        if self._extension.methods or self._extension.handlers:
+            served += ", " + " and ".join([*self._extension.methods, *self._extension.handlers])
         return RpcError(
             METHOD_NOT_FOUND, f"Method not found: {method[:100]}. This server implements {served}."
         )

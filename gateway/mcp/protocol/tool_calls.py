@@ -6,6 +6,11 @@ capability the client did not declare is ``-32021``. The reply follows events (t
 stream) when the tool runs long or the caller sent a ``progressToken``; a call is cancelled when
 its client goes away (``RequestContext.events``' ``on_broken``, or ``disconnected``) or by
 ``notifications/cancelled`` (:class:`~gateway.mcp.protocol.calls.ActiveCalls`).
+
+A handler may ask the client for input (``ToolContext.ask``): in the stateless era the call then
+ends with an input-required result and is answered by the same call sent again
+(:mod:`~gateway.mcp.protocol.input_required`); in a handshake session the question is a request
+on the call's stream (:mod:`~gateway.mcp.protocol.client_requests`).
 """
 
 from __future__ import annotations
@@ -26,8 +31,10 @@ from gateway.mcp.protocol.calls import (
     await_call,
     cancel_when_closed,
 )
+from gateway.mcp.protocol.client_requests import PendingRequests, StreamAsker
 from gateway.mcp.protocol.context import Events, Reply, RequestContext
 from gateway.mcp.protocol.eras import Era
+from gateway.mcp.protocol.input_required import InputRound, StateSealer, UsedStates, start_round
 from gateway.mcp.protocol.shaping import shaped_tool_result
 from gateway.mcp.protocol.telemetry import Telemetry
 from gateway.mcp.protocol.wire import (
@@ -55,12 +62,18 @@ class ToolCalls:
         calls: ActiveCalls,
         services: Callable[[], ToolServices],
         parse: Parse,
+        sealer: StateSealer,
+        pending: PendingRequests,
+        used: UsedStates,
     ) -> None:
         self._registry = registry
         self._telemetry = telemetry
         self._calls = calls
         self._services = services
         self._parse = parse
+        self._sealer = sealer
+        self._pending = pending
+        self._used = used
 
     def _resolve(self, ctx: RequestContext, name: str) -> Tool:
         """The tool called ``name`` this caller may call.
@@ -135,7 +148,22 @@ class ToolCalls:
             caller=ctx.caller,
             session_id=ctx.session,
             has_progress_token=events is not None and token is not None,
+            client_capabilities=frozenset(ctx.client_capabilities),
         )
+        round_: InputRound | None = None
+        if ctx.era is Era.STATELESS:
+            round_ = start_round(
+                self._sealer,
+                method="tools/call",
+                params=msg.params or {},
+                owner=ctx.caller.owner,
+                capabilities=ctx.client_capabilities,
+                used=self._used,
+            )
+            info.ask = round_.asker
+        elif ctx.session is not None and ctx.events is not None:
+            # Its questions go on the call's stream, which they open if nothing else did.
+            info.ask = StreamAsker(ctx.events, ctx.session, self._pending, info.client_capabilities)
         progress: ProgressReporter | None = None
         log: LogReporter | None = None
         if events is not None:
@@ -144,7 +172,8 @@ class ToolCalls:
             if ctx.era is Era.HANDSHAKE or LOG_LEVEL_META_KEY in meta:
                 info.log = log = LogReporter(events)
         try:
-            return await self._run(ctx, msg, tool, params.arguments, info, events)
+            stream = events if events is not None or round_ is not None else ctx.events
+            return await self._run(ctx, msg, tool, params.arguments, info, stream, round_)
         finally:
             if progress is not None:
                 progress.stop()
@@ -159,8 +188,11 @@ class ToolCalls:
         arguments: dict[str, Any] | None,
         info: CallInfo,
         events: Events | None,
+        round_: InputRound | None,
     ) -> Reply:
-        """Run the handler in a task registered for cancellation; count, time and answer it."""
+        """Run the handler in a task registered for cancellation; count, time and answer it.
+        ``events``: the stream whose breaking cancels the call (it may open only when the handler
+        asks the client something)."""
         started = perf_counter()
         task = asyncio.create_task(self._registry.call(tool, ToolContext(self._services(), info), arguments))
         call = ToolCall(tool, msg.id, task, ctx.session, long_running=tool.runs_long(arguments))
@@ -182,6 +214,12 @@ class ToolCalls:
         )
         ctx.report.outcome = outcome.outcome
         message = outcome.message
+        if outcome.asked is not None and round_ is not None:
+            assert ctx.version is not None
+            result = round_.result(self._sealer, outcome.asked, ctx.version, "tools/call")
+            return Reply(response(msg.id, result))
+        if outcome.asked is not None:  # a handshake-era ask answers on the stream, never so
+            raise RuntimeError(f"{tool.name} ended input-required outside the 2026-07-28 era")
         if outcome.result is not None and message is None and outcome.outcome != "cancelled":
             assert ctx.version is not None
             message = response(msg.id, shaped_tool_result(ctx.version, outcome.result))

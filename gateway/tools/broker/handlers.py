@@ -23,6 +23,7 @@ from gateway.tools.broker.models import (
     StartPhaseInput,
     WaitForMessageInput,
 )
+from gateway.tools.confirmations import confirm
 from gateway.tools.result import ToolResult
 
 if TYPE_CHECKING:
@@ -174,4 +175,13 @@ async def resume(ctx: ToolContext, args: NoArguments) -> dict[str, Any]:
 
 async def stop_pipeline(ctx: ToolContext, args: NoArguments) -> dict[str, Any]:
     broker, agent = _caller(ctx)
+    await confirm(
+        ctx,
+        tool="stop_pipeline",
+        question=(
+            f"Agent {agent} asks to stop the broker's phase pipeline for good: every phase "
+            "ends as STOPPED, waiting agents are woken and later state-changing calls fail. Stop it?"
+        ),
+        declined="the broker's pipeline was not stopped.",
+    )
     return await broker.control.stop_pipeline(agent)

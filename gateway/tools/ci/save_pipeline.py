@@ -43,6 +43,7 @@ from gateway.tools.ci.pipeline_actions import (
     resolve_project,
     retry,
 )
+from gateway.tools.confirmations import confirm
 from gateway.tools.context import ToolContext
 from gateway.tools.registry import Annotations, Tool, ToolInput
 
@@ -202,6 +203,16 @@ async def save_pipeline(ctx: ToolContext, args: SavePipelineInput) -> SavePipeli
     project = await resolve_project(ctx, args.url, args.project_id, pipeline_id=args.pipeline_id)
     if args.action == "retry":
         return await retry(ctx, args.pipeline_id, project)
+    where = f" in project {project.full_path}" if project else ""
+    await confirm(
+        ctx,
+        tool="save_pipeline",
+        question=(
+            f"An agent asks to cancel GitLab pipeline {args.pipeline_id}{where}: its running and pending "
+            "jobs stop. Cancel it?"
+        ),
+        declined=f"pipeline {args.pipeline_id} was not cancelled.",
+    )
     return await cancel(ctx, args.pipeline_id, project)
 
 
