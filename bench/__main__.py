@@ -5,6 +5,7 @@ costs) and, with --peer, a community GitLab MCP server.
     .venv/bin/python -m bench --peer               # and @zereight/mcp-gitlab (npm, cached on first use)
     .venv/bin/python -m bench --peer --plot bench.png   # also draw calls/s and p99 against c
     .venv/bin/python -m bench --event-loop asyncio # the gateway on asyncio's loop, not uvloop
+    .venv/bin/python -m bench job-logs             # get_job's log tails and windows (bench/bench_job_log.py)
 
 Every row is measured in the same run against the same loopback GitLab stub (``bench/stub.py``:
 GitLab's exact answers, recorded once from the repository's GitLab stand-in). Rows:
@@ -475,6 +476,10 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpF
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["job-logs"]:  # get_job's log reads on 10 MB and 200 MB logs
+        from bench.bench_job_log import main as job_logs
+
+        return job_logs(sys.argv[2:])
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__, formatter_class=_Help)
     ap.add_argument("--peer", action="store_true", help=f"also measure {PEER} (npm; Node 18+)")
     ap.add_argument("--peer-version", default="2.1.64", help=f"the {PEER} release to measure")

@@ -170,37 +170,37 @@ class _LineCounter:
 
     A raw line without a section marker is one cleaned line whatever it holds (colours, ``\\r``
     redraws, erases: :mod:`gateway.gitlab.job_log`), so most of a log is counted with
-    ``bytes.count``; only the few lines with ``section_`` go through the cleaner, at their line
-    numbers, for its sections. A raw line longer than :data:`MAX_LINE_BYTES` is not held: without
-    a marker only its last bytes are kept (it is still one line); with one, it is cleaned in
-    pieces of that size.
+    ``bytes.count``; only the few lines with a marker go through the cleaner, at their line
+    numbers, for its sections. A marker ends with ``\\r\\e[0K``: a chunk without ``\\r`` (one
+    ``memchr``) holds none, and only the others are searched for ``section_``. A raw line longer
+    than :data:`MAX_LINE_BYTES` is not held: without a marker only its last bytes are kept (it is
+    still one line); with one, it is cleaned in pieces of that size.
     """
 
     def __init__(self) -> None:
         self.cleaner = LogCleaner()
         self.pending = bytearray()  # the raw bytes after the last newline
-        self.pending_marker = False  # pending holds a marker (its line is cleaned when it ends)
+        self.pending_marker = False  # pending may hold a marker (its line is looked at when it ends)
 
     def feed(self, chunk: bytes) -> tuple[int, int]:
         """Count ``chunk``; returns its newlines and markers."""
         newlines = chunk.count(b"\n")
         if not newlines:
-            if not self.pending_marker:
-                self.pending_marker = self._straddles(chunk) or _MARKER in chunk
+            self.pending_marker = self.pending_marker or b"\r" in chunk
             self.pending += chunk
             if len(self.pending) > MAX_LINE_BYTES:
                 self._long_line()
             return 0, chunk.count(_MARKER)
-        if not self.pending_marker and chunk.find(_MARKER) < 0 and not self._straddles(chunk):
+        if not self.pending_marker and chunk.find(b"\r") < 0:
             self.cleaner.emitted += newlines  # no marker: one cleaned line per raw line
             self.pending = bytearray(chunk[chunk.rfind(b"\n") + 1 :])
             return newlines, 0
-        data = bytes(self.pending) + chunk  # rare: a chunk with a marker
+        data = bytes(self.pending) + chunk  # a chunk with a \r: maybe a marker
         last = data.rfind(b"\n") + 1
         self._lines(data, last)
         self.pending = bytearray(data[last:])
-        self.pending_marker = _MARKER in self.pending
-        return newlines, chunk.count(_MARKER) + 1
+        self.pending_marker = b"\r" in self.pending
+        return newlines, data.count(_MARKER)
 
     def finish(self) -> list[LogSection]:
         """Count the unterminated last line; the sections."""
@@ -210,10 +210,6 @@ class _LineCounter:
             else:
                 self.cleaner.emitted += 1
         return self.cleaner.finish()
-
-    def _straddles(self, chunk: bytes) -> bool:
-        edge = len(_MARKER) - 1
-        return bool(self.pending) and _MARKER in bytes(self.pending[-edge:]) + chunk[:edge]
 
     def _lines(self, data: bytes, end: int) -> None:
         """Count ``data[:end]`` (whole lines), cleaning those with a marker."""
@@ -229,14 +225,14 @@ class _LineCounter:
         self.cleaner.emitted += data.count(b"\n", pos, end)
 
     def _long_line(self) -> None:
-        if self.pending_marker or _MARKER in self.pending:
+        if _MARKER in self.pending:
             while len(self.pending) > MAX_LINE_BYTES:
                 cut = _char_boundary(self.pending, MAX_LINE_BYTES)
                 self.cleaner.feed(self.pending[:cut].decode("utf-8", "replace"))
                 del self.pending[:cut]
-            self.pending_marker = _MARKER in self.pending
         else:
             del self.pending[: -(len(_MARKER) - 1)]  # enough to see a marker that straddles
+        self.pending_marker = b"\r" in self.pending
 
 
 class _RawTail:
@@ -306,14 +302,14 @@ class _RawTail:
             begin = raw.rfind(b"\n", 0, end - 1) + 1
             if begin == 0 and partial_first:
                 if kept:
-                    cap = "max_chars"  # the line began before what could be held
+                    cap = cap or "max_chars"  # the line began before what could be held
                     break
                 begin = _char_start(raw, end - MAX_TAIL_CHARS)
                 cap = "line_cut"
             out = cleaner.feed(raw[begin:end].decode("utf-8", "replace"))[-(self.wanted - kept) :]
             size = sum(len(line) for line in out)
             if kept and chars + size > MAX_TAIL_CHARS:
-                cap = "max_chars"
+                cap = cap or "max_chars"
                 break
             if size > MAX_TAIL_CHARS:  # one line longer than a tail may be: its end
                 out = [out[-1][-MAX_TAIL_CHARS:]]
