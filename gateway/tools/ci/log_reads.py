@@ -162,6 +162,8 @@ async def read_window(
 #: even where escapes make up three quarters of the raw log.
 MAX_TAIL_RAW_BYTES = 4 * MAX_TAIL_CHARS
 _MARKER = b"section_"
+#: What follows every marker (``\\r\\e[0K``, or ``\\r\\e[K``): a CRLF or a progress bar's ``\\r`` is not it.
+_MARKER_END = b"\r\x1b["
 _BLOCK_BYTES = 16 * 1024
 
 
@@ -172,7 +174,9 @@ class _LineCounter:
     redraws, erases: :mod:`gateway.gitlab.job_log`), so most of a log is counted with
     ``bytes.count``; only the few lines with a marker go through the cleaner, at their line
     numbers, for its sections. A marker ends with ``\\r\\e[0K``: a chunk without ``\\r`` (one
-    ``memchr``) holds none, and only the others are searched for ``section_``. A raw line longer
+    ``memchr``), or without ``\\r\\e[``, holds none, and only the others are searched for
+    ``section_`` (a marker cut between two chunks is seen through the line it leaves pending,
+    which then holds its ``\\r`` or its ``section_``). A raw line longer
     than :data:`MAX_LINE_BYTES` is not held: without a marker only its last bytes are kept (it is
     still one line); with one, it is cleaned in pieces of that size.
     """
@@ -191,9 +195,10 @@ class _LineCounter:
             if len(self.pending) > MAX_LINE_BYTES:
                 self._long_line()
             return 0, chunk.count(_MARKER)
-        if not self.pending_marker and chunk.find(b"\r") < 0:
+        if not self.pending_marker and (chunk.find(b"\r") < 0 or _MARKER_END not in chunk):
             self.cleaner.emitted += newlines  # no marker: one cleaned line per raw line
             self.pending = bytearray(chunk[chunk.rfind(b"\n") + 1 :])
+            self.pending_marker = b"\r" in self.pending  # a marker's end may be cut after its \r
             return newlines, 0
         data = bytes(self.pending) + chunk  # a chunk with a \r: maybe a marker
         last = data.rfind(b"\n") + 1

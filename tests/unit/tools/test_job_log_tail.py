@@ -217,3 +217,14 @@ async def test_get_job_tail_says_what_it_read(env: ToolEnv, router: respx.MockRo
     window = {"id": "grp/sub/proj", "job_id": 5010, "include": ["log"], "byte_offset": 100, "byte_limit": 50}
     meta = ok(await env.call("get_job", window), "get_job")["log"]["metadata"]
     assert 150 <= meta["bytes_read"] < 150 + size + 5  # up to the window's end, not the whole log
+
+
+async def test_a_marker_cut_between_its_carriage_return_and_escape_is_still_seen() -> None:
+    head = "a\n" + section("start", "s", 1)
+    rest = "header\nbody\n"
+    end = "done\n" + section("end", "s", 2)
+    raw = (head + rest + end + "\nlast\n").encode()
+    cut_start = len(head.encode()) - len(f"{E}[0K")  # after the marker's \r, before its escape
+    cut_end = len((head + rest + end).encode()) - len(f"{E}[0K")
+    read = await check_tail(raw, [cut_start, cut_end], 2)
+    assert [(s.name, s.first_line, s.last_line) for s in read.sections] == [("s", 2, 4)]
