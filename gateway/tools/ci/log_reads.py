@@ -185,6 +185,7 @@ class _LineCounter:
         self.cleaner = LogCleaner()
         self.pending = bytearray()  # the raw bytes after the last newline
         self.pending_marker = False  # pending may hold a marker (its line is looked at when it ends)
+        self.long_line = False  # pending is the end of a line longer than MAX_LINE_BYTES
 
     def feed(self, chunk: bytes) -> tuple[int, int]:
         """Count ``chunk``; returns its newlines and markers."""
@@ -199,22 +200,27 @@ class _LineCounter:
             self.cleaner.emitted += newlines  # no marker: one cleaned line per raw line
             self.pending = bytearray(chunk[chunk.rfind(b"\n") + 1 :])
             self.pending_marker = b"\r" in self.pending  # a marker's end may be cut after its \r
+            self.long_line = False
             return newlines, 0
         data = bytes(self.pending) + chunk  # a chunk with a \r: maybe a marker
         last = data.rfind(b"\n") + 1
         self._lines(data, last)
         self.pending = bytearray(data[last:])
         self.pending_marker = b"\r" in self.pending
+        self.long_line = False
         return newlines, data.count(_MARKER)
 
-    def finish(self) -> list[LogSection]:
-        """Count the unterminated last line; the sections."""
+    def finish(self) -> tuple[list[LogSection], int]:
+        """Count the unterminated last line; the sections and the number of lines (where the
+        last line cleans to nothing, the sections count it, as the cleaner does, and the lines do
+        not, as :attr:`CleanedLog.lines` does not)."""
+        empty_last = 0
         if self.pending:
-            if self.pending_marker:
-                self.cleaner.feed(self.pending.decode("utf-8", "replace"))
-            else:
+            if self.long_line:
                 self.cleaner.emitted += 1
-        return self.cleaner.finish()
+            elif self.cleaner.feed(self.pending.decode("utf-8", "replace"))[-1:] == [""]:
+                empty_last = 1
+        return self.cleaner.finish(), self.cleaner.emitted - empty_last
 
     def _lines(self, data: bytes, end: int) -> None:
         """Count ``data[:end]`` (whole lines), cleaning those with a marker."""
@@ -237,6 +243,7 @@ class _LineCounter:
                 del self.pending[:cut]
         else:
             del self.pending[: -(len(_MARKER) - 1)]  # enough to see a marker that straddles
+            self.long_line = True
         self.pending_marker = b"\r" in self.pending
 
 
@@ -312,6 +319,8 @@ class _RawTail:
                 begin = _char_start(raw, end - MAX_TAIL_CHARS)
                 cap = "line_cut"
             out = cleaner.feed(raw[begin:end].decode("utf-8", "replace"))[-(self.wanted - kept) :]
+            if out[-1:] == [""]:  # an unterminated last line that cleans to nothing is no line
+                out.pop()
             size = sum(len(line) for line in out)
             if kept and chars + size > MAX_TAIL_CHARS:
                 cap = cap or "max_chars"
@@ -344,8 +353,7 @@ async def read_tail(chunks: AsyncIterator[bytes], lines: int) -> LogRead:
     async for chunk in chunks:
         size += len(chunk)
         tail.add(chunk, *counter.feed(chunk))
-    sections = counter.finish()
-    total_lines = counter.cleaner.emitted
+    sections, total_lines = counter.finish()
     kept, start, cap = tail.last_lines()
     if cap is None and len(kept) < min(lines, total_lines):
         cap = "max_chars"
