@@ -8,6 +8,7 @@ costs) and, with --peer, a community GitLab MCP server.
     .venv/bin/python -m bench --peer --configured  # the gateway with client tokens, toolsets, limits
     .venv/bin/python -m bench compare --base REV   # REV's wheel against the working tree's, paired
                                                    # (bench/compare.py)
+    .venv/bin/python -m bench job-logs             # get_job's log tails and windows (bench/bench_job_log.py)
 
 Every row is measured in the same run against the same loopback GitLab stub (``bench/stub.py``:
 GitLab's exact answers, recorded once from the repository's GitLab stand-in). Rows:
@@ -497,6 +498,10 @@ def main() -> int:
         from bench.compare import main as compare
 
         return compare(sys.argv[2:])
+    if sys.argv[1:2] == ["job-logs"]:  # get_job's log reads on 10 MB and 200 MB logs
+        from bench.bench_job_log import main as job_logs
+
+        return job_logs(sys.argv[2:])
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__, formatter_class=_Help)
     ap.add_argument("--peer", action="store_true", help=f"also measure {PEER} (npm; Node 18+)")
     ap.add_argument("--peer-version", default="2.1.64", help=f"the {PEER} release to measure")

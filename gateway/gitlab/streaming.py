@@ -22,6 +22,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
+import aiohttp
 import httpx
 
 from gateway.gitlab.answers import check_status
@@ -212,12 +213,19 @@ async def _open(
         async def close_direct() -> None:
             response.close()
 
-        body = BodyStream(call, response.headers, response.content.iter_any(), close_direct)
+        body = BodyStream(call, response.headers, _pieces(response.content), close_direct)
         return response.status, response.headers, body
     request = client.http.build_request("GET", url, headers=headers, extensions={"deadline": body_deadline})
     answer = await client.http.send(request, stream=True)
     body = BodyStream(call, answer.headers, answer.aiter_bytes(), answer.aclose)
     return answer.status_code, answer.headers, body
+
+
+async def _pieces(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+    """The body as the pieces it arrived in. ``iter_any`` would join the pieces buffered into a
+    new ``bytes`` each time: a copy of the whole log (hundreds of MB), in fresh large blocks."""
+    async for piece, _ in content.iter_chunks():
+        yield piece
 
 
 async def _read_some(chunks: AsyncIterator[bytes], limit: int) -> bytes:

@@ -152,4 +152,5 @@ async def the_tail_of_a_200_mb_log_costs_a_bounded_amount_of_memory(gateway: Gat
     assert out["log"]["content"].endswith("Job succeeded\n")
     assert out["log"]["content"].count("\n") == 50
     assert meta["total_lines"] == (last + 1) * 1000 + 3  # the blocks, the first and last lines, the header
+    assert meta["bytes_read"] == meta["total_bytes"]
     assert (after - before) / 1024 <= 64, f"peak RSS rose by {(after - before) / 1024:.1f} MiB"

@@ -166,6 +166,10 @@ class _LogMetadata(BaseModel):
         "max_chars: fewer lines than tail_lines, to stay within the size limit; null otherwise."
     )
     sections_omitted: int = Field(description=f"Sections left out beyond the {MAX_SECTIONS} returned.")
+    bytes_read: int = Field(
+        description="Raw log bytes GitLab sent for this read. GitLab serves a log only whole, from its "
+        "start: a window costs every byte up to its end, tail_lines the whole log."
+    )
 
 
 class _Section(BaseModel):
@@ -298,6 +302,7 @@ def _log_payload(read: LogRead, job: JobAnswer, limit: int, *, tail: bool) -> di
         "total_lines": read.total_lines,
         "cap_reason": read.cap_reason,
         "sections_omitted": omitted,
+        "bytes_read": read.bytes_read,
     }
     out: dict[str, Any] = {"content": read.content, "sections": [_section(s) for s in sections]}
     notes: list[str] = []
@@ -341,7 +346,9 @@ Add `include: ["log"]` for its log, cleaned as GitLab's job page shows it (colou
 `\\r` progress redraws and section markers removed) with its collapsible `sections` \
 (name, lines, duration). To see why a job failed, ask for `tail_lines` (e.g. 50): the last \
 lines, however large the log. To read it all, page with `byte_offset`/`byte_limit` (raw bytes; \
-windows end on a line boundary); while `next` is present, call again with it. Add \
+windows end on a line boundary); while `next` is present, call again with it. GitLab sends a log \
+only whole: a window far into a big log costs reading all before it (`metadata.bytes_read`), so \
+prefer tail_lines for the end and the largest byte_limit when paging. Add \
 `include: ["artifacts"]` for the files the job kept: its archives, and in `artifact_files` the \
 paths inside its artifacts archive with their sizes (filter with `artifact_filter`, e.g. \
 `*.log`; page with `first`/`after`); read one with get_artifact_file. A log your token may \

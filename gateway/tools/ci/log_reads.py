@@ -18,9 +18,12 @@ results gives exactly the cleaned whole log:
   before that unfinished line (when it holds any whole line), so it is read whole next time.
 - A ``byte_offset`` inside a multi-byte character starts at the next character.
 
-**Tail** (``tail_lines``): the whole log streams through the cleaner (sections found everywhere,
-lines counted) while only the last lines are kept, at most :data:`MAX_TAIL_CHARS` characters of
-them. A raw line longer than :data:`MAX_LINE_BYTES` is taken in pieces of that size.
+**Tail** (``tail_lines``): the whole log streams by, but Python looks at it a chunk at a time, not
+a line at a time: lines are counted with ``bytes.count`` (a raw line is one cleaned line unless it
+holds a section marker), only the rare lines with a marker are cleaned as they pass (for the
+sections and their line numbers), and the last raw chunks are held (:data:`MAX_TAIL_RAW_BYTES` at
+most). When the log ends, only the lines returned are cleaned: at most :data:`MAX_TAIL_CHARS`
+characters of them.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gateway.gitlab.job_log import STRIP_BYTES, LogCleaner, LogSection, clean_lines, needs_cursor, split_lines
+from gateway.gitlab.job_log import LogCleaner, LogSection, clean_lines, split_lines
 
 #: The most characters of cleaned lines a tail returns (and holds while it streams).
 MAX_TAIL_CHARS = 500_000
@@ -58,6 +61,9 @@ class LogRead:
         cap_reason: ``line_cut`` (a line longer than the window was cut) or ``max_chars`` (a tail
             returned fewer lines than asked, to stay under :data:`MAX_TAIL_CHARS`).
         unfinished_line: a running job's unfinished last line was left for the next read.
+        lines: the number of lines in ``content``.
+        bytes_read: raw bytes GitLab sent for this read: everything before the window's end (its
+            log route has no ranged reads), the whole log for a tail.
     """
 
     content: str
@@ -71,6 +77,7 @@ class LogRead:
     cap_reason: CapReason | None = None
     unfinished_line: bool = False
     lines: int = field(default=0)
+    bytes_read: int = 0
 
 
 def _char_boundary(data: bytes | bytearray, at: int) -> int:
@@ -107,7 +114,8 @@ async def read_window(
     total = content_length if content_length is not None else (pos if eof else None)
     if pos <= byte_offset and eof:
         end_of_log = max(pos, 0)
-        return LogRead("", [], min(byte_offset, end_of_log), min(byte_offset, end_of_log), total, False)
+        at = min(byte_offset, end_of_log)
+        return LogRead("", [], at, at, total, False, bytes_read=pos)
     skip = 0
     if byte_offset > 0:
         while skip < min(3, len(buf)) and (buf[skip] & 0xC0) == 0x80:
@@ -144,99 +152,221 @@ async def read_window(
         cap_reason=cap,
         unfinished_line=unfinished,
         lines=len(cleaned.lines),
+        bytes_read=pos,
     )
 
 
-class _Tail:
-    """The last cleaned lines, with the raw byte range each came from."""
+#: The most raw bytes a tail holds while the log streams (and one chunk more): the lines it
+#: returns are cleaned from them, so memory stays bounded whatever the log's size. Cleaned text
+#: is never longer than its raw bytes, so this leaves room for :data:`MAX_TAIL_CHARS` of it
+#: even where escapes make up three quarters of the raw log.
+MAX_TAIL_RAW_BYTES = 4 * MAX_TAIL_CHARS
+_MARKER = b"section_"
+#: What follows every marker (``\\r\\e[0K``, or ``\\r\\e[K``): a CRLF or a progress bar's ``\\r`` is not it.
+_MARKER_END = b"\r\x1b["
+_BLOCK_BYTES = 16 * 1024
+
+
+class _LineCounter:
+    """Counts a streamed log's cleaned lines and finds its sections, looking at raw bytes only.
+
+    A raw line without a section marker is one cleaned line whatever it holds (colours, ``\\r``
+    redraws, erases: :mod:`gateway.gitlab.job_log`), so most of a log is counted with
+    ``bytes.count``; only the few lines with a marker go through the cleaner, at their line
+    numbers, for its sections. A marker ends with ``\\r\\e[0K``: a chunk without ``\\r`` (one
+    ``memchr``), or without ``\\r\\e[``, holds none, and only the others are searched for
+    ``section_`` (a marker cut between two chunks is seen through the line it leaves pending,
+    which then holds its ``\\r`` or its ``section_``). A raw line longer
+    than :data:`MAX_LINE_BYTES` is not held: without a marker only its last bytes are kept (it is
+    still one line); with one, it is cleaned in pieces of that size.
+    """
+
+    def __init__(self) -> None:
+        self.cleaner = LogCleaner()
+        self.pending = bytearray()  # the raw bytes after the last newline
+        self.pending_marker = False  # pending may hold a marker (its line is looked at when it ends)
+        self.long_line = False  # pending is the end of a line longer than MAX_LINE_BYTES
+
+    def feed(self, chunk: bytes) -> tuple[int, int]:
+        """Count ``chunk``; returns its newlines and markers."""
+        newlines = chunk.count(b"\n")
+        if not newlines:
+            self.pending_marker = self.pending_marker or b"\r" in chunk
+            self.pending += chunk
+            if len(self.pending) > MAX_LINE_BYTES:
+                self._long_line()
+            return 0, chunk.count(_MARKER)
+        if not self.pending_marker and (chunk.find(b"\r") < 0 or _MARKER_END not in chunk):
+            self.cleaner.emitted += newlines  # no marker: one cleaned line per raw line
+            self.pending = bytearray(chunk[chunk.rfind(b"\n") + 1 :])
+            self.pending_marker = b"\r" in self.pending  # a marker's end may be cut after its \r
+            self.long_line = False
+            return newlines, 0
+        data = bytes(self.pending) + chunk  # a chunk with a \r: maybe a marker
+        last = data.rfind(b"\n") + 1
+        self._lines(data, last)
+        self.pending = bytearray(data[last:])
+        self.pending_marker = b"\r" in self.pending
+        self.long_line = False
+        return newlines, data.count(_MARKER)
+
+    def finish(self) -> tuple[list[LogSection], int]:
+        """Count the unterminated last line; the sections and the number of lines (where the
+        last line cleans to nothing, the sections count it, as the cleaner does, and the lines do
+        not, as :attr:`CleanedLog.lines` does not)."""
+        empty_last = 0
+        if self.pending:
+            if self.long_line:
+                self.cleaner.emitted += 1
+            elif self.cleaner.feed(self.pending.decode("utf-8", "replace"))[-1:] == [""]:
+                empty_last = 1
+        return self.cleaner.finish(), self.cleaner.emitted - empty_last
+
+    def _lines(self, data: bytes, end: int) -> None:
+        """Count ``data[:end]`` (whole lines), cleaning those with a marker."""
+        pos = 0
+        marker = data.find(_MARKER, 0, end)
+        while marker >= 0:
+            line_start = data.rfind(b"\n", pos, marker) + 1 or pos
+            line_end = data.find(b"\n", marker, end) + 1
+            self.cleaner.emitted += data.count(b"\n", pos, line_start)
+            self.cleaner.feed(data[line_start:line_end].decode("utf-8", "replace"))
+            pos = line_end
+            marker = data.find(_MARKER, pos, end)
+        self.cleaner.emitted += data.count(b"\n", pos, end)
+
+    def _long_line(self) -> None:
+        if _MARKER in self.pending:
+            while len(self.pending) > MAX_LINE_BYTES:
+                cut = _char_boundary(self.pending, MAX_LINE_BYTES)
+                self.cleaner.feed(self.pending[:cut].decode("utf-8", "replace"))
+                del self.pending[:cut]
+        else:
+            del self.pending[: -(len(_MARKER) - 1)]  # enough to see a marker that straddles
+            self.long_line = True
+        self.pending_marker = b"\r" in self.pending
+
+
+class _RawTail:
+    """The stream's last chunks, as raw bytes: enough for the last ``lines`` cleaned lines, at
+    most :data:`MAX_TAIL_RAW_BYTES` (and one chunk) of them. Small chunks are joined into blocks
+    of :data:`_BLOCK_BYTES` first, so that a stream of tiny chunks cannot fill memory with them."""
 
     def __init__(self, lines: int) -> None:
         self.wanted = lines
-        self.lines: deque[tuple[int, int, str | bytes]] = deque()
-        self.chars = 0
+        self.chunks: deque[tuple[bytes, int, int]] = deque()  # (bytes, newlines, markers)
+        self.size = self.newlines = self.markers = 0
+        self.start = 0  # raw offset of chunks[0]
+        self.after_newline = True  # the byte before chunks[0] is a newline (or there is none)
+        self.block = bytearray()  # small chunks not yet in chunks, after them
+        self.block_counts = [0, 0]
 
-    def add(self, start: int, end: int, text: str | bytes) -> None:
-        """Keep a cleaned line, or a raw one that needs only :data:`STRIP_BYTES` (applied to the
-        lines kept at the end, so the many dropped on the way cost nothing)."""
-        self.lines.append((start, end, text))
-        self.chars += len(text)
-        while len(self.lines) > self.wanted or (self.chars > MAX_TAIL_CHARS and len(self.lines) > 1):
-            self.chars -= len(self.lines.popleft()[2])
+    def add(self, chunk: bytes, newlines: int, markers: int) -> None:
+        if len(chunk) < _BLOCK_BYTES:
+            self.block += chunk
+            self.block_counts[0] += newlines
+            self.block_counts[1] += markers
+            if len(self.block) < _BLOCK_BYTES:
+                return
+            self._flush()
+            return
+        self._flush()
+        self._push(chunk, newlines, markers)
+
+    def _flush(self) -> None:
+        if self.block:
+            self._push(bytes(self.block), *self.block_counts)
+            self.block.clear()
+            self.block_counts = [0, 0]
+
+    def _push(self, chunk: bytes, newlines: int, markers: int) -> None:
+        self.chunks.append((chunk, newlines, markers))
+        self.size += len(chunk)
+        self.newlines += newlines
+        self.markers += markers
+        while len(self.chunks) > 1:
+            first, lines, marks = self.chunks[0]
+            # Lines left without the first chunk: a line with a marker may clean to none, and
+            # the first line held may have begun before.
+            left = self.newlines - lines - (self.markers - marks) - 1
+            if left < self.wanted and self.size - len(first) < MAX_TAIL_RAW_BYTES:
+                return
+            self.chunks.popleft()
+            self.size -= len(first)
+            self.newlines -= lines
+            self.markers -= marks
+            self.start += len(first)
+            self.after_newline = first.endswith(b"\n")
+
+    def last_lines(self) -> tuple[list[str], int, CapReason | None]:
+        """The last cleaned lines (each ending with ``\\n`` but an unterminated last one), the
+        raw offset of the first, and what cut them; only the lines returned are cleaned."""
+        self._flush()
+        raw = b"".join(chunk for chunk, _, _ in self.chunks)
+        partial_first = self.start > 0 and not self.after_newline
+        cleaner = LogCleaner()
+        picked: list[list[str]] = []
+        kept = chars = 0
+        first = len(raw)
+        cap: CapReason | None = None
+        end = len(raw)
+        while end > 0 and kept < self.wanted:
+            begin = raw.rfind(b"\n", 0, end - 1) + 1
+            if begin == 0 and partial_first:
+                if kept:
+                    cap = cap or "max_chars"  # the line began before what could be held
+                    break
+                begin = _char_start(raw, end - MAX_TAIL_CHARS)
+                cap = "line_cut"
+            out = cleaner.feed(raw[begin:end].decode("utf-8", "replace"))[-(self.wanted - kept) :]
+            if out[-1:] == [""]:  # an unterminated last line that cleans to nothing is no line
+                out.pop()
+            size = sum(len(line) for line in out)
+            if kept and chars + size > MAX_TAIL_CHARS:
+                cap = cap or "max_chars"
+                break
+            if size > MAX_TAIL_CHARS:  # one line longer than a tail may be: its end
+                out = [out[-1][-MAX_TAIL_CHARS:]]
+                size, cap = len(out[0]), "line_cut"
+            picked.append(out)
+            kept += len(out)
+            chars += size
+            first = begin
+            end = begin
+        lines = [line for out in reversed(picked) for line in out]
+        return lines, self.start + first, cap
 
 
-def _plain_region(cleaner: LogCleaner, tail: _Tail, region: bytes, start: int) -> None:
-    """Whole lines (``region`` ends with ``\\n``) that need no cursor and hold no marker: each is
-    one cleaned line, so they are counted, and only the last ones that can be kept are cleaned."""
-    count = region.count(b"\n")
-    cleaner.emitted += count
-    bounds: list[tuple[int, int]] = []
-    end = len(region)
-    for _ in range(min(count, tail.wanted)):
-        begin = region.rfind(b"\n", 0, end - 1) + 1
-        bounds.append((begin, end))
-        end = begin
-    for begin, finish in reversed(bounds):
-        tail.add(start + begin, start + finish, region[begin:finish])  # cleaned if it is kept
+def _char_start(data: bytes, at: int) -> int:
+    """The first index >= ``at`` (and >= 0) that starts a UTF-8 character."""
+    i = max(0, at)
+    while i < len(data) and i - at < 4 and (data[i] & 0xC0) == 0x80:
+        i += 1
+    return i
 
 
 async def read_tail(chunks: AsyncIterator[bytes], lines: int) -> LogRead:
     """The last ``lines`` cleaned lines, and every section of the log (see the module)."""
-    cleaner = LogCleaner()
-    tail = _Tail(lines)
-    pending = bytearray()
-    pending_start = 0  # raw offset of pending[0]
-    line_cut = False
-
-    def feed(raw: bytes, start: int) -> None:
-        for text in cleaner.feed(raw.decode("utf-8", "replace")):
-            tail.add(start, start + len(raw), text)
-
+    counter = _LineCounter()
+    tail = _RawTail(lines)
+    size = 0
     async for chunk in chunks:
-        pending += chunk
-        last = pending.rfind(b"\n")
-        if last < 0:
-            while len(pending) > MAX_LINE_BYTES:
-                cut = _char_boundary(pending, MAX_LINE_BYTES)
-                feed(bytes(pending[:cut]), pending_start)
-                del pending[:cut]
-                pending_start += cut
-                line_cut = True
-            continue
-        region = bytes(pending[: last + 1])
-        del pending[: last + 1]
-        if not needs_cursor(region):
-            # Colours at most, no section marker, no cursor move: every raw line is one cleaned
-            # line, so only the last ones are looked at (most of a large log is such regions).
-            _plain_region(cleaner, tail, region, pending_start)
-        else:
-            offset = pending_start
-            for raw in region.split(b"\n")[:-1]:
-                feed(raw + b"\n", offset)
-                offset += len(raw) + 1
-        pending_start += len(region)
-    if pending:
-        feed(bytes(pending), pending_start)
-        pending_start += len(pending)
-    sections = cleaner.finish()
-    total_lines = cleaner.emitted
-    kept = list(tail.lines)
-    content = "".join(
-        STRIP_BYTES.sub(b"", text).decode("utf-8", "replace") if isinstance(text, bytes) else text
-        for _, _, text in kept
-    )
-    start = kept[0][0] if kept else pending_start
-    cap: CapReason | None = "line_cut" if line_cut else None
-    if len(kept) < min(lines, total_lines):
+        size += len(chunk)
+        tail.add(chunk, *counter.feed(chunk))
+    sections, total_lines = counter.finish()
+    kept, start, cap = tail.last_lines()
+    if cap is None and len(kept) < min(lines, total_lines):
         cap = "max_chars"
     return LogRead(
-        content=content,
+        content="".join(kept),
         sections=sections,
-        start=start,
-        end=pending_start,
-        total_bytes=pending_start,
+        start=start if kept else size,
+        end=size,
+        total_bytes=size,
         more=False,
         first_line=total_lines - len(kept) + 1,
         total_lines=total_lines,
         cap_reason=cap,
         lines=len(kept),
+        bytes_read=size,
     )
