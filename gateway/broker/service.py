@@ -60,6 +60,7 @@ from gateway.broker.prepared import CHANNEL
 from gateway.broker.roster import Roster
 from gateway.broker.state_dir import STOP_FILE, lock_state_dir
 from gateway.broker.store import Store, StoreError
+from gateway.broker.tasks import TaskStore
 from gateway.broker.wakeups import RESET, Listener, Wakeups
 
 if TYPE_CHECKING:
@@ -133,6 +134,7 @@ class BrokerService:
             store, self.wakeups, logs, metrics, self.roster, effects, self.state_dir, clock
         )
         self.ended_sessions = EndedSessions(store, metrics, clock)
+        self.tasks = TaskStore(store, clock)
         self.housekeeping = Housekeeping(
             store, self.changes, self.roster, logs, metrics, self.config, clock, self.ended_sessions
         )
