@@ -10,10 +10,12 @@ Source: https://github.com/modelcontextprotocol/ext-tasks (``specification/draft
   Other calls, and every call of a client that did not declare the extension, are answered as
   usual. A tool that needs a task (``client_capabilities`` naming the extension) is refused with
   -32021 for such a client, by ``tools/call`` itself.
-- The work runs on the replica that created the task, which renews a lease on it. A replica that
-  answers ``tasks/get`` for a working task whose lease lapsed (its replica was killed) takes the
-  task over and resumes the call with the time left (the wait argument set to it); the call
-  polls GitLab through the same shared poller every wait uses (``gateway.tools.waiting``).
+- The work runs on the replica that created the task, which renews a lease on it every third of
+  ``broker.lease_seconds`` (the time after which the broker takes a replica that stopped
+  renewing for gone, as for the messages it leases). A replica that answers ``tasks/get`` for a
+  working task whose lease lapsed (its replica was killed) takes the task over and resumes the
+  call with the time left (the wait argument set to it); the call polls GitLab through the
+  same shared poller every wait uses (``gateway.tools.waiting``).
 - ``tasks/get`` answers the ``DetailedTask``; ``tasks/cancel`` and ``tasks/update`` answer an
   empty ack (``resultType: "complete"``). A tool result (``isError`` too) completes a task; an
   exception of the tool fails it with the JSON-RPC error the call would have had.
@@ -84,9 +86,6 @@ TASK_FROM_SECONDS: Final = 1.0
 LONGEST_WAIT_SECONDS: Final = 3600.0
 #: How long a task stays readable after its wait could have ended (its TTL is this plus the wait).
 KEEP_SECONDS: Final = 3600.0
-#: The running replica's lease on a task, renewed every third of it. A killed replica's tasks
-#: are taken over by the next ``tasks/get`` after at most this long.
-LEASE_SECONDS: Final = 6.0
 #: ``pollIntervalMs`` bounds: a tenth of the wait, within these.
 POLL_MIN_MS: Final = 500
 POLL_MAX_MS: Final = 5000
@@ -178,6 +177,9 @@ class Tasks:
         #: The work running here, by task hash.
         self._running: dict[str, asyncio.Task[None]] = {}
 
+    def _lease(self) -> float:
+        return self._services().settings.broker.lease_seconds
+
     def _store(self) -> TaskStore | None:
         broker = self._services().broker
         return None if broker is None else broker.tasks
@@ -213,7 +215,7 @@ class Tasks:
                 poll_ms=poll_ms,
             ),
             self.replica,
-            LEASE_SECONDS,
+            self._lease(),
         )
         self._start(store, task_hash, ctx.caller, tool, arguments or {}, ctx.request_id)
         ctx.report.outcome = "task"
@@ -267,7 +269,7 @@ class Tasks:
 
     async def _take_over(self, store: TaskStore, task_hash: str, row: TaskRow, ctx: RequestContext) -> None:
         """Resume the work of a replica that went away, with the time it had left."""
-        if not await store.take_over(task_hash, self.replica, LEASE_SECONDS):
+        if not await store.take_over(task_hash, self.replica, self._lease()):
             return  # another replica did, at the same time
         arguments: dict[str, Any] = json.loads(row.arguments)
         try:
@@ -361,9 +363,9 @@ class Tasks:
         """Renew the lease every third of it; stop the call once the task is no longer ours
         (cancelled, by a replica without the work, or taken over after a long stall)."""
         while True:
-            await asyncio.sleep(LEASE_SECONDS / 3)
+            await asyncio.sleep(self._lease() / 3)
             try:
-                ours = await store.renew(task_hash, self.replica, LEASE_SECONDS)
+                ours = await store.renew(task_hash, self.replica, self._lease())
             except Exception:
                 log.warning("task lease not renewed; trying again", exc_info=True)
                 continue
