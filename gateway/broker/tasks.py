@@ -153,6 +153,18 @@ class TaskStore:
             )
         return bool(done.rowcount)
 
+    async def release(self, task_hash: str, replica: str) -> None:
+        """End ``replica``'s lease now (it is shutting down): the next ``tasks/get`` on any
+        replica takes the task over without waiting for the lease to lapse."""
+        async with self._store.write() as q:
+            await q.conn.execute(
+                sa.update(tasks)
+                .where(
+                    tasks.c.id_hash == task_hash, tasks.c.status == WORKING, tasks.c.lease_owner == replica
+                )
+                .values(lease_until=0.0)
+            )
+
     async def finish(self, task_hash: str, status: str, outcome: str | None, message: str | None) -> bool:
         """Move a working task to ``status`` (terminal) with its outcome (JSON); False when it had
         left ``working`` already (cancelled, or finished by another replica)."""

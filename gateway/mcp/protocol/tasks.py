@@ -327,6 +327,8 @@ class Tasks:
             outcome = "cancelled"
             if call.cancel_reason == "shutdown":
                 log.info("task of %s left to another replica: shutting down", name)
+                with contextlib.suppress(Exception):  # else its lease lapses by itself
+                    await store.release(task_hash, self.replica)
         elif (exc := call.task.exception()) is not None:
             outcome = "internal_error"
             log.error("tool %s crashed", name, exc_info=exc, extra={"request_id": request_id, "tool": name})

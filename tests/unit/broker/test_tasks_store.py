@@ -52,6 +52,16 @@ async def test_only_one_replica_takes_over_a_lapsed_lease(make_env: EnvFactory) 
     assert not await tasks.renew(id_hash("t1"), "a", 6.0)
 
 
+async def test_a_replica_shutting_down_releases_its_lease_at_once(make_env: EnvFactory) -> None:
+    now = [1000.0]
+    tasks = await store_at(make_env, now)
+    await tasks.create(new("t1"), "a", 30.0)
+    await tasks.release(id_hash("t1"), "b")  # not b's: nothing changes
+    assert not await tasks.take_over(id_hash("t1"), "b", 30.0)
+    await tasks.release(id_hash("t1"), "a")
+    assert await tasks.take_over(id_hash("t1"), "b", 30.0)
+
+
 async def test_the_first_outcome_wins_and_cancel_leaves_finished_tasks_alone(make_env: EnvFactory) -> None:
     now = [1000.0]
     tasks = await store_at(make_env, now)
