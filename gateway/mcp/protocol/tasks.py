@@ -46,6 +46,7 @@ from typing import Any, Final
 
 from mcp_types import JSONRPCRequest
 
+from gateway.broker.database import StoreError
 from gateway.broker.tasks import (
     CANCELLED,
     COMPLETED,
@@ -195,8 +196,9 @@ class Tasks:
 
     async def create(
         self, ctx: RequestContext, msg: JSONRPCRequest, tool: Tool, arguments: dict[str, Any] | None
-    ) -> Reply:
-        """Store a task for this call, start its work here, answer the ``CreateTaskResult``."""
+    ) -> Reply | None:
+        """Store a task for this call, start its work here, answer the ``CreateTaskResult``; None
+        when the database cannot store it (the call is then answered without a task)."""
         store = self._store()
         assert store is not None
         task_id = secrets.token_urlsafe(32)
@@ -204,19 +206,25 @@ class Tasks:
         wait = min(requested_wait(tool, arguments), LONGEST_WAIT_SECONDS)
         now = store.now()
         poll_ms = int(min(max(wait * 100, POLL_MIN_MS), POLL_MAX_MS))
-        row = await store.create(
-            NewTask(
-                id_hash=task_hash,
-                owner_hash=id_hash(ctx.caller.owner),
-                tool=tool.name,
-                arguments=json.dumps(arguments or {}),
-                deadline=now + wait,
-                expires=now + wait + KEEP_SECONDS,
-                poll_ms=poll_ms,
-            ),
-            self.replica,
-            self._lease(),
+        new = NewTask(
+            id_hash=task_hash,
+            owner_hash=id_hash(ctx.caller.owner),
+            tool=tool.name,
+            arguments=json.dumps(arguments or {}),
+            deadline=now + wait,
+            expires=now + wait + KEEP_SECONDS,
+            poll_ms=poll_ms,
         )
+        try:
+            row = await store.create(new, self.replica, self._lease())
+        except StoreError as err:
+            log.warning(
+                "no task for %s: the database cannot store it (%s); answering the call without one",
+                tool.name,
+                err,
+                extra={"request_id": ctx.request_id, "tool": tool.name},
+            )
+            return None
         self._start(store, task_hash, ctx.caller, tool, arguments or {}, ctx.request_id)
         ctx.report.outcome = "task"
         log.info("task created for %s", tool.name, extra={"request_id": ctx.request_id, "tool": tool.name})
@@ -233,6 +241,17 @@ class Tasks:
         """
         if not declares_tasks(ctx.client_capabilities):
             raise missing_tasks_capability(msg.method)
+        try:
+            return await self._answer(ctx, msg)
+        except StoreError:
+            log.warning("%s not answered: the database failed", msg.method, exc_info=True)
+            raise RpcError(
+                INTERNAL_ERROR,
+                f"Internal error: the gateway's task database cannot be reached; send {msg.method} "
+                "again in a few seconds.",
+            ) from None
+
+    async def _answer(self, ctx: RequestContext, msg: JSONRPCRequest) -> Reply:
         params = msg.params or {}
         task_id = params.get("taskId")
         if not isinstance(task_id, str) or not task_id:
@@ -246,6 +265,7 @@ class Tasks:
         row = await store.get(task_hash)
         if row is None or not secrets.compare_digest(row.owner_hash, id_hash(ctx.caller.owner)):
             raise invalid_params(_NOT_FOUND)
+        ctx.report.tool = row.tool
         if row.expires <= store.now():
             raise invalid_params("Failed to retrieve task: Task has expired. Call the tool again.")
         if msg.method == "tasks/cancel":

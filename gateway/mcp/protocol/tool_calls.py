@@ -132,7 +132,9 @@ class ToolCalls:
                 f"Invalid Request: request id {msg.id!r} is already in flight in this session.",
             )
         if self._tasks is not None and self._tasks.wants_task(ctx, tool, params.arguments):
-            return await self._tasks.create(ctx, msg, tool, params.arguments)
+            created = await self._tasks.create(ctx, msg, tool, params.arguments)
+            if created is not None:
+                return created
         events: Events | None = None
         if ctx.events is not None and (tool.runs_long(params.arguments) or token is not None):
             if not await ctx.events.open():

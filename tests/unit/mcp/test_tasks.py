@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from gateway import conformance_tasks
+from gateway.broker.database import DatabaseUnavailable
 from gateway.broker.tasks import NewTask, TaskStore, id_hash
 from gateway.server.services import SERVICES
 from tests.unit.mcp.conftest import MakeMcp
@@ -185,3 +186,18 @@ async def test_an_expired_task_is_answered_as_such(client: Mcp) -> None:
     tasks._clock = lambda: now + 7200
     answer = await get(client, created["taskId"])
     assert answer["error"]["code"] == -32602 and "expired" in answer["error"]["message"]
+
+
+async def test_without_its_database_a_call_is_answered_without_a_task(
+    client: Mcp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def down(*args: Any) -> Any:
+        raise DatabaseUnavailable("the broker database is unreachable")
+
+    monkeypatch.setattr(TaskStore, "create", down)
+    monkeypatch.setattr(TaskStore, "get", down)
+    answered = await call(client, "slow_compute", {"seconds": 1, "label": "sync"})
+    assert answered["resultType"] == "complete"
+    assert answered["content"][0]["text"] == "Computed sync after 1 s."
+    polled = await get(client, "some-task")
+    assert polled["error"]["code"] == -32603 and "again in a few seconds" in polled["error"]["message"]
