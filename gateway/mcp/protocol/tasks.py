@@ -73,7 +73,7 @@ from gateway.mcp.protocol.wire import (
 )
 from gateway.tools.caller import Caller
 from gateway.tools.context import CallInfo, ToolContext, ToolServices
-from gateway.tools.registry import Registry, Tool
+from gateway.tools.registry import Registry, Tool, parse_arguments
 
 log = logging.getLogger("gateway.mcp.tasks")
 
@@ -106,20 +106,17 @@ def declares_tasks(capabilities: Mapping[str, Any]) -> bool:
 
 
 def requested_wait(tool: Tool, arguments: Mapping[str, Any] | None) -> float:
-    """The seconds a call of ``tool`` may wait: its wait argument, else that argument's default;
-    0 for a tool that does not wait."""
+    """The seconds a call of ``tool`` may wait: its wait argument as validated (its default when
+    left out); 0 for a tool that does not wait and for arguments the call refuses at once."""
     name = tool.wait_argument
     if name is None:
         return 0.0
-    value = (arguments or {}).get(name)
-    if value is None:
-        field = tool.input_model.model_fields.get(name)
-        value = None if field is None else field.default
-    if value is None:
-        return LONGEST_WAIT_SECONDS
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return 0.0  # refused by the tool's own validation, at once
-    return float(value)
+    try:
+        parsed = parse_arguments(tool, dict(arguments or {}))
+    except ToolError:
+        return 0.0
+    value = getattr(parsed, name, None)
+    return LONGEST_WAIT_SECONDS if value is None else float(value)
 
 
 def missing_tasks_capability(what: str) -> RpcError:

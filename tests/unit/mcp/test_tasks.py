@@ -100,6 +100,8 @@ async def test_short_calls_and_clients_without_the_extension_get_the_result(clie
     assert quick["resultType"] == "complete" and "taskId" not in quick
     plain = await call(client, "slow_compute", {"seconds": 1}, tasks=False)
     assert plain["resultType"] == "complete" and plain["content"][0]["text"].startswith("Computed")
+    refused = await call(client, "slow_compute", {"seconds": 7200})  # past its maximum
+    assert refused["resultType"] == "complete" and refused["isError"] is True
 
 
 async def test_a_tool_error_completes_and_an_exception_fails(client: Mcp) -> None:
