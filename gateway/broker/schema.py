@@ -186,3 +186,28 @@ console_sign_outs = sa.Table(
     sa.Column("expires", sa.Float, nullable=False),
     sa.Index("console_sign_outs_by_expiry", "expires"),
 )
+
+# Added by migration 0007.
+#: Tasks of the MCP tasks extension (``gateway.broker.tasks``): one long ``tools/call`` each, kept
+#: so that any replica answers ``tasks/get`` and resumes the work of a replica that went away.
+#: Keyed by a SHA-256 of the task id (the id is a bearer handle); ``owner_hash`` binds it to its
+#: caller; ``lease_owner``/``lease_until`` say which replica runs it and until when.
+tasks = sa.Table(
+    "tasks",
+    metadata,
+    sa.Column("id_hash", sa.Text, primary_key=True),
+    sa.Column("owner_hash", sa.Text, nullable=False),
+    sa.Column("tool", sa.Text, nullable=False),
+    sa.Column("arguments", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("status_message", sa.Text),
+    sa.Column("outcome", sa.Text),
+    sa.Column("created", sa.Float, nullable=False),
+    sa.Column("updated", sa.Float, nullable=False),
+    sa.Column("deadline", sa.Float, nullable=False),
+    sa.Column("expires", sa.Float, nullable=False),
+    sa.Column("poll_ms", sa.Integer, nullable=False),
+    sa.Column("lease_owner", sa.Text),
+    sa.Column("lease_until", sa.Float, nullable=False, server_default="0"),
+    sa.Index("tasks_by_expiry", "expires"),
+)

@@ -62,6 +62,7 @@ from gateway.broker.prepared import CHANNEL
 from gateway.broker.roster import Roster
 from gateway.broker.state_dir import STOP_FILE, lock_state_dir
 from gateway.broker.store import Store, StoreError
+from gateway.broker.tasks import TaskStore
 from gateway.broker.wakeups import RESET, Listener, Wakeups
 
 if TYPE_CHECKING:
@@ -138,6 +139,7 @@ class BrokerService:
         )
         self.ended_sessions = EndedSessions(store, metrics, clock)
         self.console_sign_outs = ConsoleSignOuts(store, clock)
+        self.tasks = TaskStore(store, clock)
         self.housekeeping = Housekeeping(
             store,
             self.changes,

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from aiohttp import web
 
-from gateway import conformance_fixtures, console
+from gateway import conformance_fixtures, conformance_tasks, console
 from gateway.broker.ended_sessions import EndedSessions
 from gateway.config import Settings
 from gateway.mcp.http.delivery import finish_read_checks
@@ -65,6 +65,7 @@ def create_app(
     fixtures = server.conformance_fixtures
     if fixtures:
         served += conformance_fixtures.TOOLS
+        served += conformance_tasks.TOOLS
     registry = Registry(
         served,
         read_only=settings.read_only,

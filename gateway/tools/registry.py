@@ -131,6 +131,9 @@ class Tool:
         operations: the GraphQL operations the tool sends (its docs page lists them).
         client_capabilities: the client capabilities a call needs (e.g. ``sampling``); a
             client that did not declare them gets the protocol's -32021 error instead.
+        wait_argument: the argument that says how many seconds a call may wait (its default
+            when absent; None: the tool's longest). A client of the MCP tasks extension gets a
+            task for a call that may wait longer than a few seconds (``gateway.mcp.protocol.tasks``).
     """
 
     name: str
@@ -147,6 +150,7 @@ class Tool:
     reference_hint: str | None = None
     operations: tuple[Operation[Any], ...] = ()
     client_capabilities: tuple[str, ...] = ()
+    wait_argument: str | None = None
 
     def runs_long(self, arguments: Mapping[str, Any] | None) -> bool:
         """True when this call may wait (SSE with keep-alives; cancelled at once on shutdown)."""

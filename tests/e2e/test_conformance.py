@@ -7,6 +7,8 @@ against the real gateway, for both protocol eras.
   tools-only gateway does not do. The suite fails the run on an unexpected failure, and on a listed
   entry that passes (a stale list).
 - The generic legacy scenarios against the gateway as shipped (no fixtures).
+- The tasks extension's scenarios (``tasks-*``, run with ``--force``: the suite scores no
+  extension) against the test mode, with their own expected-failures file.
 
 Skipped when the Node tools are not installed (``scripts/install-test-tools``), unless ``CI`` is
 set: then their absence fails the test.
@@ -95,6 +97,19 @@ TARGETS = {
     ),
 }
 
+#: The suite's runnable scenarios of the tasks extension (io.modelcontextprotocol/tasks).
+TASK_SCENARIOS = (
+    "tasks-capability-negotiation",
+    "tasks-dispatch-and-envelope",
+    "tasks-lifecycle",
+    "tasks-mrtr-composition",
+    "tasks-mrtr-input",
+    "tasks-request-headers",
+    "tasks-request-state-removal",
+    "tasks-required-task-error",
+    "tasks-wire-fields",
+)
+
 
 def _require_tools() -> None:
     missing = [str(p) for p in (NODE_BIN / "node", SUITE) if not p.exists()]
@@ -175,3 +190,14 @@ def test_generic_legacy_scenario_passes_as_shipped(
     assert run.returncode == 0, run.stdout + run.stderr
     assert checks, run.stdout + run.stderr
     assert not failed, json.dumps(failed, indent=2)
+
+
+@pytest.mark.parametrize("scenario", TASK_SCENARIOS)
+def test_tasks_extension_scenario_passes_but_the_listed_gaps(
+    fixtures_gateway: GatewayProcess, scenario: str, tmp_path: Path
+) -> None:
+    baseline = EXPECTED_FAILURES / "expected-failures-tasks.yml"
+    args = ["--scenario", scenario, "--force", "--spec-version", "2026-07-28"]
+    run, checks = run_suite(fixtures_gateway.mcp_url, [*args, "--expected-failures", str(baseline)], tmp_path)
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+    assert checks, run.stdout + run.stderr

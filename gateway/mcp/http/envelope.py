@@ -37,7 +37,15 @@ VERSION_HEADER: Final = "MCP-Protocol-Version"
 METHOD_HEADER: Final = "Mcp-Method"
 NAME_HEADER: Final = "Mcp-Name"
 #: Methods whose ``Mcp-Name`` header must repeat a body parameter, and which one.
-NAME_PARAMS: Final = {"tools/call": "name", "resources/read": "uri", "prompts/get": "name"}
+NAME_PARAMS: Final = {
+    "tools/call": "name",
+    "resources/read": "uri",
+    "prompts/get": "name",
+    # The tasks extension: the task id, so a proxy can route a task's requests.
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
 
 _B64_SENTINEL = re.compile(r"=\?base64\?(?P<payload>[A-Za-z0-9+/]*={0,2})\?=")
 

@@ -58,6 +58,7 @@ from gateway.mcp.protocol.eras import (
 )
 from gateway.mcp.protocol.input_required import StateSealer, UsedStates, start_round
 from gateway.mcp.protocol.shaping import paginate, shaped
+from gateway.mcp.protocol.tasks import TASK_METHODS, TASKS_EXTENSION, Tasks
 from gateway.mcp.protocol.telemetry import Telemetry
 from gateway.mcp.protocol.tool_calls import ToolCalls
 from gateway.mcp.protocol.wire import (
@@ -150,19 +151,30 @@ class McpServer:
         #: headers choose it.
         self._narrowed_pages: OrderedDict[ToolAccess, dict[str | None, dict[str, Any]]] = OrderedDict()
         #: The methods a stateless request may name.
-        self.stateless_methods = STATELESS_METHODS | self._extension.stateless
+        self.stateless_methods = STATELESS_METHODS | TASK_METHODS | self._extension.stateless
         capabilities = ServerCapabilities(tools=ToolsCapability(list_changed=False))
         if self._extension.capabilities:
             capabilities = capabilities.model_copy(update=dict(self._extension.capabilities))
         self._capabilities = capabilities.model_dump(by_alias=True, exclude_none=True, mode="json")
+        #: What ``server/discover`` says: the capabilities and the extensions of the stateless era.
+        self._discover_capabilities = {**self._capabilities, "extensions": {TASKS_EXTENSION: {}}}
         self._server_info = Implementation(
             name=SERVER_NAME, title=SERVER_TITLE, version=__version__
         ).model_dump(by_alias=True, exclude_none=True, mode="json")
+        self._tasks = Tasks(registry, telemetry, calls, services)
         self._sealer = state_sealer or StateSealer(os.urandom(32))
         self._pending = pending or PendingRequests()
         self._used = UsedStates()
         self._tool_calls = ToolCalls(
-            registry, telemetry, calls, services, self._parse, self._sealer, self._pending, self._used
+            registry,
+            telemetry,
+            calls,
+            services,
+            self._parse,
+            self._sealer,
+            self._pending,
+            self._used,
+            self._tasks,
         )
 
     def _pages_for(self, access: ToolAccess) -> dict[str | None, dict[str, Any]]:
@@ -219,6 +231,8 @@ class McpServer:
         try:
             if msg.method == "tools/call":
                 return await self._tool_calls.call(ctx, msg)
+            if msg.method in TASK_METHODS and ctx.era is Era.STATELESS:
+                return await self._tasks.answer(ctx, msg)
             if msg.method in self._extension.handlers and ctx.era is Era.STATELESS:
                 return Reply(response(msg.id, await self._extension_call(ctx, msg)))
             return Reply(response(msg.id, self._simple(ctx, msg)))
@@ -306,7 +320,7 @@ class McpServer:
                 ctx.version,
                 {
                     "supportedVersions": list(SUPPORTED_VERSIONS),
-                    "capabilities": self._capabilities,
+                    "capabilities": self._discover_capabilities,
                     "ttlMs": LIST_TTL_MS,
                     "cacheScope": cache_scope,
                     "_meta": {SERVER_INFO_META_KEY: self._server_info},

@@ -36,6 +36,7 @@ from gateway.mcp.protocol.context import Events, Reply, RequestContext
 from gateway.mcp.protocol.eras import Era
 from gateway.mcp.protocol.input_required import InputRound, StateSealer, UsedStates, start_round
 from gateway.mcp.protocol.shaping import shaped_tool_result
+from gateway.mcp.protocol.tasks import TASKS_EXTENSION, Tasks, declares_tasks, missing_tasks_capability
 from gateway.mcp.protocol.telemetry import Telemetry
 from gateway.mcp.protocol.wire import (
     INVALID_REQUEST,
@@ -65,6 +66,7 @@ class ToolCalls:
         sealer: StateSealer,
         pending: PendingRequests,
         used: UsedStates,
+        tasks: Tasks | None = None,
     ) -> None:
         self._registry = registry
         self._telemetry = telemetry
@@ -74,6 +76,7 @@ class ToolCalls:
         self._sealer = sealer
         self._pending = pending
         self._used = used
+        self._tasks = tasks
 
     def _resolve(self, ctx: RequestContext, name: str) -> Tool:
         """The tool called ``name`` this caller may call.
@@ -103,7 +106,13 @@ class ToolCalls:
     def _check_client_capabilities(ctx: RequestContext, tool: Tool) -> None:
         """-32021 when ``tool`` needs a capability the client did not declare (in the request's
         ``_meta``, or at ``initialize`` for a session)."""
-        missing = [name for name in tool.client_capabilities if name not in ctx.client_capabilities]
+        if TASKS_EXTENSION in tool.client_capabilities and not declares_tasks(ctx.client_capabilities):
+            raise missing_tasks_capability(tool.name)
+        missing = [
+            name
+            for name in tool.client_capabilities
+            if name not in ctx.client_capabilities and name != TASKS_EXTENSION
+        ]
         if missing:
             required: dict[str, Any] = {name: {} for name in tool.client_capabilities}
             raise RpcError(
@@ -137,6 +146,10 @@ class ToolCalls:
                 INVALID_REQUEST,
                 f"Invalid Request: request id {msg.id!r} is already in flight in this session.",
             )
+        if self._tasks is not None and self._tasks.wants_task(ctx, tool, params.arguments):
+            created = await self._tasks.create(ctx, msg, tool, params.arguments)
+            if created is not None:
+                return created
         events: Events | None = None
         if ctx.events is not None and (tool.runs_long(params.arguments) or token is not None):
             if not await ctx.events.open():

@@ -89,6 +89,10 @@ _LABELS: Final = frozenset(
         "notifications/cancelled",
         "notifications/progress",
         "notifications/roots/list_changed",
+        # The tasks extension (io.modelcontextprotocol/tasks).
+        "tasks/get",
+        "tasks/update",
+        "tasks/cancel",
     }
 )
 

@@ -215,6 +215,7 @@ TOOLS: list[Tool] = [
         annotations=_CHANGE,
         toolset=TOOLSET,
         long_running=True,
+        wait_argument="timeout_sec",
     ),
     Tool(
         name="reply_message",

@@ -197,5 +197,6 @@ TOOLS: list[Tool] = [
         toolset="ci",
         operations=(GET_PIPELINE, GET_PIPELINE_TEST_CASES),
         long_running_when=_waits,
+        wait_argument="wait_seconds",
     )
 ]

@@ -365,6 +365,7 @@ TOOLS: list[Tool] = [
         operations=(GET_DUO_SESSION,),
         aliases=("get_duo_workflow_status",),
         long_running=True,
+        wait_argument="wait_seconds",
         title="Get a Duo agent session",
     )
 ]

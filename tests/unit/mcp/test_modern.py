@@ -46,7 +46,10 @@ async def test_server_discover(mcp_factory: MakeMcp) -> None:
     result = (await resp.json())["result"]
     assert result["resultType"] == "complete"
     assert result["supportedVersions"] == ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"]
-    assert result["capabilities"] == {"tools": {"listChanged": False}}
+    assert result["capabilities"] == {
+        "tools": {"listChanged": False},
+        "extensions": {"io.modelcontextprotocol/tasks": {}},
+    }
     assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "gitlab-mcp-gateway"
     assert result["ttlMs"] > 0 and result["cacheScope"] == "public"
 

@@ -166,7 +166,7 @@ async def test_modern_era_lists_and_refuses_alike_and_marks_the_list_private(mcp
     assert "which the client token of agent 'pm'" in error["message"]
     discover = (await (await modern_post(client, "server/discover", PM_TOKEN)).json())["result"]
     assert discover["cacheScope"] == "private"
-    assert discover["capabilities"] == {"tools": {"listChanged": False}}
+    assert discover["capabilities"]["tools"] == {"listChanged": False}
 
 
 async def test_unlimited_caller_keeps_the_public_list(mcp_factory: MakeMcp) -> None:
