@@ -19,12 +19,13 @@ from jsonschema import Draft202012Validator
 
 from gateway.config import Settings
 from gateway.gitlab.credentials import service_credential
-from gateway.tools import all_tools
+from gateway.tools import all_tools, waiting
 from gateway.tools.caller import Caller
 from gateway.tools.context import CallInfo, ToolContext
 from gateway.tools.duo import get_duo_session as duo_sessions
 from gateway.tools.registry import Registry
 from tests.unit.gitlab.tool_env import ToolEnv
+from tests.unit.tools.poll_pauses import PollPauses
 from tests.unit.tools.test_save_pipeline import GITLAB, NOT_AVAILABLE, GraphQL
 
 PROJECT_WEB = f"{GITLAB}/grp/sub/proj"
@@ -432,14 +433,19 @@ async def test_wait_gives_up_when_the_time_is_up(
 ) -> None:
     monkeypatch.setattr(duo_sessions, "POLL_INTERVAL_SECONDS", 0.3)
     gql.on("GetDuoSession", *[workflow("running", last=msg("still going"))] * 10)
+    recorded = PollPauses()
+    monkeypatch.setattr(waiting, "asyncio", recorded)
     loop = asyncio.get_running_loop()
     started = loop.time()
     text, meta = result(await call_with_progress(env, {"workflow_id": 42, "wait_seconds": 1}, Progress()))
     elapsed = loop.time() - started
-    assert 1.0 <= elapsed < 1.6
+    # Never before the time is up; how far after depends on how late the loop runs.
+    assert 1.0 <= elapsed < 5
     assert meta["status"] == "running" and meta["poll_after_seconds"] == 30
     assert text == "Status: running. Latest agent update: still going. Poll again in 30 seconds."
-    assert 4 <= route.call_count <= 5  # at 0, 0.3, 0.6, 0.9 s and once more at the deadline
+    # Every 0.3 s, the schedule the poller asks for (not the wall clock's gaps), one read a pause.
+    assert recorded.pauses and all(p == pytest.approx(0.3) for p in recorded.pauses)
+    assert 2 <= route.call_count <= len(recorded.pauses) + 1
 
 
 async def test_no_wait_reads_once_even_while_running(env: ToolEnv, gql: GraphQL, route: respx.Route) -> None:

@@ -17,11 +17,13 @@ import respx
 
 from gateway.config import Settings
 from gateway.gitlab.credentials import service_credential
+from gateway.tools import waiting
 from gateway.tools.caller import Caller
 from gateway.tools.ci import pipeline_wait
 from gateway.tools.context import CallInfo, ToolContext
 from tests.unit.gitlab.fake_gitlab import GRAPHQL_URL, PIPELINE_ID, PROJECT_PATH, FakeGitLab
 from tests.unit.gitlab.tool_env import ToolEnv, error, ok
+from tests.unit.tools.poll_pauses import PollPauses
 
 
 @pytest.fixture
@@ -94,20 +96,30 @@ async def test_the_facet_is_read_once_after_the_wait(env: ToolEnv, fake: FakeGit
     assert [r["variables"]["includeJobs"] for r in fake.requests] == [False, False, True]
 
 
-async def test_times_out_with_the_current_status(env: ToolEnv, fake: FakeGitLab) -> None:
+async def test_times_out_with_the_current_status(
+    env: ToolEnv, fake: FakeGitLab, monkeypatch: pytest.MonkeyPatch
+) -> None:
     script(fake, "RUNNING")
+    recorded = PollPauses()
+    monkeypatch.setattr(waiting, "asyncio", recorded)
     loop = asyncio.get_running_loop()
     started = loop.time()
     out = ok(await call(env, {**ARGS, "wait_seconds": 1}))
-    assert 1.0 <= loop.time() - started < 1.6
+    elapsed = loop.time() - started
+    # Never before the time is up; how far after depends on how late the loop runs, so only a
+    # wait that overran by seconds fails here.
+    assert 1.0 <= elapsed < 5
     assert out["status"] == "running"
     assert out["wait"]["timed_out"] is True
     assert out["wait"]["message"].startswith("Timed out after 1")
     assert out["wait"]["message"].endswith(
         f"pipeline {PIPELINE_ID} is still running. Call again with wait_seconds to keep waiting."
     )
-    # 0.02 s growing by half each poll up to 0.05 s: about 20 reads in the second, not 50.
-    assert 10 <= len(fake.requests) <= 30
+    # 0.02 s growing by half each poll up to 0.05 s (about 20 reads in the second, not 50): the
+    # schedule the poller asks for, and one read per pause.
+    assert recorded.pauses[:4] == pytest.approx([0.02, 0.03, 0.045, 0.05])
+    assert max(recorded.pauses) == pytest.approx(0.05)
+    assert len(fake.requests) <= len(recorded.pauses) + 1
 
 
 @pytest.mark.parametrize("status", ["SUCCESS", "FAILED", "CANCELED", "SKIPPED", "MANUAL"])

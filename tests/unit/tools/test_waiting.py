@@ -4,13 +4,13 @@ backing off, honouring rate limits, stopping when the last waiter goes."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
 from gateway.gitlab.errors import GitLabRateLimited, GitLabUpstreamError
 from gateway.tools import waiting
 from gateway.tools.waiting import SharedPolls
+from tests.unit.tools.poll_pauses import PollPauses
 
 
 class Source:
@@ -64,27 +64,6 @@ async def test_another_credential_gets_its_own_reads() -> None:
             polls.wait(("bob", "pipeline", 1), bob.read, done, wait_seconds=30, interval=0.02),
         )
     assert alice.reads == 2 and bob.reads == 2
-
-
-class PollPauses:
-    """``asyncio`` as ``gateway.tools.waiting`` sees it, noting the pauses its poller asks for.
-
-    The schedule is read from what the poller asks for, not from the gaps between reads: those
-    are the pauses plus however late the event loop runs, which a busy machine stretched past any
-    tolerance (a gap of 0.09 s asserted within 0.03 s failed under load)."""
-
-    def __init__(self) -> None:
-        self.pauses: list[float] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(asyncio, name)
-
-    def timeout(self, delay: float | None) -> asyncio.Timeout:
-        task = asyncio.current_task()
-        if task is not None and task.get_coro().__qualname__ == "SharedPolls._poll":  # type: ignore[union-attr]
-            assert delay is not None
-            self.pauses.append(delay)
-        return asyncio.timeout(delay)
 
 
 async def test_reads_back_off_up_to_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
