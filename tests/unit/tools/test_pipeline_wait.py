@@ -118,8 +118,9 @@ async def test_times_out_with_the_current_status(
     )
     # 0.02 s growing by half each poll up to 0.05 s (about 20 reads in the second, not 50): the
     # schedule the poller asks for, and one read per pause.
-    assert recorded.pauses[:4] == pytest.approx([0.02, 0.03, 0.045, 0.05])
-    assert max(recorded.pauses) == pytest.approx(0.05)
+    # How many pauses fit in the second depends on how slow each read is on this machine.
+    schedule = [0.02, 0.03, 0.045] + [0.05] * len(recorded.pauses)
+    assert recorded.pauses and recorded.pauses == pytest.approx(schedule[: len(recorded.pauses)])
     assert len(fake.requests) <= len(recorded.pauses) + 1
 
 
