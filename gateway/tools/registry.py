@@ -32,9 +32,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from gateway.errors import REASONS, ToolError
 from gateway.gitlab.operation import Operation
@@ -63,9 +63,38 @@ ERROR_SCHEMA: dict[str, Any] = {
 
 
 class ToolInput(BaseModel):
-    """Base of every tool's input model: unknown arguments are refused."""
+    """Base of every tool's input model: unknown arguments are refused.
+
+    ``argument_aliases`` maps another name of an argument to the one listed in ``inputSchema``
+    (``{"id": "project_id"}``): a call written with the other name (for GitLab's built-in MCP
+    server, or an older release of this gateway) is read as if it used the listed one. Aliases are
+    never listed, so an agent reading ``tools/list`` sees one name per thing; the tool's docs page
+    names them.
+    """
 
     model_config = ConfigDict(extra="forbid")
+
+    argument_aliases: ClassVar[Mapping[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_aliases(cls, data: Any) -> Any:
+        if not cls.argument_aliases or not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for alias, name in cls.argument_aliases.items():
+            if alias not in data:
+                continue
+            value = data.pop(alias)
+            if value is None:  # null: not given (as for any optional argument)
+                continue
+            if data.get(name) is not None and data[name] != value:
+                raise ValueError(
+                    f"`{alias}` and `{name}` are two names of one argument and were given different "
+                    f"values; give `{name}` only"
+                )
+            data[name] = value
+        return data
 
 
 class ToolOutput(BaseModel):
@@ -127,7 +156,7 @@ class Tool:
             for the arguments of a call that may wait, which is then handled as ``long_running``.
         title: the human-readable title.
         reference_hint: the tool's other way to name its target, appended to the message when a
-            URL or path argument is refused (e.g. "Or pass `id` and `pipeline_id`.").
+            URL or path argument is refused (e.g. "Or pass `project_id` and `pipeline_id`.").
         operations: the GraphQL operations the tool sends (its docs page lists them).
         client_capabilities: the client capabilities a call needs (e.g. ``sampling``); a
             client that did not declare them gets the protocol's -32021 error instead.

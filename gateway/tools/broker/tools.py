@@ -141,9 +141,9 @@ TOOLS: list[Tool] = [
     Tool(
         name="set_phase_plan",
         description=(
-            "Store the plan of phases (planId, phases with their issues), whether the next phase starts "
-            "by itself after an approval (autoAdvance, default false) and the cooldown before it "
-            "(cooldownMinutes, default 5)."
+            "Store the plan of phases (plan_id, phases with their issues), whether the next phase starts "
+            "by itself after an approval (auto_advance, default false) and the cooldown before it "
+            "(cooldown_minutes, default 5)."
         ),
         input_model=SetPhasePlanInput,
         output_model=SetPhasePlanOutput,
@@ -199,7 +199,7 @@ TOOLS: list[Tool] = [
     Tool(
         name="wait_for_message",
         description=(
-            "Wait for the next message in your queue (priority, then time) for at most timeout_sec "
+            "Wait for the next message in your queue (priority, then time) for at most wait_seconds "
             "seconds (default 3600). Returns {message, timedOut}; on timedOut call it again. A message "
             "can reach you twice (after a gateway crash, or when your connection dropped as it arrived): "
             "it then carries the same messageId (deliveryAttempt > 1), so skip ids you have handled. To "
@@ -233,7 +233,7 @@ TOOLS: list[Tool] = [
         description=(
             "Past and queued messages between all agents (not only yours), newest first by page and in "
             "time order within a page; `issue` "
-            "keeps those whose body.issue is that issue. A page holds up to `limit` messages (default 50) "
+            "keeps those whose body.issue is that issue. A page holds up to `first` messages (default 50) "
             "and about 1 MB of bodies; a larger body is shown cut (bodyTruncated, bodyPreview). While "
             "`page_info.has_next_page` is true, call again with `after: page_info.end_cursor` for older "
             "messages."

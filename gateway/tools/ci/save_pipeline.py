@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from gateway.errors import bad_request
-from gateway.tools.arguments import OptionalPositiveId, OptionalProjectId
+from gateway.tools.arguments import PROJECT_ALIASES, OptionalPositiveId, OptionalProjectId
 from gateway.tools.ci.pipeline_actions import (
     PIPELINE_CANCEL,
     PIPELINE_CREATE,
@@ -65,6 +65,8 @@ class PipelineVariable(ToolInput):
 
 class SavePipelineInput(ToolInput):
     """Create a pipeline (url or project_id, and ref), or retry or cancel one (pipeline_id and action)."""
+
+    argument_aliases = PROJECT_ALIASES
 
     url: str | None = Field(
         None,

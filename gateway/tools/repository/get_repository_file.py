@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from gateway.cache import credential_key
 from gateway.errors import bad_request
 from gateway.gitlab.blob_urls import BRANCH_NAMES, is_full_sha, parse_blob_url
-from gateway.tools.arguments import OptionalProjectId, OptionalText
+from gateway.tools.arguments import PROJECT_ALIASES, OptionalProjectId, OptionalText
 from gateway.tools.context import ToolContext
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput, ToolResult
 from gateway.tools.repository.checks import check_excluded, check_project
@@ -61,6 +61,8 @@ DEFAULT_LIMIT = 500
 
 class GetRepositoryFileInput(ToolInput):
     """Give url, or project_id and file_path (and ref, HEAD by default); offset and limit pick the lines."""
+
+    argument_aliases = PROJECT_ALIASES
 
     url: OptionalText = Field(
         None,

@@ -127,12 +127,12 @@ async def test_body_not_an_object(developing: Env, body: Any) -> None:
     [
         (
             -1,
-            "Invalid arguments for wait_for_message: `timeout_sec`: "
+            "Invalid arguments for wait_for_message: `wait_seconds`: "
             "Input should be greater than or equal to 0",
         ),
         (
             10**9,
-            "`timeout_sec`: 1e+09 s is longer than the longest wait this gateway allows (3600 s, "
+            "`wait_seconds`: 1e+09 s is longer than the longest wait this gateway allows (3600 s, "
             "broker.max_wait_seconds). Pass at most 3600 and call wait_for_message again when it times out.",
         ),
     ],
