@@ -5,6 +5,7 @@ costs) and, with --peer, a community GitLab MCP server.
     .venv/bin/python -m bench --peer               # and @zereight/mcp-gitlab (npm, cached on first use)
     .venv/bin/python -m bench --peer --plot bench.png   # also draw calls/s and p99 against c
     .venv/bin/python -m bench --event-loop asyncio # the gateway on asyncio's loop, not uvloop
+    .venv/bin/python -m bench --tools-list         # only the bytes of tools/list (printed first anyway)
 
 Every row is measured in the same run against the same loopback GitLab stub (``bench/stub.py``:
 GitLab's exact answers, recorded once from the repository's GitLab stand-in). Rows:
@@ -71,6 +72,7 @@ from bench.load import (  # noqa: E402
     post_call,
     tool_call,
 )
+from bench import tools_list  # noqa: E402
 from bench.rig import LOAD_CPU, SERVER_CPU, load_average, rig, start, wait_listening  # noqa: E402
 from gateway.gitlab.operation_loader import graphql_body  # noqa: E402
 from gateway.tools.ci.pipeline_read import pipeline_variables  # noqa: E402
@@ -500,7 +502,14 @@ def main() -> int:
     )
     ap.add_argument("--plot", type=Path, metavar="FILE.png", help="draw calls/s and p99 against concurrency")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON")
+    ap.add_argument(
+        "--tools-list", action="store_true", help="print the bytes of tools/list (bench/tools_list.py) only"
+    )
     args = ap.parse_args()
+    print(tools_list.table())
+    if args.tools_list:
+        return 0
+    print()
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         rows = asyncio.run(run(args, Path(tmp)))
     print()

@@ -42,8 +42,23 @@ AgentId = str
 _AGENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
-#: The toolsets tools belong to (``Tool.toolset``); ``toolsets`` may name only these.
-TOOLSETS: tuple[str, ...] = ("ci", "repository", "duo_agent_platform", "broker")
+#: The toolsets tools belong to (``Tool.toolset``); ``toolsets`` may name only these and the
+#: keywords ``default`` (:data:`DEFAULT_TOOLSETS`) and ``all``.
+TOOLSETS: tuple[str, ...] = ("ci", "repository", "duo_agent_platform", "broker", "superseded")
+#: Served when neither ``toolsets`` nor ``tools`` is set: all but ``superseded`` (the pipeline tools
+#: ``get_pipeline`` replaces), which ``toolsets = ["default", "superseded"]`` or ``["all"]`` adds.
+DEFAULT_TOOLSETS: tuple[str, ...] = ("ci", "repository", "duo_agent_platform", "broker")
+TOOLSET_KEYWORDS: tuple[str, ...] = ("default", "all")
+
+
+def expand_toolsets(names: tuple[str, ...] | frozenset[str]) -> frozenset[str]:
+    """The toolsets ``names`` means, its keywords (``default``, ``all``) replaced by what they name."""
+    out = {name for name in names if name not in TOOLSET_KEYWORDS}
+    if "default" in names:
+        out.update(DEFAULT_TOOLSETS)
+    if "all" in names:
+        out.update(TOOLSETS)
+    return frozenset(out)
 
 
 class _Section(BaseModel):
@@ -154,10 +169,11 @@ def _name_list(value: Any) -> Any:
 
 def _known_toolsets(value: Any) -> Any:
     if isinstance(value, list | tuple):
-        unknown = [name for name in value if name not in TOOLSETS]
+        unknown = [name for name in value if name not in TOOLSETS and name not in TOOLSET_KEYWORDS]
         if unknown:
             raise ValueError(
-                f"unknown toolset {', '.join(map(repr, unknown))}: choose from {', '.join(TOOLSETS)}"
+                f"unknown toolset {', '.join(map(repr, unknown))}: choose from "
+                f"{', '.join(TOOLSETS + TOOLSET_KEYWORDS)}"
             )
     return value
 
@@ -490,8 +506,9 @@ class Settings(BaseSettings):
     state_dir: Path = Path(".pipeline")
     #: Hide and refuse every tool that is not read-only.
     read_only: bool = False
-    #: Only these toolsets are served (``ci``, ``repository``, ``duo_agent_platform``, ``broker``);
-    #: empty means all. The environment takes a JSON list or a comma-separated list.
+    #: Only these toolsets are served (``ci``, ``repository``, ``duo_agent_platform``, ``broker``,
+    #: ``superseded``, or the keywords ``default`` and ``all``); empty means the default toolsets
+    #: (all but ``superseded``). The environment takes a JSON list or a comma-separated list.
     toolsets: Annotated[tuple[str, ...], NoDecode] = ()
     #: Tools served besides ``toolsets`` (names as in ``tools/list``); with ``toolsets`` empty,
     #: only these. The environment takes a JSON list or a comma-separated list.
@@ -505,7 +522,7 @@ class Settings(BaseSettings):
         try:
             return _known_toolsets(_name_list(value))
         except ValueError as err:
-            raise ValueError(f"{err} (empty serves every toolset)") from None
+            raise ValueError(f"{err} (empty serves the default toolsets)") from None
 
     @field_validator("tools", mode="before")
     @classmethod

@@ -130,7 +130,7 @@ def _objects_within(name: str, prop: dict[str, Any]) -> list[tuple[dict[str, Any
 
 
 def _result(tool: Tool) -> list[str]:
-    schema = tool.output_schema()
+    schema = tool.output_schema(described=True)
     if schema is None:
         return ["Free-form `structuredContent` (no `outputSchema`)."]
     variants: list[dict[str, Any]] = schema.get("anyOf", [])

@@ -79,8 +79,8 @@ class GetJobInput(ToolInput):
     )
     url: OptionalText = Field(
         None,
-        description="GitLab URL of the job, e.g. https://gitlab.com/group/project/-/jobs/123. Provide this, "
-        "or project_id and job_id. Only URLs on this gateway's GitLab are accepted.",
+        description="The job's URL on this GitLab, e.g. https://gitlab.example.com/group/project/-/jobs/123. "
+        "Give this, or project_id and job_id.",
     )
     include: list[Include] = Field(
         default_factory=list,
@@ -316,8 +316,7 @@ Add `include: ["log"]` for its log, cleaned as GitLab's job page shows it (colou
 (name, lines, duration). To see why a job failed, ask for `tail_lines` (e.g. 50): the last \
 lines, however large the log. To read it all, page with `byte_offset`/`byte_limit` (raw bytes; \
 windows end on a line boundary); while `next` is present, call again with it. Add \
-`include: ["artifacts"]` to list the files the job kept (read one with get_artifact_file). \
-A log your token may not read gives its own error, distinct from a missing job.
+`include: ["artifacts"]` to list the files the job kept (read one with get_artifact_file).
 """
 
 TOOLS: list[Tool] = [

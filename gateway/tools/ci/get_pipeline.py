@@ -219,21 +219,16 @@ def _waits(arguments: Mapping[str, Any]) -> bool:
 
 
 DESCRIPTION = """\
-Get a pipeline and optionally its jobs, downstream pipelines, bridge jobs, or what failed and why.
-Name it by `url` (its web URL) or by `project_id` and `pipeline_id`.
-
-Returns the pipeline's id, status, ref, sha, source and web_url. Add one facet with `include`:
-`jobs` (build jobs: id, name, status, stage, allow_failure, web_url; narrow them with
-`job_status`, e.g. `failed`), `downstream_pipelines` (child and multi-project pipelines, each
-with project_full_path), `bridge_jobs` (trigger jobs, each with the downstream_pipeline it
-started, or null when you cannot read it) or `failures`: each failed job (allow_failure ones
-marked) with GitLab's failure message, the last lines of the log section where it failed, and
-the failed test cases of its test report with their stack traces; `more` says how to read
-further (get_job for a whole log). A facet comes in pages of `first` (default 20, max 100;
-`failures`: 10) with `page_info`; while `page_info.has_next_page` is true, call again with
-`after: page_info.end_cursor`. To find why a pipeline failed, read `failures`, then
-`bridge_jobs` and each failed downstream pipeline. To wait for a running pipeline, pass
-`wait_seconds` (up to 300): the gateway answers when it finishes or when the time is up.
+Get a pipeline (by `url`, or `project_id` and `pipeline_id`): id, status, ref, sha, source,
+web_url; and with `include`, one facet: `jobs` (id, name, status, stage, allow_failure,
+web_url), `downstream_pipelines` (each with project_full_path), `bridge_jobs` (each with the
+downstream_pipeline it started, null when you cannot read it) or `failures`: each failed job
+(allow_failure ones marked) with GitLab's failure message, the last lines of the log section
+where it failed, and its failed test cases with stack traces; `more` says how to read further
+(get_job for a whole log). A facet comes in pages: while `page_info.has_next_page` is true, call
+again with `after: page_info.end_cursor`. To find why a pipeline failed, read `failures`, then
+`bridge_jobs` and each failed downstream pipeline. `wait_seconds` waits for a running pipeline
+to finish.
 """
 
 TOOLS: list[Tool] = [

@@ -52,7 +52,8 @@ SAVE_PIPELINE_ANNOTATIONS = Annotations(read_only=False, destructive=True, idemp
 
 
 class PipelineVariable(ToolInput):
-    """One CI/CD variable for the new pipeline (GitLab ``CiVariableInput``)."""
+    # One CI/CD variable (GitLab's CiVariableInput). A comment, not a docstring: a docstring would
+    # be sent in every tools/list, and the fields' descriptions say it all.
 
     key: str = Field(min_length=1, description="Variable name, e.g. DEPLOY_ENV.")
     value: str = Field(description="Variable value (a string).")

@@ -48,6 +48,9 @@ from gateway.tools.registry import READ_ONLY, Tool, ToolInput
 
 #: These tools share one docs page.
 DOC_PAGE = "superseded_pipeline_tools"
+#: Their own toolset, not served by default: a deployment whose agents still call them adds it
+#: (``--toolsets default,superseded``), and every other keeps them out of ``tools/list``.
+TOOLSET = "superseded"
 
 class LegacyPipelineInput(ToolInput):
     """A pipeline named by its web URL, or by project and pipeline id; and the facet's paging."""
@@ -107,10 +110,17 @@ def _handler(
 
 
 def _legacy(
-    name: str, replacement: str, what: str, facet: Facet, output: type[PipelineBase], **kw: Any
+    name: str,
+    title: str,
+    replacement: str,
+    what: str,
+    facet: Facet,
+    output: type[PipelineBase],
+    **kw: Any,
 ) -> Tool:
     return Tool(
         name=name,
+        title=title,
         description=(
             f"Superseded by get_pipeline with {replacement}; kept during the migration, prefer get_pipeline. "
             f"{what} Name the pipeline by `url` (its web URL) or by `project_id` and `pipeline_id`. {PAGING}"
@@ -119,7 +129,7 @@ def _legacy(
         output_model=output,
         handler=_handler(name, facet, **kw),
         annotations=READ_ONLY,
-        toolset="ci",
+        toolset=TOOLSET,
         reference_hint="Or name the pipeline by `project_id` and `pipeline_id`.",
         operations=(GET_PIPELINE,),
     )
@@ -128,6 +138,7 @@ def _legacy(
 TOOLS: list[Tool] = [
     _legacy(
         "get_pipeline_jobs",
+        "Get pipeline jobs (superseded)",
         'include: ["jobs"]',
         "Lists a pipeline's build jobs (id, name, status, stage, allow_failure, web_url).",
         "jobs",
@@ -135,6 +146,7 @@ TOOLS: list[Tool] = [
     ),
     _legacy(
         "get_pipeline_failing_jobs",
+        "Get failing pipeline jobs (superseded)",
         'include: ["jobs"], job_status: "failed"',
         "Lists a pipeline's failed jobs. When there are none, check get_failing_bridge_jobs and each "
         "downstream pipeline before concluding nothing failed.",
@@ -144,6 +156,7 @@ TOOLS: list[Tool] = [
     ),
     _legacy(
         "get_downstream_pipelines",
+        "Get downstream pipelines (superseded)",
         'include: ["downstream_pipelines"]',
         "Lists the pipelines a pipeline triggered (child and multi-project), with status, web_url and "
         "project_full_path; ones you cannot read are left out.",
@@ -152,6 +165,7 @@ TOOLS: list[Tool] = [
     ),
     _legacy(
         "get_failing_bridge_jobs",
+        "Get failing bridge jobs (superseded)",
         'include: ["bridge_jobs"]',
         "Lists a pipeline's failed bridge (trigger) jobs, each with the downstream pipeline it started "
         "(null when none was created or you cannot read it).",

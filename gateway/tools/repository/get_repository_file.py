@@ -67,10 +67,9 @@ class GetRepositoryFileInput(ToolInput):
     url: OptionalText = Field(
         None,
         description=(
-            "GitLab URL of the file, for example "
-            "https://gitlab.com/gitlab-org/gitlab/-/blob/master/app/models/user.rb (blob, raw or blame; "
-            "?ref_type=heads|tags and a #L10-20 line anchor are honoured). Provide this, or project_id and "
-            "file_path (and ref, optionally). Only URLs on this gateway's GitLab are accepted."
+            "The file's URL on this GitLab, e.g. https://gitlab.example.com/group/project/-/blob/main/README.md "
+            "(blob, raw or blame; `?ref_type=` and a `#L10-20` anchor are honoured). Give this, or "
+            "project_id and file_path (and ref, optionally)."
         ),
     )
     project_id: OptionalProjectId = Field(
