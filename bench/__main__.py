@@ -62,6 +62,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
+from bench import tools_list  # noqa: E402
 from bench.load import (  # noqa: E402
     Row,
     mcp_session,
@@ -72,7 +73,6 @@ from bench.load import (  # noqa: E402
     post_call,
     tool_call,
 )
-from bench import tools_list  # noqa: E402
 from bench.rig import LOAD_CPU, SERVER_CPU, load_average, rig, start, wait_listening  # noqa: E402
 from gateway.gitlab.operation_loader import graphql_body  # noqa: E402
 from gateway.tools.ci.pipeline_read import pipeline_variables  # noqa: E402

@@ -23,11 +23,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gateway.config import TOOLSETS  # noqa: E402
-from gateway.mcp.protocol.shaping import paginate, shaped  # noqa: E402
-from gateway.tools import all_tools  # noqa: E402
-from gateway.tools.access import NO_LIMITS  # noqa: E402
-from gateway.tools.registry import Registry  # noqa: E402
+from gateway.config import TOOLSETS
+from gateway.mcp.protocol.shaping import paginate, shaped
+from gateway.tools import all_tools
+from gateway.tools.access import NO_LIMITS
+from gateway.tools.registry import Registry
 
 #: The default tools/list before this measure existed (29 tools, every toolset served).
 BASELINE_BYTES = 83_474

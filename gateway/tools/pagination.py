@@ -76,9 +76,7 @@ def after_field(what: str) -> Any:
     """``after``'s default and description, naming ``what`` is paged."""
     return Field(
         None,
-        description=(
-            f"Cursor for {what}: the previous page's `page_info.end_cursor`."
-        ),
+        description=(f"Cursor for {what}: the previous page's `page_info.end_cursor`."),
     )
 
 

@@ -283,7 +283,9 @@ class Registry:
         self.toolsets = tuple(toolsets)
         self.enabled_tools = frozenset(self._aliases.get(name, name) for name in enabled_tools)
         self._served_toolsets = (
-            expand_toolsets(self.toolsets) if self.toolsets or self.enabled_tools else frozenset(DEFAULT_TOOLSETS)
+            expand_toolsets(self.toolsets)
+            if self.toolsets or self.enabled_tools
+            else frozenset(DEFAULT_TOOLSETS)
         )
         self._listed = [t for t in self._all.values() if self._why_hidden(t) is None]
         self._listed_mcp = [t.to_mcp() for t in self._listed]
@@ -470,11 +472,9 @@ def json_schema(model: type[BaseModel], *, share_repeated: bool = False) -> dict
             return [walk(v, seen) for v in node]
         return node
 
-    out = walk(raw, ())
+    out: dict[str, Any] = walk(raw, ())
     assert isinstance(out, dict)
-    if share_repeated:
-        out = _share_repeated(out, inlined)
-    return out
+    return _share_repeated(out, inlined) if share_repeated else out
 
 
 def _says_nothing(key: str, value: Any) -> bool:

@@ -106,9 +106,9 @@ async def wait_for_message(ctx: ToolContext, args: WaitForMessageInput) -> ToolR
     if timeout > limit:
         raise ToolError(
             "bad_request",
-            f"`wait_seconds`: {timeout:g} s is longer than the longest wait this gateway allows ({limit:g} s, "
-            f"broker.max_wait_seconds). Pass at most {limit:g} and call wait_for_message again when it "
-            f"times out.",
+            f"`wait_seconds`: {timeout:g} s is longer than the longest wait this gateway allows "
+            f"({limit:g} s, broker.max_wait_seconds). Pass at most {limit:g} and call wait_for_message "
+            "again when it times out.",
             invalid_arguments=["wait_seconds"],
         )
     progress = ctx.progress if ctx.call.has_progress_token else None

@@ -82,7 +82,11 @@ class PlanPhase(_In):
 
 
 class SetPhasePlanInput(_In):
-    argument_aliases = {"planId": "plan_id", "autoAdvance": "auto_advance", "cooldownMinutes": "cooldown_minutes"}
+    argument_aliases = {
+        "planId": "plan_id",
+        "autoAdvance": "auto_advance",
+        "cooldownMinutes": "cooldown_minutes",
+    }
 
     plan_id: str = Field(
         min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$", description='Plan id, e.g. "jope-core"'

@@ -1,7 +1,8 @@
 """``get_job``: one CI job and, on request, its log (cleaned) and its artifacts.
 
 GitLab's built-in MCP server has the tool (gitlabhq ``app/services/mcp/tools/jobs/``): the same
-arguments ``id`` (here ``project_id``, ``id`` accepted too), ``job_id``, ``include`` (``log``, ``artifacts``), ``byte_offset``, ``byte_limit``;
+arguments ``id`` (here ``project_id``, ``id`` accepted too), ``job_id``, ``include`` (``log``,
+``artifacts``), ``byte_offset``, ``byte_limit``;
 the same log ``metadata {total_bytes, returned {start, end}, truncated}`` and "Call again with
 {"byte_offset": N}" hint. Where this gateway goes further:
 

@@ -6,11 +6,11 @@ facet (what failed and why: :mod:`gateway.tools.ci.pipeline_failures`) and ``wai
 
 - Arguments: ``url`` (the pipeline's web URL, on the configured GitLab only), or ``project_id``
   (numeric project ID or full path, plain or URL-encoded once; ``id``, GitLab's name in this tool,
-  is accepted too) and ``pipeline_id`` (the global pipeline id, as in ``/-/pipelines/<id>``), ``include`` (at most one of ``jobs``,
-  ``downstream_pipelines``, ``bridge_jobs``, ``failures``), ``job_status`` (lowercase
-  ``CiJobStatus``; filters the ``jobs`` facet only), ``first`` (1..100, default 20), ``after``
-  (the previous ``page_info.end_cursor``) and ``wait_seconds`` (0..300). Bad input is refused
-  before any request.
+  is accepted too) and ``pipeline_id`` (the global pipeline id, as in ``/-/pipelines/<id>``),
+  ``include`` (at most one of ``jobs``, ``downstream_pipelines``, ``bridge_jobs``, ``failures``),
+  ``job_status`` (lowercase ``CiJobStatus``; filters the ``jobs`` facet only), ``first`` (1..100,
+  default 20), ``after`` (the previous ``page_info.end_cursor``) and ``wait_seconds`` (0..300).
+  Bad input is refused before any request.
 - One GraphQL request per call (``operations/ci/get_pipeline.graphql``) but for ``failures`` and
   waits (see their modules): facets sit behind ``@include``; a numeric project ID goes through
   ``projects(ids:)`` and a path through ``project(fullPath:)`` in the same document.

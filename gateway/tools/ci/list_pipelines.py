@@ -2,8 +2,8 @@
 server offers it: filter by ``ref``, ``status`` and ``source``, page with ``first``/``after``.
 
 One GraphQL request per call (``operations/ci/list_pipelines.graphql``, ``Project.pipelines``).
-Each pipeline has ``get_pipeline``'s fields plus ``created_at``; pass its ``id`` to ``get_pipeline`` as ``pipeline_id``
-for its jobs.
+Each pipeline has ``get_pipeline``'s fields plus ``created_at``; pass its ``id`` to
+``get_pipeline`` as ``pipeline_id`` for its jobs.
 """
 
 from __future__ import annotations
@@ -167,8 +167,8 @@ TOOLS: list[Tool] = [
         description=(
             "List a project's CI/CD pipelines, newest first: id, status, ref, sha, source, web_url and "
             "created_at. Narrow them with `ref` (branch or tag), `status` (e.g. `failed`) and `source` "
-            "(e.g. `schedule`). To see why one failed, pass its id to get_pipeline as `pipeline_id` with include: "
-            f'["failures"]. {PAGING}'
+            "(e.g. `schedule`). To see why one failed, pass its id to get_pipeline as `pipeline_id` with "
+            f'include: ["failures"]. {PAGING}'
         ),
         input_model=ListPipelinesInput,
         output_model=ListPipelinesOutput,

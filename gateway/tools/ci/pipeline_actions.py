@@ -221,7 +221,8 @@ def _create_unknown(
         f"{what}, so the gateway did not send it again: a pipeline for ref '{ref}' in project '{full_path}' "
         "may or may not have been created. Check before calling save_pipeline again: open "
         f"{_pipelines_page(ctx, full_path, ref)} (or call REST {api}) and look for a pipeline created in the "
-        f"last few minutes; with its ID, get_pipeline (project_id='{full_path}', pipeline_id=<ID>) shows its status. "
+        f"last few minutes; with its ID, get_pipeline (project_id='{full_path}', pipeline_id=<ID>) shows its "
+        "status. "
         "Only if there is none, create it again.",
         outcome="unknown",
         **({"request_id": request_id} if request_id else {}),

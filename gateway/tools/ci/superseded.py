@@ -52,6 +52,7 @@ DOC_PAGE = "superseded_pipeline_tools"
 #: (``--toolsets default,superseded``), and every other keeps them out of ``tools/list``.
 TOOLSET = "superseded"
 
+
 class LegacyPipelineInput(ToolInput):
     """A pipeline named by its web URL, or by project and pipeline id; and the facet's paging."""
 

@@ -67,9 +67,10 @@ class GetRepositoryFileInput(ToolInput):
     url: OptionalText = Field(
         None,
         description=(
-            "The file's URL on this GitLab, e.g. https://gitlab.example.com/group/project/-/blob/main/README.md "
-            "(blob, raw or blame; `?ref_type=` and a `#L10-20` anchor are honoured). Give this, or "
-            "project_id and file_path (and ref, optionally)."
+            "The file's URL on this GitLab, e.g. "
+            "https://gitlab.example.com/group/project/-/blob/main/README.md (blob, raw or blame; "
+            "`?ref_type=` and a `#L10-20` anchor are honoured). Give this, or project_id and file_path "
+            "(and ref, optionally)."
         ),
     )
     project_id: OptionalProjectId = Field(

@@ -500,7 +500,11 @@ async def test_an_anonymous_gateway_says_it_sees_public_projects_only(env: ToolE
         ({"id": "-5", "pipeline_id": 1}, ["project_id"], "lacks its namespace"),
         ({"id": "g/-5", "pipeline_id": 1}, ["project_id"], "is not a GitLab path"),
         ({"id": "0", "pipeline_id": 1}, ["project_id"], 'project ID "0" must be a positive integer'),
-        ({"id": ["grp"], "pipeline_id": 1}, ["project_id"], "must be a numeric project ID or a full path string"),
+        (
+            {"id": ["grp"], "pipeline_id": 1},
+            ["project_id"],
+            "must be a numeric project ID or a full path string",
+        ),
     ],
 )
 async def test_bad_input_is_a_clear_tool_error_without_a_request(

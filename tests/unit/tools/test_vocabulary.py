@@ -102,6 +102,11 @@ def test_broker_camel_case_arguments_still_work() -> None:
     tool = next(t for t in TOOLS if t.name == "set_phase_plan")
     args = parse_arguments(
         tool,
-        {"planId": "p", "phases": [{"phase": 1, "issues": ["A-1"]}], "autoAdvance": True, "cooldownMinutes": 1},
+        {
+            "planId": "p",
+            "phases": [{"phase": 1, "issues": ["A-1"]}],
+            "autoAdvance": True,
+            "cooldownMinutes": 1,
+        },
     )
     assert (args.plan_id, args.auto_advance, args.cooldown_minutes) == ("p", True, 1)  # type: ignore[attr-defined]
