@@ -174,3 +174,26 @@ async def test_not_served_by_default_and_the_refusal_says_how_to_add_them(
     assert refused.value.reason == "unauthorized"
     assert "superseded by get_pipeline" in refused.value.message
     assert "--toolsets default,superseded" in refused.value.message
+
+
+@pytest.mark.parametrize(
+    ("toolsets", "served"),
+    [
+        ((), False),
+        (("default",), False),
+        (("default", "superseded"), True),
+        (("all",), True),
+        (("ci",), False),
+    ],
+)
+def test_the_superseded_toolset_is_added_in_one_word(toolsets: tuple[str, ...], served: bool) -> None:
+    from gateway.tools.registry import Registry
+
+    listed = {t.name for t in Registry(all_tools(), toolsets=toolsets).listed}
+    assert ("get_pipeline_jobs" in listed) is served
+    assert ("get_pipeline" in listed) is True
+
+
+def test_the_config_accepts_the_keywords(make_settings: Callable[..., Settings]) -> None:
+    assert make_settings(toolsets=["default", "superseded"]).toolsets == ("default", "superseded")
+    assert make_settings(toolsets="all").toolsets == ("all",)
