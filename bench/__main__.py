@@ -9,6 +9,7 @@ costs) and, with --peer, a community GitLab MCP server.
     .venv/bin/python -m bench compare --base REV   # REV's wheel against the working tree's, paired
                                                    # (bench/compare.py)
     .venv/bin/python -m bench job-logs             # get_job's log tails and windows (bench/bench_job_log.py)
+    .venv/bin/python -m bench --tools-list         # only the bytes of tools/list (printed first anyway)
 
 Every row is measured in the same run against the same loopback GitLab stub (``bench/stub.py``:
 GitLab's exact answers, recorded once from the repository's GitLab stand-in). Rows:
@@ -65,6 +66,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
+from bench import tools_list  # noqa: E402
 from bench.load import (  # noqa: E402
     Row,
     mcp_session,
@@ -533,7 +535,14 @@ def main() -> int:
     )
     ap.add_argument("--plot", type=Path, metavar="FILE.png", help="draw calls/s and p99 against concurrency")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON")
+    ap.add_argument(
+        "--tools-list", action="store_true", help="print the bytes of tools/list (bench/tools_list.py) only"
+    )
     args = ap.parse_args()
+    print(tools_list.table())
+    if args.tools_list:
+        return 0
+    print()
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         rows = asyncio.run(run(args, Path(tmp)))
     print()

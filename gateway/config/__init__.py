@@ -26,10 +26,13 @@ from __future__ import annotations
 from gateway.config.base import is_loopback
 from gateway.config.broker import AgentId, BrokerSettings
 from gateway.config.clients import (
+    DEFAULT_TOOLSETS,
     MIN_CLIENT_TOKEN_LENGTH,
+    TOOLSET_KEYWORDS,
     TOOLSETS,
     ClientToken,
     LimitsSettings,
+    expand_toolsets,
 )
 from gateway.config.console import MIN_CONSOLE_TOKEN_CHARS, ConsoleSettings
 from gateway.config.environment import CONTRACT_ENVIRONMENT
@@ -40,9 +43,11 @@ from gateway.config.settings import Settings, load_settings
 
 __all__ = [
     "CONTRACT_ENVIRONMENT",
+    "DEFAULT_TOOLSETS",
     "MIN_CLIENT_TOKEN_LENGTH",
     "MIN_CONSOLE_TOKEN_CHARS",
     "TOOLSETS",
+    "TOOLSET_KEYWORDS",
     "AgentId",
     "BrokerSettings",
     "CacheSettings",
@@ -53,6 +58,7 @@ __all__ = [
     "LoggingSettings",
     "ServerSettings",
     "Settings",
+    "expand_toolsets",
     "is_loopback",
     "load_settings",
 ]

@@ -13,7 +13,21 @@ from gateway.config.base import _Section
 from gateway.config.broker import AgentId
 
 #: The toolsets tools belong to (``Tool.toolset``); ``toolsets`` may name only these.
-TOOLSETS: tuple[str, ...] = ("ci", "repository", "duo_agent_platform", "broker")
+TOOLSETS: tuple[str, ...] = ("ci", "repository", "duo_agent_platform", "broker", "superseded")
+#: Served when neither ``toolsets`` nor ``tools`` is set: all but ``superseded`` (the pipeline tools
+#: ``get_pipeline`` replaces), which ``toolsets = ["default", "superseded"]`` or ``["all"]`` adds.
+DEFAULT_TOOLSETS: tuple[str, ...] = ("ci", "repository", "duo_agent_platform", "broker")
+TOOLSET_KEYWORDS: tuple[str, ...] = ("default", "all")
+
+
+def expand_toolsets(names: tuple[str, ...] | frozenset[str]) -> frozenset[str]:
+    """The toolsets ``names`` means, its keywords (``default``, ``all``) replaced by what they name."""
+    out = {name for name in names if name not in TOOLSET_KEYWORDS}
+    if "default" in names:
+        out.update(DEFAULT_TOOLSETS)
+    if "all" in names:
+        out.update(TOOLSETS)
+    return frozenset(out)
 
 
 #: Shortest client token accepted: 16 random characters are beyond guessing over the network.
@@ -33,10 +47,11 @@ def _name_list(value: Any) -> Any:
 
 def _known_toolsets(value: Any) -> Any:
     if isinstance(value, list | tuple):
-        unknown = [name for name in value if name not in TOOLSETS]
+        unknown = [name for name in value if name not in TOOLSETS and name not in TOOLSET_KEYWORDS]
         if unknown:
             raise ValueError(
-                f"unknown toolset {', '.join(map(repr, unknown))}: choose from {', '.join(TOOLSETS)}"
+                f"unknown toolset {', '.join(map(repr, unknown))}: choose from "
+                f"{', '.join(TOOLSETS + TOOLSET_KEYWORDS)}"
             )
     return value
 

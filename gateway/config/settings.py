@@ -45,8 +45,9 @@ class Settings(BaseSettings):
     state_dir: Path = Path(".pipeline")
     #: Hide and refuse every tool that is not read-only.
     read_only: bool = False
-    #: Only these toolsets are served (``ci``, ``repository``, ``duo_agent_platform``, ``broker``);
-    #: empty means all. The environment takes a JSON list or a comma-separated list.
+    #: Only these toolsets are served (``ci``, ``repository``, ``duo_agent_platform``, ``broker``,
+    #: ``superseded``, or the keywords ``default`` and ``all``); empty means the default toolsets
+    #: (all but ``superseded``). The environment takes a JSON list or a comma-separated list.
     toolsets: Annotated[tuple[str, ...], NoDecode] = ()
     #: Tools served besides ``toolsets`` (names as in ``tools/list``); with ``toolsets`` empty,
     #: only these. The environment takes a JSON list or a comma-separated list.
@@ -63,7 +64,7 @@ class Settings(BaseSettings):
         try:
             return _known_toolsets(_name_list(value))
         except ValueError as err:
-            raise ValueError(f"{err} (empty serves every toolset)") from None
+            raise ValueError(f"{err} (empty serves the default toolsets)") from None
 
     @field_validator("tools", mode="before")
     @classmethod

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from gateway.config import expand_toolsets
+
 
 class _Hints(Protocol):
     @property
@@ -75,7 +77,7 @@ class Restriction:
             return f"{tool.name} changes GitLab or broker state and {self.source} allows only read-only tools"
         if self.toolsets is None and self.tools is None:
             return None
-        if self.toolsets is not None and tool.toolset in self.toolsets:
+        if self.toolsets is not None and tool.toolset in expand_toolsets(self.toolsets):
             return None
         if self.tools is not None and not self.tools.isdisjoint((tool.name, *tool.aliases)):
             return None

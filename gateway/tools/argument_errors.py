@@ -55,7 +55,8 @@ def describe_validation_error(tool_name: str, props: Mapping[str, Any], err: Val
 
 
 #: Names one tool takes for what another calls otherwise: GitLab's REST API says ``id`` for the
-#: project in some places and ``project_id`` in others, and so do this gateway's tools.
+#: project in some places and ``project_id`` in others (every tool here accepts both; a tool
+#: declared without the alias still gets the hint).
 _SAME_THING = {"id": "project_id", "project_id": "id"}
 
 

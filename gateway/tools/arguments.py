@@ -14,7 +14,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
@@ -27,6 +28,10 @@ PROJECT_ID_DOC = (
     "ID or full path of the project, e.g. `42` or `group/subgroup/project` (URL-encoded "
     "`group%2Fsubgroup%2Fproject` is accepted too)."
 )
+#: Every GitLab tool names the project ``project_id``. GitLab's built-in MCP server says ``id`` in
+#: some tools (``get_pipeline``, ``get_job``) and ``project_id`` in others (``get_artifact_file``,
+#: ``save_pipeline``, ``get_repository_file``); every tool here accepts ``id`` too, never listed.
+PROJECT_ALIASES: Mapping[str, str] = MappingProxyType({"id": "project_id"})
 _ID_RANGE = {"minimum": 1, "maximum": MAX_ID}
 #: A JSON null for a required argument (some clients send null for a value they could not parse).
 _NULL = "is required and was null; give a value"

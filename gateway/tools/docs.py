@@ -97,6 +97,10 @@ def _arguments(tool: Tool) -> list[str]:
     lines = ["| argument | type | required | default | description |", "| --- | --- | --- | --- | --- |"]
     for name, prop in props.items():
         lines += _argument_rows(name, prop, name in required, nested=True)
+    aliases = getattr(tool.input_model, "argument_aliases", {})
+    if aliases:
+        named = ", ".join(f"`{alias}` for `{name}`" for alias, name in aliases.items())
+        lines += ["", f"Also accepted, not listed in `inputSchema`: {named}."]
     return lines
 
 
@@ -130,7 +134,7 @@ def _objects_within(name: str, prop: dict[str, Any]) -> list[tuple[dict[str, Any
 
 
 def _result(tool: Tool) -> list[str]:
-    schema = tool.output_schema()
+    schema = tool.output_schema(described=True)
     if schema is None:
         return ["Free-form `structuredContent` (no `outputSchema`)."]
     variants: list[dict[str, Any]] = schema.get("anyOf", [])

@@ -68,7 +68,7 @@ def first_field(what: str) -> Any:
     """``first``'s default and description, naming ``what`` is paged."""
     return Field(
         DEFAULT_PAGE_SIZE,
-        description=f"Page size for {what}, 1..{MAX_PAGE_SIZE} (default {DEFAULT_PAGE_SIZE}).",
+        description=f"Page size for {what}.",  # the schema's minimum, maximum and default say the rest
     )
 
 
@@ -76,10 +76,7 @@ def after_field(what: str) -> Any:
     """``after``'s default and description, naming ``what`` is paged."""
     return Field(
         None,
-        description=(
-            f"Cursor for {what}: `page_info.end_cursor` from the previous response (only while "
-            "`page_info.has_next_page` is true)."
-        ),
+        description=(f"Cursor for {what}: the previous page's `page_info.end_cursor`."),
     )
 
 

@@ -32,10 +32,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from gateway.config import DEFAULT_TOOLSETS, expand_toolsets
 from gateway.errors import REASONS, ToolError
 from gateway.gitlab.operation import Operation
 from gateway.tools.access import NO_LIMITS, ToolAccess
@@ -53,7 +54,6 @@ NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
 #: ``structuredContent.error`` of an ``isError: true`` result (see :meth:`ToolError.to_structured`).
 ERROR_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "description": "Present only on isError results: why the call failed.",
     "properties": {
         "reason": {"type": "string", "enum": list(REASONS)},
         "message": {"type": "string"},
@@ -63,9 +63,38 @@ ERROR_SCHEMA: dict[str, Any] = {
 
 
 class ToolInput(BaseModel):
-    """Base of every tool's input model: unknown arguments are refused."""
+    """Base of every tool's input model: unknown arguments are refused.
+
+    ``argument_aliases`` maps another name of an argument to the one listed in ``inputSchema``
+    (``{"id": "project_id"}``): a call written with the other name (for GitLab's built-in MCP
+    server, or an older release of this gateway) is read as if it used the listed one. Aliases are
+    never listed, so an agent reading ``tools/list`` sees one name per thing; the tool's docs page
+    names them.
+    """
 
     model_config = ConfigDict(extra="forbid")
+
+    argument_aliases: ClassVar[Mapping[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_aliases(cls, data: Any) -> Any:
+        if not cls.argument_aliases or not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for alias, name in cls.argument_aliases.items():
+            if alias not in data:
+                continue
+            value = data.pop(alias)
+            if value is None:  # null: not given (as for any optional argument)
+                continue
+            if data.get(name) is not None and data[name] != value:
+                raise ValueError(
+                    f"`{alias}` and `{name}` are two names of one argument and were given different "
+                    f"values; give `{name}` only"
+                )
+            data[name] = value
+        return data
 
 
 class ToolOutput(BaseModel):
@@ -127,7 +156,7 @@ class Tool:
             for the arguments of a call that may wait, which is then handled as ``long_running``.
         title: the human-readable title.
         reference_hint: the tool's other way to name its target, appended to the message when a
-            URL or path argument is refused (e.g. "Or pass `id` and `pipeline_id`.").
+            URL or path argument is refused (e.g. "Or pass `project_id` and `pipeline_id`.").
         operations: the GraphQL operations the tool sends (its docs page lists them).
         client_capabilities: the client capabilities a call needs (e.g. ``sampling``); a
             client that did not declare them gets the protocol's -32021 error instead.
@@ -164,8 +193,12 @@ class Tool:
             return False
 
     def input_schema(self) -> dict[str, Any]:
-        """JSON Schema (2020-12) of the arguments, ``$ref``s inlined, titles dropped."""
-        return json_schema(self.input_model)
+        """JSON Schema (2020-12) of the arguments, ``$ref``s inlined, titles dropped, and without
+        the input model's docstring: the tool's description, beside it in ``tools/list``, says
+        what the arguments are for."""
+        schema = json_schema(self.input_model)
+        schema.pop("description", None)
+        return schema
 
     @functools.cached_property
     def argument_schemas(self) -> Mapping[str, Any]:
@@ -175,17 +208,24 @@ class Tool:
         properties: dict[str, Any] = self.input_schema().get("properties", {})
         return properties
 
-    def output_schema(self) -> dict[str, Any] | None:
+    def output_schema(self, *, described: bool = False) -> dict[str, Any] | None:
         """JSON Schema of ``structuredContent``, or None.
 
         Error results carry ``structuredContent.error`` (the design's outside contract), and
         clients such as the MCP Inspector validate ``structuredContent`` against
         ``outputSchema`` even when ``isError`` is true. So the schema declares ``error`` and
         requires either the success fields or ``error``: both kinds of result conform.
+
+        What ``tools/list`` sends (``described=False``) keeps what a validator checks (types,
+        nullability, required fields, enums, closed objects) and leaves out the fields' prose:
+        models are given a tool's description and ``inputSchema``, and the prose was 36% of the
+        output schemas' bytes. The tool's docs page shows the described schema.
         """
         if self.output_model is None:
             return None
-        schema = json_schema(self.output_model)
+        schema = json_schema(self.output_model, share_repeated=True)
+        if not described:
+            schema = _without_descriptions(schema)
         schema.setdefault("properties", {})["error"] = ERROR_SCHEMA
         required = schema.pop("required", None)
         if required:
@@ -215,8 +255,8 @@ class Registry:
     Args:
         tools: every declared tool.
         read_only: hide and refuse tools whose annotations are not read-only.
-        toolsets: serve only these toolsets, and the tools named in ``enabled_tools`` (both
-            empty: all).
+        toolsets: serve only these toolsets (``default`` and ``all`` included), and the tools named
+            in ``enabled_tools`` (both empty: the default toolsets, all but ``superseded``).
         enabled_tools: serve these tools (names or aliases) besides ``toolsets``.
         limiter: the per-agent rate limits of GitLab tool calls (every toolset but ``broker``).
 
@@ -246,6 +286,11 @@ class Registry:
         self._limiter = limiter
         self.toolsets = tuple(toolsets)
         self.enabled_tools = frozenset(self._aliases.get(name, name) for name in enabled_tools)
+        self._served_toolsets = (
+            expand_toolsets(self.toolsets)
+            if self.toolsets or self.enabled_tools
+            else frozenset(DEFAULT_TOOLSETS)
+        )
         self._listed = [t for t in self._all.values() if self._why_hidden(t) is None]
         self._listed_mcp = [t.to_mcp() for t in self._listed]
 
@@ -256,9 +301,13 @@ class Registry:
                 "(--read-only, GATEWAY_READ_ONLY or read_only in its config file): restart it without "
                 "that to use this tool"
             )
-        if (self.toolsets or self.enabled_tools) and (
-            tool.toolset not in self.toolsets and tool.name not in self.enabled_tools
-        ):
+        if tool.toolset not in self._served_toolsets and tool.name not in self.enabled_tools:
+            if tool.toolset == "superseded":
+                return (
+                    f"{tool.name} is superseded by get_pipeline (its docs give the call it maps to), and "
+                    "this gateway does not serve the superseded toolset: add it with --toolsets "
+                    "default,superseded (or all), GATEWAY_TOOLSETS or toolsets in its config file"
+                )
             return (
                 f"{tool.name} belongs to toolset {tool.toolset!r}, which this gateway does not serve "
                 "(its toolsets and tools options: --toolsets, --tools)"
@@ -396,10 +445,19 @@ def parse_arguments(tool: Tool, arguments: dict[str, Any]) -> BaseModel:
         ) from None
 
 
-def json_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """``model``'s JSON Schema with local ``$ref``s inlined (non-recursive ones) and titles dropped."""
+def json_schema(model: type[BaseModel], *, share_repeated: bool = False) -> dict[str, Any]:
+    """``model``'s JSON Schema, as small as it can be without saying less.
+
+    Local ``$ref``s are inlined (non-recursive ones): a model reading an ``inputSchema`` should not
+    have to resolve references, and some model APIs refuse them. With ``share_repeated`` (output
+    schemas, which validators read), a definition that would be inlined more than once is kept
+    once in ``$defs`` instead. Titles are dropped, and ``anyOf`` of bare types
+    (``[{"type": "string"}, {"type": "null"}]``) becomes one ``type`` list: the same schema in
+    JSON Schema 2020-12, a quarter of the bytes.
+    """
     raw = model.model_json_schema()
     defs = raw.pop("$defs", {})
+    inlined: dict[str, Any] = {}
 
     def walk(node: Any, seen: tuple[str, ...]) -> Any:
         if isinstance(node, dict):
@@ -408,13 +466,94 @@ def json_schema(model: type[BaseModel]) -> dict[str, Any]:
                 name = ref.split("/")[-1]
                 if name in seen:
                     return {"type": "object"}
-                merged = {**defs[name], **{k: v for k, v in node.items() if k != "$ref"}}
-                return walk(merged, (*seen, name))
-            return {k: walk(v, seen) for k, v in node.items() if k != "title" or not isinstance(v, str)}
+                if name not in inlined and name not in seen:
+                    inlined[name] = walk(defs[name], (*seen, name))
+                extra = {k: walk(v, seen) for k, v in node.items() if k not in ("$ref", "title")}
+                return {**inlined[name], **extra}
+            out = {k: walk(v, seen) for k, v in node.items() if not _says_nothing(k, v)}
+            return _bare_types(out)
         if isinstance(node, list):
             return [walk(v, seen) for v in node]
         return node
 
-    out = walk(raw, ())
+    out: dict[str, Any] = walk(raw, ())
     assert isinstance(out, dict)
+    return _share_repeated(out, inlined) if share_repeated else out
+
+
+def _says_nothing(key: str, value: Any) -> bool:
+    """A keyword that adds nothing a reader or validator uses: a title (the property's name,
+    reworded), ``additionalProperties: true`` (JSON Schema's default) and ``default: null`` (no
+    value of the declared type; leaving the argument out is how it is not given)."""
+    return (
+        (key == "title" and isinstance(value, str))
+        or (key == "additionalProperties" and value is True)
+        or (key == "default" and value is None)
+    )
+
+
+def _without_descriptions(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {
+            k: _without_descriptions(v)
+            for k, v in node.items()
+            if not (k == "description" and isinstance(v, str))  # a field named description stays
+        }
+    if isinstance(node, list):
+        return [_without_descriptions(v) for v in node]
+    return node
+
+
+def _bare_types(node: dict[str, Any]) -> dict[str, Any]:
+    branches = node.get("anyOf")
+    if (
+        isinstance(branches, list)
+        and len(branches) > 1
+        and all(isinstance(b, dict) and set(b) == {"type"} and isinstance(b["type"], str) for b in branches)
+        and "type" not in node
+    ):
+        rest = {k: v for k, v in node.items() if k != "anyOf"}
+        return {"type": [b["type"] for b in branches], **rest}
+    return node
+
+
+def _share_repeated(schema: dict[str, Any], definitions: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` with each definition that appears in it more than once moved to ``$defs``."""
+    import json
+
+    def key(node: Any) -> str:
+        return json.dumps(node, sort_keys=True)
+
+    counts: dict[str, int] = {}
+
+    def count(node: Any) -> None:
+        if isinstance(node, dict):
+            counts[key(node)] = counts.get(key(node), 0) + 1
+            for v in node.values():
+                count(v)
+        elif isinstance(node, list):
+            for v in node:
+                count(v)
+
+    count(schema)
+    shared = {key(d): name for name, d in definitions.items() if counts.get(key(d), 0) > 1}
+    if not shared:
+        return schema
+    kept: dict[str, Any] = {}
+
+    def replace(node: Any, top: bool = False) -> Any:
+        if isinstance(node, dict):
+            name = None if top else shared.get(key(node))
+            if name is not None:
+                if name not in kept:
+                    kept[name] = None  # reserve: a definition never refers to itself here
+                    kept[name] = {k: replace(v) for k, v in node.items()}
+                return {"$ref": f"#/$defs/{name}"}
+            return {k: replace(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [replace(v) for v in node]
+        return node
+
+    out: dict[str, Any] = replace(schema, top=True)
+    out["$defs"] = kept
     return out

@@ -163,6 +163,7 @@ async def test_the_image_answers_every_gitlab_tool_from_the_standin(
     run = ["podman", "run", "--detach", "--name", name, "--network", "host"]
     run += ["--env", f"GATEWAY_SERVER__PORT={port}", "--env", f"GATEWAY_CLIENT_TOKENS={tokens}"]
     run += ["--env", f"GITLAB_URL={standin.url}", "--env", f"GITLAB_TOKEN={standin.tokens.alice}"]
+    run += ["--env", "GATEWAY_TOOLSETS=all"]  # every tool is called below, the superseded ones too
     _run(*run, image, timeout=120, env=podman)
     try:
         _wait_healthy(f"http://127.0.0.1:{port}/healthz")

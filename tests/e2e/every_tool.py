@@ -14,12 +14,12 @@ from tests.standin import dataset as ds
 from tests.standin import job_logs
 
 P = ds.PROJECT_PATH
-PIPELINE = {"id": P, "pipeline_id": ds.PIPELINE_ID}
+PIPELINE = {"project_id": P, "pipeline_id": ds.PIPELINE_ID}
 
 #: Every GitLab tool: a happy path (reads only, and one create on the stand-in).
 HAPPY: dict[str, dict[str, Any]] = {
     "get_pipeline": {**PIPELINE, "include": ["jobs"]},
-    "list_pipelines": {"id": P},
+    "list_pipelines": {"project_id": P},
     "get_pipeline_jobs": PIPELINE,
     "get_pipeline_failing_jobs": PIPELINE,
     "get_downstream_pipelines": PIPELINE,
@@ -28,7 +28,7 @@ HAPPY: dict[str, dict[str, Any]] = {
     "get_duo_session": {"workflow_id": ds.WORKFLOWS["finished"]},
     "get_repository_file": {"project_id": P, "file_path": ds.FILES["readme"], "ref": "main"},
     "get_job": {
-        "id": P,
+        "project_id": P,
         "job_id": job_logs.FAILED_LOG_JOB_ID,
         "include": ["log", "artifacts"],
         "tail_lines": 20,

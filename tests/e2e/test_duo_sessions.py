@@ -57,6 +57,7 @@ async def test_listed_read_only_and_alias_hidden(gateway: GatewayProcess, fresh_
         "workflow_id": W["finished"],
         "status": "finished",
         "web_url": session_url(fresh_standin, 502),
+        "answer": ds.FINAL_ANSWER,
     }
 
 

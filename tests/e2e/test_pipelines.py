@@ -36,7 +36,7 @@ TOOLS = {
 def gateway(standin: Standin, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
     """One gateway for the module (service mode, alice's token), against the session's stand-in."""
     state = tmp_path_factory.mktemp("gateway") / "state"
-    proc = GatewayProcess(env=standin.env(), state_dir=state).start()
+    proc = GatewayProcess(env={**standin.env(), "GATEWAY_TOOLSETS": "all"}, state_dir=state).start()
     yield proc
     proc.stop()
 

@@ -33,7 +33,9 @@ ERAS = {"auto": "2026-07-28", "legacy": "2025-11-25"}
 
 @pytest.fixture(scope="module")
 def gateway(standin: Standin, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    proc = GatewayProcess(env=standin.env(), state_dir=tmp_path_factory.mktemp("clients") / "state").start()
+    # Every toolset, the superseded one included: each tool is called through a real client.
+    env = {**standin.env(), "GATEWAY_TOOLSETS": "all"}
+    proc = GatewayProcess(env=env, state_dir=tmp_path_factory.mktemp("clients") / "state").start()
     yield proc
     proc.stop()
 

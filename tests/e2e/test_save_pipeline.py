@@ -216,7 +216,7 @@ async def test_retry_whose_answer_is_lost_is_never_resent(
     assert fresh_standin.control.graphql_requests(field="pipelineRetry") == 1
     assert err["reason"] == "upstream_error" and err["outcome"] == "unknown"
     assert (
-        f"get_pipeline (id='{ds.PROJECT_PATH}', pipeline_id={ds.PIPELINE_ID}, include=['jobs'])"
+        f"get_pipeline (project_id='{ds.PROJECT_PATH}', pipeline_id={ds.PIPELINE_ID}, include=['jobs'])"
         in err["message"]
     )
 

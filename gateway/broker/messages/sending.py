@@ -132,13 +132,13 @@ class Sending:
             if original is None:
                 raise BrokerError(
                     "not_found",
-                    f"`replyTo`: no message has id {reply_to!r}. Use the messageId of a message you "
+                    f"`reply_to`: no message has id {reply_to!r}. Use the messageId of a message you "
                     "received (wait_for_message) or found with get_message_history. Nothing was sent.",
                 )
             if original.sender not in self._roster.agents:
                 raise BrokerError(
                     "bad_request",
-                    f"`replyTo`: message {reply_to} is a notice from the {original.sender}, "
+                    f"`reply_to`: message {reply_to} is a notice from the {original.sender}, "
                     "which takes no replies; use send_message to reach an agent. Nothing was sent.",
                 )
             message_id = await queue_message(

@@ -62,14 +62,14 @@ async def report_completion(ctx: ToolContext, args: ReportCompletionInput) -> di
 
 async def report_review(ctx: ToolContext, args: ReportReviewInput) -> dict[str, Any]:
     broker, agent = _caller(ctx)
-    return await broker.phases.report_review(agent, args.result, args.prId, args.hasNextPhase)
+    return await broker.phases.report_review(agent, args.result, args.pr_id, args.has_next_phase)
 
 
 async def set_phase_plan(ctx: ToolContext, args: SetPhasePlanInput) -> dict[str, Any]:
     broker, agent = _caller(ctx)
     phases = [{"phase": p.phase, "issues": list(p.issues)} for p in args.phases]
     return await broker.plan.set_phase_plan(
-        agent, args.planId, phases, args.autoAdvance, args.cooldownMinutes
+        agent, args.plan_id, phases, args.auto_advance, args.cooldown_minutes
     )
 
 
@@ -96,21 +96,21 @@ async def send_message(ctx: ToolContext, args: SendMessageInput) -> dict[str, An
 async def reply_message(ctx: ToolContext, args: ReplyMessageInput) -> dict[str, Any]:
     broker, agent = _caller(ctx)
     return await broker.sending.send_message(
-        agent, "", args.subject, args.body, args.priority, reply_to=args.replyTo
+        agent, "", args.subject, args.body, args.priority, reply_to=args.reply_to
     )
 
 
 async def wait_for_message(ctx: ToolContext, args: WaitForMessageInput) -> ToolResult:
     broker, agent = _caller(ctx)
     limit = broker.config.max_wait_seconds
-    timeout = args.timeout_sec if args.timeout_sec is not None else min(DEFAULT_WAIT_SECONDS, limit)
+    timeout = args.wait_seconds if args.wait_seconds is not None else min(DEFAULT_WAIT_SECONDS, limit)
     if timeout > limit:
         raise ToolError(
             "bad_request",
-            f"`timeout_sec`: {timeout:g} s is longer than the longest wait this gateway allows ({limit:g} s, "
-            f"broker.max_wait_seconds). Pass at most {limit:g} and call wait_for_message again when it "
-            f"times out.",
-            invalid_arguments=["timeout_sec"],
+            f"`wait_seconds`: {timeout:g} s is longer than the longest wait this gateway allows "
+            f"({limit:g} s, broker.max_wait_seconds). Pass at most {limit:g} and call wait_for_message "
+            "again when it times out.",
+            invalid_arguments=["wait_seconds"],
         )
     progress = ctx.progress if ctx.call.has_progress_token else None
     outcome = await broker.delivery.wait_for_message(agent, timeout, progress, ack=args.ack)
@@ -145,7 +145,7 @@ async def wait_for_message(ctx: ToolContext, args: WaitForMessageInput) -> ToolR
 
 async def get_message_history(ctx: ToolContext, args: GetMessageHistoryInput) -> dict[str, Any]:
     broker, _ = _caller(ctx)
-    return await broker.history.message_history(args.issue, args.limit, args.after)
+    return await broker.history.message_history(args.issue, args.first, args.after)
 
 
 async def get_pipeline_status(ctx: ToolContext, args: NoArguments) -> dict[str, Any]:

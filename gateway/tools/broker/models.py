@@ -1,6 +1,9 @@
-"""The broker tools' argument and result models (field names are the broker contract's, camelCase
-included): each input model is a tool's ``inputSchema``, each output model its ``outputSchema``, and
-the registry checks every result against it.
+"""The broker tools' argument and result models: each input model is a tool's ``inputSchema``, each
+output model its ``outputSchema``, and the registry checks every result against it.
+
+Arguments are snake_case, as every GitLab tool's are; the camelCase names of earlier releases
+(``planId``, ``replyTo``, ...) are still accepted (``argument_aliases``). Results keep the broker
+contract's camelCase field names (``messageId``, ``issueCount``).
 """
 
 from __future__ import annotations
@@ -61,9 +64,11 @@ class ReportCompletionInput(_In):
 
 
 class ReportReviewInput(_In):
+    argument_aliases = {"prId": "pr_id", "hasNextPhase": "has_next_phase"}
+
     result: Literal["approved", "changes"] = Field(description="approved, or changes to send the phase back")
-    prId: str | None = Field(None, max_length=200, description="The pull/merge request reviewed, e.g. PR #4")
-    hasNextPhase: bool | None = Field(
+    pr_id: str | None = Field(None, max_length=200, description="The pull/merge request reviewed, e.g. PR #4")
+    has_next_phase: bool | None = Field(
         None,
         description="Whether a phase follows; omitted: true when the phase plan has a phase after this one",
     )
@@ -77,14 +82,20 @@ class PlanPhase(_In):
 
 
 class SetPhasePlanInput(_In):
-    planId: str = Field(
+    argument_aliases = {
+        "planId": "plan_id",
+        "autoAdvance": "auto_advance",
+        "cooldownMinutes": "cooldown_minutes",
+    }
+
+    plan_id: str = Field(
         min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$", description='Plan id, e.g. "jope-core"'
     )
     phases: list[PlanPhase] = Field(
         min_length=1, max_length=200, description="The phases in the order they run"
     )
-    autoAdvance: bool = Field(False, description="Start the next phase by itself after an approved review")
-    cooldownMinutes: float = Field(
+    auto_advance: bool = Field(False, description="Start the next phase by itself after an approved review")
+    cooldown_minutes: float = Field(
         5.0, ge=0, le=1440, description="Minutes between an approval and the session reset"
     )
 
@@ -114,14 +125,18 @@ class SendMessageInput(_In):
 
 
 class ReplyMessageInput(_In):
-    replyTo: str = Field(min_length=1, max_length=64, description="messageId of the message answered")
+    argument_aliases = {"replyTo": "reply_to"}
+
+    reply_to: str = Field(min_length=1, max_length=64, description="messageId of the message answered")
     subject: Subject = Field(description='Reply type, e.g. "done"')
     body: dict[str, Any] = Field(description="A JSON object")
     priority: Priority = Field("normal", description="high, normal or low")
 
 
 class WaitForMessageInput(_In):
-    timeout_sec: float | None = Field(
+    argument_aliases = {"timeout_sec": "wait_seconds"}
+
+    wait_seconds: float | None = Field(
         None,
         ge=0,
         description="Seconds to wait at most (default 3600, or the gateway's broker.max_wait_seconds "
@@ -137,10 +152,12 @@ class WaitForMessageInput(_In):
 
 
 class GetMessageHistoryInput(_In):
+    argument_aliases = {"limit": "first"}
+
     issue: str | None = Field(
         None, max_length=255, description="Only messages whose body.issue is this issue id"
     )
-    limit: int = Field(
+    first: int = Field(
         50,
         ge=1,
         le=1000,

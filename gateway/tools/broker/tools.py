@@ -92,6 +92,7 @@ _SETTING = Annotations(read_only=False, destructive=False, idempotent=True, open
 TOOLS: list[Tool] = [
     Tool(
         name="start_phase",
+        title="Start phase",
         description=(
             "Start a phase of issues: IDLE → PHASE_PREPARING, every issue todo. Only in IDLE. Usually the PM."
         ),
@@ -103,6 +104,7 @@ TOOLS: list[Tool] = [
     ),
     Tool(
         name="begin_developing",
+        title="Begin developing",
         description=(
             "The phase is prepared: PHASE_PREPARING → PHASE_DEVELOPING; the first issue goes in progress."
         ),
@@ -114,6 +116,7 @@ TOOLS: list[Tool] = [
     ),
     Tool(
         name="report_completion",
+        title="Report completion",
         description=(
             "Report the issue in progress as pass or fail (PHASE_DEVELOPING only). pass moves on to "
             "nextIssue, or to PHASE_REVIEWING after the last issue (allDone); fail raises the issue's "
@@ -127,6 +130,7 @@ TOOLS: list[Tool] = [
     ),
     Tool(
         name="report_review",
+        title="Report review",
         description=(
             "Report the review of the phase (PHASE_REVIEWING only). approved: IDLE when a phase follows "
             "(and auto-advance starts if enabled), else COMPLETED. changes: fixCount goes up, every "
@@ -140,10 +144,11 @@ TOOLS: list[Tool] = [
     ),
     Tool(
         name="set_phase_plan",
+        title="Set phase plan",
         description=(
-            "Store the plan of phases (planId, phases with their issues), whether the next phase starts "
-            "by itself after an approval (autoAdvance, default false) and the cooldown before it "
-            "(cooldownMinutes, default 5)."
+            "Store the plan of phases (plan_id, phases with their issues), whether the next phase starts "
+            "by itself after an approval (auto_advance, default false) and the cooldown before it "
+            "(cooldown_minutes, default 5)."
         ),
         input_model=SetPhasePlanInput,
         output_model=SetPhasePlanOutput,
@@ -153,6 +158,7 @@ TOOLS: list[Tool] = [
     ),
     Tool(
         name="get_phase_plan",
+        title="Get phase plan",
         description=(
             "The phase plan: planId, phases, currentPhase, completedPhases, autoAdvance, cooldownMinutes."
         ),
@@ -164,6 +170,7 @@ TOOLS: list[Tool] = [
     ),
     Tool(
         name="set_auto_advance",
+        title="Set auto-advance",
         description="Turn auto-advance on or off. Turning it off also drops an auto-advance under way.",
         input_model=SetAutoAdvanceInput,
         output_model=SetAutoAdvanceOutput,
@@ -173,6 +180,7 @@ TOOLS: list[Tool] = [
     ),
     Tool(
         name="cancel_auto_advance",
+        title="Cancel auto-advance",
         description=(
             "Cancel the auto-advance under way (its cooldown or session_reset stage); the pipeline goes "
             "to PAUSED until the PM calls resume. Every agent is sent a high-priority "
@@ -186,6 +194,7 @@ TOOLS: list[Tool] = [
     ),
     Tool(
         name="send_message",
+        title="Send message",
         description=(
             "Queue a message for an agent (pm, dev, reviewer): subject is its type, body a JSON object. "
             "Higher priority is delivered first, then older first."
@@ -198,8 +207,9 @@ TOOLS: list[Tool] = [
     ),
     Tool(
         name="wait_for_message",
+        title="Wait for message",
         description=(
-            "Wait for the next message in your queue (priority, then time) for at most timeout_sec "
+            "Wait for the next message in your queue (priority, then time) for at most wait_seconds "
             "seconds (default 3600). Returns {message, timedOut}; on timedOut call it again. A message "
             "can reach you twice (after a gateway crash, or when your connection dropped as it arrived): "
             "it then carries the same messageId (deliveryAttempt > 1), so skip ids you have handled. To "
@@ -219,6 +229,7 @@ TOOLS: list[Tool] = [
     ),
     Tool(
         name="reply_message",
+        title="Reply to message",
         description=(
             "Reply to a message by its messageId: the reply goes to that message's sender, in the same "
             "thread."
@@ -231,10 +242,11 @@ TOOLS: list[Tool] = [
     ),
     Tool(
         name="get_message_history",
+        title="Get message history",
         description=(
             "Past and queued messages between all agents (not only yours), newest first by page and in "
             "time order within a page; `issue` "
-            "keeps those whose body.issue is that issue. A page holds up to `limit` messages (default 50) "
+            "keeps those whose body.issue is that issue. A page holds up to `first` messages (default 50) "
             "and about 1 MB of bodies; a larger body is shown cut (bodyTruncated, bodyPreview). While "
             "`page_info.has_next_page` is true, call again with `after: page_info.end_cursor` for older "
             "messages."
@@ -247,6 +259,7 @@ TOOLS: list[Tool] = [
     ),
     Tool(
         name="get_pipeline_status",
+        title="Get broker pipeline status",
         description=(
             "The broker's phase pipeline snapshot (not a GitLab CI pipeline: see get_pipeline): state, "
             "phase, issues, agents (connected, lastSeen), queue depths, phase plan, auto-advance stage "
@@ -260,6 +273,7 @@ TOOLS: list[Tool] = [
     ),
     Tool(
         name="log_activity",
+        title="Log activity",
         description=(
             "Append one line to your activity log (.pipeline/logs/<your agent id>.log). Works in every state."
         ),
@@ -271,6 +285,7 @@ TOOLS: list[Tool] = [
     ),
     Tool(
         name="get_activity_log",
+        title="Get activity log",
         description=(
             "The last tail_lines (default 50) lines of an agent's activity log, or of `pipeline` (the "
             "broker's own log of every transition). Default: your own log."
@@ -283,6 +298,7 @@ TOOLS: list[Tool] = [
     ),
     Tool(
         name="request_human",
+        title="Request a human",
         description=(
             "Stop for a person's decision: any state but STOPPED → HUMAN_NEEDED; every connected agent "
             "is told. The PM calls resume once the person has decided."
@@ -295,6 +311,7 @@ TOOLS: list[Tool] = [
     ),
     Tool(
         name="resume",
+        title="Resume broker pipeline",
         description=(
             "PM only, on a person's word: HUMAN_NEEDED → PHASE_DEVELOPING (when it came from development "
             "or review) or IDLE; PAUSED → IDLE. Resuming means try again: an issue that reached the fail "
@@ -308,6 +325,7 @@ TOOLS: list[Tool] = [
     ),
     Tool(
         name="stop_pipeline",
+        title="Stop broker pipeline",
         description=(
             "Stop the broker's phase pipeline for good (not a GitLab CI pipeline: cancel one with "
             "save_pipeline action cancel): any state → STOPPED, writes .stop-pipeline, wakes every "

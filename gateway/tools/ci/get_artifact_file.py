@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 from gateway.errors import ToolError, bad_request, not_found
 from gateway.gitlab.errors import GitLabNotFound
 from gateway.gitlab.urls import JobRef, encode_project
-from gateway.tools.arguments import OptionalPositiveId, OptionalProjectId, OptionalText
+from gateway.tools.arguments import PROJECT_ALIASES, OptionalPositiveId, OptionalProjectId, OptionalText
 from gateway.tools.ci.artifact_entries import nearest_paths
 from gateway.tools.ci.job_read import JobAnswer, job_target, read_job
 from gateway.tools.context import ToolContext
@@ -60,6 +60,8 @@ class GetArtifactFileInput(ToolInput):
         description="GitLab URL of the job, e.g. https://gitlab.com/group/project/-/jobs/123 (or of the "
         "file: `.../-/jobs/123/artifacts/file/<path>`). Provide this, or project_id and job_id.",
     )
+    argument_aliases = PROJECT_ALIASES
+
     project_id: OptionalProjectId = Field(
         None, description="ID or full path of the project. Required if url is not provided."
     )

@@ -1,7 +1,8 @@
 """``get_job``: one CI job and, on request, its log (cleaned) and its artifacts.
 
 GitLab's built-in MCP server has the tool (gitlabhq ``app/services/mcp/tools/jobs/``): the same
-arguments ``id``, ``job_id``, ``include`` (``log``, ``artifacts``), ``byte_offset``, ``byte_limit``;
+arguments ``id`` (here ``project_id``, ``id`` accepted too), ``job_id``, ``include`` (``log``,
+``artifacts``), ``byte_offset``, ``byte_limit``;
 the same log ``metadata {total_bytes, returned {start, end}, truncated}`` and "Call again with
 {"byte_offset": N}" hint. Where this gateway goes further:
 
@@ -32,7 +33,13 @@ from gateway.errors import ToolError, bad_request
 from gateway.gitlab.errors import GitLabNotFound, GitLabUnauthorized
 from gateway.gitlab.job_log import LogSection
 from gateway.gitlab.urls import JobRef, encode_project
-from gateway.tools.arguments import OptionalPositiveId, OptionalProjectId, OptionalText, schema_extra
+from gateway.tools.arguments import (
+    PROJECT_ALIASES,
+    OptionalPositiveId,
+    OptionalProjectId,
+    OptionalText,
+    schema_extra,
+)
 from gateway.tools.ci.artifact_entries import ArtifactFiles, list_files
 from gateway.tools.ci.job_read import (
     JobAnswer,
@@ -63,9 +70,11 @@ Include = Literal["log", "artifacts"]
 
 
 class GetJobInput(ToolInput):
-    """Give url, or id and job_id; add include: ["log"] and/or ["artifacts"]."""
+    """Give url, or project_id and job_id; add include: ["log"] and/or ["artifacts"]."""
 
-    id: OptionalProjectId = Field(
+    argument_aliases = PROJECT_ALIASES
+
+    project_id: OptionalProjectId = Field(
         None,
         description="ID or full path of the project, e.g. `42` or `group/subgroup/project`. Required if "
         "url is not provided.",
@@ -75,8 +84,8 @@ class GetJobInput(ToolInput):
     )
     url: OptionalText = Field(
         None,
-        description="GitLab URL of the job, e.g. https://gitlab.com/group/project/-/jobs/123. Provide this, "
-        "or id and job_id. Only URLs on this gateway's GitLab are accepted.",
+        description="The job's URL on this GitLab, e.g. https://gitlab.example.com/group/project/-/jobs/123. "
+        "Give this, or project_id and job_id.",
     )
     include: list[Include] = Field(
         default_factory=list,
@@ -229,7 +238,7 @@ async def get_job(ctx: ToolContext, args: GetJobInput) -> dict[str, Any]:
             "the other, not both.",
             invalid_arguments=["tail_lines", *given],
         )
-    target = job_target(ctx, args.url, args.id, args.job_id, project_arg="id")
+    target = job_target(ctx, args.url, args.project_id, args.job_id, project_arg="project_id")
     job = await read_job(ctx, target)
     out: dict[str, Any] = job_fields(job)
     if "log" in args.include:
@@ -339,20 +348,18 @@ def _log_payload(read: LogRead, job: JobAnswer, limit: int, *, tail: bool) -> di
 
 DESCRIPTION = """\
 Get a CI/CD job of a GitLab project: status, stage, failure_reason (e.g. `script_failure`), \
-duration, times, pipeline_id and web_url. Name it with `url` (a `/-/jobs/<id>` link) or `id` + \
+duration, times, pipeline_id and web_url. Name it with `url` (a `/-/jobs/<id>` link) or `project_id` + \
 `job_id`.
 
 Add `include: ["log"]` for its log, cleaned as GitLab's job page shows it (colour codes, \
 `\\r` progress redraws and section markers removed) with its collapsible `sections` \
 (name, lines, duration). To see why a job failed, ask for `tail_lines` (e.g. 50): the last \
 lines, however large the log. To read it all, page with `byte_offset`/`byte_limit` (raw bytes; \
-windows end on a line boundary); while `next` is present, call again with it. GitLab sends a log \
-only whole: a window far into a big log costs reading all before it (`metadata.bytes_read`), so \
-prefer tail_lines for the end and the largest byte_limit when paging. Add \
-`include: ["artifacts"]` for the files the job kept: its archives, and in `artifact_files` the \
-paths inside its artifacts archive with their sizes (filter with `artifact_filter`, e.g. \
-`*.log`; page with `first`/`after`); read one with get_artifact_file. A log your token may \
-not read gives its own error, distinct from a missing job.
+windows end on a line boundary); while `next` is present, call again with it. A window far \
+into a big log costs reading all before it (`metadata.bytes_read`): prefer tail_lines for the end. \
+Add `include: ["artifacts"]` to list the files the job kept, and in `artifact_files` the paths \
+inside its artifacts archive (filter with `artifact_filter`, e.g. `*.log`); read one with \
+get_artifact_file.
 """
 
 TOOLS: list[Tool] = [
@@ -365,6 +372,6 @@ TOOLS: list[Tool] = [
         handler=get_job,
         annotations=READ_ONLY,
         toolset="ci",
-        reference_hint="Or pass `id` and `job_id`.",
+        reference_hint="Or pass `project_id` and `job_id`.",
     )
 ]

@@ -4,12 +4,13 @@ bridge jobs), exactly as GitLab's built-in MCP server ships it
 facet (what failed and why: :mod:`gateway.tools.ci.pipeline_failures`) and ``wait_seconds``
 (wait for the pipeline to finish: :mod:`gateway.tools.ci.pipeline_wait`).
 
-- Arguments: ``id`` (numeric project ID or full path, plain or URL-encoded once), ``pipeline_id``
-  (the global pipeline id, as in ``/-/pipelines/<id>``), ``include`` (at most one of ``jobs``,
-  ``downstream_pipelines``, ``bridge_jobs``, ``failures``), ``job_status`` (lowercase
-  ``CiJobStatus``; filters the ``jobs`` facet only), ``first`` (1..100, default 20), ``after``
-  (the previous ``page_info.end_cursor``) and ``wait_seconds`` (0..300). Bad input is refused
-  before any request.
+- Arguments: ``url`` (the pipeline's web URL, on the configured GitLab only), or ``project_id``
+  (numeric project ID or full path, plain or URL-encoded once; ``id``, GitLab's name in this tool,
+  is accepted too) and ``pipeline_id`` (the global pipeline id, as in ``/-/pipelines/<id>``),
+  ``include`` (at most one of ``jobs``, ``downstream_pipelines``, ``bridge_jobs``, ``failures``),
+  ``job_status`` (lowercase ``CiJobStatus``; filters the ``jobs`` facet only), ``first`` (1..100,
+  default 20), ``after`` (the previous ``page_info.end_cursor``) and ``wait_seconds`` (0..300).
+  Bad input is refused before any request.
 - One GraphQL request per call (``operations/ci/get_pipeline.graphql``) but for ``failures`` and
   waits (see their modules): facets sit behind ``@include``; a numeric project ID goes through
   ``projects(ids:)`` and a path through ``project(fullPath:)`` in the same document.
@@ -34,7 +35,16 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from gateway.tools.arguments import OptionalPositiveId, PositiveId, ProjectId, schema_extra, shown
+from gateway.errors import bad_request
+from gateway.gitlab.urls import parse_pipeline_url
+from gateway.tools.arguments import (
+    PROJECT_ALIASES,
+    OptionalPositiveId,
+    OptionalProjectId,
+    PositiveId,
+    schema_extra,
+    shown,
+)
 from gateway.tools.ci.pipeline_failures import GET_PIPELINE_TEST_CASES, MAX_FAILURES_PAGE
 from gateway.tools.ci.pipeline_read import (
     FACETS,
@@ -66,12 +76,51 @@ def _no_bool(value: Any) -> Any:
     return value
 
 
-class GetPipelineInput(ToolInput):
-    """One pipeline of one project, by ID, and at most one facet (jobs, downstream pipelines or bridge
-    jobs) to page through with first and after."""
+PipelineUrl = Annotated[
+    str | SkipJsonSchema[None],
+    Field(
+        description=(
+            "Web URL of the pipeline on this GitLab, e.g. "
+            "https://gitlab.example.com/group/project/-/pipelines/42. Give either `url`, or `project_id` "
+            "and `pipeline_id`."
+        ),
+        json_schema_extra=schema_extra(minLength=1, maxLength=4096),
+    ),
+]
 
-    id: ProjectId
-    pipeline_id: PipelineId
+
+def pipeline_target(
+    ctx: ToolContext, tool: str, url: str | None, project: str | None, pipeline_id: int | None
+) -> tuple[str, int]:
+    """``(project, pipeline_id)`` from ``url`` or ``project_id`` + ``pipeline_id``; no request is made.
+
+    Raises:
+        ToolError: ``bad_request`` when both or neither are given.
+        InvalidReference: the URL is not a pipeline URL of the configured GitLab.
+    """
+    if url is not None:
+        if project is not None or pipeline_id is not None:
+            raise bad_request(f"{tool}: give either `url`, or `project_id` and `pipeline_id`, not both.")
+        ref = parse_pipeline_url(ctx.services.gitlab.base, url)
+        return ref.project, ref.pipeline_id
+    if project is None or pipeline_id is None:
+        missing = "`project_id`" if project is None else "`pipeline_id`"
+        raise bad_request(
+            f"{tool}: {missing} is missing; name the pipeline by `url` (its web URL, "
+            "https://<gitlab>/<group>/<project>/-/pipelines/<id>) or by `project_id` and `pipeline_id`."
+        )
+    return project, pipeline_id
+
+
+class GetPipelineInput(ToolInput):
+    """One pipeline, by `url` or by `project_id` and `pipeline_id`, and at most one facet (`jobs`,
+    `downstream_pipelines`, `bridge_jobs` or `failures`) to page through with first and after."""
+
+    argument_aliases = PROJECT_ALIASES
+
+    url: PipelineUrl = None
+    project_id: OptionalProjectId = None
+    pipeline_id: OptionalPipelineId = None
     include: list[Facet] = Field(
         default_factory=list,
         max_length=1,
@@ -145,16 +194,17 @@ class GetPipelineInput(ToolInput):
 
 async def get_pipeline(ctx: ToolContext, args: GetPipelineInput) -> GetPipelineOutput:
     """The ``get_pipeline`` handler (see the module docstring)."""
+    project, pipeline_id = pipeline_target(ctx, "get_pipeline", args.url, args.project_id, args.pipeline_id)
     facet = args.include[0] if args.include else None
     wait = None
     if args.wait_seconds:
-        wait = await wait_for_pipeline(ctx, args.id, args.pipeline_id, args.wait_seconds)
+        wait = await wait_for_pipeline(ctx, project, pipeline_id, args.wait_seconds)
         if facet is None:
             return wait.answer(None)
     out = await read_pipeline(
         ctx.gitlab,
-        args.id,
-        args.pipeline_id,
+        project,
+        pipeline_id,
         facet,
         job_statuses=[args.job_status] if args.job_status else None,
         first=args.first,
@@ -169,20 +219,16 @@ def _waits(arguments: Mapping[str, Any]) -> bool:
 
 
 DESCRIPTION = """\
-Get a pipeline and optionally its jobs, downstream pipelines, bridge jobs, or what failed and why.
-
-Returns the pipeline's id, status, ref, sha, source and web_url. Add one facet with `include`:
-`jobs` (build jobs: id, name, status, stage, allow_failure, web_url; narrow them with
-`job_status`, e.g. `failed`), `downstream_pipelines` (child and multi-project pipelines, each
-with project_full_path), `bridge_jobs` (trigger jobs, each with the downstream_pipeline it
-started, or null when you cannot read it) or `failures`: each failed job (allow_failure ones
-marked) with GitLab's failure message, the last lines of the log section where it failed, and
-the failed test cases of its test report with their stack traces; `more` says how to read
-further (get_job for a whole log). A facet comes in pages of `first` (default 20, max 100;
-`failures`: 10) with `page_info`; while `page_info.has_next_page` is true, call again with
-`after: page_info.end_cursor`. To find why a pipeline failed, read `failures`, then
-`bridge_jobs` and each failed downstream pipeline. To wait for a running pipeline, pass
-`wait_seconds` (up to 300): the gateway answers when it finishes or when the time is up.
+Get a pipeline (by `url`, or `project_id` and `pipeline_id`): id, status, ref, sha, source,
+web_url; and with `include`, one facet: `jobs` (id, name, status, stage, allow_failure,
+web_url), `downstream_pipelines` (each with project_full_path), `bridge_jobs` (each with the
+downstream_pipeline it started, null when you cannot read it) or `failures`: each failed job
+(allow_failure ones marked) with GitLab's failure message, the last lines of the log section
+where it failed, and its failed test cases with stack traces; `more` says how to read further
+(get_job for a whole log). A facet comes in pages: while `page_info.has_next_page` is true, call
+again with `after: page_info.end_cursor`. To find why a pipeline failed, read `failures`, then
+`bridge_jobs` and each failed downstream pipeline. `wait_seconds` waits for a running pipeline
+to finish.
 """
 
 TOOLS: list[Tool] = [
@@ -198,5 +244,6 @@ TOOLS: list[Tool] = [
         operations=(GET_PIPELINE, GET_PIPELINE_TEST_CASES),
         long_running_when=_waits,
         wait_argument="wait_seconds",
+        reference_hint="Or name the pipeline by `project_id` and `pipeline_id`.",
     )
 ]

@@ -2,8 +2,8 @@
 server offers it: filter by ``ref``, ``status`` and ``source``, page with ``first``/``after``.
 
 One GraphQL request per call (``operations/ci/list_pipelines.graphql``, ``Project.pipelines``).
-Each pipeline has ``get_pipeline``'s fields plus ``created_at``; pass its ``id`` to ``get_pipeline``
-for its jobs.
+Each pipeline has ``get_pipeline``'s fields plus ``created_at``; pass its ``id`` to
+``get_pipeline`` as ``pipeline_id`` for its jobs.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pydantic.json_schema import SkipJsonSchema
 from gateway.errors import not_found
 from gateway.gitlab.operation import ByPathOrId, GlobalIdNumber, GraphQLData, Operation
 from gateway.gitlab.urls import is_numeric_id, project_address, project_full_path
-from gateway.tools.arguments import ProjectId, schema_extra, shown
+from gateway.tools.arguments import PROJECT_ALIASES, ProjectId, schema_extra, shown
 from gateway.tools.ci.pipeline_read import PipelineBase, Status, status_argument
 from gateway.tools.context import ToolContext
 from gateway.tools.pagination import (
@@ -39,7 +39,9 @@ _LENGTHS = {"ref": 1024, "source": 64}
 class ListPipelinesInput(ToolInput):
     """The project, optional filters, and the page."""
 
-    id: ProjectId
+    argument_aliases = PROJECT_ALIASES
+
+    project_id: ProjectId
     ref: str | SkipJsonSchema[None] = Field(
         None,
         description="Only pipelines for this branch or tag, e.g. `main`.",
@@ -123,8 +125,10 @@ async def list_pipelines(ctx: ToolContext, args: ListPipelinesInput) -> ListPipe
         ToolError: ``not_found`` for a missing or unreadable project.
         GitLabError: what the GitLab client raises.
     """
-    by_id = is_numeric_id(args.id)
-    address = project_address(None if by_id else project_full_path(args.id), int(args.id) if by_id else None)
+    by_id = is_numeric_id(args.project_id)
+    address = project_address(
+        None if by_id else project_full_path(args.project_id), int(args.project_id) if by_id else None
+    )
     variables = {
         **address,
         "ref": args.ref,
@@ -136,7 +140,7 @@ async def list_pipelines(ctx: ToolContext, args: ListPipelinesInput) -> ListPipe
     answer = await LIST_PIPELINES.run(ctx.gitlab, variables)
     project = answer.project_node()
     if project is None:
-        raise not_found(project_not_found_message(args.id, ctx.call.caller.credential))
+        raise not_found(project_not_found_message(args.project_id, ctx.call.caller.credential))
     pipelines = project.pipelines or Pipelines()
     return ListPipelinesOutput(
         pipelines=[
@@ -163,8 +167,8 @@ TOOLS: list[Tool] = [
         description=(
             "List a project's CI/CD pipelines, newest first: id, status, ref, sha, source, web_url and "
             "created_at. Narrow them with `ref` (branch or tag), `status` (e.g. `failed`) and `source` "
-            "(e.g. `schedule`). To see why one failed, pass its id to get_pipeline with include: "
-            f'["failures"]. {PAGING}'
+            "(e.g. `schedule`). To see why one failed, pass its id to get_pipeline as `pipeline_id` with "
+            f'include: ["failures"]. {PAGING}'
         ),
         input_model=ListPipelinesInput,
         output_model=ListPipelinesOutput,

@@ -221,17 +221,33 @@ def _create_unknown(
         f"{what}, so the gateway did not send it again: a pipeline for ref '{ref}' in project '{full_path}' "
         "may or may not have been created. Check before calling save_pipeline again: open "
         f"{_pipelines_page(ctx, full_path, ref)} (or call REST {api}) and look for a pipeline created in the "
-        f"last few minutes; with its ID, get_pipeline (id='{full_path}', pipeline_id=<ID>) shows its status. "
+        f"last few minutes; with its ID, get_pipeline (project_id='{full_path}', pipeline_id=<ID>) shows its "
+        "status. "
         "Only if there is none, create it again.",
         outcome="unknown",
         **({"request_id": request_id} if request_id else {}),
     )
 
 
+def _not_created(full_path: str, ref: str, errors: list[str]) -> ToolError:
+    """GitLab's reasons in its words, and for a ref it does not know, what to do next."""
+    message = f"GitLab did not create the pipeline: {'; '.join(errors)}"
+    if any(e.strip().lower().rstrip(".") == "reference not found" for e in errors):
+        return bad_request(
+            f"{message}. `ref` {ref!r} is no branch or tag of {full_path}: refs are case-sensitive, and a "
+            "pipeline runs on a branch or tag name (not a commit SHA or a merge request). Check the name "
+            f"(list_pipelines with project_id '{full_path}' shows the refs its recent pipelines ran on), "
+            "then call save_pipeline again with it.",
+            gitlab_errors=errors,
+            invalid_arguments=["ref"],
+        )
+    return bad_request(message, gitlab_errors=errors)
+
+
 def _retry_unknown(
     pipeline_id: int, project: ResolvedProject | None, what: str, request_id: str | None
 ) -> ToolError:
-    where = f"id='{project.full_path}', " if project else ""
+    where = f"project_id='{project.full_path}', " if project else ""
     return ToolError(
         "upstream_error",
         f"{what}, so the gateway did not send it again: retrying runs the pipeline's failed and canceled "
@@ -282,7 +298,7 @@ async def create(
         )
     pipeline, errors = payload.pipeline, payload.error_texts()
     if errors:
-        raise bad_request(f"GitLab did not create the pipeline: {'; '.join(errors)}", gitlab_errors=errors)
+        raise _not_created(project.full_path, ref, errors)
     if pipeline is None:
         raise _create_unknown(
             ctx,
@@ -355,7 +371,7 @@ async def cancel(ctx: ToolContext, pipeline_id: int, project: ResolvedProject | 
     if errors:
         words = "; ".join(errors)
         if resent:
-            where = f"id='{project.full_path}', " if project else ""
+            where = f"project_id='{project.full_path}', " if project else ""
             raise bad_request(
                 f"GitLab did not confirm the first cancel request for pipeline {pipeline_id}, so the "
                 f"gateway sent it again, and GitLab answered: {words}. If the first request was applied "

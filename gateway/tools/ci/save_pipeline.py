@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from gateway.errors import bad_request
-from gateway.tools.arguments import OptionalPositiveId, OptionalProjectId
+from gateway.tools.arguments import PROJECT_ALIASES, OptionalPositiveId, OptionalProjectId
 from gateway.tools.ci.pipeline_actions import (
     PIPELINE_CANCEL,
     PIPELINE_CREATE,
@@ -53,7 +53,8 @@ SAVE_PIPELINE_ANNOTATIONS = Annotations(read_only=False, destructive=True, idemp
 
 
 class PipelineVariable(ToolInput):
-    """One CI/CD variable for the new pipeline (GitLab ``CiVariableInput``)."""
+    # One CI/CD variable (GitLab's CiVariableInput). A comment, not a docstring: a docstring would
+    # be sent in every tools/list, and the fields' descriptions say it all.
 
     key: str = Field(min_length=1, description="Variable name, e.g. DEPLOY_ENV.")
     value: str = Field(description="Variable value (a string).")
@@ -66,6 +67,8 @@ class PipelineVariable(ToolInput):
 
 class SavePipelineInput(ToolInput):
     """Create a pipeline (url or project_id, and ref), or retry or cancel one (pipeline_id and action)."""
+
+    argument_aliases = PROJECT_ALIASES
 
     url: str | None = Field(
         None,

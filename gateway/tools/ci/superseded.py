@@ -19,7 +19,7 @@ Names are those of GitLab Duo Workflow Service's tools (``duo_workflow_service/t
 and the MCP server's REST-backed ``get_pipeline_jobs`` (https://docs.gitlab.com/api/jobs/). The
 pipeline is named as those tools named it, by its web ``url``
 (``https://gitlab.example.com/group/project/-/pipelines/42``, on the configured GitLab only), or
-as ``get_pipeline`` names it, by ``id`` and ``pipeline_id``. Paging is ``get_pipeline``'s
+as ``get_pipeline`` names it, by ``project_id`` (or ``id``) and ``pipeline_id``. Paging is ``get_pipeline``'s
 (``first``/``after``). Not carried over: locating a pipeline through a merge request
 (``merge_request_iid`` or a merge request URL) and ``exclude_allow_failure`` (GitLab's tool dropped it).
 The failing-bridge filter is applied by GitLab (``jobs(jobKind: BRIDGE, statuses: [FAILED])``),
@@ -28,15 +28,10 @@ so pages stay full.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import Field
-from pydantic.json_schema import SkipJsonSchema
-
-from gateway.errors import bad_request
-from gateway.gitlab.urls import parse_pipeline_url
-from gateway.tools.arguments import OptionalProjectId, schema_extra
-from gateway.tools.ci.get_pipeline import OptionalPipelineId
+from gateway.tools.arguments import PROJECT_ALIASES, OptionalProjectId
+from gateway.tools.ci.get_pipeline import OptionalPipelineId, PipelineUrl, pipeline_target
 from gateway.tools.ci.pipeline_read import (
     GET_PIPELINE,
     BridgeJob,
@@ -53,25 +48,18 @@ from gateway.tools.registry import READ_ONLY, Tool, ToolInput
 
 #: These tools share one docs page.
 DOC_PAGE = "superseded_pipeline_tools"
-
-PipelineUrl = Annotated[
-    str | SkipJsonSchema[None],
-    Field(
-        description=(
-            "Web URL of the pipeline on this GitLab, e.g. "
-            "https://gitlab.example.com/group/project/-/pipelines/42. Give either `url`, or `id` and "
-            "`pipeline_id`."
-        ),
-        json_schema_extra=schema_extra(minLength=1, maxLength=4096),
-    ),
-]
+#: Their own toolset, not served by default: a deployment whose agents still call them adds it
+#: (``--toolsets default,superseded``), and every other keeps them out of ``tools/list``.
+TOOLSET = "superseded"
 
 
 class LegacyPipelineInput(ToolInput):
     """A pipeline named by its web URL, or by project and pipeline id; and the facet's paging."""
 
+    argument_aliases = PROJECT_ALIASES
+
     url: PipelineUrl = None
-    id: OptionalProjectId = None
+    project_id: OptionalProjectId = None
     pipeline_id: OptionalPipelineId = None
     first: PageSize = first_field("the selected include facet")
     after: Cursor = after_field("the selected include facet")
@@ -98,28 +86,6 @@ class BridgeJobsOutput(PipelineBase):
     page_info: PageInfo
 
 
-def _target(ctx: ToolContext, tool: str, args: LegacyPipelineInput) -> tuple[str, int]:
-    """``(project, pipeline_id)`` from ``url`` or ``id`` + ``pipeline_id``; no request is made.
-
-    Raises:
-        ToolError: ``bad_request`` when both or neither are given, or the URL is not a pipeline
-            URL of the configured GitLab.
-    """
-    has_ids = args.id is not None or args.pipeline_id is not None
-    if args.url is not None and has_ids:
-        raise bad_request(f"{tool}: give either `url`, or `id` and `pipeline_id`, not both.")
-    if args.url is not None:
-        ref = parse_pipeline_url(ctx.services.gitlab.base, args.url)
-        return ref.project, ref.pipeline_id
-    if args.id is None or args.pipeline_id is None:
-        missing = "`id`" if args.id is None else "`pipeline_id`"
-        raise bad_request(
-            f"{tool}: {missing} is missing; name the pipeline by `url` (its web URL, "
-            "https://<gitlab>/<group>/<project>/-/pipelines/<id>) or by `id` and `pipeline_id`."
-        )
-    return args.id, args.pipeline_id
-
-
 def _handler(
     tool: str,
     facet: Facet,
@@ -128,7 +94,7 @@ def _handler(
     bridge_statuses: list[str] | None = None,
 ) -> Any:
     async def handle(ctx: ToolContext, args: LegacyPipelineInput) -> GetPipelineOutput:
-        project, pipeline_id = _target(ctx, tool, args)
+        project, pipeline_id = pipeline_target(ctx, tool, args.url, args.project_id, args.pipeline_id)
         return await read_pipeline(
             ctx.gitlab,
             project,
@@ -145,20 +111,27 @@ def _handler(
 
 
 def _legacy(
-    name: str, replacement: str, what: str, facet: Facet, output: type[PipelineBase], **kw: Any
+    name: str,
+    title: str,
+    replacement: str,
+    what: str,
+    facet: Facet,
+    output: type[PipelineBase],
+    **kw: Any,
 ) -> Tool:
     return Tool(
         name=name,
+        title=title,
         description=(
             f"Superseded by get_pipeline with {replacement}; kept during the migration, prefer get_pipeline. "
-            f"{what} Name the pipeline by `url` (its web URL) or by `id` and `pipeline_id`. {PAGING}"
+            f"{what} Name the pipeline by `url` (its web URL) or by `project_id` and `pipeline_id`. {PAGING}"
         ),
         input_model=LegacyPipelineInput,
         output_model=output,
         handler=_handler(name, facet, **kw),
         annotations=READ_ONLY,
-        toolset="ci",
-        reference_hint="Or name the pipeline by `id` and `pipeline_id`.",
+        toolset=TOOLSET,
+        reference_hint="Or name the pipeline by `project_id` and `pipeline_id`.",
         operations=(GET_PIPELINE,),
     )
 
@@ -166,6 +139,7 @@ def _legacy(
 TOOLS: list[Tool] = [
     _legacy(
         "get_pipeline_jobs",
+        "Get pipeline jobs (superseded)",
         'include: ["jobs"]',
         "Lists a pipeline's build jobs (id, name, status, stage, allow_failure, web_url).",
         "jobs",
@@ -173,6 +147,7 @@ TOOLS: list[Tool] = [
     ),
     _legacy(
         "get_pipeline_failing_jobs",
+        "Get failing pipeline jobs (superseded)",
         'include: ["jobs"], job_status: "failed"',
         "Lists a pipeline's failed jobs. When there are none, check get_failing_bridge_jobs and each "
         "downstream pipeline before concluding nothing failed.",
@@ -182,6 +157,7 @@ TOOLS: list[Tool] = [
     ),
     _legacy(
         "get_downstream_pipelines",
+        "Get downstream pipelines (superseded)",
         'include: ["downstream_pipelines"]',
         "Lists the pipelines a pipeline triggered (child and multi-project), with status, web_url and "
         "project_full_path; ones you cannot read are left out.",
@@ -190,6 +166,7 @@ TOOLS: list[Tool] = [
     ),
     _legacy(
         "get_failing_bridge_jobs",
+        "Get failing bridge jobs (superseded)",
         'include: ["bridge_jobs"]',
         "Lists a pipeline's failed bridge (trigger) jobs, each with the downstream pipeline it started "
         "(null when none was created or you cannot read it).",

@@ -130,6 +130,11 @@ class DuoSessionOutput(ToolOutput):
         "(a tool of GitLab's built-in MCP server).",
     )
     paused: bool | None = Field(None, description="Paused only: polling will not move it forward.")
+    answer: str | None = Field(
+        None,
+        description="The last message the agent wrote, whole (the text block cuts a running session's "
+        "update to 500 characters); absent when it wrote none yet.",
+    )
 
 
 # -- reading a session -----------------------------------------------------------------------------
@@ -262,6 +267,8 @@ def describe(workflow: Workflow, requested_id: int) -> SessionState:
     web_url = session_web_url(workflow, workflow_id)
     answer = agent_answer(workflow)
     meta: dict[str, Any] = {"workflow_id": workflow_id, "status": status, "web_url": web_url}
+    if answer:  # in structuredContent too: a client that reads only that gets the answer
+        meta["answer"] = answer
 
     def done(text: str, *, running: bool = False) -> SessionState:
         return SessionState(ToolResult(structured=meta, text=text), running, status, answer)

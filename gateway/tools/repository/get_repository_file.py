@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from gateway.cache import credential_key
 from gateway.errors import bad_request
 from gateway.gitlab.blob_urls import BRANCH_NAMES, is_full_sha, parse_blob_url
-from gateway.tools.arguments import OptionalProjectId, OptionalText
+from gateway.tools.arguments import PROJECT_ALIASES, OptionalProjectId, OptionalText
 from gateway.tools.context import ToolContext
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput, ToolResult
 from gateway.tools.repository.checks import check_excluded, check_project
@@ -62,13 +62,15 @@ DEFAULT_LIMIT = 500
 class GetRepositoryFileInput(ToolInput):
     """Give url, or project_id and file_path (and ref, HEAD by default); offset and limit pick the lines."""
 
+    argument_aliases = PROJECT_ALIASES
+
     url: OptionalText = Field(
         None,
         description=(
-            "GitLab URL of the file, for example "
-            "https://gitlab.com/gitlab-org/gitlab/-/blob/master/app/models/user.rb (blob, raw or blame; "
-            "?ref_type=heads|tags and a #L10-20 line anchor are honoured). Provide this, or project_id and "
-            "file_path (and ref, optionally). Only URLs on this gateway's GitLab are accepted."
+            "The file's URL on this GitLab, e.g. "
+            "https://gitlab.example.com/group/project/-/blob/main/README.md (blob, raw or blame; "
+            "`?ref_type=` and a `#L10-20` anchor are honoured). Give this, or project_id and file_path "
+            "(and ref, optionally)."
         ),
     )
     project_id: OptionalProjectId = Field(

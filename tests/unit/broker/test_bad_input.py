@@ -127,12 +127,12 @@ async def test_body_not_an_object(developing: Env, body: Any) -> None:
     [
         (
             -1,
-            "Invalid arguments for wait_for_message: `timeout_sec`: "
+            "Invalid arguments for wait_for_message: `wait_seconds`: "
             "Input should be greater than or equal to 0",
         ),
         (
             10**9,
-            "`timeout_sec`: 1e+09 s is longer than the longest wait this gateway allows (3600 s, "
+            "`wait_seconds`: 1e+09 s is longer than the longest wait this gateway allows (3600 s, "
             "broker.max_wait_seconds). Pass at most 3600 and call wait_for_message again when it times out.",
         ),
     ],
@@ -143,7 +143,9 @@ async def test_timeout_out_of_range(developing: Env, timeout: int, text: str) ->
     err = await env.err("dev", "wait_for_message", {"timeout_sec": timeout})
     assert err["reason"] == "bad_request"
     assert err["message"].startswith(text)
-    assert err["invalid_arguments"] == ["timeout_sec"]
+    assert err["invalid_arguments"] == [
+        "wait_seconds"
+    ]  # the listed name of what the caller sent as timeout_sec
     assert await snapshot(env) == before  # the queued message is still there, not leased
     assert (await env.wait("dev"))["message"]["subject"] == "develop"
 
@@ -153,7 +155,7 @@ async def test_reply_to_unknown_message(developing: Env) -> None:
     before = await snapshot(env)
     err = await env.err("dev", "reply_message", {"replyTo": "msg-doesnotexist", "subject": "s", "body": {}})
     assert err["reason"] == "not_found"
-    assert err["message"].startswith("`replyTo`: no message has id 'msg-doesnotexist'.")
+    assert err["message"].startswith("`reply_to`: no message has id 'msg-doesnotexist'.")
     assert await snapshot(env) == before
 
 
@@ -230,7 +232,12 @@ async def test_reply_to_a_broker_notice(env: Env) -> None:
             '`phase`: Input should be an integer, got "7"',
         ),
         ("pm", "set_auto_advance", {"enabled": "off"}, '`enabled`: Input should be true or false, got "off"'),
-        ("dev", "wait_for_message", {"timeout_sec": "5"}, '`timeout_sec`: Input should be a number, got "5"'),
+        (
+            "dev",
+            "wait_for_message",
+            {"timeout_sec": "5"},
+            '`wait_seconds`: Input should be a number, got "5"',
+        ),
     ],
 )
 async def test_arguments_of_another_json_type_are_refused_not_converted(

@@ -38,7 +38,9 @@ class ToolEnv:
 
     def __post_init__(self) -> None:
         self.metrics = Metrics()
-        self.registry = Registry(all_tools())
+        self.registry = Registry(
+            all_tools(), toolsets=self.settings.toolsets, enabled_tools=self.settings.tools
+        )
 
         async def fake_sleep(seconds: float) -> None:
             self.sleeps.append(seconds)

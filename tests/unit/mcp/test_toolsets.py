@@ -21,7 +21,8 @@ AGENTS = [
     {"token": DEV_TOKEN, "agent_id": "dev", "toolsets": ["broker", "ci", "repository"]},
     {"token": REVIEWER_TOKEN, "agent_id": "reviewer", "toolsets": ["ci", "repository"], "read_only": True},
 ]
-TOOLS = all_tools()
+# What a gateway serves by default: every toolset but `superseded`.
+TOOLS = [t for t in all_tools() if t.toolset != "superseded"]
 BROKER = [t.name for t in TOOLS if t.toolset == "broker"]
 CI_AND_REPOSITORY = [t.name for t in TOOLS if t.toolset in ("ci", "repository")]
 READ_ONLY_CI_AND_REPOSITORY = [

@@ -84,7 +84,12 @@ def result(res: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     schema = next(t for t in all_tools() if t.name == "get_duo_session").output_schema()
     assert schema is not None
     Draft202012Validator(schema).validate(meta)
-    return res["content"][0]["text"], meta
+    text: str = res["content"][0]["text"]
+    # The agent's last message is in structuredContent too (test_the_answer_is_in_structured_content_too);
+    # the tests below compare the rest.
+    answer = meta.pop("answer", None)
+    assert answer is None or isinstance(answer, str)
+    return text, meta
 
 
 # -- declaration ----------------------------------------------------------------------------------
@@ -484,3 +489,17 @@ async def test_wait_ends_with_not_found_if_the_session_disappears(env: ToolEnv, 
         "message": NOT_FOUND,
         "request_id": "req-wait",
     }
+
+
+async def test_the_answer_is_in_structured_content_too(env: ToolEnv, gql: GraphQL) -> None:
+    answer = "The pipeline failed because `rspec` ran out of memory; raise the job's memory limit."
+    gql.on("GetDuoSession", workflow("finished", last=msg(answer, "assistant", "agent")))
+    res = await env.call("get_duo_session", {"workflow_id": 42})
+    assert res["structuredContent"]["answer"] == answer
+    assert res["content"][0]["text"] == answer
+
+
+async def test_no_answer_yet_means_no_answer_field(env: ToolEnv, gql: GraphQL) -> None:
+    gql.on("GetDuoSession", workflow("running"))
+    res = await env.call("get_duo_session", {"workflow_id": 42})
+    assert "answer" not in res["structuredContent"]

@@ -120,7 +120,7 @@ async def test_a_job_url_names_the_job_and_other_hosts_are_refused(
     err = error(await env.call("get_job", {"url": f"https://evil.example.org/{PROJECT}/-/jobs/5010"}))
     assert err["reason"] == "bad_request" and "not on this gateway's GitLab" in err["message"]
     err = error(await env.call("get_job", {"url": f"{GITLAB}/{PROJECT}/-/pipelines/5010"}))
-    assert "is not a job URL" in err["message"] and "Or pass `id` and `job_id`." in err["message"]
+    assert "is not a job URL" in err["message"] and "Or pass `project_id` and `job_id`." in err["message"]
     err = error(await env.call("get_job", {"url": f"{GITLAB}/{PROJECT}/-/jobs/5010", "job_id": 5010}))
     assert "not both" in err["message"]
     assert len(router.calls) == 1

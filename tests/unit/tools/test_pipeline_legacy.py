@@ -52,16 +52,16 @@ def gitlab(fake: FakeGitLab) -> Iterator[respx.Route]:
 @pytest.fixture
 async def env(make_settings: Callable[..., Settings], gitlab: respx.Route) -> Any:
     async with httpx.AsyncClient() as http:
-        yield ToolEnv(make_settings(), http)
+        yield ToolEnv(make_settings(toolsets=["default", "superseded"]), http)
 
 
 @pytest.mark.parametrize("name", list(LEGACY))
-def test_listed_read_only_in_ci_and_pointing_at_get_pipeline(name: str) -> None:
+def test_in_their_own_toolset_read_only_and_pointing_at_get_pipeline(name: str) -> None:
     tool = next(t for t in all_tools() if t.name == name)
-    assert tool.toolset == "ci" and tool.annotations.read_only
+    assert tool.toolset == "superseded" and tool.annotations.read_only and tool.title
     assert tool.description.startswith("Superseded by get_pipeline with ")
     schema = tool.input_schema()
-    assert set(schema["properties"]) == {"url", "id", "pipeline_id", "first", "after"}
+    assert set(schema["properties"]) == {"url", "project_id", "pipeline_id", "first", "after"}
     assert "required" not in schema
 
 
@@ -109,7 +109,7 @@ async def test_url_on_a_sub_path_gitlab(make_settings: Callable[..., Settings]) 
     with respx.mock() as router:
         router.post(f"{GITLAB}/gitlab/api/graphql").mock(side_effect=fake)
         async with httpx.AsyncClient() as http:
-            env = ToolEnv(make_settings(gitlab={"url": f"{GITLAB}/gitlab"}), http)
+            env = ToolEnv(make_settings(gitlab={"url": f"{GITLAB}/gitlab"}, toolsets=["all"]), http)
             out = ok(
                 await env.call(
                     "get_downstream_pipelines",
@@ -124,11 +124,11 @@ async def test_url_on_a_sub_path_gitlab(make_settings: Callable[..., Settings]) 
 @pytest.mark.parametrize(
     ("arguments", "says"),
     [
-        ({}, "get_pipeline_jobs: `id` is missing; name the pipeline by `url`"),
+        ({}, "get_pipeline_jobs: `project_id` is missing; name the pipeline by `url`"),
         ({"id": PROJECT_PATH}, "get_pipeline_jobs: `pipeline_id` is missing"),
         (
             {"url": PIPELINE_URL, "id": PROJECT_PATH, "pipeline_id": 1},
-            "get_pipeline_jobs: give either `url`, or `id` and `pipeline_id`, not both.",
+            "get_pipeline_jobs: give either `url`, or `project_id` and `pipeline_id`, not both.",
         ),
         (
             {"url": f"https://evil.example.com/{PROJECT_PATH}/-/pipelines/1"},
@@ -159,3 +159,41 @@ async def test_missing_pipeline_is_not_found(env: ToolEnv) -> None:
     err = error(await env.call("get_failing_bridge_jobs", {"id": PROJECT_PATH, "pipeline_id": 5}))
     assert err["reason"] == "not_found"
     assert err["message"].startswith(f"Pipeline 5 not found or inaccessible in project '{PROJECT_PATH}'.")
+
+
+async def test_not_served_by_default_and_the_refusal_says_how_to_add_them(
+    make_settings: Callable[..., Settings],
+) -> None:
+    from gateway.errors import ToolError
+
+    async with httpx.AsyncClient() as http:
+        env = ToolEnv(make_settings(), http)
+        assert "get_pipeline_jobs" not in [t.name for t in env.registry.listed]
+        with pytest.raises(ToolError) as refused:
+            env.registry.resolve("get_pipeline_jobs")
+    assert refused.value.reason == "unauthorized"
+    assert "superseded by get_pipeline" in refused.value.message
+    assert "--toolsets default,superseded" in refused.value.message
+
+
+@pytest.mark.parametrize(
+    ("toolsets", "served"),
+    [
+        ((), False),
+        (("default",), False),
+        (("default", "superseded"), True),
+        (("all",), True),
+        (("ci",), False),
+    ],
+)
+def test_the_superseded_toolset_is_added_in_one_word(toolsets: tuple[str, ...], served: bool) -> None:
+    from gateway.tools.registry import Registry
+
+    listed = {t.name for t in Registry(all_tools(), toolsets=toolsets).listed}
+    assert ("get_pipeline_jobs" in listed) is served
+    assert ("get_pipeline" in listed) is True
+
+
+def test_the_config_accepts_the_keywords(make_settings: Callable[..., Settings]) -> None:
+    assert make_settings(toolsets=["default", "superseded"]).toolsets == ("default", "superseded")
+    assert make_settings(toolsets="all").toolsets == ("all",)

@@ -79,9 +79,10 @@ def test_declared_read_only_in_ci_toolset_with_output_schema() -> None:
     assert mcp["annotations"]["readOnlyHint"] is True
     assert mcp["annotations"]["destructiveHint"] is False
     schema = mcp["inputSchema"]
-    assert schema["required"] == ["id", "pipeline_id"]
+    assert "required" not in schema  # `url`, or `project_id` and `pipeline_id`
     assert list(schema["properties"]) == [
-        "id",
+        "url",
+        "project_id",
         "pipeline_id",
         "include",
         "job_status",
@@ -426,7 +427,6 @@ async def test_an_anonymous_gateway_says_it_sees_public_projects_only(env: ToolE
     for tool, arguments in (
         ("get_pipeline", {"id": PROJECT_PATH, "pipeline_id": 5}),
         ("list_pipelines", {"id": "nope/missing"}),
-        ("get_pipeline_jobs", {"id": "nope/missing", "pipeline_id": 5}),
     ):
         err = error(await env.call(tool, arguments, credential=ANONYMOUS))
         assert err["reason"] == "not_found", tool
@@ -484,25 +484,27 @@ async def test_an_anonymous_gateway_says_it_sees_public_projects_only(env: ToolE
         ({"id": PROJECT_PATH, "pipeline_id": 1, "include": ["jobs"], "after": ""}, ["after"], "end_cursor"),
         (
             {"id": PROJECT_PATH, "pipeline_id": 1, "project_id": 3},
-            ["project_id"],
-            "unknown argument `project_id` (did you mean `id`?); get_pipeline accepts: id, pipeline_id, "
-            "include, job_status, first, after, wait_seconds",
+            ["arguments"],
+            "`id` and `project_id` are two names of one argument and were given different values; give "
+            "`project_id` only",
         ),
         (
             {"id": PROJECT_PATH, "pipeline_id": 1, "include": ["jobs"], "exclude_allow_failure": True},
             ["exclude_allow_failure"],
             "unknown argument `exclude_allow_failure`",
         ),
-        ({"pipeline_id": 1}, ["id"], "`id` is required"),
-        ({"id": PROJECT_PATH}, ["pipeline_id"], "`pipeline_id` is required"),
-        ({"id": "../../etc", "pipeline_id": 1}, ["id"], "`.` or `..` segments"),
-        ({"id": "grp%252Fsub", "pipeline_id": 1}, ["id"], "looks URL-encoded twice"),
-        ({"id": "grp/sub proj", "pipeline_id": 1}, ["id"], "is not a GitLab path"),
-        ({"id": "", "pipeline_id": 1}, ["id"], "numeric ID or a full path"),
-        ({"id": "-5", "pipeline_id": 1}, ["id"], "lacks its namespace"),
-        ({"id": "g/-5", "pipeline_id": 1}, ["id"], "is not a GitLab path"),
-        ({"id": "0", "pipeline_id": 1}, ["id"], 'project ID "0" must be a positive integer'),
-        ({"id": ["grp"], "pipeline_id": 1}, ["id"], "must be a numeric project ID or a full path string"),
+        ({"id": "../../etc", "pipeline_id": 1}, ["project_id"], "`.` or `..` segments"),
+        ({"id": "grp%252Fsub", "pipeline_id": 1}, ["project_id"], "looks URL-encoded twice"),
+        ({"id": "grp/sub proj", "pipeline_id": 1}, ["project_id"], "is not a GitLab path"),
+        ({"id": "", "pipeline_id": 1}, ["project_id"], "numeric ID or a full path"),
+        ({"id": "-5", "pipeline_id": 1}, ["project_id"], "lacks its namespace"),
+        ({"id": "g/-5", "pipeline_id": 1}, ["project_id"], "is not a GitLab path"),
+        ({"id": "0", "pipeline_id": 1}, ["project_id"], 'project ID "0" must be a positive integer'),
+        (
+            {"id": ["grp"], "pipeline_id": 1},
+            ["project_id"],
+            "must be a numeric project ID or a full path string",
+        ),
     ],
 )
 async def test_bad_input_is_a_clear_tool_error_without_a_request(
@@ -669,3 +671,32 @@ async def test_the_callers_token_and_request_id_reach_gitlab(
     assert sent["Authorization"] == "Bearer oauth-abc"
     assert "PRIVATE-TOKEN" not in sent
     assert sent["X-Request-Id"] == "req-test-1"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        ({"pipeline_id": 1}, "get_pipeline: `project_id` is missing; name the pipeline by `url`"),
+        ({"project_id": PROJECT_PATH}, "get_pipeline: `pipeline_id` is missing"),
+        (
+            {"url": f"{GITLAB}/{PROJECT_PATH}/-/pipelines/5", "project_id": PROJECT_PATH},
+            "get_pipeline: give either `url`, or `project_id` and `pipeline_id`, not both.",
+        ),
+        ({"url": "https://elsewhere.example.com/g/p/-/pipelines/5"}, "is not on this gateway's GitLab"),
+        ({"url": f"{GITLAB}/{PROJECT_PATH}/-/jobs/5"}, "is not a pipeline URL"),
+    ],
+)
+async def test_a_pipeline_is_named_by_url_or_by_project_and_pipeline_id(
+    env: ToolEnv, gitlab: respx.Route, arguments: dict[str, Any], says: str
+) -> None:
+    err = error(await env.call("get_pipeline", arguments))
+    assert err["reason"] == "bad_request"
+    assert says in err["message"]
+    assert gitlab.call_count == 0
+
+
+async def test_a_pipeline_url_reads_the_same_pipeline_as_its_ids(env: ToolEnv, gitlab: respx.Route) -> None:
+    by_url = ok(await env.call("get_pipeline", {"url": f"{GITLAB}/{PROJECT_PATH}/-/pipelines/{PIPELINE_ID}"}))
+    by_ids = ok(await env.call("get_pipeline", {"project_id": PROJECT_PATH, "pipeline_id": PIPELINE_ID}))
+    by_alias = ok(await env.call("get_pipeline", {"id": PROJECT_PATH, "pipeline_id": PIPELINE_ID}))
+    assert by_url == by_ids == by_alias

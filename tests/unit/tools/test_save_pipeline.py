@@ -401,12 +401,18 @@ async def test_url_must_be_under_the_configured_sub_path(make_settings: Callable
 async def test_payload_errors_are_bad_request_in_gitlabs_words(env: ToolEnv, gql: GraphQL) -> None:
     gql.on("PipelineCreate", payload("pipelineCreate", None, ["Reference not found"]))
     err = error(await env.call("save_pipeline", {"project_id": PROJECT, "ref": "nope"}))
-    assert err == {
-        "reason": "bad_request",
-        "message": "GitLab did not create the pipeline: Reference not found",
-        "gitlab_errors": ["Reference not found"],
-    }
+    assert err["reason"] == "bad_request"
+    assert err["gitlab_errors"] == ["Reference not found"]
     assert gql.names() == ["PipelineCreate"]
+
+
+async def test_an_unknown_ref_gets_a_next_step(env: ToolEnv, gql: GraphQL) -> None:
+    gql.on("PipelineCreate", payload("pipelineCreate", None, ["Reference not found"]))
+    err = error(await env.call("save_pipeline", {"project_id": PROJECT, "ref": "mian"}))
+    assert err["message"].startswith("GitLab did not create the pipeline: Reference not found. `ref` 'mian' ")
+    assert "refs are case-sensitive" in err["message"]
+    assert "list_pipelines with project_id" in err["message"]
+    assert err["invalid_arguments"] == ["ref"]
 
 
 async def test_yaml_errors_are_joined(env: ToolEnv, gql: GraphQL) -> None:
@@ -425,7 +431,7 @@ MAYBE_CREATED = (
     "not have been created. Check before calling save_pipeline again: open "
     "https://gitlab.example.com/grp/sub/proj/-/pipelines?ref=main (or call REST "
     "GET /api/v4/projects/grp%2Fsub%2Fproj/pipelines?ref=main&order_by=id&sort=desc) and look for a "
-    "pipeline created in the last few minutes; with its ID, get_pipeline (id='grp/sub/proj', "
+    "pipeline created in the last few minutes; with its ID, get_pipeline (project_id='grp/sub/proj', "
     "pipeline_id=<ID>) shows its status. Only if there is none, create it again."
 )
 
@@ -770,7 +776,7 @@ async def test_retry_with_a_timeout_names_the_project_in_the_check(env: ToolEnv,
     )
     gql.on("PipelineRetry", httpx.ReadTimeout("timed out"))
     err = error(await env.call("save_pipeline", {"project_id": 42, "pipeline_id": 7, "action": "retry"}))
-    assert "get_pipeline (id='grp/sub/proj', pipeline_id=7, include=['jobs'])" in err["message"]
+    assert "get_pipeline (project_id='grp/sub/proj', pipeline_id=7, include=['jobs'])" in err["message"]
     assert gql.names() == ["SavePipelineProject", "PipelineRetry"]
 
 
