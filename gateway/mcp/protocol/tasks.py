@@ -435,6 +435,7 @@ class Tasks:
             outcome = "input_required"
             asked = {key: request.to_mcp() for key, request in exc.requests.items()}
             message = "Waiting for the client's answer: send it with tasks/update (inputResponses)."
+            log.info("task of %s waits for the client: %s", name, ", ".join(asked))
             try:
                 await store.ask(task_hash, self.replica, asked, message)
             except Exception:

@@ -10,7 +10,9 @@ its client goes away (``RequestContext.events``' ``on_broken``, or ``disconnecte
 A handler may ask the client for input (``ToolContext.ask``): in the stateless era the call then
 ends with an input-required result and is answered by the same call sent again
 (:mod:`~gateway.mcp.protocol.input_required`); in a handshake session the question is a request
-on the call's stream (:mod:`~gateway.mcp.protocol.client_requests`).
+on the call's stream (:mod:`~gateway.mcp.protocol.client_requests`). A call that becomes a task
+(:mod:`~gateway.mcp.protocol.tasks`) is answered with its ``CreateTaskResult`` at once, or, for a
+tool that asks before its task (``Tool.asks_before_task``), once its first questions are answered.
 """
 
 from __future__ import annotations
