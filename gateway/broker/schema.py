@@ -209,5 +209,9 @@ tasks = sa.Table(
     sa.Column("poll_ms", sa.Integer, nullable=False),
     sa.Column("lease_owner", sa.Text),
     sa.Column("lease_until", sa.Float, nullable=False, server_default="0"),
+    # Input during a task: the outstanding questions (a JSON object of InputRequest by key,
+    # while input_required) and every answer delivered so far (JSON, by key).
+    sa.Column("input_requests", sa.Text),
+    sa.Column("answers", sa.Text),
     sa.Index("tasks_by_expiry", "expires"),
 )

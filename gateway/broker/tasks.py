@@ -8,6 +8,11 @@ of a ``failed`` one), its times (Unix seconds) and a lease: the replica running 
 it; once it lapses (that replica was killed or stopped) whichever replica serves the task next
 takes the lease over (:meth:`TaskStore.take_over`) and resumes the work.
 
+A task whose work asks the client (``input_required``) keeps its outstanding questions by key
+(:meth:`TaskStore.ask`) and every answer ``tasks/update`` delivered (:meth:`TaskStore.answer`), so
+the work, run again from the start once the last question is answered (on whichever replica took
+that answer, or one that takes the task over later), gets its answers and asks nothing twice.
+
 Every status change is guarded by the status it leaves (``working``), so two replicas finishing
 the same task (one slow, one that took over) or a cancel racing a result settle on the first
 write. A task past its ``expires`` is answered as expired and deleted by :meth:`TaskStore.prune`,
@@ -18,9 +23,10 @@ of creations times the TTL.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Final
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Final
 
 import sqlalchemy as sa
 
@@ -63,6 +69,10 @@ class TaskRow:
     poll_ms: int
     lease_owner: str | None
     lease_until: float
+    #: The outstanding questions while ``input_required`` (JSON object of InputRequest by key).
+    input_requests: str | None = None
+    #: Every answer delivered so far (JSON object by key).
+    answers: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +86,8 @@ class NewTask:
     deadline: float
     expires: float
     poll_ms: int
+    #: Answers the call already had when the task was created (JSON object by key).
+    answers: str | None = None
 
 
 class TaskStore:
@@ -116,6 +128,8 @@ class TaskStore:
             "poll_ms": task.poll_ms,
             "lease_owner": replica,
             "lease_until": now + lease_seconds,
+            "input_requests": None,
+            "answers": task.answers,
         }
         async with self._store.write() as q:
             await q.conn.execute(sa.insert(tasks).values(**values))
@@ -165,6 +179,77 @@ class TaskStore:
                 .values(lease_until=0.0)
             )
 
+    async def ask(self, task_hash: str, replica: str, requests: Mapping[str, Any], message: str) -> bool:
+        """Park ``replica``'s working task as ``input_required`` on ``requests`` (InputRequest by
+        key, as JSON); False when it was no longer this replica's to run (cancelled, taken over)."""
+        now = self._clock()
+        async with self._store.write() as q:
+            done = await q.conn.execute(
+                sa.update(tasks)
+                .where(
+                    tasks.c.id_hash == task_hash, tasks.c.status == WORKING, tasks.c.lease_owner == replica
+                )
+                .values(
+                    status=INPUT_REQUIRED,
+                    input_requests=json.dumps(dict(requests)),
+                    status_message=message,
+                    updated=now,
+                    lease_owner=None,
+                    lease_until=0.0,
+                )
+            )
+        return bool(done.rowcount)
+
+    async def answer(
+        self, task_hash: str, responses: Mapping[str, Any], replica: str, lease_seconds: float
+    ) -> TaskRow | None:
+        """Deliver ``responses`` (by key) to an ``input_required`` task: those for outstanding
+        keys are kept with its answers and leave the outstanding questions; others are ignored.
+
+        Returns:
+            The task, now ``working`` and leased to ``replica`` (which resumes the work), when
+            this delivery answered the last outstanding question; None otherwise (questions
+            remain, nothing was outstanding, or no such task).
+        """
+        while True:
+            row = await self.get(task_hash)
+            if row is None or row.status != INPUT_REQUIRED or row.input_requests is None:
+                return None
+            pending: dict[str, Any] = json.loads(row.input_requests)
+            taken = {key: value for key, value in responses.items() if key in pending}
+            if not taken:
+                return None
+            answers: dict[str, Any] = json.loads(row.answers or "{}")
+            answers.update(taken)
+            for key in taken:
+                del pending[key]
+            now = self._clock()
+            values: dict[str, Any] = {"answers": json.dumps(answers), "updated": now}
+            if pending:
+                values["input_requests"] = json.dumps(pending)
+            else:
+                values.update(
+                    status=WORKING,
+                    input_requests=None,
+                    status_message=None,
+                    lease_owner=replica,
+                    lease_until=now + lease_seconds,
+                )
+            # Guarded by the questions it read: a delivery racing this one (another replica)
+            # makes this write miss, and it reads again.
+            async with self._store.write() as q:
+                done = await q.conn.execute(
+                    sa.update(tasks)
+                    .where(
+                        tasks.c.id_hash == task_hash,
+                        tasks.c.status == INPUT_REQUIRED,
+                        tasks.c.input_requests == row.input_requests,
+                    )
+                    .values(**values)
+                )
+            if done.rowcount:
+                return None if pending else replace(row, **values)
+
     async def finish(self, task_hash: str, status: str, outcome: str | None, message: str | None) -> bool:
         """Move a working task to ``status`` (terminal) with its outcome (JSON); False when it had
         left ``working`` already (cancelled, or finished by another replica)."""
@@ -174,7 +259,14 @@ class TaskStore:
             done = await q.conn.execute(
                 sa.update(tasks)
                 .where(tasks.c.id_hash == task_hash, tasks.c.status.in_(_ACTIVE))
-                .values(status=status, outcome=outcome, status_message=message, updated=now, lease_owner=None)
+                .values(
+                    status=status,
+                    outcome=outcome,
+                    status_message=message,
+                    updated=now,
+                    lease_owner=None,
+                    input_requests=None,
+                )
             )
         return bool(done.rowcount)
 

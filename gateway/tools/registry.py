@@ -163,6 +163,10 @@ class Tool:
         wait_argument: the argument that says how many seconds a call may wait (its default
             when absent; None: the tool's longest). A client of the MCP tasks extension gets a
             task for a call that may wait longer than a few seconds (``gateway.mcp.protocol.tasks``).
+        asks_before_task: for a client of the tasks extension, the call's first questions
+            (``ctx.ask``) are asked with input-required results before its task is created, and
+            the task runs the handler again with those answers; the handler runs up to that ask
+            once per round, so it asks before any change.
     """
 
     name: str
@@ -180,6 +184,7 @@ class Tool:
     operations: tuple[Operation[Any], ...] = ()
     client_capabilities: tuple[str, ...] = ()
     wait_argument: str | None = None
+    asks_before_task: bool = False
 
     def runs_long(self, arguments: Mapping[str, Any] | None) -> bool:
         """True when this call may wait (SSE with keep-alives; cancelled at once on shutdown)."""

@@ -25,9 +25,16 @@ Source: https://github.com/modelcontextprotocol/ext-tasks (``specification/draft
 - ``tasks/result`` and ``tasks/list`` (removed from the extension) answer -32601 as any
   unserved method; a client that did not declare the extension gets -32021 on ``tasks/*``.
 
-Not done yet: ``input_required`` during a task (``inputRequests`` answered by ``tasks/update``);
-``tasks/update`` is acknowledged and its responses ignored, as the extension says of keys that
-are not outstanding. ``notifications/tasks`` are not sent (clients poll).
+Input during a task reuses the tool side of input-required results
+(``gateway.tools.input_requests``): the work's ``ctx.ask`` (:class:`TaskAsker`) answers from the
+task's stored answers; a question without one ends the run and parks the task as
+``input_required``, its questions stored by key and surfaced as ``inputRequests`` by
+``tasks/get``. ``tasks/update`` stores the ``inputResponses`` for outstanding keys (others are
+ignored, as the extension says); once none is outstanding the replica that took the last answer
+runs the work again from the start, with every answer. A tool that asks before its work becomes
+a task (``Tool.asks_before_task``) asks in the ``tools/call`` itself, with input-required results,
+and its task starts with those answers (:class:`StartTask`). ``notifications/tasks`` are not
+sent (clients poll).
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ import logging
 import math
 import secrets
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from time import perf_counter
 from typing import Any, Final
@@ -51,6 +58,7 @@ from gateway.broker.tasks import (
     CANCELLED,
     COMPLETED,
     FAILED,
+    INPUT_REQUIRED,
     TERMINAL,
     WORKING,
     NewTask,
@@ -71,8 +79,8 @@ from gateway.mcp.protocol.wire import (
     invalid_params,
     response,
 )
-from gateway.tools.caller import Caller
 from gateway.tools.context import CallInfo, ToolContext, ToolServices
+from gateway.tools.input_requests import Answers, AskFn, CannotAsk, InputRequest, InputRequired
 from gateway.tools.registry import Registry, Tool, parse_arguments
 
 log = logging.getLogger("gateway.mcp.tasks")
@@ -145,7 +153,49 @@ def detailed(task_id: str, row: TaskRow) -> dict[str, Any]:
         out["result"] = json.loads(row.outcome)
     elif row.status == FAILED and row.outcome is not None:
         out["error"] = json.loads(row.outcome)
+    elif row.status == INPUT_REQUIRED:
+        out["inputRequests"] = json.loads(row.input_requests or "{}")
     return out
+
+
+class StartTask(InputRequired):
+    """Raised by the ``ask`` of the ``tools/call`` of a tool that asks before its task
+    (``Tool.asks_before_task``) once every question it asked is answered: the call becomes a
+    task that starts with ``answered``."""
+
+    def __init__(self, answered: Mapping[str, Any]) -> None:
+        super().__init__({}, answered)
+
+
+def asking_before_task(asker: AskFn, used: Mapping[str, Any]) -> AskFn:
+    """The ``ask`` of such a ``tools/call``: ``asker`` (the round's, which ends the call
+    input-required while an answer is missing), then :class:`StartTask` with ``used`` (every
+    answer the round used)."""
+
+    async def ask(requests: Mapping[str, InputRequest]) -> Answers:
+        await asker(requests)
+        raise StartTask(used)
+
+    return ask
+
+
+class TaskAsker:
+    """``CallInfo.ask`` of a task's work: the stored answers by key; a question without one
+    ends the run with :class:`InputRequired` (the task then waits on it)."""
+
+    def __init__(self, capabilities: Iterable[str], answers: Mapping[str, Any]) -> None:
+        self._capabilities = frozenset(capabilities)
+        self._answers = dict(answers)
+
+    async def __call__(self, requests: Mapping[str, InputRequest]) -> Answers:
+        for request in requests.values():
+            if request.capability not in self._capabilities:
+                raise CannotAsk(request.capability)
+        known = {key: self._answers[key] for key in requests if key in self._answers}
+        missing = {key: request for key, request in requests.items() if key not in self._answers}
+        if missing:
+            raise InputRequired(missing, known)
+        return Answers(known)
 
 
 class Tasks:
@@ -183,19 +233,29 @@ class Tasks:
         return None if broker is None else broker.tasks
 
     def wants_task(self, ctx: RequestContext, tool: Tool, arguments: Mapping[str, Any] | None) -> bool:
-        """Whether this ``tools/call`` is answered with a task."""
+        """Whether this ``tools/call`` is answered with a task: a tool that needs the extension
+        always is; another when it may wait long enough."""
         return (
             ctx.era is Era.STATELESS
             and declares_tasks(ctx.client_capabilities)
-            and requested_wait(tool, arguments) >= TASK_FROM_SECONDS
+            and (
+                TASKS_EXTENSION in tool.client_capabilities
+                or requested_wait(tool, arguments) >= TASK_FROM_SECONDS
+            )
             and self._store() is not None
         )
 
     async def create(
-        self, ctx: RequestContext, msg: JSONRPCRequest, tool: Tool, arguments: dict[str, Any] | None
+        self,
+        ctx: RequestContext,
+        msg: JSONRPCRequest,
+        tool: Tool,
+        arguments: dict[str, Any] | None,
+        answers: Mapping[str, Any] | None = None,
     ) -> Reply | None:
         """Store a task for this call, start its work here, answer the ``CreateTaskResult``; None
-        when the database cannot store it (the call is then answered without a task)."""
+        when the database cannot store it (the call is then answered without a task).
+        ``answers``: those the call gathered before becoming a task (its work gets them)."""
         store = self._store()
         assert store is not None
         task_id = secrets.token_urlsafe(32)
@@ -211,6 +271,7 @@ class Tasks:
             deadline=now + wait,
             expires=now + wait + KEEP_SECONDS,
             poll_ms=poll_ms,
+            answers=json.dumps(dict(answers)) if answers else None,
         )
         try:
             row = await store.create(new, self.replica, self._lease())
@@ -222,7 +283,7 @@ class Tasks:
                 extra={"request_id": ctx.request_id, "tool": tool.name},
             )
             return None
-        self._start(store, task_hash, ctx.caller, tool, arguments or {}, ctx.request_id)
+        self._start(store, task_hash, ctx, tool, arguments or {}, answers or {})
         ctx.report.outcome = "task"
         log.info("task created for %s", tool.name, extra={"request_id": ctx.request_id, "tool": tool.name})
         return Reply(response(msg.id, {"resultType": "task", **detailed(task_id, row)}))
@@ -269,7 +330,15 @@ class Tasks:
             await self._cancel(store, task_hash, row)
             return Reply(response(msg.id, {"resultType": "complete"}))
         if msg.method == "tasks/update":
-            # No input is ever outstanding: every response is for a key that is not (ignored).
+            responses = params.get("inputResponses", {})
+            if not isinstance(responses, dict):
+                raise invalid_params(
+                    "Invalid params: tasks/update needs params.inputResponses, an object of answers by "
+                    "the keys of the task's inputRequests."
+                )
+            resumed = await store.answer(task_hash, responses, self.replica, self._lease())
+            if resumed is not None:
+                await self._resume(store, task_hash, resumed, ctx, "its last question was answered")
             return Reply(response(msg.id, {"resultType": "complete"}))
         if row.status == WORKING and row.lease_until < store.now() and task_hash not in self._running:
             await self._take_over(store, task_hash, row, ctx)
@@ -288,6 +357,12 @@ class Tasks:
         """Resume the work of a replica that went away, with the time it had left."""
         if not await store.take_over(task_hash, self.replica, self._lease()):
             return  # another replica did, at the same time
+        await self._resume(store, task_hash, row, ctx, "its replica's lease lapsed")
+
+    async def _resume(
+        self, store: TaskStore, task_hash: str, row: TaskRow, ctx: RequestContext, why: str
+    ) -> None:
+        """Run a task's work again here (its lease is ours), from the start, with its answers."""
         arguments: dict[str, Any] = json.loads(row.arguments)
         try:
             tool = self._registry.resolve(row.tool, ctx.caller.access)
@@ -302,11 +377,12 @@ class Tasks:
         if tool.wait_argument is not None:
             arguments[tool.wait_argument] = max(0, math.ceil(row.deadline - store.now()))
         log.info(
-            "task of %s resumed: its replica's lease lapsed",
+            "task of %s resumed: %s",
             tool.name,
+            why,
             extra={"request_id": ctx.request_id, "tool": tool.name},
         )
-        self._start(store, task_hash, ctx.caller, tool, arguments, ctx.request_id)
+        self._start(store, task_hash, ctx, tool, arguments, json.loads(row.answers or "{}"))
 
     # -- the work -----------------------------------------------------------------------------
 
@@ -314,12 +390,21 @@ class Tasks:
         self,
         store: TaskStore,
         task_hash: str,
-        caller: Caller,
+        ctx: RequestContext,
         tool: Tool,
         arguments: dict[str, Any],
-        request_id: str,
+        answers: Mapping[str, Any],
     ) -> None:
-        info = CallInfo(request_id=request_id, caller=caller)
+        """Run the work here; it may ask what the client of ``ctx`` (the request that starts or
+        resumes it) declared it can answer."""
+        request_id = ctx.request_id
+        capabilities = frozenset(ctx.client_capabilities)
+        info = CallInfo(
+            request_id=request_id,
+            caller=ctx.caller,
+            client_capabilities=capabilities,
+            ask=TaskAsker(capabilities, answers),
+        )
         run = asyncio.create_task(self._registry.call(tool, ToolContext(self._services(), info), arguments))
         call = ToolCall(tool, request_id, run, long_running=True)
         self._calls.add(call)
@@ -346,7 +431,17 @@ class Tasks:
                 log.info("task of %s left to another replica: shutting down", name)
                 with contextlib.suppress(Exception):  # else its lease lapses by itself
                     await store.release(task_hash, self.replica)
-        elif (exc := call.task.exception()) is not None:
+        elif isinstance(exc := call.task.exception(), InputRequired):
+            outcome = "input_required"
+            asked = {key: request.to_mcp() for key, request in exc.requests.items()}
+            message = "Waiting for the client's answer: send it with tasks/update (inputResponses)."
+            log.info("task of %s waits for the client: %s", name, ", ".join(asked))
+            try:
+                await store.ask(task_hash, self.replica, asked, message)
+            except Exception:
+                # Not stored: the lease lapses and another replica's tasks/get runs it again.
+                log.exception("task question not stored")
+        elif exc is not None:
             outcome = "internal_error"
             log.error("tool %s crashed", name, exc_info=exc, extra={"request_id": request_id, "tool": name})
             error = RpcError(

@@ -10,7 +10,9 @@ its client goes away (``RequestContext.events``' ``on_broken``, or ``disconnecte
 A handler may ask the client for input (``ToolContext.ask``): in the stateless era the call then
 ends with an input-required result and is answered by the same call sent again
 (:mod:`~gateway.mcp.protocol.input_required`); in a handshake session the question is a request
-on the call's stream (:mod:`~gateway.mcp.protocol.client_requests`).
+on the call's stream (:mod:`~gateway.mcp.protocol.client_requests`). A call that becomes a task
+(:mod:`~gateway.mcp.protocol.tasks`) is answered with its ``CreateTaskResult`` at once, or, for a
+tool that asks before its task (``Tool.asks_before_task``), once its first questions are answered.
 """
 
 from __future__ import annotations
@@ -36,9 +38,17 @@ from gateway.mcp.protocol.context import Events, Reply, RequestContext
 from gateway.mcp.protocol.eras import Era
 from gateway.mcp.protocol.input_required import InputRound, StateSealer, UsedStates, start_round
 from gateway.mcp.protocol.shaping import shaped_tool_result
-from gateway.mcp.protocol.tasks import TASKS_EXTENSION, Tasks, declares_tasks, missing_tasks_capability
+from gateway.mcp.protocol.tasks import (
+    TASKS_EXTENSION,
+    StartTask,
+    Tasks,
+    asking_before_task,
+    declares_tasks,
+    missing_tasks_capability,
+)
 from gateway.mcp.protocol.telemetry import Telemetry
 from gateway.mcp.protocol.wire import (
+    INTERNAL_ERROR,
     INVALID_REQUEST,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     RpcError,
@@ -146,7 +156,8 @@ class ToolCalls:
                 INVALID_REQUEST,
                 f"Invalid Request: request id {msg.id!r} is already in flight in this session.",
             )
-        if self._tasks is not None and self._tasks.wants_task(ctx, tool, params.arguments):
+        wants_task = self._tasks is not None and self._tasks.wants_task(ctx, tool, params.arguments)
+        if self._tasks is not None and wants_task and not tool.asks_before_task:
             created = await self._tasks.create(ctx, msg, tool, params.arguments)
             if created is not None:
                 return created
@@ -174,6 +185,8 @@ class ToolCalls:
                 used=self._used,
             )
             info.ask = round_.asker
+            if wants_task and tool.asks_before_task:
+                info.ask = asking_before_task(round_.asker, round_.asker.used)
         elif ctx.session is not None and ctx.events is not None:
             # Its questions go on the call's stream, which they open if nothing else did.
             info.ask = StreamAsker(ctx.events, ctx.session, self._pending, info.client_capabilities)
@@ -227,6 +240,15 @@ class ToolCalls:
         )
         ctx.report.outcome = outcome.outcome
         message = outcome.message
+        if isinstance(outcome.asked, StartTask) and self._tasks is not None:
+            created = await self._tasks.create(ctx, msg, tool, arguments, outcome.asked.answered)
+            if created is not None:
+                return created
+            raise RpcError(
+                INTERNAL_ERROR,
+                f"Internal error: {tool.name} runs as a task and the gateway's task database cannot "
+                "store it; call it again in a few seconds.",
+            )
         if outcome.asked is not None and round_ is not None:
             assert ctx.version is not None
             result = round_.result(self._sealer, outcome.asked, ctx.version, "tools/call")

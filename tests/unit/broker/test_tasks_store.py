@@ -1,11 +1,22 @@
 """The record of MCP tasks: created leased to one replica, taken over by exactly one other once
-the lease lapses, finished once, cancelled unless finished, pruned past their TTL."""
+the lease lapses, finished once, cancelled unless finished, pruned past their TTL; a task that asks
+keeps its questions and answers by key until the last answer resumes it."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 
-from gateway.broker.tasks import CANCELLED, COMPLETED, FAILED, WORKING, NewTask, TaskStore, id_hash
+from gateway.broker.tasks import (
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    INPUT_REQUIRED,
+    WORKING,
+    NewTask,
+    TaskStore,
+    id_hash,
+)
 from tests.unit.broker.conftest import EnvFactory
 
 
@@ -88,3 +99,58 @@ async def test_expired_tasks_are_pruned_at_the_next_creation(make_env: EnvFactor
     await tasks.create(new("next", expires=9000.0), "a", 6.0)
     assert await tasks.get(id_hash("short")) is None
     assert await tasks.get(id_hash("long")) is not None
+
+
+QUESTION = {"method": "elicitation/create", "params": {"message": "?", "requestedSchema": {}}}
+
+
+async def test_a_question_parks_the_task_and_answers_resume_it_once_all_are_in(make_env: EnvFactory) -> None:
+    now = [1000.0]
+    tasks = await store_at(make_env, now)
+    task = id_hash("t1")
+    await tasks.create(new("t1"), "a", 6.0)
+    assert not await tasks.ask(task, "b", {"x": QUESTION}, "waiting")  # not b's to park
+    assert await tasks.ask(task, "a", {"x": QUESTION, "y": QUESTION}, "waiting")
+    parked = await tasks.get(task)
+    assert parked is not None and parked.status == INPUT_REQUIRED and parked.lease_owner is None
+    assert parked.status_message == "waiting" and set(json.loads(parked.input_requests or "")) == {"x", "y"}
+    assert not await tasks.take_over(task, "c", 6.0)  # nothing runs while it waits
+    now[0] = 1001.0
+    assert await tasks.answer(task, {"unknown": 1}, "b", 6.0) is None
+    assert await tasks.answer(task, {"x": "yes"}, "b", 6.0) is None  # y is still outstanding
+    half = await tasks.get(task)
+    assert half is not None and half.status == INPUT_REQUIRED and half.updated == 1001.0
+    assert json.loads(half.input_requests or "") == {"y": QUESTION}
+    assert json.loads(half.answers or "") == {"x": "yes"}
+    resumed = await tasks.answer(task, {"x": "changed", "y": "no"}, "b", 6.0)
+    assert resumed == await tasks.get(task)
+    assert resumed is not None and resumed.status == WORKING and resumed.input_requests is None
+    assert resumed.lease_owner == "b" and resumed.lease_until == 1007.0 and resumed.status_message is None
+    assert json.loads(resumed.answers or "") == {"x": "yes", "y": "no"}  # an answered key stays answered
+    assert await tasks.answer(task, {"y": "again"}, "c", 6.0) is None  # nothing outstanding now
+
+
+async def test_concurrent_answers_resume_a_task_exactly_once(make_env: EnvFactory) -> None:
+    now = [1000.0]
+    tasks = await store_at(make_env, now)
+    task = id_hash("t1")
+    await tasks.create(new("t1"), "a", 6.0)
+    await tasks.ask(task, "a", {"x": QUESTION, "y": QUESTION}, "waiting")
+    answered = await asyncio.gather(
+        tasks.answer(task, {"x": 1}, "b", 6.0), tasks.answer(task, {"y": 2}, "c", 6.0)
+    )
+    assert sum(row is not None for row in answered) == 1
+    row = await tasks.get(task)
+    assert row is not None and row.status == WORKING and json.loads(row.answers or "") == {"x": 1, "y": 2}
+
+
+async def test_a_waiting_task_can_be_cancelled_and_then_takes_no_answer(make_env: EnvFactory) -> None:
+    now = [1000.0]
+    tasks = await store_at(make_env, now)
+    task = id_hash("t1")
+    await tasks.create(new("t1"), "a", 6.0)
+    await tasks.ask(task, "a", {"x": QUESTION}, "waiting")
+    assert await tasks.cancel(task, "cancelled by the client")
+    assert await tasks.answer(task, {"x": 1}, "b", 6.0) is None
+    row = await tasks.get(task)
+    assert row is not None and row.status == CANCELLED and row.input_requests is None

@@ -22,9 +22,12 @@ DEV, PM = "dev-secret-4567890123", "pm-secret-0123456789"
 TOKENS = [{"token": DEV, "agent_id": "dev"}, {"token": PM, "agent_id": "pm"}]
 
 
-def meta(tasks: bool = True) -> dict[str, Any]:
+def meta(tasks: bool = True, asks: bool = False) -> dict[str, Any]:
     out = modern_meta()
-    out["io.modelcontextprotocol/clientCapabilities"] = {"extensions": {EXTENSION: {}}} if tasks else {}
+    capabilities: dict[str, Any] = {"extensions": {EXTENSION: {}}} if tasks else {}
+    if asks:
+        capabilities["elicitation"] = {}
+    out["io.modelcontextprotocol/clientCapabilities"] = capabilities
     return out
 
 
@@ -35,10 +38,11 @@ async def rpc(
     *,
     token: str = DEV,
     tasks: bool = True,
+    asks: bool = False,
     name: Any = None,
 ) -> dict[str, Any]:
     """One 2026-07-28 request; its JSON-RPC response."""
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta(tasks)}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta(tasks, asks)}}
     routed = params.get("name", params.get("taskId")) if name is None else name
     headers = {
         "MCP-Protocol-Version": None,
@@ -203,3 +207,118 @@ async def test_without_its_database_a_call_is_answered_without_a_task(
     assert answered["content"][0]["text"] == "Computed sync after 1 s."
     polled = await get(client, "some-task")
     assert polled["error"]["code"] == -32603 and "again in a few seconds" in polled["error"]["message"]
+
+
+# -- input during a task ------------------------------------------------------------------------
+
+
+def accept(**content: Any) -> dict[str, Any]:
+    return {"action": "accept", "content": content}
+
+
+async def until_asked(client: Mcp, task_id: str) -> dict[str, Any]:
+    for _ in range(100):
+        task = (await get(client, task_id, asks=True))["result"]
+        if task["status"] != "working":
+            return dict(task)
+        await asyncio.sleep(0.05)
+    raise AssertionError("the task did not ask")
+
+
+async def update(client: Mcp, task_id: str, responses: Any) -> dict[str, Any]:
+    return await rpc(client, "tasks/update", {"taskId": task_id, "inputResponses": responses}, asks=True)
+
+
+async def test_a_task_that_asks_waits_for_tasks_update_then_completes_with_the_answer(client: Mcp) -> None:
+    created = await call(client, "confirm_delete", {"filename": "a.txt"}, asks=True)
+    assert created["resultType"] == "task" and "inputRequests" not in created
+    task_id = created["taskId"]
+    asked = await until_asked(client, task_id)
+    assert asked["status"] == "input_required" and asked["resultType"] == "complete"
+    assert list(asked["inputRequests"]) == ["confirm"]
+    question = asked["inputRequests"]["confirm"]
+    assert question["method"] == "elicitation/create" and question["params"]["message"] == "Delete a.txt?"
+    # A key that is not outstanding is acknowledged and ignored.
+    assert (await update(client, task_id, {"unknown-key": {"ignored": True}}))["result"] == {
+        "resultType": "complete"
+    }
+    assert (await get(client, task_id, asks=True))["result"]["status"] == "input_required"
+    assert (await update(client, task_id, {"confirm": accept(confirm=True)}))["result"] == {
+        "resultType": "complete"
+    }
+    done = await until_terminal(client, task_id)
+    assert done["status"] == "completed" and "inputRequests" not in done
+    assert done["result"]["content"] == [{"type": "text", "text": "Deleted a.txt."}]
+
+
+async def test_answers_may_come_one_at_a_time_and_only_unanswered_keys_stay_outstanding(client: Mcp) -> None:
+    task_id = (await call(client, "multi_input", {}, asks=True))["taskId"]
+    asked = await until_asked(client, task_id)
+    assert sorted(asked["inputRequests"]) == ["first", "second"]
+    await update(client, task_id, {"first": accept(name="one")})
+    partial = (await get(client, task_id, asks=True))["result"]
+    assert partial["status"] == "input_required" and list(partial["inputRequests"]) == ["second"]
+    # The answered key, sent again with another answer, is ignored.
+    await update(client, task_id, {"first": accept(name="changed"), "second": accept(name="two")})
+    done = await until_terminal(client, task_id)
+    assert done["result"]["content"][0]["text"] == "Received one and two."
+
+
+async def test_a_task_whose_client_cannot_answer_completes_with_a_tool_error(client: Mcp) -> None:
+    task_id = (await call(client, "confirm_delete", {"filename": "b.txt"}))["taskId"]
+    done = await until_terminal(client, task_id)
+    assert done["result"]["isError"] is True and "elicitation" in done["result"]["content"][0]["text"]
+
+
+async def test_a_cancelled_question_and_a_bad_update_are_answered_as_such(client: Mcp) -> None:
+    task_id = (await call(client, "confirm_delete", {"filename": "c.txt"}, asks=True))["taskId"]
+    await until_asked(client, task_id)
+    bad = await update(client, task_id, ["not", "an", "object"])
+    assert bad["error"]["code"] == -32602 and "inputResponses" in bad["error"]["message"]
+    await rpc(client, "tasks/cancel", {"taskId": task_id})
+    await update(client, task_id, {"confirm": accept(confirm=True)})
+    cancelled = (await get(client, task_id))["result"]
+    assert cancelled["status"] == "cancelled" and "inputRequests" not in cancelled
+
+
+async def test_a_task_resumed_elsewhere_keeps_its_answers_and_asks_only_what_is_left(client: Mcp) -> None:
+    tasks = store_of(client)
+    now = tasks.now()
+    # As a replica killed after the first answer leaves it: working, lease lapsed, one answer kept.
+    await tasks.create(
+        NewTask(
+            id_hash=id_hash("half-answered"),
+            owner_hash=id_hash("client-token:dev"),
+            tool="multi_input",
+            arguments="{}",
+            deadline=now,
+            expires=now + 3600,
+            poll_ms=500,
+            answers=json.dumps({"first": accept(name="kept")}),
+        ),
+        "a-killed-replica",
+        -1.0,
+    )
+    asked = await until_asked(client, "half-answered")
+    assert list(asked["inputRequests"]) == ["second"]
+    await update(client, "half-answered", {"second": accept(name="new")})
+    done = await until_terminal(client, "half-answered")
+    assert done["result"]["content"][0]["text"] == "Received kept and new."
+
+
+async def test_a_tool_may_ask_before_its_task_and_the_task_gets_the_answer(client: Mcp) -> None:
+    first = await call(client, "test_tool_with_task", {}, asks=True)
+    assert first["resultType"] == "input_required" and "taskId" not in first
+    assert list(first["inputRequests"]) == ["user_name"]
+    params = {
+        "name": "test_tool_with_task",
+        "arguments": {},
+        "inputResponses": {"user_name": accept(name="Alice")},
+        "requestState": first["requestState"],
+    }
+    created = (await rpc(client, "tools/call", params, asks=True))["result"]
+    assert created["resultType"] == "task"
+    assert not {"requestState", "inputRequests"} & set(created)
+    done = await until_terminal(client, created["taskId"])
+    assert done["status"] == "completed"
+    assert done["result"]["content"][0]["text"] == "Hello, Alice!"
