@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from gateway.config import DEFAULT_TOOLSETS, expand_toolsets
 from gateway.errors import REASONS, ToolError
 from gateway.gitlab.operation import Operation
+from gateway.gitlab.urls import MAX_ID
 from gateway.tools.access import NO_LIMITS, ToolAccess
 from gateway.tools.argument_errors import argument_name, describe_validation_error
 from gateway.tools.failures import CURSOR_ARGUMENT, HANDLED, as_tool_error
@@ -221,10 +222,12 @@ class Tool:
         ``outputSchema`` even when ``isError`` is true. So the schema declares ``error`` and
         requires either the success fields or ``error``: both kinds of result conform.
 
-        What ``tools/list`` sends (``described=False``) keeps what a validator checks (types,
-        nullability, required fields, enums, closed objects) and leaves out the fields' prose:
+        What ``tools/list`` sends (``described=False``) keeps what a validator checks of a
+        result (types, nullability, required fields, enums) and leaves out the fields' prose:
         models are given a tool's description and ``inputSchema``, and the prose was 36% of the
-        output schemas' bytes. The tool's docs page shows the described schema.
+        output schemas' bytes. Nor does it close objects (``additionalProperties: false``): that
+        constrains what the gateway may add to a result, not what a reader may rely on. The
+        tool's docs page shows the described, closed schema.
         """
         if self.output_model is None:
             return None
@@ -489,11 +492,14 @@ def json_schema(model: type[BaseModel], *, share_repeated: bool = False) -> dict
 def _says_nothing(key: str, value: Any) -> bool:
     """A keyword that adds nothing a reader or validator uses: a title (the property's name,
     reworded), ``additionalProperties: true`` (JSON Schema's default) and ``default: null`` (no
-    value of the declared type; leaving the argument out is how it is not given)."""
+    value of the declared type; leaving the argument out is how it is not given), and an id's
+    ``maximum`` of 2**63 - 1 (GitLab's ids are 64-bit; no agent meets the bound, and the
+    gateway still refuses a larger one)."""
     return (
         (key == "title" and isinstance(value, str))
         or (key == "additionalProperties" and value is True)
         or (key == "default" and value is None)
+        or (key == "maximum" and value == MAX_ID)
     )
 
 
@@ -502,7 +508,9 @@ def _without_descriptions(node: Any) -> Any:
         return {
             k: _without_descriptions(v)
             for k, v in node.items()
-            if not (k == "description" and isinstance(v, str))  # a field named description stays
+            # a field named description or additionalProperties stays: only the keywords go
+            if not (k == "description" and isinstance(v, str))
+            and not (k == "additionalProperties" and v is False)
         }
     if isinstance(node, list):
         return [_without_descriptions(v) for v in node]

@@ -139,15 +139,13 @@ class WaitForMessageInput(_In):
     wait_seconds: float | None = Field(
         None,
         ge=0,
-        description="Seconds to wait at most (default 3600, or the gateway's broker.max_wait_seconds "
-        "when lower); 0 looks without waiting",
+        description="Most seconds to wait (default 3600, at most broker.max_wait_seconds); 0 only looks",
     )
     ack: list[Annotated[str, StringConstraints(min_length=1, max_length=255)]] | None = Field(
         None,
         max_length=1000,
-        description="messageIds of messages you have finished processing. Once you send `ack` (even []), "
-        "each message you receive stays yours until you acknowledge it here; one not acknowledged in "
-        "time is delivered again (same messageId, higher deliveryAttempt)",
+        description="messageIds you have finished processing. Once you send `ack` (even []), a message "
+        "not acknowledged in time is delivered again (same messageId, higher deliveryAttempt)",
     )
 
 

@@ -211,13 +211,10 @@ TOOLS: list[Tool] = [
         description=(
             "Wait for the next message in your queue (priority, then time) for at most wait_seconds "
             "seconds (default 3600). Returns {message, timedOut}; on timedOut call it again. A message "
-            "can reach you twice (after a gateway crash, or when your connection dropped as it arrived): "
-            "it then carries the same messageId (deliveryAttempt > 1), so skip ids you have handled. To "
-            "lose none even when your connection "
-            "drops while an answer is on its way, acknowledge: pass `ack` with the messageIds you finished "
-            "processing (e.g. the previous message's id) on each call. Once you have sent `ack`, a message "
-            "you do not acknowledge within the gateway's ack timeout (broker.ack_timeout_seconds, 300 s by "
-            "default) comes back to you."
+            "can reach you twice (after a crash or a dropped connection) with the same messageId "
+            "(deliveryAttempt > 1): skip ids you have handled. To lose none, pass `ack` with the "
+            "messageIds you finished processing on each call; once you have, a message not "
+            "acknowledged within broker.ack_timeout_seconds (300 s by default) comes back to you."
         ),
         input_model=WaitForMessageInput,
         output_model=WaitForMessageOutput,

@@ -63,9 +63,9 @@ class GetArtifactFileInput(ToolInput):
     argument_aliases = PROJECT_ALIASES
 
     project_id: OptionalProjectId = Field(
-        None, description="ID or full path of the project. Required if url is not provided."
+        None, description="ID or full path of the project. Required without url."
     )
-    job_id: OptionalPositiveId = Field(None, description="ID of the job. Required if url is not provided.")
+    job_id: OptionalPositiveId = Field(None, description="ID of the job. Required without url.")
     artifact_path: OptionalText = Field(
         None,
         description="Path of the file inside the artifacts archive, e.g. `coverage/index.html`. "

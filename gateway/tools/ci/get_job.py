@@ -80,7 +80,7 @@ class GetJobInput(ToolInput):
         "url is not provided.",
     )
     job_id: OptionalPositiveId = Field(
-        None, description="ID of the job: the number in `/-/jobs/<id>`. Required if url is not provided."
+        None, description="ID of the job: the number in `/-/jobs/<id>`. Required without url."
     )
     url: OptionalText = Field(
         None,
@@ -115,12 +115,11 @@ class GetJobInput(ToolInput):
 
     artifact_filter: OptionalText = Field(
         None,
-        description="Only the archive's paths that match (include artifacts): a glob such as `*.log` or "
-        "`reports/*.xml` (`*` matches across `/`, so `*.log` finds every log), or a path prefix such as "
-        "`logs/`. Case-sensitive.",
+        description="Only the archive's paths matching a glob (`*.log`; `*` crosses `/`) or a prefix "
+        "(`logs/`). Include artifacts.",
     )
-    first: PageSize = first_field("the paths inside the artifacts archive (include artifacts)")
-    after: Cursor = after_field("the paths inside the artifacts archive (`artifact_files.page_info`)")
+    first: PageSize = first_field("`artifact_files`")
+    after: Cursor = after_field("`artifact_files`")
 
     @field_validator("include", mode="before")
     @classmethod
@@ -348,18 +347,17 @@ def _log_payload(read: LogRead, job: JobAnswer, limit: int, *, tail: bool) -> di
 
 DESCRIPTION = """\
 Get a CI/CD job of a GitLab project: status, stage, failure_reason (e.g. `script_failure`), \
-duration, times, pipeline_id and web_url. Name it with `url` (a `/-/jobs/<id>` link) or `project_id` + \
-`job_id`.
+duration, times, pipeline_id and web_url. Name it with `url` (a `/-/jobs/<id>` link) or `project_id` \
++ `job_id`.
 
-Add `include: ["log"]` for its log, cleaned as GitLab's job page shows it (colour codes, \
-`\\r` progress redraws and section markers removed) with its collapsible `sections` \
-(name, lines, duration). To see why a job failed, ask for `tail_lines` (e.g. 50): the last \
-lines, however large the log. To read it all, page with `byte_offset`/`byte_limit` (raw bytes; \
-windows end on a line boundary); while `next` is present, call again with it. A window far \
-into a big log costs reading all before it (`metadata.bytes_read`): prefer tail_lines for the end. \
-Add `include: ["artifacts"]` to list the files the job kept, and in `artifact_files` the paths \
-inside its artifacts archive (filter with `artifact_filter`, e.g. `*.log`); read one with \
-get_artifact_file.
+Add `include: ["log"]` for its log, cleaned as GitLab's job page shows it (no colour codes or \
+progress redraws), with its `sections` (name, lines, duration). To see why a job failed, ask for \
+`tail_lines` (e.g. 50): the last lines, however large the log. To read it all, page with \
+`byte_offset`/`byte_limit` (raw bytes; windows end on a line boundary); while `next` is present, \
+call again with it. A window far into a big log costs reading all before it (`metadata.bytes_read`): \
+prefer tail_lines for the end. Add `include: ["artifacts"]` to list the files the job kept, and in \
+`artifact_files` the paths inside its artifacts archive (filter with `artifact_filter`, e.g. \
+`*.log`); read one with get_artifact_file.
 """
 
 TOOLS: list[Tool] = [

@@ -80,9 +80,8 @@ PipelineUrl = Annotated[
     str | SkipJsonSchema[None],
     Field(
         description=(
-            "Web URL of the pipeline on this GitLab, e.g. "
-            "https://gitlab.example.com/group/project/-/pipelines/42. Give either `url`, or `project_id` "
-            "and `pipeline_id`."
+            "The pipeline's URL on this GitLab, e.g. "
+            "https://gitlab.example.com/group/project/-/pipelines/42 (or project_id and pipeline_id)."
         ),
         json_schema_extra=schema_extra(minLength=1, maxLength=4096),
     ),
@@ -125,24 +124,22 @@ class GetPipelineInput(ToolInput):
         default_factory=list,
         max_length=1,
         description=(
-            "At most one facet to add: `jobs` (build jobs), `downstream_pipelines` (child and "
-            "multi-project pipelines), `bridge_jobs` (trigger jobs with their downstream pipeline) or "
-            "`failures` (failed jobs with why they failed, the end of their log, and failed test cases). "
+            "At most one facet: `jobs`, `downstream_pipelines` (child and multi-project), "
+            "`bridge_jobs` (trigger jobs) or `failures` (failed jobs: why, log end, failed tests). "
             "Omit for the pipeline alone."
         ),
     )
     job_status: Status | SkipJsonSchema[None] = Field(
         None,
-        description="Only jobs with this status, e.g. `failed`. Filters the `jobs` facet only.",
+        description="Only jobs with this status (the `jobs` facet).",
         json_schema_extra=schema_extra(),
     )
     first: PageSize = first_field(f"the selected include facet (`failures`: at most {MAX_FAILURES_PAGE})")
     after: Cursor = after_field("the selected include facet")
     wait_seconds: Annotated[int, Field(ge=0, le=MAX_WAIT_SECONDS), BeforeValidator(_no_bool)] = Field(
         0,
-        description="0 (default): answer at once. 1-300: while the pipeline has not finished, the gateway "
-        "polls GitLab for you and answers as soon as it is success, failed, canceled, skipped or manual "
-        "(waiting for someone to run a manual job), or when this many seconds have passed.",
+        description="0 (default): answer at once. 1-300: the gateway polls GitLab and answers once the "
+        "pipeline is success, failed, canceled, skipped or manual, or when this many seconds have passed.",
     )
 
     @field_validator("include", mode="before")

@@ -226,7 +226,7 @@ as project_id (ID or full path) or url, plus optional variables ([{key, value, v
 env_var|file}]) and inputs ({name: value}).
 - Retry or cancel: pass pipeline_id and action ("retry" re-runs failed and canceled jobs; "cancel" \
 stops it). Pipeline IDs are global; if you also pass project_id or url, the pipeline must belong to it.
-Returns {action, id, status, ref, web_url}. A create or retry is never sent twice: if GitLab does not \
+A create or retry is never sent twice: if GitLab does not \
 confirm it, the error says how to check whether it happened before you call again."""
 
 TOOLS: list[Tool] = [

@@ -81,7 +81,7 @@ class GetRepositoryFileInput(ToolInput):
     file_path: OptionalText = Field(
         None,
         description="Path of the file relative to the repository root, for example app/models/user.rb. "
-        "Required if url is not provided.",
+        "Required without url.",
     )
     ref: OptionalText = Field(
         None,
