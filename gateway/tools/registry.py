@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from gateway.config import DEFAULT_TOOLSETS, expand_toolsets
+from gateway.config import DEFAULT_TOOLSETS, TOOLSETS, expand_toolsets
 from gateway.errors import REASONS, ToolError
 from gateway.gitlab.operation import Operation
 from gateway.gitlab.urls import MAX_ID
@@ -294,11 +294,14 @@ class Registry:
         self._limiter = limiter
         self.toolsets = tuple(toolsets)
         self.enabled_tools = frozenset(self._aliases.get(name, name) for name in enabled_tools)
-        self._served_toolsets = (
-            expand_toolsets(self.toolsets)
-            if self.toolsets or self.enabled_tools
-            else frozenset(DEFAULT_TOOLSETS)
-        )
+        # A toolset no option names (the conformance suite's fixtures, registered in a test mode)
+        # is served wherever the default or all is: registering it is what asks for it.
+        unnamed = frozenset(t.toolset for t in self._all.values()) - frozenset(TOOLSETS)
+        if self.toolsets or self.enabled_tools:
+            keywords = {"default", "all"} & set(self.toolsets)
+            self._served_toolsets = expand_toolsets(self.toolsets) | (unnamed if keywords else frozenset())
+        else:
+            self._served_toolsets = frozenset(DEFAULT_TOOLSETS) | unnamed
         self._listed = [t for t in self._all.values() if self._why_hidden(t) is None]
         self._listed_mcp = [t.to_mcp() for t in self._listed]
 
