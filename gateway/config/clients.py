@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator
 
@@ -81,6 +81,8 @@ class ClientToken(_Section):
     read_only: bool = False
     #: Ask a person before this token's destructive actions, even where the deployment does not.
     confirm_destructive: bool = False
+    #: This token's own ``structured_text`` (``json`` or ``summary``); None: the deployment's.
+    structured_text: Literal["json", "summary"] | None = None
     #: This token's own ``limits.calls_per_second`` (None: the global one).
     calls_per_second: float | None = Field(None, gt=0)
     #: This token's own ``limits.burst`` (None: the global one, else the rate rounded up).

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import field_validator, model_validator
 from pydantic_settings import (
@@ -55,6 +55,12 @@ class Settings(BaseSettings):
     #: Ask a person (MCP elicitation) before a destructive action: a pipeline cancel, the broker's
     #: stop_pipeline. Off by default.
     confirm_destructive: bool = False
+    #: The text block of a result that has ``structuredContent``: ``json`` (default) repeats the
+    #: structured data as JSON text, as MCP advises for clients that do not read
+    #: ``structuredContent``; ``summary`` sends a short text instead (the tool's own text, else one
+    #: line naming the top-level keys), about halving a large answer for clients that do read it.
+    #: Error results keep their message either way. A client token may set its own.
+    structured_text: Literal["json", "summary"] = "json"
     #: Bearer secrets of callers, each mapped to a broker agent id. Empty: ``X-Agent-Id`` on loopback.
     client_tokens: tuple[ClientToken, ...] = ()
 

@@ -13,13 +13,18 @@ Rules (GitLab's own URL parsing, gitlabhq
   tool can open the window there.
 - Branch names may contain ``/``, so ``id`` is split like GitLab's web UI
   (``ExtractsRef::RefExtractor#extract_ref``): a full commit SHA as the first segment is the ref;
-  otherwise, when the first segment is itself a branch or tag it wins
-  (``use_first_path_segment?``); otherwise the longest branch or tag name that prefixes ``id``;
-  otherwise the first segment (GitLab's "try our best"; the read then reports the ref as not
-  found). Ref names are fetched only when ``id`` can be split more than one way, narrowed to names
-  starting with the first segment, and cached per credential and project for
-  ``cache.refs_ttl_seconds``. Branch names come from GraphQL ``Repository.branchNames``; GraphQL
-  has no tag-name list, so tag names come from REST ``GET /projects/:id/repository/tags?search=^``.
+  otherwise, when the first segment is itself a branch or tag it wins (``use_first_path_segment?``)
+  unless the repository has ambiguous refs (``Repository#has_ambiguous_refs?``: it has both
+  branches and tags, and some ref name with a slash starts with a slash-free ref name + ``/``);
+  otherwise the longest branch or tag name that prefixes ``id``; otherwise the first segment
+  (GitLab's "try our best"; the read then reports the ref as not found). Ref names are fetched only
+  when ``id`` can be split more than one way, narrowed to names starting with the first segment,
+  and cached per credential and project for ``cache.refs_ttl_seconds``. Branch names come from
+  GraphQL ``Repository.branchNames``; GraphQL has no tag-name list, so tag names come from REST
+  ``GET /projects/:id/repository/tags?search=^``. Only when the first segment is a ref and a longer
+  ref also prefixes ``id`` does the answer depend on ambiguity; a longer name ``<first>/…`` already
+  makes the refs ambiguous if the repository has both kinds, so at most one more request (one name
+  of the kind the narrowed lists did not show) settles it.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from urllib.parse import parse_qs, unquote
 
 from gateway.gitlab.errors import InvalidReference
@@ -186,7 +191,26 @@ def needs_ref_names(blob_url: BlobUrl) -> bool:
     return _NOT_IN_REFS.search(first) is None and first not in ("", ".", "..")
 
 
-def split_ref_and_path(blob_url: BlobUrl, ref_names: Collection[str] | None) -> tuple[str, str]:
+class RefSplit(NamedTuple):
+    """A blob URL's ``(ref, path)``, and the other ref names that could have been its ref."""
+
+    ref: str
+    path: str
+    #: Other branch or tag names that prefix the URL's ``<ref>/<path>``, longest first (known only
+    #: when ref names were fetched), for a message when the read fails.
+    others: tuple[str, ...] = ()
+
+
+def prefixing_refs(blob_url: BlobUrl, ref_names: Collection[str]) -> list[str]:
+    """The names in ``ref_names`` that prefix ``ref_and_path`` at a segment boundary, longest first."""
+    ref_and_path = blob_url.ref_and_path
+    with_slash = ref_and_path if ref_and_path.endswith("/") else ref_and_path + "/"
+    return sorted((n for n in ref_names if with_slash.startswith(n + "/")), key=lambda n: (-len(n), n))
+
+
+def split_ref_and_path(
+    blob_url: BlobUrl, ref_names: Collection[str] | None, *, ambiguous_refs: bool = False
+) -> tuple[str, str]:
     """Split ``ref_and_path`` the way GitLab's web UI does.
 
     Args:
@@ -194,6 +218,8 @@ def split_ref_and_path(blob_url: BlobUrl, ref_names: Collection[str] | None) -> 
         ref_names: branch and/or tag names of the project that may prefix ``ref_and_path``
             (at least every name starting with the first segment), or None when
             :func:`needs_ref_names` said none were needed.
+        ambiguous_refs: the repository has ambiguous refs (``Repository#has_ambiguous_refs?``),
+            so a first segment that is a ref does not win over a longer ref.
 
     Returns:
         ``(ref, path)``; ``path`` is not empty.
@@ -204,13 +230,12 @@ def split_ref_and_path(blob_url: BlobUrl, ref_names: Collection[str] | None) -> 
     """
     ref_and_path = blob_url.ref_and_path
     first, rest = ref_and_path.split("/", 1)
-    if not ref_names or first in ref_names:
+    if not ref_names or (first in ref_names and not ambiguous_refs):
         return first, rest
-    with_slash = ref_and_path if ref_and_path.endswith("/") else ref_and_path + "/"
-    matching = [name for name in ref_names if with_slash.startswith(name + "/")]
+    matching = prefixing_refs(blob_url, ref_names)
     if not matching:
         return first, rest
-    best = max(matching, key=len)
+    best = matching[0]
     path = ref_and_path[len(best) + 1 :]
     if not path:
         raise InvalidReference(f"Invalid file URL: no file path found after the ref in {blob_url.url}")
@@ -223,19 +248,22 @@ async def resolve_url_ref(
     *,
     refs_ttl_seconds: float,
     blob_url: BlobUrl,
-) -> tuple[str, str]:
+) -> RefSplit:
     """``(ref, path)`` of a blob URL, fetching ref names only when the split is ambiguous.
 
     Names are fetched concurrently (branches by GraphQL, tags by REST, or just the kind named by
     ``?ref_type=``), narrowed to names starting with the first segment, and cached under
-    ``(credential cache key, project, kind, first segment)`` in the ``refs`` cache.
+    ``(credential cache key, project, kind, first segment)`` in the ``refs`` cache. When the first
+    segment is a ref and a longer ref prefixes the URL too, whether the repository has both
+    branches and tags decides (GitLab's ``has_ambiguous_refs?``); a kind the narrowed lists did not
+    show is looked up with one name (cached under ``(credential, project, "exists", kind)``).
 
     Raises:
         InvalidReference: see :func:`split_ref_and_path`.
         GitLabError: a ref-name lookup failed (not found when the project is not visible).
     """
     if not needs_ref_names(blob_url):
-        return split_ref_and_path(blob_url, None)
+        return RefSplit(*split_ref_and_path(blob_url, None))
     first = blob_url.segments[0]
     cache = caches.get("refs", ttl=refs_ttl_seconds)
     project_key = blob_url.project_path.lower()
@@ -251,7 +279,43 @@ async def resolve_url_ref(
         *(cache.get_or_load((cred, project_key, kind, first), load(kind)) for kind in kinds)
     )
     names: set[str] = set().union(*found)
-    return split_ref_and_path(blob_url, names)
+    matching = prefixing_refs(blob_url, names)
+    ambiguous = False
+    if first in names and len(matching) > 1:
+        # `first` has no slash and a longer `first/…` name exists: the refs are ambiguous exactly
+        # when the repository has both branches and tags.
+        shown = dict(zip(kinds, found, strict=True))
+
+        async def has(kind: RefType) -> bool:
+            if shown.get(kind):
+                return True
+            key = (cred, project_key, "exists", kind)
+            return bool(await cache.get_or_load(key, lambda: _one_name(session, blob_url.project_path, kind)))
+
+        ambiguous = all(await asyncio.gather(has("heads"), has("tags")))
+    ref, path = split_ref_and_path(blob_url, names, ambiguous_refs=ambiguous)
+    return RefSplit(ref, path, tuple(n for n in matching if n != ref))
+
+
+async def _one_name(session: GitLabSession, project_path: str, kind: RefType) -> frozenset[str]:
+    """At most one branch (or tag) name of the project: does it have any?"""
+    if kind == "heads":
+        answer = await BRANCH_NAMES.run(
+            session, {"fullPath": project_path, "searchPattern": "*", "offset": 0, "limit": 1}
+        )
+        repository = answer.project.repository if answer.project else None
+        batch: Any = (repository.branchNames if repository else None) or []
+    else:
+        batch = await session.rest(
+            "GET",
+            "/projects/{id}/repository/tags",
+            path_params={"id": encode_project(project_path)},
+            params={"per_page": 1},
+        )
+    if not isinstance(batch, list):
+        return frozenset()
+    names = (item.get("name") if isinstance(item, dict) else item for item in batch)
+    return frozenset(name for name in names if isinstance(name, str))
 
 
 async def _branch_names(session: GitLabSession, project_path: str, first: str) -> frozenset[str]:

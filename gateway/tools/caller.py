@@ -47,6 +47,8 @@ class Caller:
             needed (:func:`rate_limit_key`), as for callers a test builds.
         confirm_destructive: its client token asks for a person's confirmation before
             destructive actions (``gateway.tools.confirmations``).
+        summary_text: a result with ``structuredContent`` carries a short text block instead of
+            the JSON copy (``structured_text = "summary"``, the deployment's or its client token's).
     """
 
     agent_id: str | None
@@ -57,6 +59,7 @@ class Caller:
     owner: str = field(default="open", repr=False)
     confirm_destructive: bool = False
     rate_limit_key: str = field(default="", repr=False)
+    summary_text: bool = False
 
 
 def rate_limit_key(caller: Caller) -> str:

@@ -51,8 +51,14 @@ class ToolResult:
         Encoded once; ``structured`` is not changed after a handler returned it."""
         return _compact_json(self.structured)
 
-    def to_mcp(self) -> dict[str, Any]:
-        """The ``CallToolResult`` JSON object."""
+    def to_mcp(self, *, summary_text: bool = False) -> dict[str, Any]:
+        """The ``CallToolResult`` JSON object.
+
+        Args:
+            summary_text: instead of the JSON copy of ``structured`` (which MCP advises for clients
+                that do not read ``structuredContent``), one short text block: ``text``, else a
+                line naming the top-level keys. Error results keep their blocks.
+        """
         if self.content is not None:
             given: dict[str, Any] = {"content": self.content}
             if self.structured:
@@ -60,6 +66,9 @@ class ToolResult:
             if self.is_error:
                 given["isError"] = True
             return given
+        if summary_text and not self.is_error:
+            text = self.text if self.text is not None else _summary_line(self.structured)
+            return {"content": [{"type": "text", "text": text}], "structuredContent": self.structured}
         content = [{"type": "text", "text": self.structured_json}]
         if self.text is not None:
             content.insert(0, {"type": "text", "text": self.text})
@@ -74,6 +83,13 @@ class ToolResult:
         return cls(
             structured=error.to_structured(), text=error.message, is_error=True, by_gateway=error.by_gateway
         )
+
+
+def _summary_line(structured: dict[str, Any]) -> str:
+    """The text block of a summarised result that has no text of its own."""
+    if not structured:
+        return "Done; structuredContent is empty."
+    return "The answer is in structuredContent; its top-level keys: " + ", ".join(map(str, structured)) + "."
 
 
 def _compact_json(value: Any) -> str:

@@ -153,6 +153,17 @@ def test_split_like_gitlabs_web_ui(
     assert split_ref_and_path(blob(ref_and_path), names) == expected
 
 
+@pytest.mark.parametrize(
+    ("ambiguous", "expected"),
+    [(False, ("feature", "with-slash/a.md")), (True, ("feature/with-slash", "a.md"))],
+)
+def test_a_first_segment_that_is_a_ref_wins_only_without_ambiguous_refs(
+    ambiguous: bool, expected: tuple[str, str]
+) -> None:
+    names = {"feature", "feature/with-slash"}
+    assert split_ref_and_path(blob("feature/with-slash/a.md"), names, ambiguous_refs=ambiguous) == expected
+
+
 def test_a_ref_that_leaves_no_path_is_a_url_without_a_file() -> None:
     with pytest.raises(InvalidReference, match="no file path found after the ref"):
         split_ref_and_path(blob("my-topic/with-slash"), {"my-topic/with-slash"})
@@ -195,7 +206,9 @@ async def test_names_are_paged_and_cached(session: tuple[GitLabClient, respx.Moc
     url = blob("feature/with-slash/app/x.rb")
     for _ in range(2):
         got = await resolve_url_ref(gitlab, caches, refs_ttl_seconds=30, blob_url=url)
-        assert got == ("feature", "with-slash/app/x.rb")
+        # Branches and tags, and `feature/with-slash` starts with `feature/`: ambiguous refs, so
+        # the longest ref wins (GitLab's has_ambiguous_refs?).
+        assert got == ("feature/with-slash", "app/x.rb", ("feature",))
     assert graphql.call_count == 2 and tags.call_count == 2  # two pages each, then cached
     other = client.session(Credential("PRIVATE-TOKEN", "t2"))
     await resolve_url_ref(other, caches, refs_ttl_seconds=30, blob_url=url)
@@ -213,5 +226,25 @@ async def test_paging_stops_at_the_cap(session: tuple[GitLabClient, respx.MockRo
         refs_ttl_seconds=30,
         blob_url=url,
     )
-    assert got == ("x/y", "z")
+    assert got[:2] == ("x/y", "z")
     assert graphql.call_count == MAX_REF_PAGES
+
+
+@pytest.mark.parametrize(("tags", "expected"), [([], "feature"), ([{"name": "v1.0"}], "feature/with-slash")])
+async def test_with_ref_type_heads_one_tag_name_decides_ambiguity(
+    session: tuple[GitLabClient, respx.MockRouter], tags: list[dict[str, str]], expected: str
+) -> None:
+    client, router = session
+    names = {"data": {"project": {"repository": {"branchNames": ["feature", "feature/with-slash"]}}}}
+    graphql = router.post("/api/graphql").respond(200, json=names)
+    tag_route = router.get("/api/v4/projects/g%2Fp/repository/tags").respond(200, json=tags)
+    url = BlobUrl(
+        url="u", project_path="g/p", ref_and_path="feature/with-slash/a.md", view="blob", ref_type="heads"
+    )
+    caches = CacheRegistry(enabled=True, max_entries=8)
+    gitlab = client.session(Credential("PRIVATE-TOKEN", "t"))
+    for _ in range(2):
+        got = await resolve_url_ref(gitlab, caches, refs_ttl_seconds=30, blob_url=url)
+        assert got.ref == expected
+    assert graphql.call_count == 1 and tag_route.call_count == 1  # then cached
+    assert dict(tag_route.calls[0].request.url.params) == {"per_page": "1"}

@@ -399,6 +399,7 @@ def test_print_config_masks_every_secret(
         "tools": None,
         "read_only": False,
         "confirm_destructive": False,
+        "structured_text": None,
         "calls_per_second": None,
         "burst": None,
     }

@@ -83,9 +83,11 @@ class Authenticator:
                 c.agent_id,
                 _token_access(c),
                 c.confirm_destructive,
+                (c.structured_text or settings.structured_text) == "summary",
             )
             for c in settings.client_tokens
         )
+        self._summary_text = settings.structured_text == "summary"
         self._agents = frozenset(settings.broker.agents)
         self._agent_header = not self._tokens and is_loopback(settings.server.host)
         self._passthrough = settings.gitlab.credential_mode == "passthrough"
@@ -109,8 +111,9 @@ class Authenticator:
         owner = "open"
         access = NO_LIMITS
         confirm = False
+        summary = self._summary_text
         if self._tokens:
-            agent_id, access, confirm = self._client_token_agent(headers.get("Authorization"))
+            agent_id, access, confirm, summary = self._client_token_agent(headers.get("Authorization"))
             owner = f"client-token:{agent_id}"
         elif self._agent_header:
             value = headers.get(AGENT_HEADER)
@@ -143,9 +146,10 @@ class Authenticator:
             owner=owner,
             rate_limit_key=rate_limit_key,
             confirm_destructive=confirm,
+            summary_text=summary,
         )
 
-    def _client_token_agent(self, authorization: str | None) -> tuple[str, ToolAccess, bool]:
+    def _client_token_agent(self, authorization: str | None) -> tuple[str, ToolAccess, bool, bool]:
         scheme, _, secret = (authorization or "").strip().partition(" ")
         secret = secret.strip()
         if scheme.lower() != "bearer" or not secret:
@@ -154,11 +158,11 @@ class Authenticator:
                 "token>` with every request (ask the gateway's operator for one)."
             )
         digest = hashlib.sha256(secret.encode()).digest()
-        found: tuple[str, ToolAccess, bool] | None = None
+        found: tuple[str, ToolAccess, bool, bool] | None = None
         # No early exit: the same time for every position.
-        for expected, agent_id, access, confirm in self._tokens:
+        for expected, agent_id, access, confirm, summary in self._tokens:
             if hmac.compare_digest(digest, expected) and found is None:
-                found = (agent_id, access, confirm)
+                found = (agent_id, access, confirm, summary)
         if found is None:
             raise unauthorized(
                 "The bearer token is not one of this gateway's client tokens: send `Authorization: "

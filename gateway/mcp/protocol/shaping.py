@@ -37,14 +37,15 @@ def shaped(method: str, version: str, result: dict[str, Any]) -> dict[str, Any]:
     return wire_methods.serialize_server_result(method, version, result)
 
 
-def shaped_tool_result(version: str, result: ToolResult) -> dict[str, Any]:
+def shaped_tool_result(version: str, result: ToolResult, *, summary_text: bool = False) -> dict[str, Any]:
     """A tool result as revision ``version``'s ``CallToolResult``, shaped as :func:`shaped` does.
 
     ``structuredContent`` is left out of the shaping and put back as it is: it is already JSON
     (a handler's dict, or its model dumped in JSON mode) and its only declared type is an object,
     so validating and copying it again (10 KB for a pipeline with 20 jobs) would change nothing.
+    ``summary_text``: see :meth:`ToolResult.to_mcp` (the caller's ``structured_text``).
     """
-    answer = result.to_mcp()
+    answer = result.to_mcp(summary_text=summary_text)
     structured = answer.pop("structuredContent", None)
     if structured is None:
         return shaped("tools/call", version, answer)

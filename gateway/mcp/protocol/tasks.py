@@ -408,11 +408,13 @@ class Tasks:
         run = asyncio.create_task(self._registry.call(tool, ToolContext(self._services(), info), arguments))
         call = ToolCall(tool, request_id, run, long_running=True)
         self._calls.add(call)
-        work = asyncio.create_task(self._work(store, task_hash, call, request_id))
+        work = asyncio.create_task(self._work(store, task_hash, call, request_id, ctx.caller.summary_text))
         self._running[task_hash] = work
         work.add_done_callback(lambda _: self._running.pop(task_hash, None))
 
-    async def _work(self, store: TaskStore, task_hash: str, call: ToolCall, request_id: str) -> None:
+    async def _work(
+        self, store: TaskStore, task_hash: str, call: ToolCall, request_id: str, summary_text: bool = False
+    ) -> None:
         """Await the call while renewing the lease; store how it ended."""
         started = perf_counter()
         renewing = asyncio.create_task(self._renew(store, task_hash, call))
@@ -453,7 +455,7 @@ class Tasks:
         else:
             result = call.task.result()
             outcome = tool_outcome(result)
-            shaped = shaped_tool_result(STATELESS_VERSIONS[0], result)
+            shaped = shaped_tool_result(STATELESS_VERSIONS[0], result, summary_text=summary_text)
             shaped.pop("resultType", None)
             stored = await self._finish(store, task_hash, COMPLETED, shaped, None)
             # The task's row is the result's delivery: a broker message is then the caller's.

@@ -257,5 +257,6 @@ class ToolCalls:
             raise RuntimeError(f"{tool.name} ended input-required outside the 2026-07-28 era")
         if outcome.result is not None and message is None and outcome.outcome != "cancelled":
             assert ctx.version is not None
-            message = response(msg.id, shaped_tool_result(ctx.version, outcome.result))
+            shaped = shaped_tool_result(ctx.version, outcome.result, summary_text=ctx.caller.summary_text)
+            message = response(msg.id, shaped)
         return Reply(message, result=outcome.result)

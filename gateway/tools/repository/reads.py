@@ -340,7 +340,22 @@ def missing_error(target: FileTarget, missing: Missing) -> ToolError:
         )
         if missing.empty_repository:
             message += f" The repository of project '{target.project.shown}' is empty: it has no commits yet."
+        if target.from_url:
+            message += f" {_url_refs_tried(target)}"
         return not_found(message, kind="ref_not_found", ref=target.ref)
+    if target.from_url:
+        # The agent gave a link: never ask it for one; say how the link was read and what else it
+        # could mean.
+        return not_found(
+            f"File '{target.path}' does not exist at ref '{target.ref}'. {_url_refs_tried(target)} The "
+            "link may be to a file that was moved or deleted on that ref since, or to another "
+            "project.",
+            kind="file_not_found",
+            path=target.path,
+            ref=target.ref,
+            refs_tried=[target.ref],
+            other_refs=list(target.other_refs),
+        )
     return not_found(
         f"File '{target.path}' does not exist at ref '{target.ref}'. The path must be relative to the "
         "repository root, and is case-sensitive. Do not retry the same path; find the file's real path "
@@ -348,4 +363,17 @@ def missing_error(target: FileTarget, missing: Missing) -> ToolError:
         kind="file_not_found",
         path=target.path,
         ref=target.ref,
+    )
+
+
+def _url_refs_tried(target: FileTarget) -> str:
+    """How a url was split, and the other refs that prefix it (each readable by passing it as ``ref``
+    with the same url)."""
+    tried = f"Ref tried: '{target.ref}' (how GitLab splits this url into ref and path)."
+    if not target.other_refs:
+        return tried
+    others = ", ".join(f"'{name}'" for name in target.other_refs)
+    return (
+        f"{tried} Other branch or tag names that prefix the url: {others}; to read the url with "
+        "one of them as the ref, pass it as ref together with the same url."
     )

@@ -76,6 +76,8 @@ class FileTarget:
     from_url: bool = False
     #: A numeric project_id given with a url: the url's project must turn out to have this ID.
     expected_project_id: int | None = None
+    #: Other branch or tag names that prefix the url's ``<ref>/<path>`` (for a failed read's message).
+    other_refs: tuple[str, ...] = ()
 
 
 class FileArguments(Protocol):
@@ -154,6 +156,7 @@ async def resolve_target(
         )
     wanted_path = normalize_file_path(args.file_path) if args.file_path is not None else None
     wanted_ref = _ref(args.ref) if args.ref is not None else None
+    other_refs: tuple[str, ...] = ()
     if wanted_path is not None:
         suffix = "/" + wanted_path
         if not (ref_and_path.endswith(suffix) and len(ref_and_path) > len(suffix)):
@@ -179,7 +182,7 @@ async def resolve_target(
             raise error
         ref, raw_path = wanted_ref, ref_and_path[len(wanted_ref) + 1 :]
     else:
-        ref, raw_path = await resolve_url_ref(
+        ref, raw_path, other_refs = await resolve_url_ref(
             session,
             ctx.services.caches,
             refs_ttl_seconds=ctx.settings.cache.refs_ttl_seconds,
@@ -200,6 +203,7 @@ async def resolve_target(
         limit=limit,
         from_url=True,
         expected_project_id=expected_id,
+        other_refs=other_refs,
     )
 
 

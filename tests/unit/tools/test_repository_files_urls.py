@@ -50,13 +50,59 @@ async def test_seed_branch_with_slashes_resolves_to_that_branch(env: ToolEnv, fa
 
 
 async def test_seed_first_segment_that_is_a_branch_wins(env: ToolEnv, fake: FakeRepoGitLab) -> None:
-    # Both `feature` and `feature/with-slash` exist: GitLab's web UI (use_first_path_segment?) takes
-    # `feature`.
+    # Both `feature` and `feature/with-slash` exist and the repository has no tags: GitLab's web UI
+    # (use_first_path_segment?) takes `feature`.
+    fake.tags.clear()
     fake.add("with-slash/app/x.rb", "on feature\n", at=FEATURE_SHA)
     fake.add("app/x.rb", "on feature/with-slash\n", at=SLASH_SHA)
     out = ok(await call(env, url=f"{BLOB}/feature/with-slash/app/x.rb"))
     assert (out["ref"], out["path"], out["commit_sha"]) == ("feature", "with-slash/app/x.rb", FEATURE_SHA)
     assert out["content"] == "on feature\n"
+
+
+async def test_with_branches_and_tags_the_longest_ref_wins_over_the_first_segment(
+    env: ToolEnv, fake: FakeRepoGitLab
+) -> None:
+    # `feature` and `feature/with-slash` beside tags: the refs are ambiguous (GitLab's
+    # has_ambiguous_refs?), so GitLab takes the longest ref that prefixes the path.
+    fake.add("with-slash/README.md", "on feature\n", at=FEATURE_SHA)
+    fake.add("README.md", "on feature/with-slash\n", at=SLASH_SHA)
+    out = ok(await call(env, url=f"{BLOB}/feature/with-slash/README.md"))
+    assert (out["ref"], out["path"], out["commit_sha"]) == ("feature/with-slash", "README.md", SLASH_SHA)
+    assert out["content"] == "on feature/with-slash\n"
+    # No tag starts with `feature`: one tag name tells whether the repository has tags.
+    assert fake.operations == ["GetRepositoryFileBranchNames", "REST tags", "REST tags", "GetRepositoryFile"]
+    assert fake.requests[2]["params"] == {"per_page": "1"}
+
+
+async def test_without_tags_the_first_segment_costs_one_more_request(
+    env: ToolEnv, fake: FakeRepoGitLab
+) -> None:
+    fake.tags.clear()
+    fake.add("with-slash/README.md", "on feature\n", at=FEATURE_SHA)
+    for _ in range(2):
+        assert ok(await call(env, url=f"{BLOB}/feature/with-slash/README.md"))["ref"] == "feature"
+    # The tag-existence answer is cached with the names.
+    assert fake.operations == [
+        "GetRepositoryFileBranchNames",
+        "REST tags",
+        "REST tags",
+        "GetRepositoryFile",
+        "GetRepositoryFile",
+    ]
+
+
+async def test_a_url_read_that_fails_says_which_refs_were_tried(env: ToolEnv, fake: FakeRepoGitLab) -> None:
+    # The file exists on neither split: the error names the ref read and the other candidates,
+    # and does not ask for the link the agent gave.
+    err = error(await call(env, url=f"{BLOB}/feature/with-slash/README.md"))
+    assert err["message"].startswith("File 'README.md' does not exist at ref 'feature/with-slash'.")
+    assert "Ref tried: 'feature/with-slash'" in err["message"]
+    assert "'feature'" in err["message"] and "pass it as ref together with the same url" in err["message"]
+    assert "url argument takes" not in err["message"] and "link to the file" not in err["message"]
+    fake.add("with-slash/README.md", "on feature\n", at=FEATURE_SHA)
+    out = ok(await call(env, url=f"{BLOB}/feature/with-slash/README.md", ref="feature"))
+    assert (out["ref"], out["content"]) == ("feature", "on feature\n")
 
 
 async def test_longest_tag_that_prefixes_the_path(env: ToolEnv, fake: FakeRepoGitLab) -> None:
@@ -68,6 +114,7 @@ async def test_longest_tag_that_prefixes_the_path(env: ToolEnv, fake: FakeRepoGi
 async def test_no_matching_ref_falls_back_to_the_first_segment(env: ToolEnv, fake: FakeRepoGitLab) -> None:
     err = error(await call(env, url=f"{BLOB}/nope/dir/file.txt"))
     assert err["message"].startswith("Ref 'nope' not found.")
+    assert "Ref tried: 'nope'" in err["message"]
 
 
 async def test_ref_names_are_cached_per_project_and_credential(env: ToolEnv, fake: FakeRepoGitLab) -> None:
