@@ -68,7 +68,12 @@ async def test_running_approval_running_finished(gateway: GatewayProcess, fresh_
     async with mcp_client(gateway.mcp_url) as client:
 
         async def poll() -> tuple[str, dict[str, Any]]:
-            return read(await client.call_tool("get_duo_session", {"workflow_id": wid}))
+            text, meta = read(await client.call_tool("get_duo_session", {"workflow_id": wid}))
+            # structuredContent.answer, the agent's last message in full, is checked where it is
+            # the whole answer (the finished step below, and the tests above).
+            answer = meta.pop("answer", None)
+            assert answer is None or isinstance(answer, str)
+            return text, meta | ({"answer": answer} if meta["status"] == "finished" else {})
 
         text, meta = await poll()
         assert text == (
@@ -119,7 +124,7 @@ async def test_running_approval_running_finished(gateway: GatewayProcess, fresh_
         )
         text, meta = await poll()
         assert text == "All 30 examples pass; fixed in !18."
-        assert meta == {"workflow_id": wid, "status": "finished", "web_url": url}
+        assert meta == {"workflow_id": wid, "status": "finished", "web_url": url, "answer": text}
     assert control.graphql_requests(field="duoWorkflowWorkflows") == 4
 
 
@@ -151,7 +156,10 @@ async def test_each_state_as_the_seed_shows_it(
     async with mcp_client(gateway.mcp_url) as client:
         got_text, meta = read(await client.call_tool("get_duo_session", {"workflow_id": wid}))
     assert got_text == text.format(url=url)
+    answer = meta.pop("answer", None)  # the agent's last message, when it wrote one
     assert meta == {"workflow_id": wid, "web_url": url, **extra}
+    if name in ("input_required", "finished_last_is_tool"):
+        assert answer == got_text
 
 
 async def test_plan_approval(gateway: GatewayProcess, fresh_standin: Standin) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -60,12 +61,12 @@ async def test_python_client_runs_every_tool_in_each_era(
     log = gateway.log()[before:]
     if mode == "auto":
         # The default mode probed server/discover and stayed on 2026-07-28: no fallback.
-        assert "method=server/discover outcome=ok era=modern" in log
+        assert re.search(r"method=server/discover (agent=\S+ )?outcome=ok era=modern", log), log
         assert "method=initialize" not in log
         assert "era=legacy" not in log
     else:
         assert "method=server/discover" not in log
-        assert "method=initialize outcome=ok era=legacy" in log
+        assert re.search(r"method=initialize (agent=\S+ )?outcome=ok era=legacy", log), log
 
 
 def inspector(url: str, era: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -124,7 +124,7 @@ async def test_gitlab_refusals_are_bad_request_in_its_words(
 ) -> None:
     err = failure(await call(gateway, {"project_id": ds.PROJECT_PATH, "ref": ref}))
     assert err["reason"] == "bad_request"
-    assert err["message"] == f"GitLab did not create the pipeline: {words}"
+    assert err["message"].startswith(f"GitLab did not create the pipeline: {words}")
     assert fresh_standin.control.pipelines(created=True) == []
 
 
