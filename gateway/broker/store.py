@@ -217,21 +217,6 @@ class Store:
                 yield Queries(conn, postgres=False, driver=raw.driver_connection)
 
     @asynccontextmanager
-    async def read_one(self) -> AsyncIterator[Queries]:
-        """For a single read statement on a hot path: no transaction round trips, and on SQLite
-        the driver's connection for ``prepared.run_prepared`` (one hand-off to its thread). It
-        sees what was committed when it runs."""
-        self._check_open()
-        async with self._reaching(changes=False), self.engine.connect() as conn:
-            if self.postgres:
-                conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
-                yield Queries(conn, postgres=True)
-                return
-            conn = await conn.execution_options(broker_single=True)
-            raw = await conn.get_raw_connection()
-            yield Queries(conn, postgres=False, driver=raw.driver_connection)
-
-    @asynccontextmanager
     async def _reaching(self, *, changes: bool) -> AsyncIterator[list[bool]]:
         """Turn a failure of the database itself into :class:`DatabaseUnavailable`, logged as one
         line: a database down for a while is an outage to report, not a bug to trace. The same

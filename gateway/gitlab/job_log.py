@@ -66,15 +66,6 @@ _STRIP_PATTERN = (
     r"|[\x00-\x08\x0b-\x1f\x7f]"
 )
 STRIP = re.compile(_STRIP_PATTERN)
-#: :data:`STRIP` over raw bytes (escapes are ASCII, and no byte of a multi-byte UTF-8 character
-#: is below 0x80): faster than over text, for a stream's regions.
-STRIP_BYTES = re.compile(_STRIP_PATTERN.encode())
-_NEEDS_CURSOR_BYTES = (b"\r", b"\x08", b"section_", b"\x1b[1K", b"\x1b[2K")
-
-
-def needs_cursor(raw: bytes) -> bool:
-    """:data:`NEEDS_CURSOR` for raw bytes (substring tests, much faster than a regex)."""
-    return any(marker in raw for marker in _NEEDS_CURSOR_BYTES)
 
 
 @dataclass
