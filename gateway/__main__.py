@@ -434,7 +434,9 @@ def main(argv: list[str] | None = None) -> int:
     if settings.gitlab.credential_mode == "service" and settings.gitlab.token is None:
         log.warning(
             "GITLAB_TOKEN is not set, so the GitLab tools read public projects only, anonymously; set "
-            "GITLAB_TOKEN (scope api, or read_api with --read-only) or use passthrough mode"
+            "GITLAB_TOKEN (gitlab.token; scope api, or read_api with --read-only), or set "
+            'gitlab.credential_mode = "passthrough" (GATEWAY_GITLAB__CREDENTIAL_MODE) to use each '
+            "caller's own token"
         )
     try:
         web.run_app(
