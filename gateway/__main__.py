@@ -11,7 +11,8 @@ TOML file < environment < flags (``gateway.config``).
 Exit status: 0 after a clean stop (SIGTERM or SIGINT: stop accepting, let in-flight calls finish
 within ``server.shutdown_timeout_seconds``, wake broker waiters, close the database); 2 for a
 configuration error, printed as one line per bad option naming it (``server.port: ...``, or the
-variable or flag it came from: ``GATEWAY_SERVER__PORT: ...``) with no stack trace (a
+variable or flag it came from, then the option: ``GATEWAY_SERVER__PORT (server.port): ...``)
+with no stack trace (a
 ``broker.database_url`` whose database refuses the credentials, does not exist, has a newer
 schema or stays unreachable for ``broker.connect_timeout_seconds`` included); 1
 when the gateway cannot start (the listening address cannot be bound, the state folder is in use
@@ -60,8 +61,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--read-only", action="store_true", default=None, help="serve only read-only tools")
     parser.add_argument(
         "--toolsets",
-        help="serve only these toolsets, comma-separated: ci, repository, duo_agent_platform, broker "
-        "(default: all)",
+        help="serve only these toolsets, comma-separated: ci, repository, duo_agent_platform, broker, "
+        "superseded, or the keywords default and all (default: default, every toolset but superseded)",
     )
     parser.add_argument(
         "--tools",
@@ -199,7 +200,7 @@ def _bind_hint(err: OSError, server: ServerSettings, *, metrics: bool = False) -
     option = (
         "server.metrics_port (GATEWAY_SERVER__METRICS_PORT=N)"
         if metrics
-        else "--port N (or GATEWAY_SERVER__PORT=N, or port under [server] in the --config file)"
+        else "server.port (--port N, or GATEWAY_SERVER__PORT=N)"
     )
     return f". Another process listens there: stop it, or choose another port with {option}"
 
@@ -312,7 +313,8 @@ def main(argv: list[str] | None = None) -> int:
         gitlab_url = normalize_base_url(settings.gitlab.url).url
     except ValueError as err:  # credentials, a query, a fragment or a bad port in the URL
         source = environment_source(("gitlab", "url"))
-        print(f"{PROG}: configuration error: {source[0] if source else 'gitlab.url'}: {err}", file=sys.stderr)
+        named = f"{source[0]} (gitlab.url)" if source else "gitlab.url"
+        print(f"{PROG}: configuration error: {named}: {err}", file=sys.stderr)
         return 2
     from gateway.config_errors import refused_environment, unknown_environment_line
 
@@ -432,7 +434,9 @@ def main(argv: list[str] | None = None) -> int:
     if settings.gitlab.credential_mode == "service" and settings.gitlab.token is None:
         log.warning(
             "GITLAB_TOKEN is not set, so the GitLab tools read public projects only, anonymously; set "
-            "GITLAB_TOKEN (scope api, or read_api with --read-only) or use passthrough mode"
+            "GITLAB_TOKEN (gitlab.token; scope api, or read_api with --read-only), or set "
+            'gitlab.credential_mode = "passthrough" (GATEWAY_GITLAB__CREDENTIAL_MODE) to use each '
+            "caller's own token"
         )
     try:
         web.run_app(

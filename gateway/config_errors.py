@@ -196,7 +196,8 @@ def config_error_lines(
     The line names where the bad value was given: the command-line flag (``flags`` maps an
     option such as ``server.port`` to the flag that set it), else the environment variable that
     sets it (``GATEWAY_SERVER__PORT``; ``GATEWAY_CLIENT_TOKENS[0].token`` inside a JSON value),
-    else the option of the file. The value is shown only for options that are not secrets
+    else the option of the file; a flag or a variable is followed by the option as the docs name
+    it (``GATEWAY_SERVER__PORT (server.port)``). The value is shown only for options that are not secrets
     (nothing under a ``token`` key). A check of a whole section names its options itself
     (``server.metrics_port ... is also server.port``), so its line is not prefixed with the
     section again.
@@ -228,14 +229,23 @@ def config_error_lines(
             message += f" (got {shown!r})"
         if source is not None:
             name, inside = source
+            named = ".".join(loc[: len(loc) - len(inside)])
             option = name + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in inside)
+            option += _as_documented(name.upper().removeprefix("GATEWAY_"), named)
         elif flag is not None:
-            option = flag
+            option = flag + _as_documented(flag.removeprefix("--").replace("-", "_").upper(), option)
         if not loc or message.startswith(f"{'.'.join(loc)}."):
             lines.append(message)
         else:
             lines.append(f"{option}: {message}")
     return lines
+
+
+def _as_documented(spelt: str, option: str) -> str:
+    """`` (server.port)``: the option as the documentation and the example configuration name
+    it, beside the variable or flag that set it, unless that says the same (``GATEWAY_READ_ONLY``,
+    ``--read-only``)."""
+    return "" if spelt == option.upper() else f" ({option})"
 
 
 #: What each option that is a list or a table looks like in the environment, as JSON.
@@ -348,9 +358,11 @@ def unknown_environment_line(name: str, *, refused: bool = False) -> str:
     → ``GITLAB_TOKEN``)."""
     ours = OTHER_SERVERS_ENVIRONMENT.get(name)
     if ours is not None:
+        section, option = CONTRACT_ENVIRONMENT.get(ours, (None, None))
+        documented = f", {section}.{option} in the --config file" if option else ""
         return (
             f"environment variable {name} is another GitLab MCP server's name and is "
-            f"{'refused' if refused else 'ignored'} here: this gateway reads {ours} ({LISTED})"
+            f"{'refused' if refused else 'ignored'} here: this gateway reads {ours}{documented} ({LISTED})"
         )
     candidates = sorted(_known_environment() | set(_GITLAB_NAMES))
     close = difflib.get_close_matches(name.upper(), candidates, n=1, cutoff=0.8)

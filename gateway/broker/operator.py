@@ -70,7 +70,8 @@ class Operator:
         return {"generation": p.generation, "archives": archives}
 
     async def instruct(self, name: str, text: str) -> dict[str, Any]:
-        """Send the PM a high-priority ``human`` message ``{text, operator}``; ``{messageId, to}``.
+        """Send the PM a high-priority ``human`` message ``{text, operator, state}``;
+        ``{messageId, to, state}`` (the pipeline's state it was sent in).
 
         Raises:
             BrokerError: ``bad_request`` for an empty or too long text; ``conflict`` in STOPPED.
@@ -100,7 +101,7 @@ class Operator:
             )
             shown = text if len(text) <= 200 else text[:200] + "…"
             after.pipeline_log.append((who, f"instruction {message_id} to {PM} in {p.state}: {shown}"))
-            return {"messageId": message_id, "to": PM}
+            return {"messageId": message_id, "to": PM, "state": p.state.value}
 
         return await self._changes.run(who, body, lock="share", save_seen=False)
 

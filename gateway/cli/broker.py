@@ -40,7 +40,7 @@ from gateway.broker.operator import operator_name
 from gateway.broker.state_dir import DB_FILE, StateDirInUse, lock_state_dir
 from gateway.broker.store import Store, StoreError
 from gateway.cli import remote
-from gateway.cli.broker_text import count, history_text, status_text
+from gateway.cli.broker_text import count, history_text, instructed, status_text
 
 if TYPE_CHECKING:
     from gateway.broker.service import BrokerService
@@ -99,7 +99,10 @@ def add_parser(subparsers: Any, prog: str) -> None:
     log.add_argument("agent", metavar="AGENT", help=f"an agent id, or {PIPELINE_LOG!r} for the broker's own")
     log.add_argument("--lines", type=int, default=40, help="how many lines (default 40)")
     instruct = commands.add_parser(
-        "instruct", parents=[common], help="send the PM an instruction (it then calls resume)"
+        "instruct",
+        parents=[common],
+        help="send the PM an instruction (it reads it at its next wait; to answer a HUMAN_NEEDED or "
+        "PAUSED pipeline, the PM then calls resume)",
     )
     instruct.add_argument("text", metavar="TEXT", help="what the PM should do")
     switch = commands.add_parser(
@@ -221,7 +224,7 @@ def _action(args: argparse.Namespace, name: str) -> tuple[str, dict[str, Any], T
         return (
             command,
             {"text": args.text},
-            lambda r: f"Sent {r['messageId']} to {r['to']} as operator:{name}; the PM calls resume.",
+            lambda r: f"Sent {r['messageId']} to {r['to']} as operator:{name}. {instructed(r.get('state'))}",
         )
     if command == "auto-advance":
         return (

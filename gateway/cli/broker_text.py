@@ -53,6 +53,26 @@ def status_text(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+#: States in which the pipeline waits for the PM's ``resume``.
+_WAITING = {
+    "HUMAN_NEEDED": "waits for a person",
+    "PAUSED": "is paused (an auto-advance was cancelled)",
+}
+
+
+def instructed(state: str | None) -> str:
+    """What happens after ``broker instruct``, by the pipeline's state when it was sent."""
+    reads = "the PM gets it at its next wait_for_message (high priority)"
+    if state in _WAITING:
+        return (
+            f"The pipeline {_WAITING[state]} ({state}): {reads} and calls resume to go on; nothing "
+            "moves until it does."
+        )
+    if state is None:  # a gateway older than this command does not say
+        return f"{reads[0].upper()}{reads[1:]}, and calls resume if the pipeline is HUMAN_NEEDED or PAUSED."
+    return f"The pipeline is {state}, not paused: {reads} and acts on it; no resume is needed."
+
+
 def history_text(r: dict[str, Any]) -> str:
     lines = []
     for m in r["messages"]:

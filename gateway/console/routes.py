@@ -58,7 +58,8 @@ REFRESH_SECONDS = 5.0
 COALESCE_SECONDS = 0.1
 #: What a finished action says (by name: nothing a caller sends is echoed into the page).
 NOTICES = {
-    "instruct": "Instruction sent to the PM. It reads it and calls resume.",
+    "instruct": "Instruction sent to the PM: it reads it at its next wait (and calls resume when the "
+    "pipeline waits for a person or is paused).",
     "auto-advance": "Auto-advance switched.",
     "cancel-advance": "The advance was cancelled: the pipeline is PAUSED until the PM resumes.",
     "stop": "The pipeline is stopped. Start over when you are ready.",

@@ -69,9 +69,19 @@ async def test_a_person_answers_a_human_needed_beside_the_running_gateway(tmp_pa
             )
             assert done.returncode == 0, done.stderr
             assert "as operator:carol" in done.stdout
+            assert "The pipeline waits for a person (HUMAN_NEEDED)" in done.stdout
+            assert "calls resume to go on" in done.stdout
             message = structured(await asyncio.wait_for(waiting, 20))["message"]
             assert message["from"] == "human" and message["body"]["text"] == "Keep v1; add v2 beside it."
             structured(await pm.call_tool("resume", {}))
+            # Not paused: the instruction is a message like any other, and no resume follows it.
+            state = structured(await pm.call_tool("get_pipeline_status", {}))["state"]
+            busy = await asyncio.to_thread(broker, gateway, "instruct", "Also log the v1 calls.")
+            assert busy.returncode == 0, busy.stderr
+            assert f"The pipeline is {state}, not paused" in busy.stdout, busy.stdout
+            assert "no resume is needed" in busy.stdout and "calls resume" not in busy.stdout
+            sent = await asyncio.to_thread(broker, gateway, "instruct", "And v2's.", "--json")
+            assert json.loads(sent.stdout)["state"] == state, sent.stdout
             assert "operator carol: instruct through the operator socket" in gateway.log()
 
             # The console's other controls. Auto-advance needs a plan to advance through.

@@ -45,7 +45,8 @@ def test_unknown_scheme(tmp_path: Path) -> None:
     result = run({"GATEWAY_BROKER__DATABASE_URL": "mysql://u:wrong-pass-9876@h/db"}, tmp_path)
     refused(
         result,
-        "configuration error: GATEWAY_BROKER__DATABASE_URL: scheme 'mysql' is not supported",
+        "configuration error: GATEWAY_BROKER__DATABASE_URL (broker.database_url): scheme 'mysql' is not "
+        "supported",
         "postgresql://",
     )
 

@@ -144,7 +144,8 @@ def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         (
             "",
             {"GATEWAY_SERVER__EVENT_LOOP": "uv"},
-            "GATEWAY_SERVER__EVENT_LOOP: Input should be 'auto', 'uvloop' or 'asyncio' (got 'uv')",
+            "GATEWAY_SERVER__EVENT_LOOP (server.event_loop): Input should be 'auto', 'uvloop' or 'asyncio' "
+            "(got 'uv')",
         ),
         (
             "[gitlab]\nca_bundle = '/nonexistent/ca.pem'",
@@ -154,12 +155,12 @@ def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         (
             "",
             {"GATEWAY_CACHE__MAX_ENTRIES": "0"},
-            "GATEWAY_CACHE__MAX_ENTRIES: Input should be greater than or equal to 1",
+            "GATEWAY_CACHE__MAX_ENTRIES (cache.max_entries): Input should be greater than or equal to 1",
         ),
         (
             "",
             {"GATEWAY_LOGGING__FORMAT": "xml"},
-            "GATEWAY_LOGGING__FORMAT: Input should be 'json' or 'plain' (got 'xml')",
+            "GATEWAY_LOGGING__FORMAT (logging.format): Input should be 'json' or 'plain' (got 'xml')",
         ),
         ("[broker]\nagents = ['pm', '../etc']", {}, "broker.agents: '../etc' is not a usable agent id"),
         (
@@ -170,8 +171,8 @@ def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         (
             "",
             {"GATEWAY_BROKER__AGENTS": '["pm", "broker"]'},
-            "GATEWAY_BROKER__AGENTS: 'broker' is not a usable agent id: it is the sender of the broker's "
-            "own notices",
+            "GATEWAY_BROKER__AGENTS (broker.agents): 'broker' is not a usable agent id: it is the sender of "
+            "the broker's own notices",
         ),
         (
             "[server]\nmetrics_port = 8080",
@@ -216,7 +217,7 @@ def test_contract_environment_names(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         (
             "",
             {"GITLAB_URL": "https://user:secret@gitlab.example.com"},
-            "GITLAB_URL: the GitLab URL must not carry credentials; set GITLAB_TOKEN instead",
+            "GITLAB_URL (gitlab.url): the GitLab URL must not carry credentials; set GITLAB_TOKEN instead",
         ),
     ],
 )
@@ -253,7 +254,9 @@ def test_print_config_refuses_a_gitlab_url_the_start_would_refuse(
     monkeypatch.setenv("GITLAB_URL", url)
     code, out, err = run(capsys, "--print-config")
     assert (code, out) == (2, "")
-    assert err.startswith("gitlab-mcp-gateway: configuration error: GITLAB_URL: ") and says in err
+    assert (
+        err.startswith("gitlab-mcp-gateway: configuration error: GITLAB_URL (gitlab.url): ") and says in err
+    )
     assert "secret" not in err
 
 
@@ -324,7 +327,8 @@ def test_a_placeholder_gitlab_token_is_refused(
         monkeypatch.setenv(name, value)
     code, out, err = run(capsys, "--config", str(write(tmp_path, toml)), "--print-config")
     assert (code, out) == (2, "")
-    named = "GITLAB_TOKEN" if env else "gitlab.token"  # the variable that was set, else the file's option
+    # The variable that was set and its option, else the file's option.
+    named = "GITLAB_TOKEN (gitlab.token)" if env else "gitlab.token"
     assert err == (
         f"gitlab-mcp-gateway: configuration error: {named}: is still the example's placeholder: "
         "create a personal or project access token with scope api (read_api with --read-only; "
@@ -519,8 +523,7 @@ def test_a_port_in_use_is_one_clean_line_before_the_broker_database_is_made(tmp_
     assert result.stderr.splitlines() == [
         f"gitlab-mcp-gateway: cannot listen: error while attempting to bind on address "
         f"('127.0.0.1', {port}): address already in use. Another process listens there: stop it, or "
-        "choose another port with --port N (or GATEWAY_SERVER__PORT=N, or port under [server] in the "
-        "--config file)"
+        "choose another port with server.port (--port N, or GATEWAY_SERVER__PORT=N)"
     ]
 
 
@@ -667,7 +670,8 @@ def test_other_gitlab_mcp_servers_variables_get_a_hint_naming_ours() -> None:
     assert unknown_environment(env) == ["GITLAB_API_URL", "GITLAB_PERSONAL_ACCESS_TOKEN"]
     assert unknown_environment_line("GITLAB_PERSONAL_ACCESS_TOKEN") == (
         "environment variable GITLAB_PERSONAL_ACCESS_TOKEN is another GitLab MCP server's name and is "
-        "ignored here: this gateway reads GITLAB_TOKEN (--example-config lists every option)"
+        "ignored here: this gateway reads GITLAB_TOKEN, gitlab.token in the --config file (--example-config "
+        "lists every option)"
     )
     assert "this gateway reads GITLAB_URL" in unknown_environment_line("GITLAB_API_URL")
     assert not any(map(refused_environment, unknown_environment(env)))  # warned about, not refused
@@ -760,7 +764,9 @@ def test_without_uvloop_auto_runs_on_asyncio_with_one_warning_and_uvloop_is_refu
     monkeypatch.setenv("GATEWAY_SERVER__EVENT_LOOP", "uvloop")
     code, _, err = run(capsys, "--print-config")
     assert code == 2
-    assert err.startswith("gitlab-mcp-gateway: configuration error: GATEWAY_SERVER__EVENT_LOOP: uvloop ")
+    assert err.startswith(
+        "gitlab-mcp-gateway: configuration error: GATEWAY_SERVER__EVENT_LOOP (server.event_loop): uvloop "
+    )
     assert 'or set "auto"' in err
 
 

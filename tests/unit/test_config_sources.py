@@ -69,7 +69,7 @@ CLIENT_TOKENS_EXAMPLE = """GATEWAY_CLIENT_TOKENS='[{"token": "<random secret>", 
         (
             {"GATEWAY_BROKER__AGENTS": '"pm"'},
             None,
-            """GATEWAY_BROKER__AGENTS: must be a JSON list, not a string, e.g. """
+            """GATEWAY_BROKER__AGENTS (broker.agents): must be a JSON list, not a string, e.g. """
             """GATEWAY_BROKER__AGENTS='["pm", "dev", "reviewer"]'""",
         ),
         (
@@ -100,10 +100,15 @@ def test_a_list_or_table_of_the_wrong_shape_shows_the_shape_expected(
             {"GATEWAY_SERVER__PORT": "70000"},
             None,
             (),
-            "GATEWAY_SERVER__PORT: Input should be less than or equal to 65535 (got '70000')",
+            "GATEWAY_SERVER__PORT (server.port): Input should be less than or equal to 65535 (got '70000')",
         ),
         # The variable as it was spelt: pydantic-settings ignores the case of GATEWAY_* names.
-        ({"gateway_server__port": "70000"}, None, (), "gateway_server__port: Input should be less than"),
+        (
+            {"gateway_server__port": "70000"},
+            None,
+            (),
+            "gateway_server__port (server.port): Input should be less than",
+        ),
         (
             {},
             "[server]\nport = 70000",
@@ -111,11 +116,31 @@ def test_a_list_or_table_of_the_wrong_shape_shows_the_shape_expected(
             "server.port: Input should be less than or equal to 65535 (got 70000)",
         ),
         # The environment outranks the file: the variable is where the value came from.
-        ({"GATEWAY_SERVER__PORT": "70000"}, "[server]\nport = 8000", (), "GATEWAY_SERVER__PORT: Input"),
+        (
+            {"GATEWAY_SERVER__PORT": "70000"},
+            "[server]\nport = 8000",
+            (),
+            "GATEWAY_SERVER__PORT (server.port): Input",
+        ),
         # A flag outranks both.
-        ({"GATEWAY_SERVER__PORT": "8000"}, "[server]\nport = 8001", ("--port", "70000"), "--port: Input"),
-        ({"GITLAB_URL": "gitlab.example.com"}, None, (), "GITLAB_URL: must start with http:// or https://"),
-        ({"GATEWAY_GITLAB__URL": "gitlab.example.com"}, None, (), "GATEWAY_GITLAB__URL: must start with"),
+        (
+            {"GATEWAY_SERVER__PORT": "8000"},
+            "[server]\nport = 8001",
+            ("--port", "70000"),
+            "--port (server.port): Input",
+        ),
+        (
+            {"GITLAB_URL": "gitlab.example.com"},
+            None,
+            (),
+            "GITLAB_URL (gitlab.url): must start with http:// or https://",
+        ),
+        (
+            {"GATEWAY_GITLAB__URL": "gitlab.example.com"},
+            None,
+            (),
+            "GATEWAY_GITLAB__URL (gitlab.url): must start with",
+        ),
         ({}, "[gitlab]\nurl = 'gitlab.example.com'", (), "gitlab.url: must start with http:// or https://"),
         ({"GATEWAY_READ_ONLY": "maybe"}, None, (), "GATEWAY_READ_ONLY: Input should be a valid boolean"),
         (
@@ -149,7 +174,9 @@ def test_a_gitlab_url_refused_at_start_names_its_variable(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     line = refused(capsys, monkeypatch, tmp_path, env={"GITLAB_URL": "https://gitlab.example.com:99999"})
-    assert line.startswith("GITLAB_URL: GitLab URL 'https://gitlab.example.com:99999' has no usable port")
+    assert line.startswith(
+        "GITLAB_URL (gitlab.url): GitLab URL 'https://gitlab.example.com:99999' has no usable port"
+    )
     monkeypatch.delenv("GITLAB_URL")
     line = refused(capsys, monkeypatch, tmp_path, toml="[gitlab]\nurl = 'https://gitlab.example.com:99999'")
     assert line.startswith("gitlab.url: GitLab URL")
@@ -163,4 +190,5 @@ def test_an_empty_variable_is_called_empty(
 ) -> None:
     # A shell or compose file expanding an unset ${VAR} leaves the variable set but empty.
     line = refused(capsys, monkeypatch, tmp_path, env={name: ""})
-    assert line == f"{name}: is set but empty: give it a value, or unset it to keep the default"
+    option = name.removeprefix("GATEWAY_").lower().replace("__", ".")
+    assert line == f"{name} ({option}): is set but empty: give it a value, or unset it to keep the default"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from collections.abc import Mapping
 from typing import Any, Final
@@ -93,6 +94,18 @@ def mismatch(message: str) -> RpcError:
     return RpcError(HEADER_MISMATCH, message)
 
 
+#: Longest caller value an error echoes whole.
+_ECHO_CHARS = 80
+
+
+def _echoed(value: object) -> str:
+    """A caller's value quoted for an error: cut to :data:`_ECHO_CHARS` and in printable ASCII
+    (JSON escapes), so a long or hostile value cannot flood or forge what the client shows."""
+    text = value if isinstance(value, str) else json.dumps(value)
+    shown = json.dumps(text[:_ECHO_CHARS])
+    return shown if len(text) <= _ECHO_CHARS else f"{shown}… ({len(text)} characters)"
+
+
 def check_stateless_request(
     method: str,
     params: dict[str, Any] | None,
@@ -150,10 +163,14 @@ def check_stateless_request(
     name_key = NAME_PARAMS.get(method)
     if name_key is not None:
         body_value = (params or {}).get(name_key)
-        if decode_header_value(headers.get(NAME_HEADER)) != body_value:
+        received = headers.get(NAME_HEADER)
+        if decode_header_value(received) != body_value:
+            got = f"no {NAME_HEADER} header" if received is None else f"{NAME_HEADER}: {_echoed(received)}"
             raise mismatch(
-                f"Header mismatch: {NAME_HEADER} must be sent and equal params.{name_key} "
-                "(base64-wrapped as =?base64?…?= when it is not plain ASCII)."
+                f"Header mismatch: {NAME_HEADER} must equal params.{name_key}, "
+                f"{_echoed(body_value)}, but the request sent {got}. Send "
+                f"{NAME_HEADER} with the same value as params.{name_key} (base64-wrapped as "
+                "=?base64?<base64 of its UTF-8>?= when it is not plain ASCII)."
             )
     if version not in STATELESS_VERSIONS:
         raise unsupported_version(version)

@@ -20,6 +20,7 @@ async def test_instruct_reaches_the_pm_who_resumes(env: Env) -> None:
         assert got is not None
     assert got["messageId"] == sent["messageId"] and got["from"] == "human" and got["priority"] == "high"
     assert got["body"] == {"text": "Keep v1.", "operator": "operator:alice", "state": "HUMAN_NEEDED"}
+    assert sent["state"] == "HUMAN_NEEDED"  # what the command line tells the person happens next
     assert (await env.ok("pm", "resume"))["state"] == "IDLE"
     lines = (await env.ok("pm", "get_activity_log", {"agent": "pipeline"}))["lines"]
     assert any("[operator:alice] instruction" in line for line in lines)
