@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,9 +78,23 @@ class Transient(Exception):
     """A failure worth another try, with what to raise when tries run out.
 
     ``retry_after`` is GitLab's requested wait in seconds (None: use the backoff).
+    ``unreached`` builds the final error of an attempt that never reached GitLab (no connection),
+    given the attempts made and the seconds they took: such failures get their own short retry
+    policy (:mod:`gateway.gitlab.retries`), and the caller is told how many attempts failed.
+    ``retry`` is False for a failure that another try would meet again (a certificate GitLab's
+    TLS does not verify with): it is raised at once.
     """
 
-    def __init__(self, final: GitLabError, *, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        final: GitLabError,
+        *,
+        retry_after: float | None = None,
+        unreached: Callable[[int, float], GitLabError] | None = None,
+        retry: bool = True,
+    ) -> None:
         super().__init__(final.message)
         self.final = final
         self.retry_after = retry_after
+        self.unreached = unreached
+        self.retry = retry

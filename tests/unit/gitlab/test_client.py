@@ -18,6 +18,7 @@ import pytest
 import respx
 
 from gateway.config import Settings
+from gateway.gitlab import retries
 from gateway.gitlab.client import GitLabClient
 from gateway.gitlab.credentials import ANONYMOUS, Credential, service_credential
 from gateway.gitlab.errors import (
@@ -358,10 +359,89 @@ async def test_unreachable_gitlab_says_what_to_check(
     router.post(GRAPHQL).mock(side_effect=httpx.ConnectError("refused"))
     with pytest.raises(GitLabUpstreamError) as caught:
         await query(make_client(retry_attempts=2))
-    assert caught.value.message == (
-        "Could not connect to GitLab at https://gitlab.example.com (ConnectError): check GITLAB_URL, proxy "
-        "settings (HTTPS_PROXY, NO_PROXY) and that GitLab is up."
+    message = caught.value.message
+    assert message.startswith(
+        "Could not connect to GitLab at https://gitlab.example.com (connection refused; 2 attempts over "
     )
+    assert message.endswith(
+        "s): check gitlab.url (GITLAB_URL), the network and proxy settings (HTTPS_PROXY, NO_PROXY) "
+        "between the gateway and GitLab, and that GitLab is up (its status page; for gitlab.com "
+        "https://status.gitlab.com)."
+    )
+
+
+@pytest.mark.parametrize(
+    "failure, reason",
+    [
+        (
+            httpx.ConnectError("ClientConnectorError: Cannot connect to host [Connection refused]"),
+            "connection refused",
+        ),
+        (
+            httpx.ConnectError("ClientConnectorDNSError: Cannot connect to host [Name or service not known]"),
+            "host name not resolved",
+        ),
+    ],
+    ids=["refused", "dns"],
+)
+async def test_a_gitlab_that_cannot_be_reached_is_retried_briefly(
+    make_client: Callable[..., GitLabClient], router: Any, sleeps: Sleeps, failure: Exception, reason: str
+) -> None:
+    # The default policy gives reads 4 attempts over up to 30 s; a GitLab that refuses or does
+    # not resolve gets 3 attempts, short waits, and an answer that says so.
+    route = router.post(GRAPHQL).mock(side_effect=failure)
+    with pytest.raises(GitLabUpstreamError) as caught:
+        await query(make_client())
+    assert route.call_count == 3
+    assert len(sleeps) == 2 and all(0.2 <= s <= 0.5 for s in sleeps) and sum(sleeps) <= 1.0
+    assert f"({reason}; 3 attempts over " in caught.value.message
+    assert "check gitlab.url (GITLAB_URL)" in caught.value.message
+
+
+async def test_a_certificate_that_does_not_verify_is_not_retried(
+    make_client: Callable[..., GitLabClient], router: Any, sleeps: Sleeps
+) -> None:
+    route = router.post(GRAPHQL).mock(
+        side_effect=httpx.ConnectError("ClientConnectorCertificateError: [SSL: CERTIFICATE_VERIFY_FAILED]")
+    )
+    with pytest.raises(GitLabUpstreamError) as caught:
+        await query(make_client())
+    assert route.call_count == 1 and sleeps == []
+    assert caught.value.message == (
+        "Could not connect to GitLab at https://gitlab.example.com (TLS handshake failed; 1 attempt): "
+        "check GitLab's TLS certificate; for a private CA set gitlab.ca_bundle."
+    )
+
+
+async def test_a_connect_timeout_is_not_retried_past_the_connect_window(
+    make_client: Callable[..., GitLabClient], router: Any, sleeps: Sleeps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A connect timeout takes gitlab.connect_timeout_seconds (5 s) by itself: past the window.
+    monkeypatch.setattr(retries, "CONNECT_RETRY_SECONDS", 0.0)
+    route = router.post(GRAPHQL).mock(side_effect=httpx.ConnectTimeout("slow"))
+    with pytest.raises(GitLabUpstreamError, match=r"\(connecting timed out; 1 attempt\)"):
+        await query(make_client())
+    assert route.call_count == 1 and sleeps == []
+
+
+async def test_server_errors_on_reads_keep_their_retries(
+    make_client: Callable[..., GitLabClient], router: Any, sleeps: Sleeps
+) -> None:
+    route = router.post(GRAPHQL).respond(502)
+    with pytest.raises(GitLabUpstreamError):
+        await query(make_client())
+    assert route.call_count == 4 and len(sleeps) == 3
+
+
+async def test_the_tool_error_for_an_unreachable_gitlab_names_it_without_the_token(
+    make_client: Callable[..., GitLabClient], router: Any
+) -> None:
+    router.post(GRAPHQL).mock(side_effect=httpx.ConnectError("refused"))
+    with pytest.raises(GitLabUpstreamError) as caught:
+        await query(make_client())
+    error = as_tool_error(caught.value).to_structured()["error"]
+    assert "https://gitlab.example.com" in error["message"] and "3 attempts" in error["message"]
+    assert "glpat-service-token" not in json.dumps(error)
 
 
 # -- mutations: never resent once they may have reached GitLab ---------------------------------------

@@ -159,7 +159,28 @@ async def test_https_to_a_plain_http_port_says_what_the_start_up_line_says(
         server.close()
         await server.wait_closed()
     assert caught.value.message == (
-        f"Could not connect to GitLab at https://127.0.0.1:{port} (ConnectError): {PLAIN_HTTP_PORT}."
+        f"Could not connect to GitLab at https://127.0.0.1:{port} (TLS handshake failed; 1 attempt): "
+        f"{PLAIN_HTTP_PORT}."
+    )
+
+
+async def test_a_closed_port_fails_within_two_seconds_after_three_attempts(
+    make_settings: Callable[..., Settings],
+) -> None:
+    with socket.socket() as s:  # a port with nothing listening
+        s.bind(("127.0.0.1", 0))
+        closed_port = s.getsockname()[1]
+    client = GitLabClient(make_settings(gitlab={"url": f"http://127.0.0.1:{closed_port}"}).gitlab)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    try:
+        with pytest.raises(GitLabUpstreamError) as caught:
+            await _query(client)
+    finally:
+        await client.aclose()
+    assert loop.time() - started < 2.0
+    assert f"GitLab at http://127.0.0.1:{closed_port} (connection refused; 3 attempts over " in (
+        caught.value.message
     )
 
 
