@@ -59,6 +59,26 @@ async def with_retries(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.retry_deadline_seconds
 
+    async def one_attempt() -> T:
+        return await attempt(min(deadline, loop.time() + settings.timeout_seconds))
+
+    # Nearly every call succeeds at its first attempt, made here: tenacity takes over from the
+    # first transient failure (its state and strategies, set up for every call, were ~5% of a
+    # tool call's CPU).
+    try:
+        return await one_attempt()
+    except Transient as exc:
+        failed: Transient | None = exc
+
+    async def again() -> T:
+        # tenacity's first attempt is the one that just failed: its tries, waits and log lines
+        # count from there, as if it had made it.
+        nonlocal failed
+        if failed is not None:
+            first, failed = failed, None
+            raise first
+        return await one_attempt()
+
     def wait(state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, Transient) and exc.retry_after is not None:
@@ -85,19 +105,17 @@ async def with_retries(
 
     retrying = AsyncRetrying(
         sleep=sleep,
-        # stop_before_delay gives up *before* a wait that would cross the deadline.
-        stop=stop_after_attempt(settings.retry_attempts) | stop_before_delay(settings.retry_deadline_seconds),
+        # stop_before_delay gives up *before* a wait that would cross the deadline (what is left
+        # of it: tenacity's clock starts now, after the first attempt).
+        stop=stop_after_attempt(settings.retry_attempts) | stop_before_delay(deadline - loop.time()),
         wait=wait,
         retry=_RETRY_TRANSIENT,
         before_sleep=before_sleep,
         reraise=True,
     )
 
-    async def one_attempt() -> T:
-        return await attempt(min(deadline, loop.time() + settings.timeout_seconds))
-
     try:
-        return await retrying(one_attempt)
+        return await retrying(again)
     except Transient as exc:
         raise exc.final from None
     finally:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import hmac
 import json
 import logging
@@ -73,7 +72,9 @@ class _Key:
         self._owner = _owner_key(key)
 
     def owner_hash(self, owner: str) -> str:
-        return hmac.new(self._owner, owner.encode(), hashlib.sha256).hexdigest()[:32]
+        # hmac.digest: the one-shot C path, same bytes as hmac.new(...).digest() at a fraction of
+        # the cost (this runs on every request of a session).
+        return hmac.digest(self._owner, owner.encode(), "sha256").hex()[:32]
 
 
 @dataclass(frozen=True)
