@@ -65,18 +65,22 @@ def _unreached(state: RetryCallState) -> bool:
 
 
 class _StopReaching(stop_base):
-    """Stop retrying a GitLab that could not be connected to (see the module)."""
+    """Stop retrying a GitLab that could not be connected to (see the module). ``started``: the
+    loop time of the first attempt, made before tenacity's clock starts."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, started: float) -> None:
+        self.loop = loop
+        self.started = started
 
     def __call__(self, retry_state: RetryCallState) -> bool:
         if not _unreached(retry_state):
             return False
-        spent = (retry_state.seconds_since_start or 0.0) + retry_state.upcoming_sleep
+        spent = self.loop.time() - self.started + retry_state.upcoming_sleep
         return retry_state.attempt_number >= CONNECT_ATTEMPTS or spent > CONNECT_RETRY_SECONDS
 
 
 #: Built once: it holds a bound method of itself, a reference cycle per instance.
 _RETRY_TRANSIENT = retry_if_exception(_worth_retrying)
-_STOP_REACHING = _StopReaching()
 #: Extra wait on top of ``Retry-After`` (seconds, up to), so callers rate limited together do
 #: not all come back in the same instant.
 RETRY_AFTER_JITTER = 0.25
@@ -93,7 +97,31 @@ async def with_retries(
     """Run ``attempt`` until it returns, raises something other than :class:`Transient`, or the
     tries or the deadline run out (then the transient's final error is raised)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + settings.retry_deadline_seconds
+    started = loop.time()
+    deadline = started + settings.retry_deadline_seconds
+    attempts = 0
+
+    async def one_attempt() -> T:
+        nonlocal attempts
+        attempts += 1
+        return await attempt(min(deadline, loop.time() + settings.timeout_seconds))
+
+    # Nearly every call succeeds at its first attempt, made here: tenacity takes over from the
+    # first transient failure (its state and strategies, set up for every call, were ~5% of a
+    # tool call's CPU).
+    try:
+        return await one_attempt()
+    except Transient as exc:
+        failed: Transient | None = exc
+
+    async def again() -> T:
+        # tenacity's first attempt is the one that just failed: its tries, waits and log lines
+        # count from there, as if it had made it.
+        nonlocal failed
+        if failed is not None:
+            first, failed = failed, None
+            raise first
+        return await one_attempt()
 
     def wait(state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
@@ -123,26 +151,19 @@ async def with_retries(
 
     retrying = AsyncRetrying(
         sleep=sleep,
-        # stop_before_delay gives up *before* a wait that would cross the deadline.
+        # stop_before_delay gives up *before* a wait that would cross the deadline (what is left
+        # of it: tenacity's clock starts now, after the first attempt).
         stop=stop_after_attempt(settings.retry_attempts)
-        | stop_before_delay(settings.retry_deadline_seconds)
-        | _STOP_REACHING,
+        | stop_before_delay(deadline - loop.time())
+        | _StopReaching(loop, started),
         wait=wait,
         retry=_RETRY_TRANSIENT,
         before_sleep=before_sleep,
         reraise=True,
     )
 
-    started = loop.time()
-    attempts = 0
-
-    async def one_attempt() -> T:
-        nonlocal attempts
-        attempts += 1
-        return await attempt(min(deadline, loop.time() + settings.timeout_seconds))
-
     try:
-        return await retrying(one_attempt)
+        return await retrying(again)
     except Transient as exc:
         if exc.unreached is not None:
             raise exc.unreached(attempts, loop.time() - started) from None

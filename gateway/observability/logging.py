@@ -21,6 +21,7 @@ Every line is redacted (:mod:`gateway.observability.redaction` says how) before 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import re
@@ -36,7 +37,7 @@ from pythonjsonlogger.json import JsonFormatter
 
 from gateway.observability import client_errors as malformed_requests
 from gateway.observability.access import TRACE, RequestTrace
-from gateway.observability.log_text import MESSAGE_LIMIT, safe_fields, safe_text, safe_value
+from gateway.observability.log_text import FIELD_LIMIT, MESSAGE_LIMIT, safe_fields, safe_text, safe_value
 from gateway.observability.redaction import PLAIN_KEY, REDACTED, Redactor, is_sensitive_key
 
 if TYPE_CHECKING:
@@ -157,12 +158,25 @@ class PlainLogFormatter(logging.Formatter):
                 text = str(value)
             elif isinstance(value, str):
                 # Redacted before the cut: a cut never splits a secret.
-                text = _plain_value(safe_text(redactor.redact(value)))
+                text = redactor.redact(value)
+                if _BARE_VALUE.fullmatch(text) is None:  # else safe_text and quoting change nothing
+                    text = _plain_value(safe_text(text))
             else:
                 text = _plain_value(safe_value(redactor.redact_value(value)))
-            name = key if PLAIN_KEY.fullmatch(key) else safe_text(redactor.redact(key))
+            name = key if _plain_key(key) else safe_text(redactor.redact(key))
             parts.append(f"{name}={text}")
         return " ".join(parts)
+
+
+#: A value :func:`safe_text` and :func:`_plain_value` leave as it is (no control character, no
+#: space, quote or ``=``, within the field limit): nearly every value of the access line.
+_BARE_VALUE = re.compile(rf"[A-Za-z0-9_.:/@+\-\[\]]{{1,{FIELD_LIMIT}}}")
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_key(key: str) -> bool:
+    """``key`` is a field name the code chose (:data:`PLAIN_KEY`); the same few on every line."""
+    return PLAIN_KEY.fullmatch(key) is not None
 
 
 #: A character that makes a plain ``key=value`` ambiguous (``\s`` is ``str.isspace``'s set).

@@ -17,6 +17,7 @@ Rules (MCP 2025-11-25 basic/transports#security-warning; conformance ``dns-rebin
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable
 
@@ -51,8 +52,10 @@ def split_host(value: str) -> tuple[str, str | None]:
     return name.rstrip("."), port
 
 
+@functools.lru_cache(maxsize=256)
 def is_loopback_name(name: str) -> bool:
-    """True for ``localhost`` and loopback addresses (``127.0.0.0/8``, ``::1``)."""
+    """True for ``localhost`` and loopback addresses (``127.0.0.0/8``, ``::1``); cached: the same
+    few names come on every request, and parsing an address is most of the Host check."""
     if name == "localhost":
         return True
     try:

@@ -11,7 +11,7 @@ from mcp_types import JSONRPCResponse
 from gateway.config import ServerSettings
 from gateway.mcp.http.middlewares import _acceptable
 from gateway.mcp.http.security import OriginHostGuard, split_host
-from gateway.mcp.http.sessions import SessionSealer, decode_key
+from gateway.mcp.http.sessions import Session, SessionSealer, decode_key
 from gateway.mcp.protocol.shaping import shaped, shaped_tool_result
 from gateway.mcp.protocol.wire import encode, response
 from gateway.tools.result import ToolResult
@@ -95,6 +95,31 @@ def test_sealed_session_round_trip_and_refusals() -> None:
     # Past its expiry: not found.
     now[0] += 10
     assert sealer.open(session.id, "agent:pm|gitlab:abc") is None
+
+
+def test_a_session_id_is_decrypted_once_and_still_checked_on_every_request() -> None:
+    now = [1000.0]
+    sealer = _sealer(now)
+    session = sealer.issue("2025-11-25", {}, owner="agent:pm")
+    opened: list[str] = []
+    open_sealed = sealer._open_sealed
+
+    def counting(session_id: str) -> Session | None:
+        opened.append(session_id)
+        return open_sealed(session_id)
+
+    sealer._open_sealed = counting  # type: ignore[method-assign]
+    for _ in range(3):
+        assert sealer.open(session.id, "agent:pm") is not None
+    assert opened == [session.id]
+    # Found by its id, it is still only its owner's, and still expires.
+    assert sealer.open(session.id, "agent:dev") is None
+    now[0] += 10
+    assert sealer.open(session.id, "agent:pm") is None
+    # An id that does not open is not kept: each try is checked again.
+    assert sealer.open(session.id + "A", "agent:pm") is None
+    assert sealer.open(session.id + "A", "agent:pm") is None
+    assert opened.count(session.id + "A") == 2
 
 
 def test_a_session_is_bound_to_how_its_caller_was_authenticated() -> None:
