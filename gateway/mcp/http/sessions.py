@@ -151,8 +151,8 @@ class SessionSealer:
             # INFO, not WARNING: one gateway beside its agents (the default) needs nothing more.
             log.info(
                 "MCP sessions are sealed with a key generated for this process: they end at a restart "
-                "and other replicas refuse them; to keep them, set GATEWAY_SERVER__SESSION_KEY to 32 "
-                "random bytes in base64 on every replica"
+                "and other replicas refuse them; to keep them, set server.session_key "
+                "(GATEWAY_SERVER__SESSION_KEY) to 32 random bytes in base64 on every replica"
             )
             key = os.urandom(32)
         #: The keys themselves: other sealed values (a request's ``requestState``) derive their
