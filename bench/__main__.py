@@ -77,7 +77,16 @@ from bench.load import (  # noqa: E402
     post_call,
     tool_call,
 )
-from bench.rig import LOAD_CPU, SERVER_CPU, Rig, load_average, rig, start, wait_listening  # noqa: E402
+from bench.rig import (  # noqa: E402
+    LOAD_CPU,
+    SERVER_CPU,
+    Rig,
+    interpreter,
+    load_average,
+    rig,
+    start,
+    wait_listening,
+)
 from gateway.gitlab.operation_loader import graphql_body  # noqa: E402
 from gateway.tools.ci.pipeline_read import pipeline_variables  # noqa: E402
 from tests.e2e.harness import GatewayProcess, free_port  # noqa: E402
@@ -320,6 +329,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
         rows: list[Row] = []
         ran = re.search(r"event_loop=(\w+)", gateway.log())
         print(f"gateway event loop: {ran.group(1) if ran else args.event_loop}", flush=True)
+        print(f"gateway interpreter: {interpreter(gateway.proc)}", flush=True)
         print(f"load average before: {load_average()}", flush=True)
         for concurrency in args.concurrency:
             # Rounds interleave the servers, each round starting one further along, so that a

@@ -43,7 +43,7 @@ from typing import Any
 
 from bench.builds import Build, build_revision, build_working_tree
 from bench.load import Call, Row, mcp_session, measure, modern_headers, modern_meta, pin, tool_call
-from bench.rig import LOAD_CPU, load_average, rig, start, wait_listening
+from bench.rig import LOAD_CPU, interpreter, load_average, rig, start, wait_listening
 from tests.e2e.harness import GatewayProcess, free_port
 from tests.standin import dataset as ds
 
@@ -100,7 +100,8 @@ async def _gateway(build: Build, env: dict[str, str], workdir: Path, name: str) 
     proc = GatewayProcess(
         env={**env, **build.env}, state_dir=workdir / name, command=[*taskset, *build.command]
     )
-    await asyncio.to_thread(proc.start, 60.0)
+    # Generous: a loaded machine (or a cold first import of a fresh wheel) can take a minute.
+    await asyncio.to_thread(proc.start, 180.0)
     return proc
 
 
@@ -128,7 +129,9 @@ async def run(args: argparse.Namespace, base: Build, head: Build, workdir: Path)
         calls: dict[tuple[str, str, str], tuple[int, Call]] = {}
         http = clients.sessions[0]
         plan = [
-            (side, build, config) for side, build in (("base", base), ("head", head)) for config in CONFIGS
+            (side, build, config)
+            for side, build in (("base", base), ("head", head))
+            for config in args.configs
         ]
         # Started together: each start (imports, a first migration) is seconds of one CPU.
         started = await asyncio.gather(
@@ -168,11 +171,14 @@ async def run(args: argparse.Namespace, base: Build, head: Build, workdir: Path)
             await call(http)
 
         print(f"base: {base.label}; head: {head.label}", flush=True)
+        one = started[0]
+        assert isinstance(one, GatewayProcess)
+        print(f"interpreter of both: {interpreter(one.proc)}", flush=True)
         print(f"load average before: {load_average()}", flush=True)
         cells: list[Cell] = []
         for concurrency in args.concurrency:
             n = args.calls if concurrency > 1 else max(50, args.calls // 3)
-            for config in CONFIGS:
+            for config in args.configs:
                 for era in (SESSION, STATELESS):
                     sides = ["base", "head"]
                     if ("peer", config, era) in calls:
@@ -255,10 +261,21 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--calls", type=int, default=600, help="calls per measurement at c>1 (a third at c=1)")
     ap.add_argument("--rounds", type=int, default=1, help="ABBA rounds per cell (each: 4 measurements)")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 32], help="concurrent callers")
+    ap.add_argument(
+        "--configs",
+        nargs="+",
+        choices=CONFIGS,
+        default=list(CONFIGS),
+        metavar="CONFIG",
+        help=f"the configurations measured, of {', '.join(repr(c) for c in CONFIGS)} (a base older than "
+        "client-token toolsets and limits cannot start the second)",
+    )
     ap.add_argument("--peer", action="store_true", help="also measure the Node community server (npm)")
     ap.add_argument("--peer-version", default="2.1.64", help="its release")
     ap.add_argument("--json", type=Path, help="also write every measurement as JSON")
     args = ap.parse_args(argv)
+    if args.peer and CONFIGURED not in args.configs:
+        ap.error(f"--peer is measured beside {CONFIGURED!r}: add it to --configs")
     base = build_revision(args.base)
     with tempfile.TemporaryDirectory(prefix="bench-compare-") as tmp:
         head = build_working_tree(Path(tmp) / "head")

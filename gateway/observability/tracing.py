@@ -96,7 +96,18 @@ def configure(environ: Mapping[str, str] = os.environ) -> bool:
     attributes: dict[str, str] = {"service.version": __version__}
     if not environ.get("OTEL_SERVICE_NAME", "").strip():
         attributes["service.name"] = DEFAULT_SERVICE_NAME
-    provider = TracerProvider(resource=Resource.create(attributes))  # the sampler: OTEL_TRACES_SAMPLER
+    created = Resource.create(attributes)
+
+    class _Resource(Resource):
+        # The OTLP encoder groups every exported span by its resource, and the stock hash is a
+        # sorted JSON dump of the attributes each time; they never change after start.
+        _hash = hash(created)
+
+        def __hash__(self) -> int:
+            return self._hash
+
+    resource = _Resource(created.attributes, created.schema_url)
+    provider = TracerProvider(resource=resource)  # the sampler: OTEL_TRACES_SAMPLER
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     _provider, _tracer = provider, provider.get_tracer("gateway", __version__)
     ENABLED = True
@@ -153,19 +164,22 @@ class McpSpan:
     ) -> None:
         """Name it after the tool, say how it ended, and end it."""
         span = self.span
+        # One set_attributes: the SDK takes the span's lock once per call.
+        attributes: dict[str, str] = {}
         if version is not None:
-            span.set_attribute("mcp.protocol.version", version)
+            attributes["mcp.protocol.version"] = version
         if tool is not None:
             span.update_name(f"{self.method} {tool}")
-            span.set_attribute("gen_ai.tool.name", tool)
-            span.set_attribute("gen_ai.operation.name", "execute_tool")
+            attributes["gen_ai.tool.name"] = tool
+            attributes["gen_ai.operation.name"] = "execute_tool"
         if session is not None:
-            span.set_attribute("mcp.session.id", session)
+            attributes["mcp.session.id"] = session
         if outcome != "ok":
-            error = "tool_error" if tool_error else outcome
-            span.set_attribute("error.type", error)
-            span.set_attribute("gateway.outcome", outcome)
+            attributes["error.type"] = "tool_error" if tool_error else outcome
+            attributes["gateway.outcome"] = outcome
             span.set_status(Status(StatusCode.ERROR, outcome))
+        if attributes:
+            span.set_attributes(attributes)
         otel_context.detach(self._token)
         span.end()
 

@@ -52,7 +52,6 @@ from graphql import (
     GraphQLSchema,
     OperationDefinitionNode,
     OperationType,
-    build_ast_schema,
     execute,
     get_operation_ast,
     parse,
@@ -76,6 +75,7 @@ from tests.standin.models import (
     User,
     World,
 )
+from tests.standin.schema_cache import build_gitlab_schema
 
 log = logging.getLogger("standin.graphql")
 
@@ -116,15 +116,14 @@ _GID = re.compile(r"^gid://gitlab/(?P<model>[A-Za-z][A-Za-z0-9_:]*)/(?P<id>[^/?#
 def load_schema(path: Path) -> GraphQLSchema:
     """Build GitLab's schema from its SDL and wire the stand-in's scalar and type rules into it.
 
-    Takes about a second for the 1 MB SDL, so call it once per process.
+    Takes a second or two for the 1 MB SDL (less once :mod:`tests.standin.schema_cache` holds it),
+    so call it once per process.
 
     Raises:
         GraphQLError: the SDL does not parse.
         TypeError: the schema is not valid.
     """
-    schema = build_ast_schema(
-        parse(path.read_text(encoding="utf-8"), no_location=True), assume_valid_sdl=True
-    )
+    schema = build_gitlab_schema(path)
     errors = validate_schema(schema)
     if errors:
         raise TypeError(f"GitLab schema at {path} is not valid: {errors[0].message}")
