@@ -99,8 +99,11 @@ class GatewayProcess:
     def mcp_url(self) -> str:
         return f"{self.url}/mcp"
 
-    def start(self, timeout: float = 20.0) -> GatewayProcess:
+    def start(self, timeout: float = 60.0) -> GatewayProcess:
         """Start and wait until ``/healthz`` answers.
+
+        No test here asserts how fast a gateway starts (about 3 s of CPU, most of it imports): the
+        wait is long enough for a start on a 2-core machine running three workers' tests at once.
 
         Raises:
             RuntimeError: the process exited or did not answer in time (its log is included).
