@@ -18,15 +18,20 @@ configurations, every call ``get_pipeline`` with 20 jobs:
 and each is called in both protocol eras: a 2025-11-25 session (``Mcp-Session-Id`` on every
 request) and stateless 2026-07-28 requests. Every cell is measured in ABBA order (base, working
 tree, working tree, base; the next round BAAB), so drift and other load land on both alike; its
-figures are the sums of its rounds. Gateways run pinned to CPU 0, the load generator, the stub
-and the sink to CPU 1. ``--peer`` adds ``@zereight/mcp-gitlab`` (``list_pipeline_jobs``) to the
-session-era cells of ``tokens+toolsets+limits``, between the two builds (A B P P B A).
+figures are the sums of its rounds. CPU time is counted in the kernel's 10 ms ticks: with the
+default ``--calls 600`` a c=32 measurement moves in steps of about 0.017 ms per call and a c=1
+one (a third of the calls) in steps of 0.05 ms, so more calls or rounds where a few percent
+matter. Gateways run pinned to CPU 0, the load generator, the stub and the sink to CPU 1.
+``--peer`` adds ``@zereight/mcp-gitlab`` (``list_pipeline_jobs``) to the session-era cells of
+``tokens+toolsets+limits``, between the two builds (A B P P B A).
 
 What to read: the ``x`` columns (working tree / base) of CPU per call, the one figure a busy
 machine does not skew much; then, for the working tree, CPU per call at c=32 against c=1 (within
-1.25x), tracing on against off at c=32 (within 1.10x) and, with ``--peer``, calls/s against the
-peer's at c=32. The load average is printed with the table: above about 1 the absolute figures
-are the machine's, the ratios still hold.
+1.25x), tracing on against off at c=32 (the target is within 1.10x, not met today: with every
+call sampled the stock OpenTelemetry SDK costs 1.2x to 1.3x, see docs/operations.md; compare
+it with the base's) and, with ``--peer``, calls/s against the peer's at c=32. The load average
+is printed with the table: above about 1 the absolute figures are the machine's, the ratios
+still hold.
 """
 
 from __future__ import annotations
@@ -245,11 +250,15 @@ def report(cells: list[Cell]) -> list[str]:
                     )
         for era in (SESSION, STATELESS):
             off, on, conf = (cpu(side, cfg, era, 32) for cfg in (DEFAULTS, TRACING, CONFIGURED))
-            if off and on and conf:
-                out.append(
-                    f"{side}: {era} c=32: tracing on / off {on / off:.2f}x (target <= 1.10x); "
-                    f"tokens+toolsets+limits / defaults {conf / off:.2f}x"
-                )
+            ratios = []
+            if off and on:
+                ratios.append(f"tracing on / off {on / off:.2f}x (target <= 1.10x)")
+            if off and conf:
+                ratios.append(f"tokens+toolsets+limits / defaults {conf / off:.2f}x")
+            if ratios:
+                out.append(f"{side}: {era} c=32: " + "; ".join(ratios))
+    if not any(c.concurrency == 1 for c in cells) or not any(c.concurrency == 32 for c in cells):
+        out.append("(c=1 and c=32 were not both measured: no ratio between them)")
     return out
 
 
