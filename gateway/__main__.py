@@ -343,7 +343,11 @@ def main(argv: list[str] | None = None) -> int:
     from gateway.observability import tracing
 
     if tracing.configure():
-        log.info("tracing on: spans go to %s (OTLP/HTTP)", redact(tracing.traces_endpoint()))
+        log.info(
+            "tracing on: spans go to %s (OTLP/HTTP), sampler %s",
+            redact(tracing.traces_endpoint()),
+            tracing.sampler(),
+        )
 
     server = settings.server
     try:

@@ -122,6 +122,13 @@ def shutdown() -> None:
         provider.shutdown()
 
 
+def sampler() -> str | None:
+    """The sampler in effect, as the SDK describes it (``TraceIdRatioBased{0.1}``,
+    ``ParentBased{root:AlwaysOnSampler,...}``); None while tracing is off. The SDK falls back to
+    sampling every call on a sampler argument it cannot read, so the start-up line names it."""
+    return _provider.sampler.get_description() if _provider is not None else None
+
+
 def force_flush() -> bool:
     """Export the spans queued so far (blocking); True when done in time."""
     return _provider.force_flush() if _provider is not None else True

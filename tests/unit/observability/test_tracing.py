@@ -233,3 +233,20 @@ async def test_each_gitlab_attempt_is_a_span_and_carries_its_own_traceparent(
     assert second.attributes["http.request.resend_count"] == 1
     sent = [r.headers["traceparent"] for r in gateway.gitlab_requests]
     assert sent == [f"00-{CALLER_TRACE}-{s.span_id}-01" for s in (first, second)]
+
+
+async def test_the_sampler_in_effect_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "traceidratio")
+    try:
+        monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "0.1")
+        assert tracing.configure()
+        assert tracing.sampler() == "TraceIdRatioBased{0.1}"
+        await asyncio.to_thread(tracing.shutdown)
+        # What an operator mistypes: the SDK samples every call, and the name says so.
+        monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "10%")
+        assert tracing.configure()
+        assert tracing.sampler() == "TraceIdRatioBased{1.0}"
+    finally:
+        await asyncio.to_thread(tracing.shutdown)
+    assert tracing.sampler() is None
