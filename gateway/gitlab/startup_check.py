@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import httpx
 
+from gateway.gitlab.attempt_errors import NOT_SENT, connect_failure
 from gateway.gitlab.client import GitLabClient
 from gateway.gitlab.connect_hints import tls_hint
 from gateway.gitlab.credentials import service_credential
@@ -77,9 +78,12 @@ async def check_gitlab(
             timeout=seconds,
         )
     except httpx.HTTPError as exc:
-        why = type(exc).__name__
-        hint = tls_hint(exc) or "check GITLAB_URL, the network path or proxy to it"
-        return _warn("unreachable", f"GitLab at {url} is not reachable ({why}): {hint}" + _SERVES_ANYWAY)
+        tls = tls_hint(exc)
+        hint = tls or "check GITLAB_URL, the network path or proxy to it"
+        return _warn(
+            "unreachable",
+            f"GitLab at {url} is not reachable ({_why(exc, tls, seconds)}): {hint}" + _SERVES_ANYWAY,
+        )
     status = response.status_code
     if status >= 500 or status == 429:
         return _warn(
@@ -127,6 +131,16 @@ async def check_gitlab(
 
 _SERVES_ANYWAY = ". The gateway serves anyway; GitLab tools fail until it answers"
 _PASSTHROUGH = "each caller's own token is used (passthrough)"
+
+
+def _why(exc: httpx.HTTPError, tls: str | None, seconds: float) -> str:
+    """A few words on what failed, in the words a failed tool call uses (``connection refused``,
+    ``host name not resolved``), not the exception's class."""
+    if isinstance(exc, NOT_SENT):
+        return connect_failure(exc, tls is not None)
+    if isinstance(exc, httpx.TimeoutException):
+        return f"no answer within {seconds:g} s"
+    return type(exc).__name__
 
 
 def _warn(state: CheckState, line: str) -> GitLabCheck:

@@ -13,6 +13,7 @@ from gateway.config import GitLabSettings
 from gateway.gitlab.client import GitLabClient
 from gateway.gitlab.startup_check import check_gitlab
 from gateway.observability.metrics import Metrics
+from tests.unit.gitlab.socket_gitlab import free_port
 
 GITLAB = "https://gitlab.example.com/gitlab"
 GRAPHQL = f"{GITLAB}/api/graphql"
@@ -75,8 +76,23 @@ async def test_a_token_gitlab_answers_as_anonymous_is_not_accepted() -> None:
 async def test_unreachable_names_the_url_and_says_it_serves_anyway() -> None:
     level, line = await check(httpx.ConnectError("connection refused"))
     assert level == logging.WARNING
-    assert f"GitLab at {GITLAB} is not reachable (ConnectError): check GITLAB_URL" in line
+    assert f"GitLab at {GITLAB} is not reachable (connection refused): check GITLAB_URL" in line
     assert "serves anyway" in line
+
+
+@pytest.mark.parametrize(
+    ("error", "why"),
+    [
+        (httpx.ConnectTimeout("timed out"), "connecting timed out"),
+        (httpx.ReadTimeout("timed out"), "no answer within 15 s"),
+    ],
+    ids=["connect-timeout", "no-answer"],
+)
+async def test_a_timeout_says_which_one(error: httpx.HTTPError, why: str) -> None:
+    # The words a failed tool call uses, not the exception's class name.
+    level, line = await check(error)
+    assert level == logging.WARNING
+    assert f"is not reachable ({why}): check GITLAB_URL" in line
 
 
 async def test_a_certificate_problem_points_at_the_ca_bundle() -> None:
@@ -135,3 +151,22 @@ async def test_passthrough_sends_no_token() -> None:
         logging.INFO,
         f"GitLab at {GITLAB}: reachable; each caller's own token is used (passthrough)",
     )
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        (f"http://127.0.0.1:{free_port()}", "connection refused"),  # nothing listens there
+        ("http://gitlab.invalid", "host name not resolved"),  # RFC 2606: never resolves
+    ],
+    ids=["refused", "unresolved"],
+)
+async def test_a_real_failed_connection_is_named_as_a_tool_call_names_it(url: str, why: str) -> None:
+    # Through the gateway's own HTTP client (aiohttp underneath), not a mocked exception.
+    gitlab = GitLabClient(GitLabSettings(url=url), metrics=Metrics())
+    try:
+        found = await check_gitlab(gitlab, TOKEN, passthrough=False, seconds=5)
+    finally:
+        await gitlab.aclose()
+    assert found.state == "unreachable"
+    assert f"is not reachable ({why}): check GITLAB_URL" in found.line
