@@ -5,9 +5,10 @@ Each build's wheel is installed without its dependencies into a folder of its ow
 (``pip install --no-deps --target``) and run as ``python -m gateway`` by a virtualenv that holds
 the dependencies, with that folder first on ``PYTHONPATH``: the installed package is what the
 wheel carries, exactly as ``pip install <wheel>`` lays it out, while the dependencies (minutes to
-resolve and install on a small machine) are installed once per distinct dependency list and kept
-in the cache folder. A revision's installed wheel is kept there too (by commit), so only the
-working tree is built on every run (about 20 s).
+resolve and install on a small machine) are installed once per distinct dependency list and
+Python, and kept in the cache folder. A revision's installed wheel is kept there too (by commit
+and Python), so only the working tree is built on every run (about 20 s). Both builds run on the
+Python that runs the benchmark.
 """
 
 from __future__ import annotations
@@ -94,9 +95,15 @@ def _tree_of_work(dest: Path) -> None:
 
 
 def _dependencies(tree: Path) -> str:
+    """The key of the dependencies' virtualenv: the dependency list and the Python that runs the
+    benchmark (the virtualenv is made with it, and both builds must run on the Python it names)."""
     with (tree / "pyproject.toml").open("rb") as f:
         project = tomllib.load(f)["project"]
-    return hashlib.sha256("\n".join(project["dependencies"]).encode()).hexdigest()[:16]
+    key = "\n".join([_PYTHON, *project["dependencies"]])
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+_PYTHON = f"{sys.executable}\n{sys.version}"
 
 
 def _install(tree: Path, site: Path, label: str) -> Build:
@@ -134,7 +141,7 @@ def build_revision(rev: str) -> Build:
     """The gateway at ``rev``, its installed wheel kept in the cache folder by commit."""
     commit = resolve(rev)
     label = f"{rev} ({commit[:9]})" if not commit.startswith(rev) else commit[:9]
-    site = cache_dir() / f"rev-{commit}"
+    site = cache_dir() / f"rev-{commit}-{hashlib.sha256(_PYTHON.encode()).hexdigest()[:8]}"
     if (site / _DONE).is_file():
         with (site / "tree-deps").open() as f:
             venv = cache_dir() / f"deps-{f.read().strip()}"
