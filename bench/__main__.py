@@ -9,6 +9,8 @@ costs) and, with --peer, a community GitLab MCP server.
     .venv/bin/python -m bench compare --base REV   # REV's wheel against the working tree's, paired
                                                    # (bench/compare.py)
     .venv/bin/python -m bench job-logs             # get_job's log tails and windows (bench/bench_job_log.py)
+    .venv/bin/python -m bench tracing-sdk          # OpenTelemetry's SDK alone per traced call
+                                                   # (bench/bench_tracing_sdk.py)
     .venv/bin/python -m bench --tools-list         # only the bytes of tools/list (printed first anyway)
 
 Every row is measured in the same run against the same loopback GitLab stub (``bench/stub.py``:
@@ -514,6 +516,10 @@ def main() -> int:
         from bench.bench_job_log import main as job_logs
 
         return job_logs(sys.argv[2:])
+    if sys.argv[1:2] == ["tracing-sdk"]:  # OpenTelemetry's SDK alone, per traced call
+        from bench.bench_tracing_sdk import main as tracing_sdk
+
+        return tracing_sdk(sys.argv[2:])
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__, formatter_class=_Help)
     ap.add_argument("--peer", action="store_true", help=f"also measure {PEER} (npm; Node 18+)")
     ap.add_argument("--peer-version", default="2.1.64", help=f"the {PEER} release to measure")
