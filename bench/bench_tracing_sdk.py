@@ -14,8 +14,9 @@ calls and the final flush, divided by the calls.
 
 Columns: ``caller thread``: what the request's own thread spends making and ending the spans;
 ``all threads``: that plus encoding and exporting them. With ``--gateway-ms`` (the gateway's CPU
-per call with tracing off, from ``python -m bench`` or ``compare``), the share of a call that is
-the SDK's alone. The 1.10x target of tracing on against off at c=32 needs that share at 10% or
+per call with tracing off: the ``server CPU ms/call`` of ``python -m bench``'s ``gateway``,
+``get_pipeline + 20 jobs``, c=32 row), the share of that call that is the SDK's alone, all
+threads. The 1.10x target of tracing on against off at c=32 needs that share at 10% or
 less.
 """
 
@@ -103,9 +104,20 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 6
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench tracing-sdk", description=__doc__)
-    ap.add_argument("--calls", type=int, default=20_000, help="traced calls per sampler")
-    ap.add_argument("--gateway-ms", type=float, help="the gateway's CPU ms per call with tracing off")
+    ap = argparse.ArgumentParser(
+        prog="python -m bench tracing-sdk",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # the docstring as written
+    )
+    ap.add_argument(
+        "--calls", type=int, default=20_000, help="traced calls per sampler (default: %(default)s)"
+    )
+    ap.add_argument(
+        "--gateway-ms",
+        type=float,
+        help="the gateway's CPU ms per call with tracing off, to print the SDK's share of it: the "
+        "'server CPU ms/call' of python -m bench's 'gateway, get_pipeline + 20 jobs, c=32' row",
+    )
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.calls < 1 or (args.gateway_ms is not None and args.gateway_ms <= 0):
@@ -124,17 +136,15 @@ def main(argv: list[str]) -> int:
         _wait_listening(port, sink)
         print(f"python: {sys.executable} ({sys.version.split()[0]})")
         print(f"load average before: {load_average()}")
-        print(
-            f"{'sampler':32} {'caller thread':>15} {'all threads':>13}"
-            + ("   share" if args.gateway_ms else "")
-        )
+        share = "  share of --gateway-ms (all threads)" if args.gateway_ms else ""
+        print(f"{'sampler':32} {'caller thread':>16} {'all threads':>16}{share}")
         for sampler, ratio in SAMPLERS.items():
             got = measure(sampler, ratio, args.calls, f"http://127.0.0.1:{port}")
             per_call = {k: v / args.calls * 1e6 for k, v in got.items()}
             name = f"{sampler} {ratio}".strip()
-            line = f"{name:32} {per_call['thread']:>9.1f} us/call {per_call['all']:>7.1f} us/call"
+            line = f"{name:32} {per_call['thread']:>8.1f} us/call {per_call['all']:>8.1f} us/call"
             if args.gateway_ms:
-                line += f"  {per_call['all'] / (args.gateway_ms * 1000):6.1%}"
+                line += f"  {per_call['all'] / (args.gateway_ms * 1000):.1%}"
             print(line, flush=True)
         print(f"load average after: {load_average()}")
     finally:

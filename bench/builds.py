@@ -6,9 +6,10 @@ Each build's wheel is installed without its dependencies into a folder of its ow
 the dependencies, with that folder first on ``PYTHONPATH``: the installed package is what the
 wheel carries, exactly as ``pip install <wheel>`` lays it out, while the dependencies (minutes to
 resolve and install on a small machine) are installed once per distinct dependency list and
-Python, and kept in the cache folder. A revision's installed wheel is kept there too (by commit
-and Python), so only the working tree is built on every run (about 20 s). Both builds run on the
-Python that runs the benchmark.
+Python, and kept in the cache folder (``$XDG_CACHE_HOME/gitlab-mcp-gateway/bench-builds``, by
+default under ``~/.cache``; safe to delete, it is made again). A revision's installed wheel is
+kept there too (by commit and Python), so only the working tree is built on every run (about
+20 s). Both builds run on the Python that runs the benchmark.
 """
 
 from __future__ import annotations

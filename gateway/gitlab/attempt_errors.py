@@ -20,6 +20,11 @@ UNREACHABLE_HINT = (
     "the gateway and GitLab, and that GitLab is up (its status page; for gitlab.com "
     "https://status.gitlab.com)"
 )
+#: What to check when GitLab's host name does not resolve.
+UNRESOLVED_HINT = (
+    "check the host name in gitlab.url (GITLAB_URL), and that the gateway's DNS resolves it (or "
+    "HTTPS_PROXY, when GitLab is reached through a proxy)"
+)
 #: Words of resolver failures in the errors of getaddrinfo and aiohttp's DNS error.
 _DNS_WORDS = ("dnserror", "name or service not known", "nodename nor servname", "name resolution")
 
@@ -30,7 +35,7 @@ def not_connected(call: GitLabCall, base_url: str, exc: BaseException) -> Transi
     attempts over how long, and what to check."""
     tls = tls_hint(exc)
     reason = connect_failure(exc, tls is not None)
-    hint = tls or UNREACHABLE_HINT
+    hint = connect_hint(reason, tls)
 
     def final(attempts: int, seconds: float) -> GitLabError:
         tries = "1 attempt" if attempts == 1 else f"{attempts} attempts over {seconds:.1f} s"
@@ -40,6 +45,14 @@ def not_connected(call: GitLabCall, base_url: str, exc: BaseException) -> Transi
         )
 
     return Transient(final(1, 0.0), unreached=final, retry=tls is None)
+
+
+def connect_hint(reason: str, tls: str | None) -> str:
+    """What to check for a connection that failed for ``reason`` (:func:`connect_failure`);
+    ``tls``: :func:`~gateway.gitlab.connect_hints.tls_hint`'s advice, when it had any."""
+    if tls is not None:
+        return tls
+    return UNRESOLVED_HINT if reason == "host name not resolved" else UNREACHABLE_HINT
 
 
 def connect_failure(exc: BaseException, tls: bool) -> str:

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 import httpx
 
-from gateway.gitlab.attempt_errors import NOT_SENT, connect_failure
+from gateway.gitlab.attempt_errors import NOT_SENT, UNREACHABLE_HINT, connect_failure, connect_hint
 from gateway.gitlab.client import GitLabClient
 from gateway.gitlab.connect_hints import tls_hint
 from gateway.gitlab.credentials import service_credential
@@ -78,12 +78,7 @@ async def check_gitlab(
             timeout=seconds,
         )
     except httpx.HTTPError as exc:
-        tls = tls_hint(exc)
-        hint = tls or "check GITLAB_URL, the network path or proxy to it"
-        return _warn(
-            "unreachable",
-            f"GitLab at {url} is not reachable ({_why(exc, tls, seconds)}): {hint}" + _SERVES_ANYWAY,
-        )
+        return _warn("unreachable", _unreachable(url, exc, seconds) + _SERVES_ANYWAY)
     status = response.status_code
     if status >= 500 or status == 429:
         return _warn(
@@ -133,14 +128,16 @@ _SERVES_ANYWAY = ". The gateway serves anyway; GitLab tools fail until it answer
 _PASSTHROUGH = "each caller's own token is used (passthrough)"
 
 
-def _why(exc: httpx.HTTPError, tls: str | None, seconds: float) -> str:
-    """A few words on what failed, in the words a failed tool call uses (``connection refused``,
-    ``host name not resolved``), not the exception's class."""
+def _unreachable(url: str, exc: httpx.HTTPError, seconds: float) -> str:
+    """The line for a check that got no answer, in the words and with the advice a failed tool
+    call gives (``gateway.gitlab.attempt_errors``)."""
+    tls = tls_hint(exc)
     if isinstance(exc, NOT_SENT):
-        return connect_failure(exc, tls is not None)
+        reason = connect_failure(exc, tls is not None)
+        return f"Could not connect to GitLab at {url} ({reason}): {connect_hint(reason, tls)}"
     if isinstance(exc, httpx.TimeoutException):
-        return f"no answer within {seconds:g} s"
-    return type(exc).__name__
+        return f"GitLab at {url} did not answer within {seconds:g} s: {UNREACHABLE_HINT}"
+    return f"GitLab at {url} is not reachable ({type(exc).__name__}): {tls or UNREACHABLE_HINT}"
 
 
 def _warn(state: CheckState, line: str) -> GitLabCheck:

@@ -185,7 +185,11 @@ _NEEDS_QUOTES = re.compile(r'[\s"=]')
 
 def _plain_value(value: Any) -> str:
     if isinstance(value, str):
-        return value if value and _NEEDS_QUOTES.search(value) is None else json.dumps(value)
+        # Already safe_text (no control character, separator or surrogate left raw), so other
+        # text, such as the cut's "…", is written as it is rather than as a \uNNNN escape.
+        if value and _NEEDS_QUOTES.search(value) is None:
+            return value
+        return json.dumps(value, ensure_ascii=False)
     if isinstance(value, bool | int | float):
         return str(value)
     try:

@@ -50,7 +50,7 @@ def test_a_revoked_token_is_reported_and_the_gateway_serves(
 def test_an_unreachable_gitlab_does_not_stop_the_start(start_gateway: Callable[..., GatewayProcess]) -> None:
     gateway = start_gateway(env={"GITLAB_URL": "http://127.0.0.1:9", **ON})
     line = startup_line(gateway)
-    assert "GitLab at http://127.0.0.1:9 is not reachable (connection refused): check GITLAB_URL" in line
+    assert "Could not connect to GitLab at http://127.0.0.1:9 (connection refused): check gitlab.url" in line
     assert httpx.get(f"{gateway.url}/healthz").status_code == 200
     assert httpx.get(f"{gateway.url}/readyz").json()["gitlab"]["reachable"] is False
 

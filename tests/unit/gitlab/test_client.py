@@ -395,7 +395,11 @@ async def test_a_gitlab_that_cannot_be_reached_is_retried_briefly(
     assert route.call_count == 3
     assert len(sleeps) == 2 and all(0.2 <= s <= 0.5 for s in sleeps) and sum(sleeps) <= 1.0
     assert f"({reason}; 3 attempts over " in caught.value.message
-    assert "check gitlab.url (GITLAB_URL)" in caught.value.message
+    assert "gitlab.url (GITLAB_URL)" in caught.value.message
+    # A name that does not resolve points at the name and the DNS, not at GitLab's status page.
+    dns = reason == "host name not resolved"
+    assert ("check the host name in gitlab.url" in caught.value.message) is dns
+    assert ("status.gitlab.com" in caught.value.message) is not dns
 
 
 async def test_a_certificate_that_does_not_verify_is_not_retried(

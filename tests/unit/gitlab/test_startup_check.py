@@ -76,15 +76,17 @@ async def test_a_token_gitlab_answers_as_anonymous_is_not_accepted() -> None:
 async def test_unreachable_names_the_url_and_says_it_serves_anyway() -> None:
     level, line = await check(httpx.ConnectError("connection refused"))
     assert level == logging.WARNING
-    assert f"GitLab at {GITLAB} is not reachable (connection refused): check GITLAB_URL" in line
+    assert (
+        f"Could not connect to GitLab at {GITLAB} (connection refused): check gitlab.url (GITLAB_URL)" in line
+    )
     assert "serves anyway" in line
 
 
 @pytest.mark.parametrize(
     ("error", "why"),
     [
-        (httpx.ConnectTimeout("timed out"), "connecting timed out"),
-        (httpx.ReadTimeout("timed out"), "no answer within 15 s"),
+        (httpx.ConnectTimeout("timed out"), "Could not connect to GitLab at {} (connecting timed out)"),
+        (httpx.ReadTimeout("timed out"), "GitLab at {} did not answer within 15 s"),
     ],
     ids=["connect-timeout", "no-answer"],
 )
@@ -92,7 +94,7 @@ async def test_a_timeout_says_which_one(error: httpx.HTTPError, why: str) -> Non
     # The words a failed tool call uses, not the exception's class name.
     level, line = await check(error)
     assert level == logging.WARNING
-    assert f"is not reachable ({why}): check GITLAB_URL" in line
+    assert f"{why.format(GITLAB)}: check gitlab.url (GITLAB_URL)" in line
 
 
 async def test_a_certificate_problem_points_at_the_ca_bundle() -> None:
@@ -156,8 +158,11 @@ async def test_passthrough_sends_no_token() -> None:
 @pytest.mark.parametrize(
     ("url", "why"),
     [
-        (f"http://127.0.0.1:{free_port()}", "connection refused"),  # nothing listens there
-        ("http://gitlab.invalid", "host name not resolved"),  # RFC 2606: never resolves
+        (
+            f"http://127.0.0.1:{free_port()}",
+            "(connection refused): check gitlab.url (GITLAB_URL), the network",
+        ),
+        ("http://gitlab.invalid", "(host name not resolved): check the host name in gitlab.url"),  # RFC 2606
     ],
     ids=["refused", "unresolved"],
 )
@@ -169,4 +174,4 @@ async def test_a_real_failed_connection_is_named_as_a_tool_call_names_it(url: st
     finally:
         await gitlab.aclose()
     assert found.state == "unreachable"
-    assert f"is not reachable ({why}): check GITLAB_URL" in found.line
+    assert f"Could not connect to GitLab at {url} {why}" in found.line

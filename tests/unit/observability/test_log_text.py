@@ -58,3 +58,19 @@ def test_a_log_line_with_a_hostile_method_stays_one_safe_line(fmt: str) -> None:
     assert len(text) < 20_000
     if fmt == "json":
         json.loads(text)
+
+
+def test_a_quoted_plain_value_keeps_its_text_as_written() -> None:
+    # A value with spaces is quoted; its other characters (the cut's ellipsis, a name in another
+    # script) are written as they are, not as \uNNNN escapes, while controls stay escaped.
+    stream = io.StringIO()
+    configure_logging(LoggingSettings(format="plain"), stream=stream)
+    try:
+        logging.getLogger("gateway.gitlab").warning(
+            "retrying", extra={"reason": "no answer from Zürich " + "x" * 300, "agent": "dev\x1bä"}
+        )
+    finally:
+        unconfigure_logging()
+    text = stream.getvalue()
+    assert 'reason="no answer from Zürich ' in text and "…[" in text and "\\u2026" not in text
+    assert "\x1b" not in text and text.count("\n") == 1
