@@ -358,8 +358,21 @@ async def _raw_call(mcp: Mcp, tool: str, modern: bool) -> socket.socket:
     return sock
 
 
+async def _answered(sock: socket.socket) -> None:
+    """Until the answer's first byte has arrived (a fixed sleep lost the race on a loaded machine:
+    the close came before the answer, so nothing was abandoned)."""
+    for _ in range(1000):
+        try:
+            if sock.recv(1, socket.MSG_PEEK):
+                return
+        except BlockingIOError:
+            pass
+        await asyncio.sleep(0.01)
+    raise AssertionError("no answer within 10 s")
+
+
 async def _settled(probe: Probe) -> list[str]:
-    for _ in range(300):
+    for _ in range(1000):
         if probe.events:
             break
         await asyncio.sleep(0.01)
@@ -372,7 +385,7 @@ async def test_an_answer_left_unread_by_a_closing_client_is_abandoned(
     mcp: Mcp, probe: Probe, tool: str, modern: bool
 ) -> None:
     sock = await _raw_call(mcp, tool, modern)
-    await asyncio.sleep(0.1)  # answered, and unread
+    await _answered(sock)  # and unread: peeked, left in the socket's buffer
     sock.close()  # which resets the connection
     assert await _settled(probe) == ["abandoned"]
 
