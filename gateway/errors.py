@@ -22,7 +22,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-Reason = Literal["bad_request", "unauthorized", "not_found", "rate_limited", "conflict", "upstream_error"]
+Reason = Literal[
+    "bad_request",
+    "unauthorized",
+    "not_found",
+    "rate_limited",
+    "conflict",
+    "upstream_error",
+    "unsupported_by_gitlab",
+]
 
 REASONS: tuple[Reason, ...] = (
     "bad_request",
@@ -31,6 +39,7 @@ REASONS: tuple[Reason, ...] = (
     "rate_limited",
     "conflict",
     "upstream_error",
+    "unsupported_by_gitlab",
 )
 
 
