@@ -240,11 +240,11 @@ def graphql_data(call: GitLabCall, payload: Any) -> dict[str, Any]:
 
 #: graphql-ruby's validation messages for what a schema lacks, and the coordinate each names.
 _MISSING = (
-    (re.compile(r"^Field '(\w+)' doesn't exist on type '(\w+)'"), "{1}.{0}"),
-    (re.compile(r"^Field '(\w+)' doesn't accept argument '(\w+)'"), "{0}({1}:)"),
-    (re.compile(r"^InputObject '(\w+)' doesn't accept argument '(\w+)'"), "{0}.{1}"),
-    (re.compile(r"^No such type (\w+)"), "{0}"),
-    (re.compile(r"invalid value for (\w+) \(Field is not defined on (\w+)\)"), "{1}.{0}"),
+    (re.compile(r"Field '(\w+)' doesn't exist on type '(\w+)'"), "{1}.{0}"),
+    (re.compile(r"Field '(\w+)' doesn't accept argument '(\w+)'"), "{0}({1}:)"),
+    (re.compile(r"InputObject '(\w+)' doesn't accept argument '(\w+)'"), "{0}.{1}"),
+    (re.compile(r"No such type (\w+), so it can't be a fragment condition"), "{0}"),
+    (re.compile(r"Variable \$\w+ of type \S+ was provided invalid value for (\w+) \(Field is not defined on (\w+)\)"), "{1}.{0}"),
 )
 
 
@@ -255,7 +255,7 @@ def schema_mismatch(errors: list[Any]) -> tuple[str, ...]:
     for error in errors:
         message = _graphql_message(error)
         for pattern, coordinate in _MISSING:
-            match = pattern.search(message)
+            match = pattern.fullmatch(message.strip())
             if match:
                 found.append(coordinate.format(*match.groups()))
                 break

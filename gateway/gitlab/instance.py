@@ -26,12 +26,20 @@ import re
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from gateway.gitlab.errors import GitLabError
 
-if TYPE_CHECKING:
-    from gateway.gitlab.client import GitLabSession
+
+class GitLabSession(Protocol):
+    """What a read needs of ``gateway.gitlab.client.GitLabSession`` (which imports this module)."""
+
+    async def graphql(
+        self, operation: str, variables: Mapping[str, Any], *, mutation: bool = False
+    ) -> dict[str, Any]: ...
+
+    async def rest(self, method: str, route: str, **kwargs: Any) -> Any: ...
 
 #: Seconds a learnt version is trusted before the next call reads it again.
 REFRESH_SECONDS = 3600.0

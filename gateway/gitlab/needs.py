@@ -27,6 +27,7 @@ documents are sent, and a refusal makes the gateway read the version and choose 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from typing import Literal
@@ -50,6 +51,7 @@ class Need:
         note: what a caller sees there, for the docs and the start-up line (``exit_code is null``).
         option: the tool argument that needs it, when only that argument does (checked by the
             tool with :meth:`Operation.check_option`); the document is the same.
+        differs: False when the caller gets the same result without it (one more request).
     """
 
     coordinate: str
@@ -58,6 +60,7 @@ class Need:
     without: Without = "unsupported"
     note: str = ""
     option: str | None = None
+    differs: bool = True
 
     @property
     def field(self) -> str:
@@ -103,10 +106,15 @@ class Choice:
     @property
     def refused(self) -> Need | None:
         """The first missing need that keeps the operation from being sent, if any."""
-        return next((n for n in self.missing if n.without in ("elsewhere", "unsupported") and not n.option), None)
+        return strongest(n for n in self.missing if n.without in ("elsewhere", "unsupported") and not n.option)
 
     def missing_option(self, option: str) -> Need | None:
         return next((n for n in self.missing if n.option == option), None)
+
+
+def strongest(needs: Iterable[Need]) -> Need | None:
+    """The need with the newest version among ``needs`` (what to name as "needs …")."""
+    return max(needs, key=lambda n: (n.since or (0, 0), n.edition is not None), default=None)
 
 
 def choose(name: str, needs: tuple[Need, ...], info: InstanceInfo) -> Choice:

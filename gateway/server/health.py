@@ -54,7 +54,8 @@ async def readyz(request: web.Request) -> web.Response:
 
     Body: ``{"status": "ready"|"not_ready", "state_store": "open"|"unreachable"|"closed",
     "state_store_reason"?: str, "reason"?: str,
-    "gitlab": {"url", "reachable", "state", "reason"?, "checked_at"}}``; ``state`` is ``ok``,
+    "gitlab": {"url", "reachable", "state", "version"?, "edition"?, "reason"?, "checked_at"}}``;
+    ``version`` and ``edition`` (``ce``, ``ee``) once GitLab told them; ``state`` is ``ok``,
     ``unreachable``, ``not_gitlab`` or ``token_refused``, ``checked_at`` ISO 8601 UTC.
     """
     services = request.app.get(SERVICES)
@@ -78,6 +79,9 @@ async def readyz(request: web.Request) -> web.Response:
         "reachable": found.reachable,
         "state": found.state,
     }
+    info = services.gitlab.instance.info
+    if info.known:
+        gitlab["version"], gitlab["edition"] = info.version, info.edition.value
     if found.state != "ok":
         gitlab["reason"] = found.line
     gitlab["checked_at"] = iso(readiness.checked_at)
@@ -121,6 +125,8 @@ async def _check(readiness: _Readiness, services: Services) -> GitLabCheck:
         passthrough=settings.credential_mode == "passthrough",
         seconds=GITLAB_CHECK_TIMEOUT,
     )
+    if found.instance.known:
+        services.gitlab.instance.learnt(found.instance)
     readiness.found, readiness.checked_at, readiness.checked_mono = found, time.time(), time.monotonic()
     readiness.seen_gitlab = readiness.seen_gitlab or found.reachable
     return found

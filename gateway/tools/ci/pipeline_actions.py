@@ -95,6 +95,7 @@ PIPELINE_CREATE = Operation(
             since=(17, 8),
             without="elsewhere",
             note="created with REST `POST /projects/:id/pipeline`",
+            differs=False,
         ),
         Need("PipelineCreateInput.inputs", since=(17, 10), option="inputs", note="`inputs` is refused"),
     ),
@@ -110,8 +111,8 @@ PIPELINE_CANCEL = Operation(
             "PipelineCancelPayload.pipeline",
             since=(18, 6),
             without="drop",
-            note="a cancel reads the pipeline back; without `project_id`/`url`, its status, ref and "
-            "web_url are null",
+            note="a cancel without `project_id` or `url` answers `status`, `ref` and `web_url` null "
+            "(with them, the pipeline is read back)",
         ),
     ),
 )

@@ -22,6 +22,7 @@ PIPELINE_BY_ID = Need(
     since=(17, 4),
     without="by_iid",
     note="pipelines are read by iid (one more REST request)",
+    differs=False,
 )
 
 #: ``await iid_of()``: the pipeline's iid (read at most once).

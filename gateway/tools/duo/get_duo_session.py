@@ -203,12 +203,14 @@ GET_DUO_SESSION = Operation(
             since=(19, 0),
             without="drop",
             note="`web_url` is built from the project's URL",
+            differs=False,
         ),
         Need(
             "DuoWorkflowEvent.lastDuoMessage",
             since=(19, 3),
             without="drop",
             note="the answer is the newest agent message of the checkpoint",
+            differs=False,
         ),
     ),
 )

@@ -87,6 +87,7 @@ EXCLUSION_RULES = Need(
     edition=Edition.EE,
     without="drop",
     note="no Duo context exclusion rules (GitLab has none)",
+    differs=False,
 )
 GET_REPOSITORY_FILE = Operation(
     "get_repository_file",
@@ -98,6 +99,7 @@ GET_REPOSITORY_FILE = Operation(
             since=(17, 11),
             without="drop",
             note="the commit SHA is read with REST (one more request)",
+            differs=False,
         ),
     ),
 )
