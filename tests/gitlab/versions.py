@@ -154,9 +154,14 @@ def has_route(route: str, version: str) -> bool:
 
 
 def version_string(version: str, edition: Edition) -> str:
-    """What ``metadata { version }`` and ``GET /api/v4/version`` answer for a band."""
+    """What ``metadata { version }`` and ``GET /api/v4/version`` answer for a band.
+
+    GitLab EE says ``17.11.0-ee``, CE ``17.11.0``; the newest EE is gitlab.com's ``19.4.0-pre``.
+    """
     major, minor = parse_version(version)
-    return f"{major}.{minor}.0-{edition}" if (major, minor) != parse_version(NEWEST) else f"{NEWEST}.0-pre"
+    if edition == "ee" and (major, minor) == parse_version(NEWEST):
+        return f"{NEWEST}.0-pre"
+    return f"{major}.{minor}.0-ee" if edition == "ee" else f"{major}.{minor}.0"
 
 
 def band_id(version: str, edition: Edition) -> str:
