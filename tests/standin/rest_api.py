@@ -61,6 +61,8 @@ class RestRequest:
     api_root: str
     headers: Mapping[str, str] = field(default_factory=dict)
     """The request's headers (``Range``)."""
+    body: bytes = b""
+    """The request's body (a POST's parameters, JSON or a form)."""
 
 
 def split_raw_path(raw_path: str) -> tuple[list[str], list[str]]:
@@ -384,7 +386,7 @@ def _version(req: RestRequest, _: dict[str, str]) -> RestOutcome:
             "version": s.version,
             "revision": s.revision,
             "kas": {"enabled": False, "externalUrl": None, "externalK8sProxyUrl": None, "version": None},
-            "enterprise": True,
+            "enterprise": s.edition == "ee",
         },
     )
 
@@ -573,3 +575,4 @@ def _list_bridges(req: RestRequest, params: dict[str, str]) -> RestOutcome:
 # Job routes (logs, artifacts) live in their own module, registered on import.
 from tests.standin import job_artifacts as _job_artifacts  # noqa: E402, F401
 from tests.standin import job_logs as _job_logs  # noqa: E402, F401
+from tests.standin import rest_pipelines as _rest_pipelines  # noqa: E402, F401
