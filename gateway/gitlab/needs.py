@@ -229,5 +229,27 @@ def derive_document(name: str, text: str) -> str:
             d for d in document.definitions if not isinstance(d, FragmentDefinitionNode) or d.name.value in spread
         )
         if len(kept) == len(document.definitions):
-            return print_ast(document)
+            break
         document = DocumentNode(definitions=kept)
+    used: set[str] = set()
+
+    class Uses(Visitor):
+        def enter_variable(self, node: VariableNode, _key: object, parent: object, *_: object) -> None:
+            if not isinstance(parent, VariableDefinitionNode):
+                used.add(node.name.value)
+
+    visit(document, Uses())
+
+    class Unused(Visitor):
+        # A variable only a dropped field used would fail validation ("never used").
+        def enter_variable_definition(self, node: VariableDefinitionNode, *_: object) -> object:
+            return None if node.variable.name.value in used else REMOVE
+
+    return print_ast(visit(document, Unused()))
+
+
+@cache
+def declared_variables(document: str) -> frozenset[str]:
+    """The variables a derived document declares (the tool's others are not sent)."""
+    head = document.partition("{")[0]
+    return frozenset(re.findall(r"\$(\w+)\s*:", head))

@@ -17,7 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from gateway.gitlab.errors import GitLabMaybeSent, GitLabSchemaMismatch, GitLabUnsupported, GitLabUpstreamError
 from gateway.gitlab.instance import InstanceInfo
-from gateway.gitlab.needs import Choice, Need, choose, choose_lacking
+from gateway.gitlab.needs import Choice, Need, choose, choose_lacking, declared_variables, is_derived
 from gateway.gitlab.operation_loader import load_operation
 from gateway.gitlab.urls import global_id_number
 
@@ -162,6 +162,9 @@ class Operation(Generic[DataT]):
                 raise RuntimeError(f"{self.name} addresses the pipeline by iid here: pass iid_of")
             variables = {k: v for k, v in variables.items() if k != "pipelineId"}
             variables["pipelineIid"] = str(await iid_of())
+        if is_derived(choice.document):
+            declared = declared_variables(load_operation(choice.document))
+            variables = {k: v for k, v in variables.items() if k in declared}
         data = await gitlab.graphql(
             choice.document, variables, mutation=self.mutation if mutation is None else mutation
         )
