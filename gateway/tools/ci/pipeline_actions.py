@@ -19,7 +19,7 @@ from urllib.parse import quote
 from pydantic import Field
 
 from gateway.errors import ToolError, bad_request, not_found
-from gateway.gitlab.errors import GitLabBadRequest, GitLabMaybeSent, GitLabNotFound
+from gateway.gitlab.errors import GitLabBadRequest, GitLabMaybeSent, GitLabNotFound, GitLabUnsupported
 from gateway.gitlab.needs import Need
 from gateway.gitlab.operation import ByPathOrId, GraphQLData, Operation
 from gateway.gitlab.urls import (
@@ -307,9 +307,15 @@ async def create(
         await PIPELINE_CREATE.check_option(ctx.gitlab, "inputs")
     if await PIPELINE_CREATE.available(ctx.gitlab) is not None:
         return await create_with_rest(ctx, project, ref, pipeline_input.get("variables") or [])
-    pipeline_input = {"projectPath": project.full_path, "ref": ref, **pipeline_input}
+    variables = {"input": {"projectPath": project.full_path, "ref": ref, **pipeline_input}}
     try:
-        payload = (await PIPELINE_CREATE.run(ctx.gitlab, {"input": pipeline_input})).pipelineCreate
+        payload = (await PIPELINE_CREATE.run(ctx.gitlab, variables)).pipelineCreate
+    except GitLabUnsupported:
+        # GitLab refused the document as invalid (so nothing ran) and turned out to be older
+        # than pipelineCreate: create with REST, as on any GitLab known to be that old.
+        if await PIPELINE_CREATE.available(ctx.gitlab) is None:
+            raise
+        return await create_with_rest(ctx, project, ref, pipeline_input.get("variables") or [])
     except GitLabMaybeSent as err:
         raise _create_unknown(
             ctx,
