@@ -77,7 +77,7 @@ def render_table(tools: Iterable[Tool]) -> str:
         for need in found.notes:
             key = f"{need.note}: without {need.needed} (`{need.coordinate}`)"
             marks.append(str(notes.setdefault(key, len(notes) + 1)))
-        return "✓ " + ",".join(marks) if marks else "✓"
+        return "✓ " + ",".join(sorted(marks, key=int)) if marks else "✓"
 
     lines = [BEGIN, "| tool | " + " | ".join(BANDS) + " |", "| --- |" + " --- |" * len(BANDS)]
     for tool in tools:
