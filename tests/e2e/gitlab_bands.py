@@ -6,9 +6,7 @@ errors, ``metadata``, the REST routes it has) and one gateway against it, shared
 the module for that band; pytest orders a module's tests band by band, so each worker starts a
 band once. ``band`` (function scope) is the same :class:`Band` after a stand-in reset.
 
-Use them from a test module::
-
-    from tests.e2e.gitlab_bands import Band, band, gitlab_band  # noqa: F401  (fixtures)
+``tests/e2e/conftest.py`` imports both fixtures, so any e2e module can ask for them::
 
     async def test_x(band: Band) -> None:
         result = await band.call("get_pipeline", {...})
@@ -118,6 +116,8 @@ def gitlab_band(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
 
 @pytest.fixture
 def band(gitlab_band: Band) -> Band:
-    """``gitlab_band`` with its stand-in reset (seed data, empty request log, no faults)."""
+    """``gitlab_band`` with its stand-in reset (seed data, empty request log, no faults), its
+    artifacts tree (18.8+) answering ``recursive=true`` with one level, as GitLab's code does."""
     gitlab_band.standin.control.reset()
+    gitlab_band.standin.control.settings(artifacts_tree_recursive="children")
     return gitlab_band
