@@ -459,6 +459,9 @@ class Settings:
     #: Whether ``GET /projects/:id/jobs/:job_id/artifacts/tree`` exists (GitLab 18.8 and later);
     #: off, the path reaches the single-file route, as on an older GitLab.
     artifacts_tree: bool = True
+    #: What the tree's ``recursive=true`` lists: ``all`` entries below ``path`` (GitLab's docs) or
+    #: ``children``, one level (GitLab's code: ``Metadata::Entry#children``).
+    artifacts_tree_recursive: str = "all"
     #: How the archive download answers: ``range`` (honours ``Range``, as Workhorse does),
     #: ``whole`` (ignores it: a proxy dropping the header), ``redirect`` (302 to object storage).
     artifacts_download: str = "range"

@@ -1033,6 +1033,10 @@ async def c_patch_settings(request: web.Request) -> web.Response:
         settings.version = str(data["version"])
     if "artifacts_tree" in data:
         settings.artifacts_tree = bool(data["artifacts_tree"])
+    if "artifacts_tree_recursive" in data:
+        if data["artifacts_tree_recursive"] not in ("all", "children"):
+            raise BadControlRequest("artifacts_tree_recursive must be 'all' or 'children'")
+        settings.artifacts_tree_recursive = data["artifacts_tree_recursive"]
     if "artifacts_download" in data:
         if data["artifacts_download"] not in ("range", "whole", "redirect"):
             raise BadControlRequest("artifacts_download must be 'range', 'whole' or 'redirect'")
@@ -1045,6 +1049,7 @@ async def c_patch_settings(request: web.Request) -> web.Response:
             "gitlab_version": state.gitlab[0],
             "gitlab_edition": state.gitlab[1],
             "artifacts_tree": settings.artifacts_tree,
+            "artifacts_tree_recursive": settings.artifacts_tree_recursive,
             "artifacts_download": settings.artifacts_download,
         }
     )
