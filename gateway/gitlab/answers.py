@@ -27,11 +27,11 @@ from urllib.parse import urlsplit
 from gateway.gitlab.call import GitLabCall, Headers, HttpReply, Transient
 from gateway.gitlab.errors import (
     GitLabBadRequest,
-    GitLabSchemaMismatch,
     GitLabConflict,
     GitLabCursorRefused,
     GitLabNotFound,
     GitLabRateLimited,
+    GitLabSchemaMismatch,
     GitLabUnauthorized,
     GitLabUpstreamError,
 )
@@ -245,7 +245,13 @@ _MISSING = (
     (re.compile(r"InputObject '(\w+)' doesn't accept argument '(\w+)'"), "{0}.{1}"),
     (re.compile(r"No such type (\w+), so it can't be a fragment condition"), "{0}"),
     (re.compile(r"(\w+) isn't a defined input type \(on \$\w+\)"), "{0}"),
-    (re.compile(r"Variable \$\w+ of type \S+ was provided invalid value for (\w+) \(Field is not defined on (\w+)\)"), "{1}.{0}"),
+    (
+        re.compile(
+            r"Variable \$\w+ of type \S+ was provided invalid value for (\w+) "
+            r"\(Field is not defined on (\w+)\)"
+        ),
+        "{1}.{0}",
+    ),
 )
 
 

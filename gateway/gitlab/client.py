@@ -103,7 +103,9 @@ class GitLabClient:
         self.instance = GitLabInstance(on_learnt=self._learnt)
 
     def _learnt(self, info: InstanceInfo) -> None:
-        log.info("GitLab version learnt", extra={"gitlab_version": info.version, "edition": info.edition.value})
+        log.info(
+            "GitLab version learnt", extra={"gitlab_version": info.version, "edition": info.edition.value}
+        )
         if self.metrics is not None:
             self.metrics.gitlab_info.clear()
             self.metrics.gitlab_info.labels(info.version or "unknown", info.edition.value).set(1)

@@ -24,9 +24,9 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from collections.abc import Mapping
 from typing import Any, Protocol
 
 from gateway.gitlab.errors import GitLabError
@@ -40,6 +40,7 @@ class GitLabSession(Protocol):
     ) -> dict[str, Any]: ...
 
     async def rest(self, method: str, route: str, **kwargs: Any) -> Any: ...
+
 
 #: Seconds a learnt version is trusted before the next call reads it again.
 REFRESH_SECONDS = 3600.0

@@ -106,7 +106,9 @@ class Choice:
     @property
     def refused(self) -> Need | None:
         """The first missing need that keeps the operation from being sent, if any."""
-        return strongest(n for n in self.missing if n.without in ("elsewhere", "unsupported") and not n.option)
+        return strongest(
+            n for n in self.missing if n.without in ("elsewhere", "unsupported") and not n.option
+        )
 
     def missing_option(self, option: str) -> Need | None:
         return next((n for n in self.missing if n.option == option), None)
@@ -191,7 +193,9 @@ def derive_document(name: str, text: str) -> str:
                 return REMOVE
             if by_iid and node.name.value == "pipeline" and node.arguments:
                 args = tuple(
-                    ArgumentNode(name=NameNode(value="iid"), value=VariableNode(name=NameNode(value="pipelineIid")))
+                    ArgumentNode(
+                        name=NameNode(value="iid"), value=VariableNode(name=NameNode(value="pipelineIid"))
+                    )
                     if a.name.value == "id"
                     else a
                     for a in node.arguments
@@ -216,34 +220,38 @@ def derive_document(name: str, text: str) -> str:
                 directives=node.directives,
             )
 
+    class Uses(Visitor):
+        """The fragments spread and the variables used in a document."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.spread: set[str] = set()
+            self.used: set[str] = set()
+
+        def enter_fragment_spread(self, node: FragmentSpreadNode, *_: object) -> None:
+            self.spread.add(node.name.value)
+
+        def enter_variable(self, node: VariableNode, _key: object, parent: object, *_: object) -> None:
+            if not isinstance(parent, VariableDefinitionNode):
+                self.used.add(node.name.value)
+
     document: DocumentNode = visit(parse(text, no_location=True), Edit())
     while True:  # a fragment whose only spread was dropped would fail validation
-        spread: set[str] = set()
-
-        class Spreads(Visitor):
-            def enter_fragment_spread(self, node: FragmentSpreadNode, *_: object) -> None:
-                spread.add(node.name.value)
-
-        visit(document, Spreads())
+        uses = Uses()
+        visit(document, uses)
         kept = tuple(
-            d for d in document.definitions if not isinstance(d, FragmentDefinitionNode) or d.name.value in spread
+            d
+            for d in document.definitions
+            if not isinstance(d, FragmentDefinitionNode) or d.name.value in uses.spread
         )
         if len(kept) == len(document.definitions):
             break
         document = DocumentNode(definitions=kept)
-    used: set[str] = set()
-
-    class Uses(Visitor):
-        def enter_variable(self, node: VariableNode, _key: object, parent: object, *_: object) -> None:
-            if not isinstance(parent, VariableDefinitionNode):
-                used.add(node.name.value)
-
-    visit(document, Uses())
 
     class Unused(Visitor):
         # A variable only a dropped field used would fail validation ("never used").
         def enter_variable_definition(self, node: VariableDefinitionNode, *_: object) -> object:
-            return None if node.variable.name.value in used else REMOVE
+            return None if node.variable.name.value in uses.used else REMOVE
 
     return print_ast(visit(document, Unused()))
 

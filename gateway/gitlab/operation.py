@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
-from gateway.gitlab.errors import GitLabMaybeSent, GitLabSchemaMismatch, GitLabUnsupported, GitLabUpstreamError
+from gateway.gitlab.errors import (
+    GitLabMaybeSent,
+    GitLabSchemaMismatch,
+    GitLabUnsupported,
+    GitLabUpstreamError,
+)
 from gateway.gitlab.instance import InstanceInfo
 from gateway.gitlab.needs import Choice, Need, choose, choose_lacking, declared_variables, is_derived
 from gateway.gitlab.operation_loader import load_operation

@@ -24,7 +24,7 @@ passthrough mode there is no gateway token: only reachability is checked.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx
@@ -62,7 +62,7 @@ class GitLabCheck:
     state: CheckState
     level: int
     line: str
-    instance: InstanceInfo = InstanceInfo()
+    instance: InstanceInfo = field(default_factory=InstanceInfo)
 
     @property
     def reachable(self) -> bool:
@@ -117,7 +117,9 @@ async def check_gitlab(
     instance = InstanceInfo.of(metadata.get("version"), metadata.get("enterprise"))
     user = (fields.get("currentUser") or {}).get("username")
     if passthrough:
-        return GitLabCheck("ok", logging.INFO, f"{_named(instance, url)}: reachable; {_PASSTHROUGH}", instance)
+        return GitLabCheck(
+            "ok", logging.INFO, f"{_named(instance, url)}: reachable; {_PASSTHROUGH}", instance
+        )
     if not credential.token:
         return GitLabCheck(
             "ok",

@@ -44,7 +44,7 @@ def check_gitlab_at_start(app: web.Application, settings: Settings) -> None:
                 gitlab.instance.learnt(found.instance)
                 limits = limits_line(all_tools(), found.instance)
                 if limits:
-                    line += f". {limits[0].upper()}{limits[1:]} (README, \"GitLab versions\")"
+                    line += f'. {limits[0].upper()}{limits[1:]} (README, "GitLab versions")'
             log.log(found.level, line)
 
         task = asyncio.create_task(run(), name="gitlab-startup-check")

@@ -37,9 +37,13 @@ def errors_of(document: str, version: str, edition: versions.Edition) -> list[st
 
 
 def test_every_tool_operation_is_checked() -> None:
-    assert {"get_pipeline", "pipeline_create", "pipeline_cancel", "get_repository_file", "get_duo_session"} <= set(
-        OPERATIONS
-    )
+    assert {
+        "get_pipeline",
+        "pipeline_create",
+        "pipeline_cancel",
+        "get_repository_file",
+        "get_duo_session",
+    } <= set(OPERATIONS)
 
 
 @pytest.mark.parametrize(("version", "edition"), BANDS, ids=[versions.band_id(v, e) for v, e in BANDS])

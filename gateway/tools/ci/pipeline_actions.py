@@ -171,7 +171,9 @@ async def lookup_project(
             "pipeline IDs are global, so you may also omit `url`/`project_id`."
         )
 
-    iid_of = iid_reader(ctx.gitlab, full_path if full_path is not None else str(numeric), pipeline_id or 0, no_pipeline)
+    iid_of = iid_reader(
+        ctx.gitlab, full_path if full_path is not None else str(numeric), pipeline_id or 0, no_pipeline
+    )
     try:
         project = (await SAVE_PIPELINE_PROJECT.run(ctx.gitlab, variables, iid_of=iid_of)).project_node()
     except GitLabNotFound:
@@ -380,18 +382,23 @@ async def create_with_rest(
     body: dict[str, Any] = {"ref": ref}
     if variables:
         body["variables"] = [
-            {"key": v["key"], "value": v["value"], "variable_type": v["variableType"].lower()} for v in variables
+            {"key": v["key"], "value": v["value"], "variable_type": v["variableType"].lower()}
+            for v in variables
         ]
     try:
         answer = await ctx.gitlab.rest(
-            "POST", "/projects/{id}/pipeline", path_params={"id": encode_project(project.full_path)}, json=body
+            "POST",
+            "/projects/{id}/pipeline",
+            path_params={"id": encode_project(project.full_path)},
+            json=body,
         )
     except GitLabMaybeSent as err:
         raise _create_unknown(
             ctx,
             project.full_path,
             ref,
-            "GitLab did not confirm the pipeline creation (the request failed after it may have reached GitLab)",
+            "GitLab did not confirm the pipeline creation (the request failed after it may have "
+            "reached GitLab)",
             err.request_id,
         ) from None
     except GitLabNotFound:

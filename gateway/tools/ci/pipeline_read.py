@@ -22,8 +22,7 @@ from gateway.gitlab.needs import Need
 from gateway.gitlab.operation import ByPathOrId, GlobalIdNumber, GraphQLData, Operation
 from gateway.gitlab.urls import global_id, is_numeric_id, project_address, project_full_path
 from gateway.tools.arguments import schema_extra, shown
-from gateway.tools.ci.pipeline_address import iid_reader
-from gateway.tools.ci.pipeline_address import PIPELINE_BY_ID
+from gateway.tools.ci.pipeline_address import PIPELINE_BY_ID, iid_reader
 from gateway.tools.ci.pipeline_failures import (
     MAX_FAILURES_PAGE,
     FailedTest,
@@ -328,7 +327,6 @@ async def read_pipeline(
         first=first,
         after=after,
     )
-
 
     def missing() -> ToolError:
         return not_found(

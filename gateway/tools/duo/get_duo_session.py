@@ -385,7 +385,8 @@ long, then call again (or pass wait_seconds, up to 300, to have the gateway wait
 soon as the session stops running). "finished" or "input required" both mean the current turn is \
 complete and include the agent's answer ("input required" is the normal resting state of chat-style \
 sessions). Approval-required statuses will not progress by polling - use approve_duo_agent_action \
-(GitLab's built-in MCP server) instead. Needs GitLab EE 18.4 or later; elsewhere it answers unsupported_by_gitlab."""
+(GitLab's built-in MCP server) instead. Needs GitLab EE 18.4 or later; elsewhere it answers \
+unsupported_by_gitlab."""
 
 TOOLS: list[Tool] = [
     Tool(

@@ -275,7 +275,7 @@ TOOLS: list[Tool] = [
         reference_hint="Or pass project_id, file_path and ref.",
         operations=(
             GET_REPOSITORY_FILE,
-                    GET_REPOSITORY_FILE_EXCLUSIONS,
+            GET_REPOSITORY_FILE_EXCLUSIONS,
             BRANCH_NAMES,
         ),
     )

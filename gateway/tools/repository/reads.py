@@ -105,7 +105,9 @@ GET_REPOSITORY_FILE = Operation(
 )
 #: Before a read served from the content cache: the caller still reads the project's code, and
 #: the project's exclusion rules.
-GET_REPOSITORY_FILE_EXCLUSIONS = Operation("get_repository_file_exclusions", FileAnswer, needs=(EXCLUSION_RULES,))
+GET_REPOSITORY_FILE_EXCLUSIONS = Operation(
+    "get_repository_file_exclusions", FileAnswer, needs=(EXCLUSION_RULES,)
+)
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,8 @@ class BandGitLab:
 def band(request: pytest.FixtureRequest) -> BandGitLab:
     marker = request.node.get_closest_marker("band")
     version, edition = marker.args if marker is not None else (versions.NEWEST, "ee")
-    return BandGitLab(version, edition)
+    assert edition in ("ee", "ce")
+    return BandGitLab(version, "ee" if edition == "ee" else "ce")
 
 
 @pytest.fixture
@@ -113,7 +114,9 @@ async def test_get_pipeline_before_pipeline_by_id_reads_it_by_iid(
     rest = router.get(f"{API}/projects/{ENCODED}/pipelines/{PIPELINE_ID}").respond(
         200, json={"id": PIPELINE_ID, "iid": 17}
     )
-    band.on("getPipeline", {"data": {"project": {"id": "gid://gitlab/Project/1", "pipeline": pipeline_node()}}})
+    band.on(
+        "getPipeline", {"data": {"project": {"id": "gid://gitlab/Project/1", "pipeline": pipeline_node()}}}
+    )
     out = ok(await env.call("get_pipeline", {"project_id": PROJECT, "pipeline_id": PIPELINE_ID}))
     assert (out["id"], out["status"], out["sha"]) == (PIPELINE_ID, "running", SHA)
     assert rest.call_count == 1
@@ -125,7 +128,9 @@ async def test_get_pipeline_before_pipeline_by_id_reads_it_by_iid(
 async def test_get_pipeline_by_iid_says_not_found_for_a_pipeline_rest_does_not_show(
     env: ToolEnv, band: BandGitLab, router: respx.MockRouter
 ) -> None:
-    router.get(f"{API}/projects/{ENCODED}/pipelines/{PIPELINE_ID}").respond(404, json={"message": "404 Not found"})
+    router.get(f"{API}/projects/{ENCODED}/pipelines/{PIPELINE_ID}").respond(
+        404, json={"message": "404 Not found"}
+    )
     err = error(await env.call("get_pipeline", {"project_id": PROJECT, "pipeline_id": PIPELINE_ID}))
     assert err["reason"] == "not_found" and f"Pipeline {PIPELINE_ID} not found" in err["message"]
     assert band.sent == []
@@ -138,7 +143,13 @@ async def test_create_before_pipeline_create_uses_rest_once(
 ) -> None:
     create = router.post(f"{API}/projects/{ENCODED}/pipeline").respond(
         201,
-        json={"id": 99, "iid": 3, "status": "created", "ref": "main", "web_url": f"{GITLAB}/{PROJECT}/-/pipelines/99"},
+        json={
+            "id": 99,
+            "iid": 3,
+            "status": "created",
+            "ref": "main",
+            "web_url": f"{GITLAB}/{PROJECT}/-/pipelines/99",
+        },
     )
     args = {"project_id": PROJECT, "ref": "main", "variables": [{"key": "A", "value": "1"}]}
     out = ok(await env.call("save_pipeline", args), "save_pipeline")
@@ -185,7 +196,9 @@ async def test_a_rest_create_on_an_unknown_ref_says_so_in_gitlabs_words(
 async def test_inputs_before_gitlab_has_them_are_refused_before_anything_is_sent(
     env: ToolEnv, band: BandGitLab
 ) -> None:
-    err = error(await env.call("save_pipeline", {"project_id": PROJECT, "ref": "main", "inputs": {"env": "x"}}))
+    err = error(
+        await env.call("save_pipeline", {"project_id": PROJECT, "ref": "main", "inputs": {"env": "x"}})
+    )
     assert err["reason"] == "unsupported_by_gitlab"
     assert "`inputs` needs GitLab 17.10 or later" in err["message"] and "17.8.1 (EE)" in err["message"]
     assert err["needs"] == "GitLab 17.10 or later" and band.sent == []
@@ -208,15 +221,20 @@ async def test_a_create_refused_as_unknown_reads_the_version_and_creates_with_re
 
 @pytest.mark.band("17.11", "ce")
 @pytest.mark.gitlab_version("17.11.2")
-async def test_cancel_before_the_payload_has_the_pipeline_reads_it_back(env: ToolEnv, band: BandGitLab) -> None:
+async def test_cancel_before_the_payload_has_the_pipeline_reads_it_back(
+    env: ToolEnv, band: BandGitLab
+) -> None:
     project = {"fullPath": PROJECT, "webUrl": f"{GITLAB}/{PROJECT}"}
-    checked = {**project, "pipeline": {"id": f"gid://gitlab/Ci::Pipeline/{PIPELINE_ID}", "status": "RUNNING", "ref": "main"}}
+    running = {"id": f"gid://gitlab/Ci::Pipeline/{PIPELINE_ID}", "status": "RUNNING", "ref": "main"}
+    checked: dict[str, Any] = {**project, "pipeline": running}
     band.on("SavePipelineProject", {"data": {"project": checked}})
     band.on("PipelineCancel", {"data": {"pipelineCancel": {"errors": []}}})
-    read_back = {**checked, "pipeline": {**checked["pipeline"], "status": "CANCELING"}}
+    read_back = {**project, "pipeline": {**running, "status": "CANCELING"}}
     band.on("SavePipelineProject", {"data": {"project": read_back}})
     out = ok(
-        await env.call("save_pipeline", {"project_id": PROJECT, "pipeline_id": PIPELINE_ID, "action": "cancel"}),
+        await env.call(
+            "save_pipeline", {"project_id": PROJECT, "pipeline_id": PIPELINE_ID, "action": "cancel"}
+        ),
         "save_pipeline",
     )
     assert (out["status"], out["ref"]) == ("canceling", "main")
@@ -250,12 +268,29 @@ async def test_get_repository_file_before_commit_by_ref_reads_the_sha_with_rest(
     env: ToolEnv, band: BandGitLab, router: respx.MockRouter
 ) -> None:
     commit = router.get(f"{API}/projects/1/repository/commits/main").respond(200, json={"id": SHA})
-    node = {"path": "a.txt", "rawSize": "3", "rawTextBlob": "hi\n", "storedExternally": False, "externalStorage": None}
+    node = {
+        "path": "a.txt",
+        "rawSize": "3",
+        "rawTextBlob": "hi\n",
+        "storedExternally": False,
+        "externalStorage": None,
+    }
     band.on(
         "GetRepositoryFile",
-        {"data": {"project": {"id": "gid://gitlab/Project/1", "fullPath": PROJECT, "repository": {"empty": False, "blobs": {"nodes": [node]}}}}},
+        {
+            "data": {
+                "project": {
+                    "id": "gid://gitlab/Project/1",
+                    "fullPath": PROJECT,
+                    "repository": {"empty": False, "blobs": {"nodes": [node]}},
+                }
+            }
+        },
     )
-    out = ok(await env.call("get_repository_file", {"project_id": PROJECT, "file_path": "a.txt", "ref": "main"}), "get_repository_file")
+    out = ok(
+        await env.call("get_repository_file", {"project_id": PROJECT, "file_path": "a.txt", "ref": "main"}),
+        "get_repository_file",
+    )
     assert out["content"] == "hi\n" and out["commit_sha"] == SHA
     assert commit.call_count == 1
 
@@ -270,12 +305,17 @@ async def test_the_first_call_learns_the_version_and_the_metric_shows_it(
 ) -> None:
     # Passthrough mode: no start-up check with a token, so the first call asks.
     router.get(f"{API}/projects/{ENCODED}/pipelines/{PIPELINE_ID}").respond(200, json={"iid": 5})
-    band.on("getPipeline", {"data": {"project": {"id": "gid://gitlab/Project/1", "pipeline": pipeline_node()}}})
+    band.on(
+        "getPipeline", {"data": {"project": {"id": "gid://gitlab/Project/1", "pipeline": pipeline_node()}}}
+    )
     ok(await env.call("get_pipeline", {"project_id": PROJECT, "pipeline_id": PIPELINE_ID}))
     assert band.names() == ["InstanceMetadata", "getPipeline"]
-    assert env.metrics.registry.get_sample_value(
-        "gateway_gitlab_info", {"version": "17.5.0-ee", "edition": "ee"}
-    ) == 1.0
+    assert (
+        env.metrics.registry.get_sample_value(
+            "gateway_gitlab_info", {"version": "17.5.0-ee", "edition": "ee"}
+        )
+        == 1.0
+    )
 
 
 @pytest.mark.gitlab_version(None)
@@ -295,7 +335,10 @@ async def test_a_caller_gitlab_tells_nothing_gets_the_newest_documents_and_is_no
         async with httpx.AsyncClient() as http:
             env = ToolEnv(make_settings(gitlab={"token": None}), http)
             for _ in range(2):
-                ok(await env.call("list_pipelines", {"project_id": PROJECT}, credential=ANONYMOUS), "list_pipelines")
+                ok(
+                    await env.call("list_pipelines", {"project_id": PROJECT}, credential=ANONYMOUS),
+                    "list_pipelines",
+                )
     assert version.call_count == 1 and graphql.call_count == 3  # asked once, not on every call
     assert not env.gitlab.instance.info.known
 
@@ -308,7 +351,9 @@ async def test_the_version_is_read_again_after_the_refresh_interval() -> None:
     class Session:
         async def graphql(self, operation: str, variables: Any, *, mutation: bool = False) -> dict[str, Any]:
             asked.append(operation)
-            return {"metadata": {"version": "18.2.1-ee" if len(asked) == 1 else "18.5.0-ee", "enterprise": True}}
+            return {
+                "metadata": {"version": "18.2.1-ee" if len(asked) == 1 else "18.5.0-ee", "enterprise": True}
+            }
 
         async def rest(self, method: str, route: str, **kwargs: Any) -> Any:
             raise AssertionError("GraphQL answered")
