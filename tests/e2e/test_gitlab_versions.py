@@ -14,7 +14,9 @@ gateway serves that band the test passes (XPASS) and the mark can go.
 
 from __future__ import annotations
 
+import asyncio
 import re
+import time
 from typing import Any
 
 import pytest
@@ -62,7 +64,11 @@ def sent(band: Band, field: str, rest_route: str | None = None) -> int:
 
 async def test_start_up_line_names_gitlabs_version(band: Band) -> None:
     shown = versions.version_string(band.version, band.edition).removesuffix("-ee")
-    assert f"GitLab {shown} ({band.edition.upper()}) at " in band.gateway.log()
+    named = f"GitLab {shown} ({band.edition.upper()}) at "
+    deadline = time.monotonic() + 10  # the check runs in the background once the gateway serves
+    while named not in band.gateway.log() and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert named in band.gateway.log()
 
 
 # -- CI ---------------------------------------------------------------------------------------------
