@@ -14,30 +14,16 @@ keeps its own, which only multiplies the budget by the number of replicas.
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import time
 from collections.abc import Callable
 
 from cachetools import TTLCache
 
+from gateway.tools.call_limits import address_key
+
 #: Addresses tracked at once at most (the least recently failing are forgotten first).
 MAX_ADDRESSES = 10_000
-
-
-def address_key(remote: str | None) -> str:
-    """The budget ``remote`` counts against: the address, or its /64 network for IPv6."""
-    if not remote:
-        return "unknown"
-    try:
-        address = ipaddress.ip_address(remote)
-    except ValueError:
-        return remote  # a Unix socket path, for example
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            return str(address.ipv4_mapped)
-        return str(ipaddress.ip_network(f"{address}/64", strict=False))
-    return str(address)
 
 
 class SignInBudget:
