@@ -10,7 +10,7 @@ renders, the others wait for and reuse that answer. The CSRF token, the one thin
 that differs per sign-in, is rendered as :data:`CSRF_PLACEHOLDER` and put in per stream.
 
 A sign-in may hold at most ``console.max_streams_per_session`` streams at once on this replica
-(:class:`StreamSlots`); one more is refused with HTTP 429.
+(``gateway.tools.call_limits.Slots``); one more is refused with HTTP 429.
 """
 
 from __future__ import annotations
@@ -82,26 +82,3 @@ class SharedRendering:
             return await self._render(before, can_act)
         except Exception as err:  # shown by each stream, as its own reading's was
             return err
-
-
-class StreamSlots:
-    """Live streams open per sign-in (its session nonce), at most ``cap`` each."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self._open: dict[str, int] = {}
-
-    def take(self, nonce: str) -> bool:
-        """Take a slot for a stream of sign-in ``nonce``; False when it holds ``cap`` already."""
-        count = self._open.get(nonce, 0)
-        if count >= self.cap:
-            return False
-        self._open[nonce] = count + 1
-        return True
-
-    def give_back(self, nonce: str) -> None:
-        count = self._open.get(nonce, 1) - 1
-        if count > 0:
-            self._open[nonce] = count
-        else:
-            self._open.pop(nonce, None)

@@ -29,10 +29,11 @@ from gateway.broker.errors import BrokerError
 from gateway.broker.store import StoreError
 from gateway.console.auth import CSRF_FIELD, ConsoleAuth, Session
 from gateway.console.forms import read_form
-from gateway.console.live import CSRF_PLACEHOLDER, SharedRendering, StreamSlots
+from gateway.console.live import CSRF_PLACEHOLDER, SharedRendering
 from gateway.console.throttle import SignInBudget
 from gateway.console.views import Renderer, snapshot
 from gateway.observability.metrics import METRICS
+from gateway.tools.call_limits import Slots
 
 if TYPE_CHECKING:
     from gateway.broker.service import BrokerService
@@ -125,7 +126,7 @@ class ConsoleRoutes:
         )
         self._closing = False
         self._live = SharedRendering(self._read_sections, REFRESH_SECONDS)
-        self._slots = StreamSlots(settings.console.max_streams_per_session)
+        self._slots = Slots(settings.console.max_streams_per_session)
 
     def add_routes(self, app: web.Application) -> None:
         """Register every route under ``/broker`` and the shutdown hook that ends live streams."""

@@ -24,16 +24,14 @@ keeps its own, which only multiplies the budgets by the number of replicas.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 
 from cachetools import TTLCache
 
-from gateway.tools.call_limits import address_key
+from gateway.tools.call_limits import FailureWindows, address_key
 
-#: Addresses tracked at once at most (the least recently failing are forgotten first), and
-#: addresses remembered for a successful sign-in.
+#: Addresses remembered for a successful sign-in at most (failing ones: ``FailureWindows``'s bound).
 MAX_ADDRESSES = 10_000
 _ALL = "*"
 
@@ -61,37 +59,25 @@ class SignInBudget:
     ) -> None:
         self._failures = failures
         self._total = total_failures
-        self._window = window_seconds
-        self._clock = clock
-        self._counts: TTLCache[str, tuple[int, float]] = TTLCache(
-            maxsize=MAX_ADDRESSES + 1, ttl=window_seconds, timer=clock
-        )
+        self._counts = FailureWindows(window_seconds, clock)
         self._known: TTLCache[str, bool] = TTLCache(maxsize=MAX_ADDRESSES, ttl=known_seconds, timer=clock)
-
-    def _wait(self, key: str, budget: int) -> int | None:
-        count, last = self._counts.get(key, (0, 0.0))
-        if count < budget:
-            return None
-        return max(1, math.ceil(last + self._window - self._clock()))
 
     def retry_after(self, remote: str | None) -> int | None:
         """Seconds before ``remote`` may try again when a budget it is under is spent, else None."""
         key = address_key(remote)
-        wait = self._wait(key, self._failures)
+        wait = self._counts.wait(key, self._failures)
         if wait is None and self._total is not None and key not in self._known:
-            wait = self._wait(_ALL, self._total)
+            wait = self._counts.wait(_ALL, self._total)
         return wait
 
     def failed(self, remote: str | None) -> None:
         """Count one failed sign-in of ``remote`` (it restarts the address's window and the
         console's)."""
-        now = self._clock()
-        for key in (address_key(remote), _ALL):
-            count, _ = self._counts.get(key, (0, 0.0))
-            self._counts[key] = (count + 1, now)
+        self._counts.failed(address_key(remote))
+        self._counts.failed(_ALL)
 
     def succeeded(self, remote: str | None) -> None:
         """A right token from ``remote``: its earlier mistakes are forgotten, and it is known."""
         key = address_key(remote)
-        self._counts.pop(key, None)
+        self._counts.forget(key)
         self._known[key] = True

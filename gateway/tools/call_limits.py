@@ -62,15 +62,72 @@ def _label(caller: Caller) -> str:
     return caller.agent_id if caller.agent_id is not None else "anonymous"
 
 
+class Slots:
+    """At most ``cap`` of something held at once per key (calls in flight, open streams)."""
+
+    __slots__ = ("_open", "cap")
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self._open: dict[str, int] = {}
+
+    def take(self, key: str) -> bool:
+        """Take a slot of ``key``; False when it holds ``cap`` already."""
+        count = self._open.get(key, 0)
+        if count >= self.cap:
+            return False
+        self._open[key] = count + 1
+        return True
+
+    def give_back(self, key: str) -> None:
+        count = self._open.get(key, 1) - 1
+        if count > 0:
+            self._open[key] = count
+        else:
+            self._open.pop(key, None)
+
+
+class FailureWindows:
+    """Failures per key, each restarting its key's window; a key is forgotten a window after its
+    last failure (at most :data:`MAX_TRACKED` keys, the least recent out first)."""
+
+    def __init__(self, window_seconds: float, clock: Callable[[], float]) -> None:
+        self._window = window_seconds
+        self._clock = clock
+        self._counts: TTLCache[str, tuple[int, float]] = TTLCache(
+            maxsize=MAX_TRACKED, ttl=window_seconds, timer=clock
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self._counts)
+
+    def count(self, key: str) -> int:
+        return self._counts.get(key, (0, 0.0))[0]
+
+    def wait(self, key: str, budget: int) -> int | None:
+        """Whole seconds until ``key`` is under ``budget`` again, or None when it is."""
+        count, last = self._counts.get(key, (0, 0.0))
+        if count < budget:
+            return None
+        return max(1, math.ceil(last + self._window - self._clock()))
+
+    def failed(self, key: str) -> None:
+        count, _ = self._counts.get(key, (0, 0.0))
+        self._counts[key] = (count + 1, self._clock())
+
+    def forget(self, key: str) -> None:
+        self._counts.pop(key, None)
+
+
 class CallsInFlight:
     """GitLab tool calls under way per caller, at most ``cap`` each."""
 
-    __slots__ = ("_cap", "_counts", "_on_limited")
+    __slots__ = ("_cap", "_on_limited", "_slots")
 
     def __init__(self, cap: int, on_limited: Callable[[str], None]) -> None:
         self._cap = cap
         self._on_limited = on_limited
-        self._counts: dict[str, int] = {}
+        self._slots = Slots(cap)
 
     def enter(self, caller: Caller) -> str:
         """Count a call of ``caller`` in; the key to :meth:`leave` with.
@@ -79,8 +136,7 @@ class CallsInFlight:
             ToolError: ``rate_limited``: ``caller`` already has ``cap`` calls under way.
         """
         key = rate_limit_key(caller)
-        count = self._counts.get(key, 0)
-        if count >= self._cap:
+        if not self._slots.take(key):
             self._on_limited(_label(caller))
             raise gateway_refusal(
                 "rate_limited",
@@ -90,15 +146,10 @@ class CallsInFlight:
                 retry_after_seconds=1,
                 limit="gateway_calls_in_flight",
             )
-        self._counts[key] = count + 1
         return key
 
     def leave(self, key: str) -> None:
-        count = self._counts.get(key, 1) - 1
-        if count > 0:
-            self._counts[key] = count
-        else:
-            self._counts.pop(key, None)
+        self._slots.give_back(key)
 
 
 class RejectedTokens:
@@ -119,12 +170,8 @@ class RejectedTokens:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._failures = failures
-        self._window = window_seconds
         self._on_limited = on_limited
-        self._clock = clock
-        self._counts: TTLCache[str, tuple[int, float]] = TTLCache(
-            maxsize=MAX_TRACKED, ttl=window_seconds, timer=clock
-        )
+        self._counts = FailureWindows(window_seconds, clock)
         #: Callers (their rate-limit key: agent and token digest) whose token GitLab accepted
         #: lately: never refused here.
         self._accepted: LRUCache[str, bool] = LRUCache(maxsize=MAX_TRACKED)
@@ -142,17 +189,16 @@ class RejectedTokens:
         """
         if not self._counts or not self._applies(caller):
             return
-        count, last = self._counts.get(source_key(caller), (0, 0.0))
-        if count < self._failures:
-            return
-        if rate_limit_key(caller) in self._accepted:
+        source = source_key(caller)
+        seconds = self._counts.wait(source, self._failures)
+        if seconds is None or rate_limit_key(caller) in self._accepted:
             return
         self._on_limited(_label(caller))
-        seconds = max(1, math.ceil(last + self._window - self._clock()))
         raise gateway_refusal(
             "rate_limited",
-            f"GitLab rejected {count} tokens from this caller lately (HTTP 401), so this gateway sends "
-            "no more untried tokens from it to GitLab for now (limits.passthrough_auth_failures). "
+            f"GitLab rejected {self._counts.count(source)} tokens from this caller lately (HTTP 401), "
+            "so this gateway sends no more untried tokens from it to GitLab for now "
+            "(limits.passthrough_auth_failures). "
             f"Send a valid GitLab token (PRIVATE-TOKEN), and retry after {seconds} second"
             f"{'s' if seconds != 1 else ''}.",
             retry_after_seconds=seconds,
@@ -164,9 +210,7 @@ class RejectedTokens:
         if not self._applies(caller):
             return
         self._accepted.pop(rate_limit_key(caller), None)
-        key = source_key(caller)
-        count, _ = self._counts.get(key, (0, 0.0))
-        self._counts[key] = (count + 1, self._clock())
+        self._counts.failed(source_key(caller))
 
     def accepted(self, caller: Caller) -> None:
         """GitLab answered ``caller``'s call: its token is good."""
