@@ -37,6 +37,9 @@ class GitLabCall:
     content: bytes | None = None
     #: Request headers of this call's own (``Range`` on a ranged read), beside the client's.
     headers: Mapping[str, str] | None = None
+    #: The most body bytes read from the answer, decoded (None: the transport's own bound,
+    #: ``MAX_ANSWER_BYTES``); a route whose honest answers are small says so.
+    max_bytes: int | None = None
     #: Attempts sent so far (counted only while tracing, for ``http.request.resend_count``).
     attempts: int = 0
 

@@ -68,6 +68,10 @@ MAX_DIRECTORY_BYTES = 20 * 1024 * 1024
 #: GitLab's largest page (``per_page``), and the most tree pages read for one call.
 TREE_PAGE_SIZE = 100
 MAX_TREE_PAGES = 10
+#: The most of one tree page read (decoded): 100 entries are a few KB to a few hundred; a GitLab
+#: or proxy that sends more (a compressed answer that decodes to millions of entries) gets an
+#: upstream error naming the bound, not gigabytes of memory.
+MAX_TREE_PAGE_BYTES = 4 * 1024 * 1024
 #: The most paths read when a path is missing (files of its name are found among all of them),
 #: the nearest ones named, and the bounds of the similarity (:func:`closest`): paths compared,
 #: characters of each compared, and paths given difflib's quadratic ``ratio``. A crafted listing
@@ -270,7 +274,11 @@ async def _tree(
     if directory:
         params["path"] = directory
     answer = await ctx.gitlab.rest(
-        "GET", TREE_ROUTE, path_params={"id": encode_project(project), "job_id": job.id}, params=params
+        "GET",
+        TREE_ROUTE,
+        path_params={"id": encode_project(project), "job_id": job.id},
+        params=params,
+        max_bytes=MAX_TREE_PAGE_BYTES,
     )
     if not isinstance(answer, list):
         raise GitLabUpstreamError("GitLab's artifacts tree answered something other than a list of entries.")

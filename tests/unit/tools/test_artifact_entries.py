@@ -413,3 +413,16 @@ async def test_the_nearest_paths_are_compared_off_the_event_loop(
     args = {"project_id": PROJECT, "job_id": 5024, "artifact_path": "integration.log"}
     assert error(await env.call("get_artifact_file", args))["kind"] == "file_not_found"
     assert threads and threads[0] is not threading.main_thread()
+
+
+async def test_a_tree_page_past_its_bound_is_an_upstream_error_naming_it(
+    env: ToolEnv, router: respx.MockRouter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A hostile GitLab or proxy ignoring per_page: the page is cut at its bound, never decoded.
+    monkeypatch.setattr(artifact_entries, "MAX_TREE_PAGE_BYTES", 64 * 1024)
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+    flood = b"[" + b"{}," * 40_000 + b"{}]"
+    router.get(url__startswith=TREE_URL).mock(return_value=httpx.Response(200, content=flood))
+    err = error(await env.call("get_job", listing()))
+    assert err["reason"] == "upstream_error"
+    assert "larger than 0.0625 MiB" in err["message"] and "reads no more than that" in err["message"]
