@@ -150,7 +150,7 @@ class ConsoleRoutes:
         except KeyError:
             broker = None
         if broker is None:
-            raise BrokerClosed
+            raise BrokerClosed("the broker is not open (the gateway is starting or stopping)")
         return broker
 
     async def _session(self, request: web.Request) -> Session | None:
@@ -391,7 +391,7 @@ class ConsoleRoutes:
             version = broker.feed.version
             try:
                 sections, state = await self._live.sections(version, before, session.can_act, csrf)
-            except (BrokerError, StoreError) as err:
+            except (BrokerError, StoreError, BrokerClosed) as err:
                 await response.write(f"event: problem\ndata: {json.dumps(str(err))}\n\n".encode())
             else:
                 changed = {k: v for k, v in sections.items() if shown.get(k) != v}
