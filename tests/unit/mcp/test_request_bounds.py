@@ -182,3 +182,14 @@ async def test_rotated_passthrough_tokens_stop_reaching_gitlab_but_a_good_one_st
     assert refusals == ["unauthorized"] * 3 + ["gateway_passthrough_auth_failures"] * 3
     # A token GitLab accepted lately, from the same address, is never locked out.
     assert not (await call(good)).get("isError")
+
+
+async def test_each_call_of_a_batch_counts_against_the_rate_limit_as_a_single_call(
+    mcp_factory: MakeMcp,
+) -> None:
+    counter = Counter()
+    client = await old_session(mcp_factory, counter, limits={"calls_per_second": 0.1, "burst": 3})
+    answers = await (await client.post(calls(10), headers=OLD)).json()  # type: ignore[arg-type]
+    refused = [a["result"]["structuredContent"]["error"] for a in answers if a["result"].get("isError")]
+    assert counter.ran == 3 and len(refused) == 7  # the burst, then refusals: not ten GitLab calls
+    assert {e["limit"] for e in refused} == {"gateway_agent_calls"}
