@@ -20,7 +20,7 @@ Handlers never return stack traces; unexpected exceptions are turned into a gene
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 Reason = Literal[
     "bad_request",
@@ -32,15 +32,7 @@ Reason = Literal[
     "unsupported_by_gitlab",
 ]
 
-REASONS: tuple[Reason, ...] = (
-    "bad_request",
-    "unauthorized",
-    "not_found",
-    "rate_limited",
-    "conflict",
-    "upstream_error",
-    "unsupported_by_gitlab",
-)
+REASONS: tuple[Reason, ...] = get_args(Reason)
 
 
 class ToolError(Exception):

@@ -109,6 +109,21 @@ async def test_a_gitlab_that_accepts_the_token_is_ready(readyz: Readyz, gitlab: 
     assert gitlab.requests[-1].headers["PRIVATE-TOKEN"] == TOKEN
 
 
+@pytest.mark.gitlab_version(None)
+async def test_readyz_names_the_version_and_edition_gitlab_told(readyz: Readyz, gitlab: GitLab) -> None:
+    gitlab.answer = httpx.Response(
+        200,
+        json={
+            "data": {
+                "currentUser": {"username": "alice"},
+                "metadata": {"version": "17.5.2-ee", "enterprise": True},
+            }
+        },
+    )
+    _, body = await readyz()
+    assert (body["gitlab"]["version"], body["gitlab"]["edition"]) == ("17.5.2-ee", "ee")
+
+
 async def test_checked_at_is_iso_8601_utc_like_the_brokers_times(readyz: Readyz) -> None:
     before = datetime.now(UTC).replace(microsecond=0)
     _, body = await readyz()
