@@ -25,6 +25,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 from gateway import __version__
 
+#: Labels that say who called, after a metric's own (``gateway.mcp.protocol.telemetry.CallerLabels``
+#: gives their values): the agent, from the configured agents only. A ``user`` label joins here
+#: once people sign in.
+CALLER_LABELS = ("agent",)
+#: The agent label of every caller that is not a configured agent (no client token, no or an
+#: unknown ``X-Agent-Id``): one bucket, so nothing a caller sends adds a series.
+ANONYMOUS_AGENT = "anonymous"
+
 #: Seconds; the same buckets inbound (tool calls) and upstream (GitLab) so the two compare.
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -76,8 +84,9 @@ class Metrics:
             "gateway_tool_calls_total",
             "tools/call by tool, outcome (ok, or the error reason) and source: gateway when the "
             "gateway refused the call by its own policy (toolsets, per-agent rate limit, no "
-            "passthrough token), tool for the tool's own answer (GitLab's or the broker's)",
-            ["tool", "outcome", "source"],
+            "passthrough token), tool for the tool's own answer (GitLab's or the broker's); and agent: "
+            "the caller's configured agent id, else anonymous",
+            ["tool", "outcome", "source", *CALLER_LABELS],
             registry=r,
         )
         self.rate_limited = Counter(

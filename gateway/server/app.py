@@ -52,7 +52,9 @@ def create_app(
     """
     server = settings.server
     metrics = Metrics()
-    telemetry = Telemetry(metrics)
+    # The agent label's values: the broker's agents and the client tokens' (a closed set).
+    agents = dict.fromkeys([*settings.broker.agents, *(c.agent_id for c in settings.client_tokens)])
+    telemetry = Telemetry(metrics, agents=agents)
     app = web.Application(
         client_max_size=server.max_request_bytes,
         middlewares=mcp_middlewares(settings, telemetry),
