@@ -127,6 +127,18 @@ class Metrics:
             ["operation"],
             registry=r,
         )
+        # Set by the gateway's own check (``gateway.server.health``), every 15 s and with no traffic.
+        self.gitlab_reachable = Gauge(
+            "gateway_gitlab_reachable",
+            "1 when the gateway's last check of GitLab got GitLab's answer (even refusing the token), "
+            "0 when it got none, a 5xx or a 429 (checked every 15 s)",
+            registry=r,
+        )
+        self.gitlab_checked = Gauge(
+            "gateway_gitlab_last_check_timestamp_seconds",
+            "Unix time of the gateway's last check of GitLab",
+            registry=r,
+        )
         self.gitlab_rate_limit_wait = Counter(
             "gateway_gitlab_rate_limit_wait_seconds_total",
             "Seconds spent waiting on GitLab's Retry-After",

@@ -9,12 +9,19 @@ broker with GitLab down, every pod shares the same GitLab and token (failing the
 restarts nothing into health), and once GitLab has answered, the URL is known to be right.
 The broker's database is asked ``SELECT 1`` at each probe, beside GitLab: one that fails is
 reported (``state_store: "unreachable"`` and why) and, for the same reasons, leaves the pod ready.
+
+A running gateway also asks on its own (:func:`watch_gitlab`, every :data:`GITLAB_PROBE_SECONDS`),
+so ``gateway_gitlab_reachable`` stays fresh with no agent calling and no probe of Kubernetes:
+an alert on it needs no traffic. Each change of GitLab's state (reachable to unreachable and
+back) is one WARNING line, and each change of ``/readyz``'s status too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -24,10 +31,16 @@ from gateway.gitlab.startup_check import GitLabCheck, check_gitlab
 from gateway.observability.logging import redact
 from gateway.server.services import SERVICES, Services
 
+log = logging.getLogger("gateway")
+
 #: Seconds a GitLab check is reused: probes every few seconds send GitLab one request per period.
 GITLAB_CHECK_TTL = 30.0
 #: Seconds the check may take: within the readiness probe's own timeout (5 s in ``deploy/``).
 GITLAB_CHECK_TIMEOUT = 3.0
+#: Seconds between the gateway's own checks (:func:`watch_gitlab`): one small GraphQL query per
+#: period and replica, so that an outage shows on ``gateway_gitlab_reachable`` within this time
+#: plus a scrape, and the shipped alert fires within two minutes (``deploy/prometheus``).
+GITLAB_PROBE_SECONDS = 15.0
 
 
 @dataclass
@@ -39,6 +52,8 @@ class _Readiness:
     checked_mono: float = 0.0  # time.monotonic(), for the TTL
     #: GitLab once answered as GitLab (even refusing the token): the URL is right.
     seen_gitlab: bool = False
+    #: ``/readyz``'s last status (``ready`` / ``not_ready``), None before its first answer.
+    status: str | None = None
 
 
 _READINESS = web.AppKey("readiness", _Readiness)
@@ -95,7 +110,21 @@ async def readyz(request: web.Request) -> web.Response:
     elif found.state == "not_gitlab" and not readiness.seen_gitlab:
         body.update(status="not_ready", reason=found.line)
     body["gitlab"] = gitlab
+    _say_status(readiness, body)
     return web.json_response(body, status=200 if body["status"] == "ready" else 503)
+
+
+def _say_status(readiness: _Readiness, body: dict[str, object]) -> None:
+    """One line when ``/readyz`` turns (ready to not ready, or back): what the orchestrator
+    acts on is in the log, with why."""
+    status = str(body["status"])
+    before, readiness.status = readiness.status, status
+    if before is None or before == status:
+        return
+    if status == "ready":
+        log.warning("readiness: ready again (/readyz answers 200)")
+    else:
+        log.warning("readiness: not ready (/readyz answers 503): %s", body.get("reason"))
 
 
 def setup(app: web.Application, *, share_with: web.Application | None = None) -> None:
@@ -110,8 +139,35 @@ def setup(app: web.Application, *, share_with: web.Application | None = None) ->
     app.router.add_get("/readyz", readyz)
 
 
-async def _check(readiness: _Readiness, services: Services) -> GitLabCheck:
-    if readiness.found is not None and time.monotonic() - readiness.checked_mono < GITLAB_CHECK_TTL:
+def watch_gitlab(app: web.Application, seconds: float = GITLAB_PROBE_SECONDS) -> None:
+    """Check GitLab every ``seconds`` while ``app`` runs (``/readyz`` then reuses the last check).
+
+    ``gateway.__main__`` adds it; in-process tests leave it out, so no request reaches their
+    GitLab at a moment they do not control.
+    """
+
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        readiness = app[_READINESS]
+
+        async def run() -> None:
+            while True:
+                await _check(readiness, app[SERVICES], fresh=True)
+                await asyncio.sleep(seconds)
+
+        task = asyncio.create_task(run(), name="gitlab-watch")
+        yield
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    app.cleanup_ctx.append(ctx)
+
+
+async def _check(readiness: _Readiness, services: Services, *, fresh: bool = False) -> GitLabCheck:
+    if (
+        not fresh
+        and readiness.found is not None
+        and time.monotonic() - readiness.checked_mono < GITLAB_CHECK_TTL
+    ):
         return readiness.found
     settings = services.settings.gitlab
     token = settings.token.get_secret_value() if settings.token else None
@@ -121,6 +177,15 @@ async def _check(readiness: _Readiness, services: Services) -> GitLabCheck:
         passthrough=settings.credential_mode == "passthrough",
         seconds=GITLAB_CHECK_TIMEOUT,
     )
+    before = readiness.found
     readiness.found, readiness.checked_at, readiness.checked_mono = found, time.time(), time.monotonic()
     readiness.seen_gitlab = readiness.seen_gitlab or found.reachable
+    services.metrics.gitlab_reachable.set(1 if found.reachable else 0)
+    services.metrics.gitlab_checked.set(readiness.checked_at)
+    # The first check is the start-up line's to tell; a change after it is said here, once.
+    if before is not None and before.reachable != found.reachable:
+        if found.reachable:
+            log.warning("GitLab is reachable again: %s", found.line)
+        else:
+            log.warning("GitLab became unreachable: %s", found.line)
     return found

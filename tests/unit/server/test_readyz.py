@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -68,10 +70,17 @@ class Readyz:
 
     client: TestClient[Any, Any]
     broker: Broker
+    metrics: Metrics
 
     async def __call__(self) -> tuple[int, dict[str, Any]]:
         response = await self.client.get("/readyz")
         return response.status, await response.json()
+
+
+@pytest.fixture
+def watch_every() -> float | None:
+    """Seconds between the gateway's own checks of GitLab (None: it does not check on its own)."""
+    return None
 
 
 @pytest.fixture
@@ -80,6 +89,7 @@ async def readyz(
     make_settings: Callable[..., Settings],
     gitlab: GitLab,
     monkeypatch: pytest.MonkeyPatch,
+    watch_every: float | None,
 ) -> AsyncIterator[Readyz]:
     """A ``/readyz`` that asks GitLab at each call (no 30 s reuse)."""
     monkeypatch.setattr(health, "GITLAB_CHECK_TTL", 0.0)
@@ -88,6 +98,8 @@ async def readyz(
     async with httpx.AsyncClient(transport=httpx.MockTransport(gitlab)) as gitlab_http:
         app = web.Application()
         health.setup(app)
+        if watch_every is not None:
+            health.watch_gitlab(app, watch_every)
         app[SERVICES] = Services(
             settings=settings,
             gitlab=GitLabClient(settings.gitlab, metrics=metrics, http=gitlab_http),
@@ -95,7 +107,7 @@ async def readyz(
             metrics=metrics,
             broker=cast(Any, broker),
         )
-        yield Readyz(await aiohttp_client(app), broker)
+        yield Readyz(await aiohttp_client(app), broker, metrics)
 
 
 async def test_a_gitlab_that_accepts_the_token_is_ready(readyz: Readyz, gitlab: GitLab) -> None:
@@ -196,3 +208,59 @@ async def test_a_database_that_does_not_answer_is_reported_and_the_pod_stays_rea
     status, body = await readyz()
     assert (status, body["state_store"]) == (200, "open")
     assert "state_store_reason" not in body
+
+
+def _reachable(metrics: Metrics) -> float | None:
+    return metrics.registry.get_sample_value("gateway_gitlab_reachable")
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    while not condition():
+        await asyncio.sleep(0.005)
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize("watch_every", [0.01])
+async def test_an_outage_shows_on_the_gauge_and_in_the_log_without_any_traffic(
+    readyz: Readyz, gitlab: GitLab, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="gateway")
+    # Nobody asks /readyz or calls a tool: the gateway checks on its own.
+    await _until(lambda: _reachable(readyz.metrics) == 1 and len(gitlab.requests) >= 2)
+    checked = readyz.metrics.registry.get_sample_value("gateway_gitlab_last_check_timestamp_seconds")
+    assert checked is not None and checked > 0
+    assert _warnings(caplog) == []  # steady: nothing to say
+
+    gitlab.answer = httpx.ConnectError("connection refused")
+    await _until(lambda: _reachable(readyz.metrics) == 0)
+    seen = len(gitlab.requests)
+    await _until(lambda: len(gitlab.requests) >= seen + 3)  # still down: said once
+    down = _warnings(caplog)
+    assert len(down) == 1
+    assert down[0].startswith(f"GitLab became unreachable: Could not connect to GitLab at {GITLAB}")
+
+    gitlab.answer = _graphql("alice")
+    await _until(lambda: _reachable(readyz.metrics) == 1)
+    back = _warnings(caplog)[1:]
+    assert back == [f"GitLab is reachable again: GitLab 18.2.1 at {GITLAB}: reachable, token accepted (user alice)"]
+    assert all(TOKEN not in line for line in _warnings(caplog))
+
+
+async def test_a_readiness_flip_is_logged_both_ways(readyz: Readyz, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="gateway")
+    assert (await readyz())[0] == 200
+    assert (await readyz())[0] == 200
+    assert _warnings(caplog) == []
+    readyz.broker.open = False
+    assert (await readyz())[0] == 503
+    assert (await readyz())[0] == 503
+    readyz.broker.open = True
+    assert (await readyz())[0] == 200
+    assert _warnings(caplog) == [
+        "readiness: not ready (/readyz answers 503): the broker's database is closed: the gateway is "
+        "stopping, or lost it (see the log)",
+        "readiness: ready again (/readyz answers 200)",
+    ]
