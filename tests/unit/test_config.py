@@ -353,7 +353,11 @@ def test_a_generated_session_key_is_reported_once_at_info_when_a_session_opens(
     from gateway.mcp.http.sessions import SessionSealer
 
     def said() -> list[str]:
-        return [r.levelname for r in caplog.records if "sealed with a key generated for this process" in r.getMessage()]
+        return [
+            r.levelname
+            for r in caplog.records
+            if "sealed with a key generated for this process" in r.getMessage()
+        ]
 
     with caplog.at_level("DEBUG", logger="gateway"):
         sealer = SessionSealer(key=None, ttl_seconds=60)

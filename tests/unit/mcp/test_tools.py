@@ -166,7 +166,10 @@ async def test_hidden_tool_call_is_refused_as_unknown_saying_which_setting_hides
             "GATEWAY_READ_ONLY or read_only in its config file): restart it without that to use this tool."
         )
     text = await (await client.client.get("/metrics")).text()
-    assert 'gateway_tool_calls_total{agent="anonymous",outcome="unauthorized",source="gateway",tool="write"} 2.0' in text
+    assert (
+        'gateway_tool_calls_total{agent="anonymous",outcome="unauthorized",source="gateway",tool="write"} 2.0'
+        in text
+    )
 
 
 async def test_tool_outside_served_toolsets_is_refused(mcp_factory: MakeMcp) -> None:
@@ -196,7 +199,10 @@ async def test_tool_error_is_an_is_error_result(mcp: Mcp) -> None:
         "isError": True,
     }
     text = await (await mcp.client.get("/metrics")).text()
-    assert 'gateway_tool_calls_total{agent="anonymous",outcome="conflict",source="tool",tool="refuse"} 1.0' in text
+    assert (
+        'gateway_tool_calls_total{agent="anonymous",outcome="conflict",source="tool",tool="refuse"} 1.0'
+        in text
+    )
 
 
 async def test_handler_crash_is_32603_logged_without_trace_to_client(
@@ -219,7 +225,10 @@ async def test_handler_crash_is_32603_logged_without_trace_to_client(
     assert crash_logs[0].request_id == "rq-9"  # type: ignore[attr-defined]
     assert "secret internals" in str(crash_logs[0].exc_info[1])  # type: ignore[index]
     text = await (await mcp.client.get("/metrics")).text()
-    assert 'gateway_tool_calls_total{agent="anonymous",outcome="internal_error",source="tool",tool="crash"} 1.0' in text
+    assert (
+        'gateway_tool_calls_total{agent="anonymous",outcome="internal_error",source="tool",tool="crash"} 1.0'
+        in text
+    )
     assert 'gateway_mcp_requests_total{method="tools/call",outcome="error"} 1.0' in text
 
 

@@ -62,7 +62,10 @@ async def test_pm_token_limited_to_broker_sees_the_18_broker_tools_only(mcp_fact
     )
     assert client.gitlab_requests == []  # refused before anything reached GitLab
     text = await (await client.client.get("/metrics")).text()
-    assert 'gateway_tool_calls_total{agent="pm",outcome="unauthorized",source="gateway",tool="get_pipeline"} 1.0' in text
+    assert (
+        'gateway_tool_calls_total{agent="pm",outcome="unauthorized",source="gateway",tool="get_pipeline"} 1.0'
+        in text
+    )
 
 
 async def test_same_gateway_shows_the_reviewer_ci_and_repository_read_only(mcp_factory: MakeMcp) -> None:

@@ -195,3 +195,37 @@ async def test_one_access_line_per_mcp_request_at_info(
     assert line["duration_ms"] > 0
     assert (line["gitlab_requests"], line["gitlab"]) == (2, "get_pipeline:503 get_pipeline:200")
     assert "glpat-service0123456789" not in capture.text
+
+
+async def test_a_call_gitlab_failed_is_a_warning_with_the_advice_whole(
+    aiohttp_client: Any,
+    make_settings: Callable[..., Settings],
+    at_head: Callable[[Settings], Settings],
+    capture_logs: Callable[..., LogCapture],
+) -> None:
+    settings = make_settings(gitlab={"url": GITLAB, "token": "glpat-service0123456789", "retry_attempts": 2})
+    capture = capture_logs(format="json", level="INFO", secrets=secrets_of(settings))
+    async with httpx.AsyncClient() as gitlab_http:
+        app = create_app(at_head(settings), services=partial(build_services, gitlab_http=gitlab_http))
+        client = Mcp(await aiohttp_client(app), app)
+        await client.initialize()
+        with respx.mock(base_url=GITLAB) as gitlab:
+            gitlab.post("/api/graphql").mock(side_effect=httpx.ConnectError("connection refused"))
+            before = len(capture.lines)
+            answer = await client.rpc(
+                "tools/call", {"name": "get_pipeline", "arguments": {"id": "grp/proj", "pipeline_id": 7}}
+            )
+    error = answer["result"]["structuredContent"]["error"]
+    assert error["reason"] == "upstream_error"
+    records = capture.records()[before:]
+    (line,) = [r for r in records if r["message"] == "mcp request"]
+    # GitLab failing is what an operator acts on: WARNING, not INFO.
+    assert (line["level"], line["outcome"], line["gitlab"]) == (
+        "WARNING",
+        "upstream_error",
+        "get_pipeline:ConnectError get_pipeline:ConnectError",
+    )
+    # The retry line keeps GitLab's reason whole, advice included, however long.
+    (retry,) = [r for r in records if r["message"] == "retrying GitLab request"]
+    assert "more characters]" not in retry["reason"]
+    assert retry["reason"].endswith("(its status page; for gitlab.com https://status.gitlab.com).")

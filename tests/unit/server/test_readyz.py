@@ -245,7 +245,9 @@ async def test_an_outage_shows_on_the_gauge_and_in_the_log_without_any_traffic(
     gitlab.answer = _graphql("alice")
     await _until(lambda: _reachable(readyz.metrics) == 1)
     back = _warnings(caplog)[1:]
-    assert back == [f"GitLab is reachable again: GitLab 18.2.1 at {GITLAB}: reachable, token accepted (user alice)"]
+    assert back == [
+        f"GitLab is reachable again: GitLab 18.2.1 at {GITLAB}: reachable, token accepted (user alice)"
+    ]
     assert all(TOKEN not in line for line in _warnings(caplog))
 
 
