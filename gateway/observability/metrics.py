@@ -127,6 +127,12 @@ class Metrics:
             ["operation"],
             registry=r,
         )
+        self.ready = Gauge(
+            "gateway_ready",
+            "1 when /readyz answers ready, 0 when not ready (its last answer, or the gateway's own "
+            "check every 15 s)",
+            registry=r,
+        )
         # Set by the gateway's own check (``gateway.server.health``), every 15 s and with no traffic.
         self.gitlab_reachable = Gauge(
             "gateway_gitlab_reachable",

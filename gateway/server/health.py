@@ -11,8 +11,8 @@ The broker's database is asked ``SELECT 1`` at each probe, beside GitLab: one th
 reported (``state_store: "unreachable"`` and why) and, for the same reasons, leaves the pod ready.
 
 A running gateway also asks on its own (:func:`watch_gitlab`, every :data:`GITLAB_PROBE_SECONDS`),
-so ``gateway_gitlab_reachable`` stays fresh with no agent calling and no probe of Kubernetes:
-an alert on it needs no traffic. Each change of GitLab's state (reachable to unreachable and
+so ``gateway_gitlab_reachable`` and ``gateway_ready`` stay fresh with no agent calling and no
+probe of Kubernetes: an alert on them needs no traffic. Each change of GitLab's state (reachable to unreachable and
 back) is one WARNING line, and each change of ``/readyz``'s status too.
 """
 
@@ -78,16 +78,21 @@ async def readyz(request: web.Request) -> web.Response:
         return web.json_response(
             {"status": "not_ready", "state_store": "closed", "reason": reason}, status=503
         )
-    readiness = request.app[_READINESS]
+    body = await _readiness(request.app[_READINESS], services)
+    return web.json_response(body, status=200 if body["status"] == "ready" else 503)
+
+
+async def _readiness(readiness: _Readiness, services: Services, *, fresh: bool = False) -> dict[str, object]:
+    """``/readyz``'s body; its status is also set on ``gateway_ready`` and a change is logged."""
     broker_open = services.broker is not None and services.broker.is_open()
     store_failure: str | None = None
     if broker_open:
         assert services.broker is not None
         found, store_failure = await asyncio.gather(
-            _check(readiness, services), services.broker.database_failure(GITLAB_CHECK_TIMEOUT)
+            _check(readiness, services, fresh=fresh), services.broker.database_failure(GITLAB_CHECK_TIMEOUT)
         )
     else:
-        found = await _check(readiness, services)
+        found = await _check(readiness, services, fresh=fresh)
     gitlab: dict[str, object] = {
         "url": redact(services.gitlab.base.url),
         "reachable": found.reachable,
@@ -110,8 +115,9 @@ async def readyz(request: web.Request) -> web.Response:
     elif found.state == "not_gitlab" and not readiness.seen_gitlab:
         body.update(status="not_ready", reason=found.line)
     body["gitlab"] = gitlab
+    services.metrics.ready.set(1 if body["status"] == "ready" else 0)
     _say_status(readiness, body)
-    return web.json_response(body, status=200 if body["status"] == "ready" else 503)
+    return body
 
 
 def _say_status(readiness: _Readiness, body: dict[str, object]) -> None:
@@ -151,7 +157,7 @@ def watch_gitlab(app: web.Application, seconds: float = GITLAB_PROBE_SECONDS) ->
 
         async def run() -> None:
             while True:
-                await _check(readiness, app[SERVICES], fresh=True)
+                await _readiness(readiness, app[SERVICES], fresh=True)
                 await asyncio.sleep(seconds)
 
         task = asyncio.create_task(run(), name="gitlab-watch")

@@ -49,6 +49,7 @@ REQUIRED = {
     "broker_agent_waiting": ("gateway_broker_agent_waiting", "gauge", ["agent"]),
     "gitlab_rate_limited": ("gateway_gitlab_rate_limited", "counter", ["operation"]),
     "gitlab_reachable": ("gateway_gitlab_reachable", "gauge", []),
+    "ready": ("gateway_ready", "gauge", []),
     "gitlab_checked": ("gateway_gitlab_last_check_timestamp_seconds", "gauge", []),
     "console_sign_ins_failed": ("gateway_console_sign_ins_failed", "counter", ["reason"]),
     "build_info": ("gateway_build", "info", []),

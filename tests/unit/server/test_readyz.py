@@ -240,6 +240,8 @@ async def test_an_outage_shows_on_the_gauge_and_in_the_log_without_any_traffic(
     await _until(lambda: len(gitlab.requests) >= seen + 3)  # still down: said once
     down = _warnings(caplog)
     assert len(down) == 1
+    # GitLab down leaves the pod ready (the broker tools still work): no readiness flip to say.
+    assert readyz.metrics.registry.get_sample_value("gateway_ready") == 1
     assert down[0].startswith(f"GitLab became unreachable: Could not connect to GitLab at {GITLAB}")
 
     gitlab.answer = _graphql("alice")
@@ -259,6 +261,7 @@ async def test_a_readiness_flip_is_logged_both_ways(readyz: Readyz, caplog: pyte
     readyz.broker.open = False
     assert (await readyz())[0] == 503
     assert (await readyz())[0] == 503
+    assert readyz.metrics.registry.get_sample_value("gateway_ready") == 0
     readyz.broker.open = True
     assert (await readyz())[0] == 200
     assert _warnings(caplog) == [
@@ -266,3 +269,4 @@ async def test_a_readiness_flip_is_logged_both_ways(readyz: Readyz, caplog: pyte
         "stopping, or lost it (see the log)",
         "readiness: ready again (/readyz answers 200)",
     ]
+    assert readyz.metrics.registry.get_sample_value("gateway_ready") == 1
