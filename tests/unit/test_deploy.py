@@ -242,6 +242,34 @@ def test_promtool_checks_and_tests_the_alerting_rules() -> None:
         assert rule["labels"]["severity"] in ("critical", "warning"), name
 
 
+def _minutes(text: str) -> float:
+    """``7m``, ``6m15s`` → minutes."""
+    minutes, _, seconds = text.partition("m")
+    return float(minutes) + float(seconds.rstrip("s") or 0) / 60
+
+
+@pytest.mark.spawns_process(reason="runs promtool test rules")
+def test_an_outage_and_a_runaway_agent_raise_their_alerts_within_two_minutes() -> None:
+    promtool = _tool("promtool")
+    timing = ALERTS.with_name("alerts_timing_test.yml")
+    # At the shipped pace: the scrape configuration's interval is the test's.
+    spec = yaml.safe_load(timing.read_text())
+    shipped = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())["global"]
+    assert spec["evaluation_interval"] == shipped["evaluation_interval"] == "15s"
+    result = subprocess.run(
+        [promtool, "test", "rules", str(timing)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    fired = {
+        case["alertname"]: _minutes(case["eval_time"])
+        for test in spec["tests"]
+        for case in test["alert_rule_test"]
+        if case["exp_alerts"]
+    }
+    # Each trouble begins at 5m in the file: each alert is asserted firing by 7m.
+    assert fired == {"GitLabMcpGatewayGitLabUnreachable": 7.0, "GitLabMcpGatewayAgentCallRateHigh": 7.0}
+
+
 def test_alerting_rules_only_query_existing_metrics() -> None:
     exprs = [r["expr"] for g in yaml.safe_load(ALERTS.read_text())["groups"] for r in g["rules"]]
     used = {name for expr in exprs for name in re.findall(r"\bgateway_[a-z0-9_]+", expr)}
