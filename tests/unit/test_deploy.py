@@ -336,8 +336,31 @@ def test_grafana_dashboard_only_queries_existing_metrics() -> None:
         "gateway_broker_agent_waiting",
         "gateway_broker_database_up",
         "gateway_rate_limited_total",
+        "gateway_gitlab_reachable",
+        "gateway_ready",
     ):
         assert family in used, family
+
+
+def test_grafana_dashboard_opens_on_health_then_who_is_using_it() -> None:
+    dashboard = json.loads((DEPLOY / "grafana" / "gitlab-mcp-gateway.json").read_text())
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for panel in dashboard["panels"]:
+        if panel["type"] == "row":
+            current = rows.setdefault(panel["title"], [])
+        else:
+            current.append(panel)
+    assert list(rows)[:2] == ["Health", "Who is using it"]
+    health = {p["title"]: p["targets"][0]["expr"] for p in rows["Health"]}
+    assert list(health) == ["Up", "Ready", "GitLab reachable", "Broker database"]
+    assert [re.search(r"\(([a-z_]+)\{", e).group(1) for e in health.values()] == [  # type: ignore[union-attr]
+        "up",
+        "gateway_ready",
+        "gateway_gitlab_reachable",
+        "gateway_broker_database_up",
+    ]
+    who = [t["expr"] for p in rows["Who is using it"] for t in p["targets"]]
+    assert any(e.startswith("sum by (agent) (rate(gateway_tool_calls_total") for e in who)
 
 
 def test_grafana_dashboard_shape() -> None:
