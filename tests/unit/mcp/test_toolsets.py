@@ -199,3 +199,17 @@ async def test_the_documented_agents_example_gives_each_role_its_tools(
     assert await as_agent(client, secrets["pm"]) == BROKER
     assert await as_agent(client, secrets["dev"]) == CI_AND_REPOSITORY + BROKER
     assert await as_agent(client, secrets["reviewer"]) == READ_ONLY_CI_AND_REPOSITORY
+
+
+async def test_an_agent_calling_gitlab_tools_only_is_connected_not_away(mcp_factory: MakeMcp) -> None:
+    client = await gateway(mcp_factory)
+    await as_agent(client, REVIEWER_TOKEN)
+    # The reviewer only reads GitLab (here GitLab answers 503): no broker tool called.
+    answer = (await client.call("get_pipeline", {"id": "g/p", "pipeline_id": 1}))["result"]
+    assert answer["isError"] is True and client.gitlab_requests
+    pm = Mcp(client.client, client.app)
+    await as_agent(pm, PM_TOKEN)
+    status = (await pm.call("get_pipeline_status", {}))["result"]["structuredContent"]
+    reviewer = status["agents"]["reviewer"]
+    assert reviewer["connected"] is True and reviewer["lastSeen"] is not None
+    assert status["agents"]["dev"] == {"connected": False, "lastSeen": None}
