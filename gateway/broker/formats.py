@@ -61,6 +61,13 @@ def seconds_since(at: str | None, now: float) -> float | None:
     return max(0.0, round(now - then, 1))
 
 
+def answer_state(answered: dict[str, Any]) -> str:
+    """Where a person's answer to HUMAN_NEEDED is: queued for the PM, or read by it."""
+    if answered.get("read"):
+        return "the PM has read it; the pipeline goes on once it calls resume"
+    return "queued for the PM, which gets it at its next wait_for_message and then calls resume"
+
+
 def new_message_id() -> str:
     """``msg-`` and 32 hex digits; unique, stable across redeliveries."""
     return f"msg-{uuid.uuid4().hex}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.broker.formats import human_duration
+from gateway.broker.formats import answer_state, human_duration
 
 
 def count(n: int, noun: str) -> str:
@@ -32,7 +32,8 @@ def status_text(r: dict[str, Any]) -> str:
             )
         else:
             lines.append(
-                f"  Answered by {answered['by']} at {answered['at']} ({answered['messageId']}): {answer_state(answered)}"
+                f"  Answered by {answered['by']} at {answered['at']} ({answered['messageId']}): "
+                + answer_state(answered)
             )
     if "stopped" in s:
         lines.append(
@@ -73,13 +74,6 @@ def status_text(r: dict[str, Any]) -> str:
             f"by {a['archivedBy']} at {a['archivedAt']}"
         )
     return "\n".join(lines)
-
-
-def answer_state(answered: dict[str, Any]) -> str:
-    """Where a person's answer to HUMAN_NEEDED is: queued for the PM, or read by it."""
-    if answered.get("read"):
-        return "the PM has read it; the pipeline goes on once it calls resume"
-    return "queued for the PM, which gets it at its next wait_for_message and then calls resume"
 
 
 #: States in which the pipeline waits for the PM's ``resume``.

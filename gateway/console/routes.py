@@ -68,6 +68,8 @@ NOTICES = {
 _ASSETS = {"console.js": "text/javascript", "console.css": "text/css"}
 
 BrokerOf = Callable[[], "BrokerService | None"]
+#: What the gateway's last check of GitLab found, as ``/readyz`` shows it; None before the first.
+GitLabHealthOf = Callable[[], "dict[str, Any] | None"]
 
 
 class BrokerClosed(Exception):
@@ -109,17 +111,23 @@ class ConsoleRoutes:
     Args:
         settings: the gateway's settings (``console``, ``server``).
         broker: returns the app's broker (opened at start-up, after the routes are added).
+        gitlab: returns what the gateway's last check of GitLab found (``/readyz``'s ``gitlab``
+            object), None before the first.
     """
 
-    def __init__(self, settings: Settings, broker: BrokerOf) -> None:
+    def __init__(self, settings: Settings, broker: BrokerOf, gitlab: GitLabHealthOf | None = None) -> None:
         self._console = settings.console
         self._broker = broker
+        self._gitlab = gitlab
         self.auth = ConsoleAuth(settings.console, settings.server)
         self._renderer = Renderer(settings.console)
         self._budget = SignInBudget(
             settings.console.sign_in_failures, settings.console.sign_in_window_seconds
         )
         self._closing = False
+
+    def _gitlab_health(self) -> dict[str, Any] | None:
+        return self._gitlab() if self._gitlab is not None else None
 
     def add_routes(self, app: web.Application) -> None:
         """Register every route under ``/broker`` and the shutdown hook that ends live streams."""
@@ -185,7 +193,7 @@ class ConsoleRoutes:
     ) -> web.Response:
         before = request.query.get("before") or None
         try:
-            snap = await snapshot(self._open_broker(), self._console, before)
+            snap = await snapshot(self._open_broker(), self._console, before, self._gitlab_health())
         except BrokerClosed:
             return _html("The broker is not open (the gateway is starting or stopping).", 503)
         except BrokerError as err:
@@ -364,7 +372,7 @@ class ConsoleRoutes:
                 break
             version = broker.feed.version
             try:
-                snap = await snapshot(broker, self._console, before)
+                snap = await snapshot(broker, self._console, before, self._gitlab_health())
             except (BrokerError, StoreError) as err:
                 await response.write(f"event: problem\ndata: {json.dumps(str(err))}\n\n".encode())
             else:

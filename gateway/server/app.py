@@ -131,6 +131,6 @@ def create_app(
 
     McpEndpoint(settings, telemetry, sealer, calls, core, ended_sessions).add_routes(app)
     health.setup(app)
-    console.setup(app, settings, lambda: app[SERVICES].broker)
+    console.setup(app, settings, lambda: app[SERVICES].broker, lambda: health.gitlab_health(app))
     app.router.add_get("/metrics", metrics_handler(metrics.registry, lambda: app.get(SERVICES)))
     return app

@@ -12,8 +12,8 @@ reported (``state_store: "unreachable"`` and why) and, for the same reasons, lea
 
 A running gateway also asks on its own (:func:`watch_gitlab`, every :data:`GITLAB_PROBE_SECONDS`),
 so ``gateway_gitlab_reachable`` and ``gateway_ready`` stay fresh with no agent calling and no
-probe of Kubernetes: an alert on them needs no traffic. Each change of GitLab's state (reachable to unreachable and
-back) is one WARNING line, and each change of ``/readyz``'s status too.
+probe of Kubernetes: an alert on them needs no traffic. Each change of GitLab's state (reachable
+to unreachable and back) is one WARNING line, and each change of ``/readyz``'s status too.
 """
 
 from __future__ import annotations
@@ -93,14 +93,7 @@ async def _readiness(readiness: _Readiness, services: Services, *, fresh: bool =
         )
     else:
         found = await _check(readiness, services, fresh=fresh)
-    gitlab: dict[str, object] = {
-        "url": redact(services.gitlab.base.url),
-        "reachable": found.reachable,
-        "state": found.state,
-    }
-    if found.state != "ok":
-        gitlab["reason"] = found.line
-    gitlab["checked_at"] = iso(readiness.checked_at)
+    gitlab = _gitlab_object(found, readiness.checked_at, services)
     body: dict[str, object] = {"status": "ready", "state_store": "open"}
     if store_failure is not None:
         # As GitLab down: every replica shares the database and a restart does not bring it
@@ -118,6 +111,28 @@ async def _readiness(readiness: _Readiness, services: Services, *, fresh: bool =
     services.metrics.ready.set(1 if body["status"] == "ready" else 0)
     _say_status(readiness, body)
     return body
+
+
+def _gitlab_object(found: GitLabCheck, checked_at: float, services: Services) -> dict[str, object]:
+    """``/readyz``'s ``gitlab`` object."""
+    gitlab: dict[str, object] = {
+        "url": redact(services.gitlab.base.url),
+        "reachable": found.reachable,
+        "state": found.state,
+    }
+    if found.state != "ok":
+        gitlab["reason"] = found.line
+    gitlab["checked_at"] = iso(checked_at)
+    return gitlab
+
+
+def gitlab_health(app: web.Application) -> dict[str, object] | None:
+    """What the last check of GitLab found, as ``/readyz``'s ``gitlab`` object; None before the
+    first check or while the services are down. Sends nothing (the console shows it)."""
+    readiness, services = app.get(_READINESS), app.get(SERVICES)
+    if readiness is None or readiness.found is None or services is None:
+        return None
+    return _gitlab_object(readiness.found, readiness.checked_at, services)
 
 
 def _say_status(readiness: _Readiness, body: dict[str, object]) -> None:

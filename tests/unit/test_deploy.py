@@ -108,7 +108,7 @@ def test_kustomization_lists_existing_files(root: Path) -> None:
         path = (root / resource).resolve()
         # A file below the root, or a folder with a kustomization of its own (kustomize loads no
         # file from outside its root).
-        assert path.is_file() and root in path.parents or (path / "kustomization.yaml").is_file(), resource
+        assert (path.is_file() and root in path.parents) or (path / "kustomization.yaml").is_file(), resource
 
 
 def test_both_variants_are_scraped_by_the_operator() -> None:
