@@ -13,10 +13,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gateway.broker.activity_log import ActivityLogs, UnknownLog, format_line
+from gateway.broker.control import PM
 from gateway.broker.errors import BrokerError
 from gateway.broker.formats import human_duration, iso
 from gateway.broker.machine import State
-from gateway.broker.operator import HUMAN, PM
+from gateway.broker.operator import HUMAN
 from gateway.broker.roster import Roster
 from gateway.broker.store import Store
 from gateway.broker.wakeups import CHANGED

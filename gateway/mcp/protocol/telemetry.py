@@ -18,9 +18,9 @@ from gateway.tools.caller import Caller
 
 class CallerLabels:
     """Who called, as label values of :data:`gateway.observability.metrics.CALLER_LABELS`: the
-    caller's agent id when it is one of the configured agents (``broker.agents`` and the client tokens' agents), else
-    :data:`ANONYMOUS_AGENT`. A caller cannot grow the set: an unknown ``X-Agent-Id`` has no
-    agent id (``gateway.mcp.http.auth``) and is counted as anonymous.
+    caller's agent id when it is one of the configured agents (``broker.agents`` and the client
+    tokens' agents), else :data:`ANONYMOUS_AGENT`. A caller cannot grow the set: an unknown
+    ``X-Agent-Id`` has no agent id (``gateway.mcp.http.auth``) and is counted as anonymous.
 
     A ``user`` label (once people sign in) is one more value here and one more name in
     :data:`gateway.observability.metrics.CALLER_LABELS`.

@@ -81,7 +81,7 @@ def test_a_reason_keeps_its_advice_to_the_end(fmt: str) -> None:
     # A reason is the gateway's own sentence, ending with what to do: never cut at 256.
     reason = "Could not connect to GitLab at https://gitlab.example.com: " + "check this, " * 40 + "and that."
     stream = io.StringIO()
-    configure_logging(LoggingSettings(format=fmt), stream=stream)  # type: ignore[arg-type]
+    configure_logging(LoggingSettings(format=fmt), stream=stream)
     try:
         logging.getLogger("gateway.gitlab").info("retrying GitLab request", extra={"reason": reason})
     finally:
