@@ -378,9 +378,6 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     serve_operator_socket(app, settings)
-    from gateway.server.health import watch_gitlab
-
-    watch_gitlab(app)
     if settings.gitlab.startup_check:
         from gateway.server.startup_check import check_gitlab_at_start
 

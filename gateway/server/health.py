@@ -160,20 +160,24 @@ def setup(app: web.Application, *, share_with: web.Application | None = None) ->
     app.router.add_get("/readyz", readyz)
 
 
-def watch_gitlab(app: web.Application, seconds: float = GITLAB_PROBE_SECONDS) -> None:
+def watch_gitlab(app: web.Application, seconds: float | None = None) -> None:
     """Check GitLab every ``seconds`` while ``app`` runs (``/readyz`` then reuses the last check).
+    The first check is the start-up check's (:func:`note_check`); this one follows ``seconds``
+    later.
 
-    ``gateway.__main__`` adds it; in-process tests leave it out, so no request reaches their
-    GitLab at a moment they do not control.
+    ``gateway.__main__`` adds it with the start-up check (``gitlab.startup_check``); in-process
+    tests leave it out, so no request reaches their GitLab at a moment they do not control.
     """
+
+    every = GITLAB_PROBE_SECONDS if seconds is None else seconds
 
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         readiness = app[_READINESS]
 
         async def run() -> None:
             while True:
+                await asyncio.sleep(every)
                 await _readiness(readiness, app[SERVICES], fresh=True)
-                await asyncio.sleep(seconds)
 
         task = asyncio.create_task(run(), name="gitlab-watch")
         yield
@@ -181,6 +185,14 @@ def watch_gitlab(app: web.Application, seconds: float = GITLAB_PROBE_SECONDS) ->
         await asyncio.gather(task, return_exceptions=True)
 
     app.cleanup_ctx.append(ctx)
+
+
+def note_check(app: web.Application, found: GitLabCheck) -> None:
+    """Keep what the start-up check found as the last check (its line is the start-up line's to
+    say): the gauges are right from the start, and ``/readyz`` reuses it."""
+    services = app.get(SERVICES)
+    if services is not None:
+        _record(app[_READINESS], services, found)
 
 
 async def _check(readiness: _Readiness, services: Services, *, fresh: bool = False) -> GitLabCheck:
@@ -198,6 +210,13 @@ async def _check(readiness: _Readiness, services: Services, *, fresh: bool = Fal
         passthrough=settings.credential_mode == "passthrough",
         seconds=GITLAB_CHECK_TIMEOUT,
     )
+    _record(readiness, services, found)
+    return found
+
+
+def _record(readiness: _Readiness, services: Services, found: GitLabCheck) -> None:
+    """Keep ``found`` as the last check: the gauges, and one WARNING line when GitLab's
+    reachability changed."""
     before = readiness.found
     readiness.found, readiness.checked_at, readiness.checked_mono = found, time.time(), time.monotonic()
     readiness.seen_gitlab = readiness.seen_gitlab or found.reachable
@@ -209,4 +228,3 @@ async def _check(readiness: _Readiness, services: Services, *, fresh: bool = Fal
             log.warning("GitLab is reachable again: %s", found.line)
         else:
             log.warning("GitLab became unreachable: %s", found.line)
-    return found

@@ -21,6 +21,7 @@ from gateway.gitlab.client import GitLabClient
 from gateway.observability.metrics import Metrics
 from gateway.server import health
 from gateway.server.services import SERVICES, Services
+from gateway.server.startup_check import check_gitlab_at_start
 
 GITLAB = "https://gitlab.example.com/gitlab"
 TOKEN = "glpat-service-token"
@@ -84,12 +85,19 @@ def watch_every() -> float | None:
 
 
 @pytest.fixture
+def start_check() -> bool:
+    """The app sends the start-up check (and then checks GitLab on its own), as a gateway does."""
+    return False
+
+
+@pytest.fixture
 async def readyz(
     aiohttp_client: Any,
     make_settings: Callable[..., Settings],
     gitlab: GitLab,
     monkeypatch: pytest.MonkeyPatch,
     watch_every: float | None,
+    start_check: bool,
 ) -> AsyncIterator[Readyz]:
     """A ``/readyz`` that asks GitLab at each call (no 30 s reuse)."""
     monkeypatch.setattr(health, "GITLAB_CHECK_TTL", 0.0)
@@ -100,6 +108,8 @@ async def readyz(
         health.setup(app)
         if watch_every is not None:
             health.watch_gitlab(app, watch_every)
+        if start_check:
+            check_gitlab_at_start(app, settings)
         app[SERVICES] = Services(
             settings=settings,
             gitlab=GitLabClient(settings.gitlab, metrics=metrics, http=gitlab_http),
@@ -270,3 +280,16 @@ async def test_a_readiness_flip_is_logged_both_ways(readyz: Readyz, caplog: pyte
         "readiness: ready again (/readyz answers 200)",
     ]
     assert readyz.metrics.registry.get_sample_value("gateway_ready") == 1
+
+
+@pytest.mark.parametrize("start_check", [True])
+async def test_the_start_up_check_is_the_first_check_and_the_next_follows_15_s_later(
+    readyz: Readyz, gitlab: GitLab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _until(lambda: _reachable(readyz.metrics) == 1)  # right from the start-up check
+    assert len(gitlab.requests) == 1
+    monkeypatch.setattr(health, "GITLAB_CHECK_TTL", 30.0)
+    status, body = await readyz()
+    assert (status, body["gitlab"]["state"]) == (200, "ok")
+    assert len(gitlab.requests) == 1  # /readyz reused it: one request at start, not two
+    assert health.GITLAB_PROBE_SECONDS == 15.0  # the next, on its own
