@@ -18,6 +18,7 @@ the standard ``process_*`` metrics of the gateway's process.
 
 from __future__ import annotations
 
+import math
 import platform
 
 from aiohttp import web
@@ -133,13 +134,17 @@ class Metrics:
             "check every 15 s)",
             registry=r,
         )
+        self.ready.set(math.nan)  # until /readyz or the gateway's own check has answered
         # Set by the gateway's own check (``gateway.server.health``), every 15 s and with no traffic.
         self.gitlab_reachable = Gauge(
             "gateway_gitlab_reachable",
             "1 when the gateway's last check of GitLab got GitLab's answer (even refusing the token), "
-            "0 when it got none, a 5xx or a 429 (checked every 15 s)",
+            "0 when it got none, a 5xx or a 429 (checked every 15 s); NaN before the first check",
             registry=r,
         )
+        # NaN until the first check: neither reachable nor not (an alert's "== 0" stays quiet on a
+        # gateway told not to check, gitlab.startup_check = false, that no probe asks either).
+        self.gitlab_reachable.set(math.nan)
         self.gitlab_checked = Gauge(
             "gateway_gitlab_last_check_timestamp_seconds",
             "Unix time of the gateway's last check of GitLab",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import platform
 import re
 
@@ -175,3 +176,11 @@ async def test_caller_input_never_becomes_a_label(mcp_factory: MakeMcp) -> None:
     assert tools == {"echo"}
     outcomes = {s.labels["outcome"] for s in families["gateway_tool_calls"].samples}
     assert outcomes <= {"ok", "internal_error", "cancelled", *REASONS}
+
+
+def test_gitlab_reachability_and_readiness_are_unknown_before_the_first_check() -> None:
+    registry = Metrics().registry
+    # NaN: "== 0" is false, so no outage alert fires for a gateway that has not checked.
+    for name in ("gateway_gitlab_reachable", "gateway_ready"):
+        value = registry.get_sample_value(name)
+        assert value is not None and math.isnan(value), name
