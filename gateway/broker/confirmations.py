@@ -98,7 +98,14 @@ class ConfirmationStore:
 
     def _insert(self, values: dict[str, Any]) -> Any:
         dialect = postgresql if self._store.postgres else sqlite
-        return dialect.insert(confirmations).values(**values).on_conflict_do_nothing()
+        # RETURNING says whether the row went in: a driver may not count the rows of an insert
+        # that did nothing (psycopg answers -1).
+        return (
+            dialect.insert(confirmations)
+            .values(**values)
+            .on_conflict_do_nothing()
+            .returning(confirmations.c.key_hash)
+        )
 
     @staticmethod
     def _select(hashed: str, *columns: Any) -> sa.Select[Any]:
@@ -119,7 +126,7 @@ class ConfirmationStore:
                     {"key_hash": hashed, "status": "taken", "created": now, "expires": now + ttl_seconds}
                 )
             )
-            if done.rowcount:
+            if done.first() is not None:
                 return "taken"
             # An expired row the prune's batch did not reach yet counts as none.
             renewed = await q.conn.execute(

@@ -192,7 +192,7 @@ class BrokerService:
         self.monitoring = Monitoring(
             store, self.roster, logs, self.config, clock, on_change=self.changes.feed.changed
         )
-        self.operator = Operator(self.changes, self.plan, self.control, clock)
+        self.operator = Operator(self.changes, self.plan, self.control, clock, self.confirmations)
         self.feed = self.changes.feed
         self._closing: str | None = None
         self._lock_fd: int | None = None

@@ -77,6 +77,9 @@ async def operator_approval(
         key, agent=who, tool=tool, what=question, why=why, ttl_seconds=APPROVAL_KEEP_SECONDS
     )
     if approval.status == "pending":
+        broker = ctx.services.broker
+        if broker is not None:
+            broker.feed.changed()  # the consoles show it now
         log.info(
             "confirmation %s waits for an operator: %s asks %s",
             approval.ticket,
