@@ -86,9 +86,9 @@ class ToolCalls:
         self._pending = pending
         self._tasks = tasks
 
-    def _operator_confirms(self) -> bool:
-        """Whether an operator confirms destructive actions here (calls that confirm then wait)."""
-        return self._services().settings.confirm_by == "operator"
+    def _operator_confirms(self, tool: Tool) -> bool:
+        """Whether an operator confirms ``tool``'s destructive calls here (they wait for it)."""
+        return tool.confirms_when is not None and self._services().settings.confirm_by == "operator"
 
     def _resolve(self, ctx: RequestContext, name: str) -> Tool:
         """The tool called ``name`` this caller may call.
@@ -164,7 +164,7 @@ class ToolCalls:
             if created is not None:
                 return created
         events: Events | None = None
-        long = tool.runs_long(params.arguments, operator_confirms=self._operator_confirms())
+        long = tool.runs_long(params.arguments, operator_confirms=self._operator_confirms(tool))
         if ctx.events is not None and (long or token is not None):
             if not await ctx.events.open():
                 ctx.report.outcome = "client_gone"
@@ -223,7 +223,7 @@ class ToolCalls:
         asks the client something)."""
         started = perf_counter()
         task = asyncio.create_task(self._registry.call(tool, ToolContext(self._services(), info), arguments))
-        long = tool.runs_long(arguments, operator_confirms=self._operator_confirms())
+        long = tool.runs_long(arguments, operator_confirms=self._operator_confirms(tool))
         call = ToolCall(tool, msg.id, task, ctx.session, long_running=long)
         watcher: asyncio.Task[None] | None = None
         if events is not None:
