@@ -212,7 +212,7 @@ async def test_pending_confirmations_are_shown_and_decided_by_an_operator(make_c
             f"approval:{n}",
             agent="dev (from 127.0.0.1)",
             tool="save_pipeline",
-            what=f"An agent asks to cancel GitLab pipeline {n}: its running and pending jobs stop. Cancel it?",
+            what=f"An agent asks to cancel GitLab pipeline {n}: its running jobs stop. Cancel it?",
             why="<script>alert(1)</script>",
             ttl_seconds=600,
         )
