@@ -185,16 +185,7 @@ class Tasks:
             return None
         if row is None:
             return self._refused(ctx, msg, tool, cap)
-        self._work.start(
-            store,
-            task_hash,
-            request_id=ctx.request_id,
-            caller=ctx.caller,
-            capabilities=frozenset(ctx.client_capabilities),
-            tool=tool,
-            arguments=arguments or {},
-            answers=answers or {},
-        )
+        self._start(store, task_hash, ctx, tool, arguments or {}, answers or {})
         ctx.report.outcome = "task"
         log.info("task created for %s", tool.name, extra={"request_id": ctx.request_id, "tool": tool.name})
         return Reply(response(msg.id, {"resultType": "task", **detailed(task_id, row)}))
@@ -331,6 +322,19 @@ class Tasks:
             why,
             extra={"request_id": ctx.request_id, "tool": tool.name},
         )
+        self._start(store, task_hash, ctx, tool, arguments, json.loads(row.answers or "{}"))
+
+    def _start(
+        self,
+        store: TaskStore,
+        task_hash: str,
+        ctx: RequestContext,
+        tool: Tool,
+        arguments: dict[str, Any],
+        answers: Mapping[str, Any],
+    ) -> None:
+        """Run the work here as the caller of ``ctx``; it may ask what that request's client
+        declared it can answer."""
         self._work.start(
             store,
             task_hash,
@@ -339,5 +343,5 @@ class Tasks:
             capabilities=frozenset(ctx.client_capabilities),
             tool=tool,
             arguments=arguments,
-            answers=json.loads(row.answers or "{}"),
+            answers=answers,
         )
