@@ -183,7 +183,7 @@ class ConfirmationStore:
             "status": "pending",
             "created": now,
             "expires": now + ttl_seconds,
-            "ticket": secrets.token_hex(4),
+            "ticket": secrets.token_hex(6),
             "agent": agent,
             "tool": tool,
             "what": what,
