@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gateway.broker.errors import BrokerError
 from gateway.errors import ToolError
 from gateway.gitlab.errors import GitLabMaybeSent
 from gateway.tools.context import ToolContext
@@ -35,7 +36,10 @@ def declined_error(
 
 def failed_before_gitlab(err: BaseException) -> bool:
     """Whether a failed action certainly changed nothing, so its answer may be used again: any
-    failure but one that may have reached GitLab (its outcome is unknown) or a cancelled call."""
+    failure but one whose outcome is unknown (a request that may have reached GitLab, a broker
+    change whose commit was not confirmed) or a cancelled call."""
     if not isinstance(err, Exception) or isinstance(err, GitLabMaybeSent):
         return False
+    if isinstance(err, BrokerError):
+        return err.reason != "upstream_error"
     return not (isinstance(err, ToolError) and err.details.get("outcome") == "unknown")

@@ -17,11 +17,15 @@ import httpx
 import pytest
 from aiohttp import web
 
+from gateway.broker.errors import BrokerError
 from gateway.config import Settings
+from gateway.errors import ToolError
+from gateway.gitlab.errors import GitLabMaybeSent, GitLabUpstreamError
 from gateway.server.app import create_app
 from gateway.server.services import SERVICES, build_services
 from gateway.tools import broker as broker_tools
 from gateway.tools.ci import save_pipeline
+from gateway.tools.confirm_records import failed_before_gitlab
 from tests.unit.mcp.helpers import Mcp, modern_headers, modern_meta, response_message
 
 TOKEN = "pm-secret-0123456789"
@@ -204,6 +208,23 @@ async def test_expired_answers_are_pruned_as_new_ones_come(make_app: MakeApp) ->
     async with broker.store.read() as q:
         left = (await q.conn.exec_driver_sql("SELECT count(*) FROM confirmations")).scalar_one()
     assert left == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "given_back"),
+    [
+        (GitLabUpstreamError("GitLab answered 503"), True),
+        (BrokerError("conflict", "the pipeline is STOPPED"), True),
+        (GitLabMaybeSent("the cancel may have reached GitLab"), False),
+        (BrokerError("upstream_error", "the change may or may not have been made"), False),
+        (ToolError("upstream_error", "maybe created", outcome="unknown"), False),
+        (asyncio.CancelledError(), False),
+    ],
+)
+def test_only_an_action_that_certainly_did_nothing_gives_its_answer_back(
+    error: BaseException, given_back: bool
+) -> None:
+    assert failed_before_gitlab(error) is given_back
 
 
 # -- the operator answers ------------------------------------------------------------------------------
