@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator
 from typing import Final
 
 from gateway.errors import ToolError
-from gateway.tools.confirm_records import declined_error, failed_before_gitlab, record_of
+from gateway.tools.confirm_records import declined_error, failed_before_gitlab, record_of, recording
 from gateway.tools.context import ToolContext
 
 log = logging.getLogger("gateway.confirmations")
@@ -73,9 +73,10 @@ async def operator_approval(
     if caller.remote:
         who += f" (from {caller.remote})"
     key = approval_key(ctx, tool, question)
-    approval = await record.request(
-        key, agent=who, tool=tool, what=question, why=why, ttl_seconds=APPROVAL_KEEP_SECONDS
-    )
+    with recording(tool):
+        approval = await record.request(
+            key, agent=who, tool=tool, what=question, why=why, ttl_seconds=APPROVAL_KEEP_SECONDS
+        )
     if approval.status == "pending":
         broker = ctx.services.broker
         if broker is not None:
@@ -103,7 +104,8 @@ async def operator_approval(
             )
         await ctx.progress(0, None, f"waiting for an operator's approval (ticket {approval.ticket})")
         await asyncio.sleep(min(LOOK_SECONDS, left))
-        current = await record.approval(key)
+        with recording(tool):
+            current = await record.approval(key)
         if current is None:
             raise ToolError(
                 "conflict",
@@ -114,7 +116,9 @@ async def operator_approval(
     if approval.status == "refused":
         by = f"The operator ({approval.decided_by})" if approval.decided_by else "The operator"
         raise declined_error(tool, declined, by=by, note=approval.note)
-    if approval.status != "approved" or not await record.take_approved(key):
+    with recording(tool):
+        taken = approval.status == "approved" and await record.take_approved(key)
+    if not taken:
         raise ToolError(
             "conflict",
             f"This approval (ticket {approval.ticket}) was already acted on by another call, so {tool} did "

@@ -4,8 +4,12 @@ may give its answer back."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from gateway.broker.database import StoreError
 from gateway.broker.errors import BrokerError
 from gateway.errors import ToolError
 from gateway.gitlab.errors import GitLabMaybeSent
@@ -14,12 +18,29 @@ from gateway.tools.context import ToolContext
 if TYPE_CHECKING:
     from gateway.broker.confirmations import ConfirmationStore
 
+log = logging.getLogger("gateway.confirmations")
+
 
 def record_of(ctx: ToolContext) -> ConfirmationStore | None:
     """The shared record of confirmations (None where the app runs without a broker: tests of
     single tools, where an answer is not remembered)."""
     broker = ctx.services.broker
     return None if broker is None else broker.confirmations
+
+
+@contextlib.contextmanager
+def recording(tool: str) -> Iterator[None]:
+    """Around a read or write of the record before the action: a database that cannot serve it
+    is a tool error saying nothing was done (not an internal error)."""
+    try:
+        yield
+    except StoreError:
+        log.warning("a confirmation could not be recorded", exc_info=True)
+        raise ToolError(
+            "upstream_error",
+            f"The gateway's database, where confirmations are recorded, could not be reached, so {tool} "
+            "did nothing. Try again in a few seconds.",
+        ) from None
 
 
 def declined_error(

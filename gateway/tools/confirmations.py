@@ -44,7 +44,7 @@ from typing import Any, Final
 
 from gateway.errors import ToolError
 from gateway.tools.approvals import operator_approval
-from gateway.tools.confirm_records import declined_error, failed_before_gitlab, record_of
+from gateway.tools.confirm_records import declined_error, failed_before_gitlab, record_of, recording
 from gateway.tools.context import ToolContext
 from gateway.tools.input_requests import CannotAsk, elicit
 
@@ -143,11 +143,13 @@ async def _client_answer(ctx: ToolContext, *, tool: str, question: str, declined
     record = record_of(ctx)
     if not _accepted(answers[KEY]):
         if key is not None and record is not None:
-            await record.decline(key, ANSWER_KEEP_SECONDS)
+            with recording(tool):
+                await record.decline(key, ANSWER_KEEP_SECONDS)
         raise declined_error(tool, declined)
     if key is None or record is None:
         return None
-    taken = await record.take(key, ANSWER_KEEP_SECONDS)
+    with recording(tool):
+        taken = await record.take(key, ANSWER_KEEP_SECONDS)
     if taken == "declined":
         raise ToolError(
             "declined",

@@ -17,6 +17,8 @@ import httpx
 import pytest
 from aiohttp import web
 
+from gateway.broker.confirmations import ConfirmationStore
+from gateway.broker.database import DatabaseUnavailable
 from gateway.broker.errors import BrokerError
 from gateway.config import Settings
 from gateway.errors import ToolError
@@ -208,6 +210,22 @@ async def test_expired_answers_are_pruned_as_new_ones_come(make_app: MakeApp) ->
     async with broker.store.read() as q:
         left = (await q.conn.exec_driver_sql("SELECT count(*) FROM confirmations")).scalar_one()
     assert left == 1
+
+
+async def test_without_its_database_a_confirmed_cancel_does_nothing(
+    make_app: MakeApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gitlab = GitLab()
+    client = await make_app(gitlab, confirm_destructive=True)
+    state = await asked(client)
+
+    async def down(*args: Any, **kw: Any) -> Any:
+        raise DatabaseUnavailable("the broker database is unreachable")
+
+    monkeypatch.setattr(ConfirmationStore, "take", down)
+    result = await answered(client, state, YES)
+    assert reason(result) == "upstream_error" and "did nothing" in result["content"][0]["text"]
+    assert gitlab.cancels == 0
 
 
 @pytest.mark.parametrize(
