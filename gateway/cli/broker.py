@@ -46,21 +46,9 @@ if TYPE_CHECKING:
     from gateway.broker.service import BrokerService
     from gateway.config import Settings
 
-COMMANDS = (
-    "status",
-    "history",
-    "log",
-    "instruct",
-    "auto-advance",
-    "cancel-advance",
-    "stop",
-    "reset",
-    "confirmations",
-    "approve",
-    "refuse",
-)
 #: The commands that change the broker.
 ACTIONS = ("instruct", "auto-advance", "cancel-advance", "stop", "reset", "approve", "refuse")
+COMMANDS = ("status", "history", "log", "confirmations", *ACTIONS)
 
 
 class CliError(Exception):
