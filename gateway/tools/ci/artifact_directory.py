@@ -49,7 +49,9 @@ def as_tree(found: list[ZipEntry]) -> list[ZipEntry]:
     return [by_path[p] for p in sorted(by_path)]
 
 
-async def read_directory(ctx: ToolContext, project: str, job: JobAnswer) -> tuple[list[ZipEntry] | None, str | None]:
+async def read_directory(
+    ctx: ToolContext, project: str, job: JobAnswer
+) -> tuple[list[ZipEntry] | None, str | None]:
     """The archive's entries (:func:`as_tree`), or None and why they cannot be read.
 
     Raises:

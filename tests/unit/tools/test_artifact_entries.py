@@ -380,7 +380,9 @@ async def test_an_archive_gitlab_no_longer_has_leaves_the_job_and_says_why(
 
 
 async def test_expired_artifacts_on_the_tree_are_said_expired(env: ToolEnv, router: respx.MockRouter) -> None:
-    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job() | {"artifacts_expire_at": "2020-01-01"}))
+    router.get(JOB_URL).mock(
+        return_value=httpx.Response(200, json=job() | {"artifacts_expire_at": "2020-01-01"})
+    )
     router.get(url__startswith=TREE_URL).mock(
         return_value=httpx.Response(404, json={"message": "404 Artifacts Not Found"})
     )
@@ -413,7 +415,12 @@ async def test_both_ways_of_listing_answer_a_filter_alike(
     make_settings: Callable[..., Settings], artifact_filter: str | None
 ) -> None:
     # The archive as a runner may write it: its own order, no folder entries.
-    files = {"zeta/b.txt": b"b", "logs/integration.log": b"x" * 9, "a.txt": b"a", "reports/sub/r.xml": b"<r/>"}
+    files = {
+        "zeta/b.txt": b"b",
+        "logs/integration.log": b"x" * 9,
+        "a.txt": b"a",
+        "reports/sub/r.xml": b"<r/>",
+    }
     seen: list[list[dict[str, Any]]] = []
     for has_tree in (True, False):
         with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
