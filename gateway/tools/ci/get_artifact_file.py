@@ -251,8 +251,9 @@ async def _read_end(ctx: ToolContext, target: JobRef, job: JobAnswer, path: str,
     }
     if tail.start > 0:
         before = max(0, tail.start - size)
+        of = tail.total if tail.total is not None else end
         out["system_instruction"] = (
-            f"These are the file's last {len(tail.content)} bytes (of {tail.total if tail.total is not None else end}). "
+            f"These are the file's last {len(tail.content)} bytes (of {of}). "
             f'For the bytes before them, call again with {{"byte_offset": {before}, "byte_limit": '
             f"{tail.start - before}}} (without tail_bytes)."
         )
@@ -370,7 +371,8 @@ job with `url` or `project_id` + `job_id`, and the file with `artifact_path` (e.
 `reports/junit.xml`). List the paths in a job's archive with get_job and \
 `include: ["artifacts"]`; a missing path's error names the nearest ones. Large files \
 come in windows of `byte_limit` bytes (default 65536, max 1 MiB): while `next` is present, call \
-again with it; `tail_bytes` reads the file's end without knowing its size. Binary files are refused with their type and a link; a missing file, a job \
+again with it; `tail_bytes` reads the file's end without knowing its size. Binary files are \
+refused with their type and a link; a missing file, a job \
 without artifacts and expired artifacts each get their own error.
 """
 
