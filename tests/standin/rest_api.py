@@ -574,3 +574,4 @@ def _list_bridges(req: RestRequest, params: dict[str, str]) -> RestOutcome:
 from tests.standin import job_actions as _job_actions  # noqa: E402, F401
 from tests.standin import job_artifacts as _job_artifacts  # noqa: E402, F401
 from tests.standin import job_logs as _job_logs  # noqa: E402, F401
+from tests.standin import repository_tree as _repository_tree  # noqa: E402, F401
