@@ -478,6 +478,14 @@ def test_the_example_holds_the_defaults(capsys: pytest.CaptureFixture[str]) -> N
     assert effective(capsys, "--config", str(EXAMPLE)) == effective(capsys)
 
 
+def test_the_examples_toolsets_comment_names_every_toolset_and_keyword() -> None:
+    from gateway.config.clients import TOOLSET_KEYWORDS, TOOLSETS
+
+    text = EXAMPLE.read_text()
+    comment = text[: text.index("\ntoolsets = ")].rsplit("\n\n", 1)[-1]
+    assert all(f'"{name}"' in comment for name in TOOLSETS + TOOLSET_KEYWORDS), comment
+
+
 def test_every_option_in_the_example_has_a_comment() -> None:
     lines = EXAMPLE.read_text().splitlines()
     for i, line in enumerate(lines):
