@@ -11,7 +11,6 @@ marked retried, a new job of the same name is added to its pipeline, pending, an
 from __future__ import annotations
 
 from tests.standin import job_logs
-from tests.standin.models import Job
 from tests.standin.rest_api import RestOutcome, RestRequest, job_entity, not_found, route
 
 #: ``Ci::Build#retryable?``: a finished job (``complete?``) that was not retried yet.
@@ -28,22 +27,7 @@ def _retry(req: RestRequest, params: dict[str, str]) -> RestOutcome:
         return RestOutcome(403, {"message": "403 Forbidden"})
     if job.retried or job.status not in RETRYABLE:
         return RestOutcome(403, {"message": "403 Forbidden - Job is not retryable"})
-    world = req.world
-    job.retried = True
-    clone = Job(
-        id=world.next_job_id,
-        name=job.name,
-        stage=job.stage,
-        status="PENDING",
-        allow_failure=job.allow_failure,
-        when=job.when,
-        tags=job.tags,
-        started_at=None,
-        finished_at=None,
-        duration=None,
-    )
-    world.next_job_id += 1
-    pl.jobs.append(clone)
+    clone = req.world.retry_job(pl, job)
     if pl.status in ("FAILED", "CANCELED", "SUCCESS"):
         pl.status, pl.finished_at, pl.duration = "RUNNING", None, None
     return RestOutcome(201, job_entity(req, pl, clone))

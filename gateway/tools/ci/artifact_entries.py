@@ -26,8 +26,6 @@ failed call: the job's own fields stay the answer.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import difflib
 import fnmatch
 import logging
@@ -44,7 +42,7 @@ from gateway.gitlab.urls import encode_project
 from gateway.tools.ci.artifact_directory import read_directory
 from gateway.tools.ci.job_read import JobAnswer
 from gateway.tools.context import ToolContext
-from gateway.tools.pagination import PageInfo
+from gateway.tools.pagination import PageInfo, cursor_position, opaque_cursor
 
 log = logging.getLogger("gateway.tools.ci")
 
@@ -114,14 +112,13 @@ class Position:
     index: int = 0
 
     def cursor(self) -> str:
-        raw = f"t{self.page}.{self.index}" if self.source == "tree" else f"z{self.index}"
-        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+        return opaque_cursor(f"t{self.page}.{self.index}" if self.source == "tree" else f"z{self.index}")
 
     @classmethod
     def parse(cls, cursor: str) -> Position:
         """The position of an ``after`` this module handed out; ``bad_request`` for anything else."""
         try:
-            raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+            raw = cursor_position(cursor)
             if raw.startswith("t"):
                 page, _, index = raw[1:].partition(".")
                 position = cls("tree", int(page), int(index))
@@ -132,7 +129,7 @@ class Position:
             if position.page < 1 or position.index < 0:
                 raise ValueError(raw)
             return position
-        except (ValueError, UnicodeDecodeError, binascii.Error):
+        except ValueError:
             raise bad_request(
                 "`after` is not a cursor of this archive's listing: pass `artifact_files.page_info."
                 'end_cursor` from the previous get_job call with include: ["artifacts"], unchanged.',

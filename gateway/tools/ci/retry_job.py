@@ -25,10 +25,17 @@ from pydantic import Field
 from gateway.errors import ToolError, bad_request
 from gateway.gitlab.errors import GitLabMaybeSent, GitLabNotFound, GitLabUnauthorized
 from gateway.gitlab.urls import JobRef, encode_project
-from gateway.tools.arguments import PROJECT_ALIASES, OptionalPositiveId, OptionalProjectId, OptionalText
-from gateway.tools.ci.job_read import JobAnswer, JobFields, job_fields, job_not_found, job_target, read_job
+from gateway.tools.ci.job_read import (
+    JobAnswer,
+    JobFields,
+    JobInput,
+    job_fields,
+    job_not_found,
+    job_target,
+    read_job,
+)
 from gateway.tools.context import ToolContext
-from gateway.tools.registry import Annotations, Tool, ToolInput
+from gateway.tools.registry import Annotations, Tool
 
 RETRY_ROUTE = "/projects/{id}/jobs/{job_id}/retry"
 
@@ -38,24 +45,8 @@ RETRY_ROUTE = "/projects/{id}/jobs/{job_id}/retry"
 RETRY_JOB_ANNOTATIONS = Annotations(read_only=False, destructive=False, idempotent=False, open_world=True)
 
 
-class RetryJobInput(ToolInput):
+class RetryJobInput(JobInput):
     """Give url, or project_id and job_id: the job to run again."""
-
-    argument_aliases = PROJECT_ALIASES
-
-    project_id: OptionalProjectId = Field(
-        None,
-        description="ID or full path of the project, e.g. `42` or `group/subgroup/project`. Required if "
-        "url is not provided.",
-    )
-    job_id: OptionalPositiveId = Field(
-        None, description="ID of the job to retry: the number in `/-/jobs/<id>`. Required without url."
-    )
-    url: OptionalText = Field(
-        None,
-        description="The job's URL on this GitLab, e.g. https://gitlab.example.com/group/project/-/jobs/123. "
-        "Give this, or project_id and job_id.",
-    )
 
 
 class RetryJobOutput(JobFields):

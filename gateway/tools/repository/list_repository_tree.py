@@ -17,8 +17,6 @@ that is no folder at the ref: both are told (a ref with the nearest branch and t
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -28,7 +26,16 @@ from gateway.gitlab.errors import GitLabNotFound
 from gateway.gitlab.urls import encode_project
 from gateway.tools.arguments import PROJECT_ALIASES, OptionalText, ProjectId, shown
 from gateway.tools.context import ToolContext
-from gateway.tools.pagination import PAGING, Cursor, PageInfo, PageSize, after_field, first_field
+from gateway.tools.pagination import (
+    PAGING,
+    Cursor,
+    PageInfo,
+    PageSize,
+    after_field,
+    cursor_position,
+    first_field,
+    opaque_cursor,
+)
 from gateway.tools.ref_hints import check_ref
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput
 from gateway.tools.visibility import project_not_found_message
@@ -106,18 +113,18 @@ class ListRepositoryTreeOutput(ToolOutput):
 
 
 def _cursor(page: int, size: int) -> str:
-    return base64.urlsafe_b64encode(f"p{page}.{size}".encode()).decode().rstrip("=")
+    return opaque_cursor(f"p{page}.{size}")
 
 
 def _position(after: str) -> tuple[int, int]:
     """``(page, per_page)`` of a cursor this tool handed out; ``bad_request`` for anything else."""
     try:
-        raw = base64.urlsafe_b64decode(after + "=" * (-len(after) % 4)).decode()
+        raw = cursor_position(after)
         page, _, size = raw.removeprefix("p").partition(".")
         if not raw.startswith("p") or int(page) < 1 or not 1 <= int(size) <= 100:
             raise ValueError(raw)
         return int(page), int(size)
-    except (ValueError, UnicodeDecodeError, binascii.Error):
+    except ValueError:
         raise bad_request(
             "`after` is not a cursor of this listing: pass `page_info.end_cursor` from the previous "
             "list_repository_tree call, unchanged.",

@@ -5,14 +5,13 @@ a job's artifacts archive, in byte windows, with a message of its own for each w
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 import respx
 
-from gateway.config import Settings
 from tests.unit.gitlab.tool_env import ToolEnv, error, ok
 
 GITLAB = "https://gitlab.example.com"
@@ -33,18 +32,6 @@ def job(**overrides: Any) -> dict[str, Any]:
         "artifacts_expire_at": "2099-01-01T00:00:00.000Z",
         **overrides,
     }
-
-
-@pytest.fixture
-def router() -> Iterator[respx.MockRouter]:
-    with respx.mock(assert_all_mocked=True, assert_all_called=False) as mocked:
-        yield mocked
-
-
-@pytest.fixture
-async def env(make_settings: Callable[..., Settings], router: respx.MockRouter) -> AsyncIterator[ToolEnv]:
-    async with httpx.AsyncClient() as http:
-        yield ToolEnv(make_settings(), http)
 
 
 def args(**extra: Any) -> dict[str, Any]:

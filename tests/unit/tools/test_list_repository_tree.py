@@ -3,14 +3,12 @@ folder's entries or every path below it, paged; an unknown ref and a path that i
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
-import pytest
 import respx
 
-from gateway.config import Settings
 from tests.unit.gitlab.tool_env import ToolEnv, error, ok
 
 GITLAB = "https://gitlab.example.com"
@@ -23,18 +21,6 @@ TREE = [
     {"id": "a4", "name": "run.sh", "type": "blob", "path": "run.sh", "mode": "100755"},
     {"id": "a5", "name": "vendor", "type": "commit", "path": "vendor", "mode": "160000"},
 ]
-
-
-@pytest.fixture
-def router() -> Iterator[respx.MockRouter]:
-    with respx.mock(assert_all_mocked=True, assert_all_called=False) as mocked:
-        yield mocked
-
-
-@pytest.fixture
-async def env(make_settings: Callable[..., Settings], router: respx.MockRouter) -> AsyncIterator[ToolEnv]:
-    async with httpx.AsyncClient() as http:
-        yield ToolEnv(make_settings(), http)
 
 
 def paged(items: list[dict[str, Any]]) -> Callable[[httpx.Request], httpx.Response]:

@@ -3,14 +3,11 @@ once, and each refusal told apart."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import httpx
-import pytest
 import respx
 
-from gateway.config import Settings
 from gateway.tools import all_tools
 from tests.unit.gitlab.tool_env import ToolEnv, error, ok
 
@@ -32,18 +29,6 @@ def job(**overrides: Any) -> dict[str, Any]:
         "web_url": f"{GITLAB}/{PROJECT}/-/jobs/5024",
         **overrides,
     }
-
-
-@pytest.fixture
-def router() -> Iterator[respx.MockRouter]:
-    with respx.mock(assert_all_mocked=True, assert_all_called=False) as mocked:
-        yield mocked
-
-
-@pytest.fixture
-async def env(make_settings: Callable[..., Settings], router: respx.MockRouter) -> AsyncIterator[ToolEnv]:
-    async with httpx.AsyncClient() as http:
-        yield ToolEnv(make_settings(), http)
 
 
 def test_retry_job_changes_something_but_destroys_nothing() -> None:
