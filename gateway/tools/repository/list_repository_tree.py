@@ -47,18 +47,19 @@ MAX_PATH_CHARS = 4096
 class ListRepositoryTreeInput(ToolInput):
     """The project, the ref and folder, and the page."""
 
-    argument_aliases = PROJECT_ALIASES
+    #: ``path``: GitLab's REST name for the folder.
+    argument_aliases = {**PROJECT_ALIASES, "path": "folder_path"}
 
     project_id: ProjectId
     ref: OptionalText = Field(
         None, description="Branch, tag or commit SHA to list, e.g. `main`. Default: the default branch."
     )
-    path: OptionalText = Field(
+    folder_path: OptionalText = Field(
         None,
         description="Folder to list, relative to the repository root, e.g. `src/app`. Default: the root.",
     )
     recursive: bool = Field(
-        False, description="List every file and folder below `path`, not only its direct entries."
+        False, description="List every file and folder below `folder_path`, not only its direct entries."
     )
     first: PageSize = first_field("the entries")
     after: Cursor = after_field("the entries")
@@ -72,7 +73,7 @@ class ListRepositoryTreeInput(ToolInput):
             )
         return value.strip() if value is not None else None
 
-    @field_validator("path")
+    @field_validator("folder_path")
     @classmethod
     def _relative(cls, value: str | None) -> str | None:
         if value is None:
@@ -94,7 +95,7 @@ class TreeEntry(BaseModel):
     path: str = Field(description="Path from the repository root: get_repository_file's `file_path`.")
     name: str
     type: Literal["blob", "tree", "commit"] = Field(
-        description="`blob`: a file; `tree`: a folder (list it with `path`); `commit`: a submodule."
+        description="`blob`: a file; `tree`: a folder (list it with `folder_path`); `commit`: a submodule."
     )
     mode: str | None = Field(description="The git file mode, e.g. `100644`, `100755`, `040000`.")
 
@@ -103,7 +104,7 @@ class ListRepositoryTreeOutput(ToolOutput):
     """One page of the folder's entries, in GitLab's order (folders first)."""
 
     ref: str | None = Field(description="The ref listed (null: the default branch).")
-    path: str | None = Field(description="The folder listed (null: the root).")
+    folder_path: str | None = Field(description="The folder listed (null: the root).")
     entries: list[TreeEntry]
     page_info: PageInfo
     nearest_refs: list[str] | None = Field(
@@ -150,8 +151,8 @@ async def list_repository_tree(ctx: ToolContext, args: ListRepositoryTreeInput) 
     params: dict[str, Any] = {"per_page": size, "page": page}
     if args.ref:
         params["ref"] = args.ref
-    if args.path:
-        params["path"] = args.path
+    if args.folder_path:
+        params["path"] = args.folder_path
     if args.recursive:
         params["recursive"] = "true"
     try:
@@ -175,13 +176,13 @@ async def list_repository_tree(ctx: ToolContext, args: ListRepositoryTreeInput) 
     more = len(items) >= size
     out: dict[str, Any] = {
         "ref": args.ref,
-        "path": args.path,
+        "folder_path": args.folder_path,
         "entries": entries,
         "page_info": {"has_next_page": more, "end_cursor": _cursor(page + 1, size) if more else None},
     }
-    if not items and page == 1 and args.path:
+    if not items and page == 1 and args.folder_path:
         out["system_instruction"] = (
-            f"Nothing listed: '{args.path}' is no folder at this ref (a file, a misspelt or moved folder, "
+            f"Nothing listed: '{args.folder_path}' is no folder at this ref (a file, a misspelt or moved folder, "
             "or an empty one). Paths are case-sensitive; list its parent folder (or the root) to find it."
         )
     return out
@@ -189,7 +190,7 @@ async def list_repository_tree(ctx: ToolContext, args: ListRepositoryTreeInput) 
 
 DESCRIPTION = f"""\
 List the files and folders of a project's repository at a ref (default: the default branch): \
-one folder's entries (`path`, default the root), or with `recursive` every path below it. Each \
+one folder's entries (`folder_path`, default the root), or with `recursive` every path below it. Each \
 entry has its `path` (get_repository_file's `file_path`), `name`, `type` (`blob` a file, `tree` \
 a folder, `commit` a submodule) and `mode`. Use it to find a file's real path. {PAGING}"""
 

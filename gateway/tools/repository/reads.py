@@ -371,7 +371,7 @@ def missing_error(target: FileTarget, missing: Missing) -> ToolError:
 def _tree_hint(target: FileTarget) -> str:
     """Where list_repository_tree shows the folder the file was looked for in."""
     folder = posixpath.dirname(target.path.strip("/"))
-    where = f"path '{folder}'" if folder else "no path (the root)"
+    where = f"folder_path '{folder}'" if folder else "no folder_path (the root)"
     return (
         f"list_repository_tree with project_id '{target.project.shown}', ref '{target.ref}' and {where} "
         "lists the files there (`recursive: true` lists every path below it)."

@@ -57,12 +57,17 @@ async def test_ref_path_and_recursive_are_sent(env: ToolEnv, router: respx.MockR
             200, json=[{"name": "user.rb", "type": "blob", "path": "app/models/user.rb"}]
         )
     )
-    args = {"project_id": PROJECT, "ref": "feature/x", "path": "/app/", "recursive": True}
+    args = {
+        "project_id": PROJECT,
+        "ref": "feature/x",
+        "path": "/app/",
+        "recursive": True,
+    }  # `path`: GitLab's name
     out = ok(await env.call("list_repository_tree", args), "list_repository_tree")
     params = route.calls.last.request.url.params
     assert (params["ref"], params["path"], params["recursive"]) == ("feature/x", "app", "true")
-    assert out["path"] == "app" and out["entries"][0]["path"] == "app/models/user.rb"
-    err = error(await env.call("list_repository_tree", {"project_id": PROJECT, "path": "../etc"}))
+    assert out["folder_path"] == "app" and out["entries"][0]["path"] == "app/models/user.rb"
+    err = error(await env.call("list_repository_tree", {"project_id": PROJECT, "folder_path": "../etc"}))
     assert err["reason"] == "bad_request" and route.call_count == 1
 
 
@@ -78,7 +83,8 @@ async def test_an_unknown_ref_names_the_nearest_branches(env: ToolEnv, router: r
 async def test_a_path_that_is_no_folder_is_said_so(env: ToolEnv, router: respx.MockRouter) -> None:
     router.get(f"{REPO}/tree").mock(return_value=httpx.Response(200, json=[]))
     out = ok(
-        await env.call("list_repository_tree", {"project_id": PROJECT, "path": "ap"}), "list_repository_tree"
+        await env.call("list_repository_tree", {"project_id": PROJECT, "folder_path": "ap"}),
+        "list_repository_tree",
     )
     assert out["entries"] == [] and "'ap' is no folder at this ref" in out["system_instruction"]
     router.get(f"{REPO}/tree").mock(
