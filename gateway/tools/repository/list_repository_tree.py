@@ -182,8 +182,9 @@ async def list_repository_tree(ctx: ToolContext, args: ListRepositoryTreeInput) 
     }
     if not items and page == 1 and args.folder_path:
         out["system_instruction"] = (
-            f"Nothing listed: '{args.folder_path}' is no folder at this ref (a file, a misspelt or moved folder, "
-            "or an empty one). Paths are case-sensitive; list its parent folder (or the root) to find it."
+            f"Nothing listed: '{args.folder_path}' is no folder at this ref (a file, a misspelt or moved "
+            "folder, or an empty one). Paths are case-sensitive; list its parent folder (or the root) to "
+            "find it."
         )
     return out
 
