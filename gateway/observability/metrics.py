@@ -23,7 +23,7 @@ import platform
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, ProcessCollector
 
-from gateway import __version__
+from gateway import REVISION, __version__
 
 #: Seconds; the same buckets inbound (tool calls) and upstream (GitLab) so the two compare.
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -35,8 +35,10 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.build_info = Info("gateway_build", "Gateway version and Python version", registry=r)
-        self.build_info.info({"version": __version__, "python": platform.python_version()})
+        self.build_info = Info(
+            "gateway_build", "Gateway version, git revision of the build, and Python version", registry=r
+        )
+        self.build_info.info({"version": __version__, "revision": REVISION, "python": platform.python_version()})
         # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds... (Linux).
         ProcessCollector(registry=r)
 
