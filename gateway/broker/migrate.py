@@ -114,7 +114,7 @@ def previous(revision: str) -> str | None:
 def described(revision: str) -> str:
     """What the migration to ``revision`` does: its script's first docstring line."""
     doc = ScriptDirectory.from_config(_config(None)).get_revision(revision).doc
-    return " ".join(doc.split()) if doc else revision
+    return " ".join(doc.split()).rstrip(".") if doc else revision
 
 
 def _under_lock(

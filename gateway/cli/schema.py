@@ -137,7 +137,7 @@ def reading_notice(store: Store) -> str | None:
     which = "older" if found is Standing.OLDER else "newer"
     return (
         f"note: {store.where} is at broker schema revision {revision}, {which} than this install's "
-        f"{HEAD} (the gateway using it is {which} than this command); reading it as it is, "
+        f"{HEAD} (written by a gateway {which} than this command); reading it as it is, "
         "nothing migrated"
     )
 

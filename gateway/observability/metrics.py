@@ -38,7 +38,9 @@ class Metrics:
         self.build_info = Info(
             "gateway_build", "Gateway version, git revision of the build, and Python version", registry=r
         )
-        self.build_info.info({"version": __version__, "revision": REVISION, "python": platform.python_version()})
+        self.build_info.info(
+            {"version": __version__, "revision": REVISION, "python": platform.python_version()}
+        )
         # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds... (Linux).
         ProcessCollector(registry=r)
 
