@@ -26,8 +26,12 @@ REVISION_FILE = Path("gateway") / "REVISION"
 
 def _git(*args: str) -> str | None:
     try:
-        done = subprocess.run(
-            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=30, check=True
+        done = subprocess.run(  # noqa: S603 - git on PATH, as any build from a checkout runs it
+            ["git", "-C", str(ROOT), *args],  # noqa: S607
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -51,7 +55,8 @@ def revision() -> str:
 
 
 def _write(target: Path, text: str) -> None:
-    target.unlink(missing_ok=True)  # the sdist's tree holds hard links to the sources: never write through one
+    # The sdist's tree holds hard links to the sources: never write through one.
+    target.unlink(missing_ok=True)
     target.write_text(text + "\n")
 
 

@@ -118,7 +118,8 @@ def run(
         print(f"{PROG}: configuration error: {err}", file=sys.stderr)
         return 2
     except (StoreError, backup.BackupError) as err:
-        print(f"{PROG} database {command}: {err}", file=sys.stderr)
+        doing = "cannot migrate" if command == "upgrade" else f"database {command}"
+        print(f"{PROG}: {doing}: {err}", file=sys.stderr)
         return 1
     print(line, file=out)
     return 0
@@ -154,6 +155,11 @@ async def _run(
             lock_fd = lock_state_dir(state_dir)
         except StateDirInUse:
             held = True
+            if not (state_dir / DB_FILE).exists():
+                raise Refused(
+                    f"a gateway holds the state folder {state_dir} and no broker database is there yet "
+                    "(it is starting, and creates it): nothing to do"
+                ) from None
     try:
         store = await Store.open(settings.broker, state_dir, migrate=False, role="cli")
         try:

@@ -83,7 +83,9 @@ def test_build_info() -> None:
 
     text = generate_latest(Metrics().registry).decode()
     python = platform.python_version()
-    assert f'gateway_build_info{{python="{python}",revision="{REVISION}",version="{__version__}"}} 1.0' in text
+    assert (
+        f'gateway_build_info{{python="{python}",revision="{REVISION}",version="{__version__}"}} 1.0' in text
+    )
     assert REVISION == "unknown"  # a checkout run as it is: only a build bakes a revision in (setup.py)
 
 
