@@ -140,7 +140,7 @@ def _confirmation(args: argparse.Namespace, stdin: TextIO | None) -> backup.Conf
 
 
 async def _run(
-    command: str, settings: Settings, *, force: bool, args: argparse.Namespace | None, stdin: TextIO | None
+    command: str, settings: Settings, *, force: bool, args: argparse.Namespace, stdin: TextIO | None
 ) -> str:
     from gateway.broker.store import Store
 
@@ -163,7 +163,9 @@ async def _run(
     try:
         store = await Store.open(settings.broker, state_dir, migrate=False, role="cli")
         try:
-            users = await schema.users(store, settings) if store.postgres else schema.Users(folder_held=held)
+            # SQLite: the lock this command tried to take tells; status takes none and asks.
+            asks = store.postgres or command == "status"
+            users = await schema.users(store, settings) if asks else schema.Users(folder_held=held)
             where, revision, url = store.where, store.revision, store.engine.url
         finally:
             await store.close()
@@ -171,8 +173,7 @@ async def _run(
             return _status(where, revision, users)
         if command == "upgrade":
             return await _upgrade(where, revision, url, users, force=force)
-        confirm = _confirmation(args or argparse.Namespace(), stdin)
-        return await _downgrade(where, revision, url, users, force=force, confirm=confirm)
+        return await _downgrade(where, revision, url, users, force=force, confirm=_confirmation(args, stdin))
     finally:
         if lock_fd is not None:
             os.close(lock_fd)

@@ -153,6 +153,8 @@ def test_upgrade_beside_an_older_gateway_is_refused(
         code, _, err = run(capsys, "database", "downgrade", "--yes")
         assert code == 1 and "a gateway is running on the state folder" in err
         assert revision(url) == "0007"
+        code, out, _ = run(capsys, "database", "status")
+        assert code == 0 and "in use by: a gateway runs on the state folder" in out
     finally:
         os.close(fd)
     assert run(capsys, "--migrate")[0] == 0
