@@ -15,6 +15,11 @@ Where it can act:
   ``gateway.cli.remote``), so the gateway makes the change and wakes the agents' waits itself.
   Nobody has to stop the gateway, nor set a console token in advance.
 
+Schema: never migrated here (``gateway.cli.schema``). A database at another revision than this
+install's is read as it is after a note on stderr; a read that fails on it, and every action taken
+on the database itself, is refused with what to do (the gateway's own install, or ``database
+upgrade``). Acting through a running gateway's socket is that gateway's own write.
+
 Exit status: 0 done; 1 the broker refused (a wrong state, say) or cannot be opened; 2 a bad
 command line or configuration. With ``--json``, an error is a JSON object on stdout too:
 ``{"error": {"reason", "message"}}``.
