@@ -38,6 +38,15 @@ if TYPE_CHECKING:
 
 #: Asks a person to confirm a change (the question ends with what to do first); raises to refuse.
 Confirm = Callable[[str], None]
+#: What pg_dump and pg_restore are run with (https://www.postgresql.org/docs/current/app-pgdump.html,
+#: https://www.postgresql.org/docs/current/app-pgrestore.html), and what the messages tell a person
+#: to run when they are not installed; ``--dbname`` and ``--file`` are added with their values.
+PG_DUMP_OPTIONS = ("--format=custom", "--no-owner")
+PG_RESTORE_OPTIONS = ("--clean", "--if-exists", "--no-owner", "--single-transaction", "--exit-on-error")
+#: The flags of those programs this module names (tests/unit/test_setting_names.py reads them).
+PG_FLAGS = frozenset(
+    option.split("=")[0] for option in (*PG_DUMP_OPTIONS, *PG_RESTORE_OPTIONS, "--file", "--dbname")
+)
 #: Seconds pg_dump and pg_restore may take: the broker's tables are small.
 PG_TOOL_TIMEOUT_SECONDS = 600
 
@@ -232,11 +241,11 @@ def _pgpass_escape(field: str) -> str:
 
 
 def _pg_dump(url: URL, file: Path) -> str:
-    pg_dump = _pg_tool("pg_dump", f"run pg_dump --format=custom --file={file} --dbname=<the URL>")
+    pg_dump = _pg_tool("pg_dump", f"run pg_dump {' '.join(PG_DUMP_OPTIONS)} --file={file} --dbname=<the URL>")
     partial = file.with_name(f".{file.name}.partial")
     try:
         os.close(os.open(partial, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        _pg_run(url, [pg_dump, "--format=custom", "--no-owner", "--file", str(partial)])
+        _pg_run(url, [pg_dump, *PG_DUMP_OPTIONS, "--file", str(partial)])
         os.replace(partial, file)
     except BaseException:
         partial.unlink(missing_ok=True)
@@ -247,7 +256,7 @@ def _pg_dump(url: URL, file: Path) -> str:
 def _pg_restore(settings: Settings, url: URL, file: Path, *, confirmed: Confirm, force: bool) -> str:
     pg_restore = _pg_tool(
         "pg_restore",
-        f"run pg_restore --clean --if-exists --no-owner --single-transaction --dbname=<the URL> {file}",
+        f"run pg_restore {' '.join(PG_RESTORE_OPTIONS)} --dbname=<the URL> {file}",
     )
     using = asyncio.run(_pg_users(settings)).any_gateway()
     if using and not force:
@@ -257,18 +266,7 @@ def _pg_restore(settings: Settings, url: URL, file: Path, *, confirmed: Confirm,
             "nothing was changed"
         )
     confirmed(f"Replace the broker tables of {describe(url)} with {file}? What they hold now is dropped.")
-    _pg_run(
-        url,
-        [
-            pg_restore,
-            "--clean",
-            "--if-exists",
-            "--no-owner",
-            "--single-transaction",
-            "--exit-on-error",
-            str(file),
-        ],
-    )
+    _pg_run(url, [pg_restore, *PG_RESTORE_OPTIONS, str(file)])
     revision = asyncio.run(_pg_revision(settings))
     return f"restored {file} into {describe(url)} (broker schema revision {revision}); {_next(revision)}"
 

@@ -244,5 +244,8 @@ def test_postgresql_backup_without_pg_dump_says_what_to_run(
     monkeypatch.setenv("PATH", str(tmp_path))  # as in the container image: no PostgreSQL client there
     code, _, err = run(capsys, "database", "backup", str(tmp_path / "b.dump"))
     assert code == 1 and "pg_dump is not installed here (the container image has none)" in err
-    assert f"pg_dump --format=custom --file={tmp_path / 'b.dump'}" in err and "test-password" not in err
+    assert (
+        f"pg_dump --format=custom --no-owner --file={tmp_path / 'b.dump'}" in err
+        and "test-password" not in err
+    )
     assert not (tmp_path / "b.dump").exists()
