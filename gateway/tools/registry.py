@@ -38,10 +38,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from gateway.config import DEFAULT_TOOLSETS, TOOLSETS, expand_toolsets
 from gateway.errors import REASONS, ToolError
+from gateway.gitlab.errors import GitLabUnauthorized
 from gateway.gitlab.operation import Operation
 from gateway.gitlab.urls import MAX_ID
 from gateway.tools.access import NO_LIMITS, ToolAccess
 from gateway.tools.argument_errors import argument_name, describe_validation_error
+from gateway.tools.call_limits import CallsInFlight, RejectedTokens
 from gateway.tools.failures import CURSOR_ARGUMENT, HANDLED, as_tool_error
 from gateway.tools.rate_limits import AgentLimiter
 from gateway.tools.result import ToolResult as ToolResult  # re-exported: handlers and the transport use it
@@ -267,6 +269,8 @@ class Registry:
             in ``enabled_tools`` (both empty: the default toolsets, all but ``superseded``).
         enabled_tools: serve these tools (names or aliases) besides ``toolsets``.
         limiter: the per-agent rate limits of GitLab tool calls (every toolset but ``broker``).
+        in_flight: the cap on GitLab tool calls under way per caller.
+        rejected_tokens: passthrough mode: GitLab's 401s per source (``gateway.tools.call_limits``).
 
     Raises:
         ValueError: two tools (or aliases) share a name, or a name is not MCP-valid.
@@ -280,6 +284,8 @@ class Registry:
         toolsets: Sequence[str] = (),
         enabled_tools: Sequence[str] = (),
         limiter: AgentLimiter | None = None,
+        in_flight: CallsInFlight | None = None,
+        rejected_tokens: RejectedTokens | None = None,
     ) -> None:
         self._all: dict[str, Tool] = {}
         self._aliases: dict[str, str] = {}
@@ -292,6 +298,8 @@ class Registry:
                 self._aliases[alias] = tool.name
         self.read_only = read_only
         self._limiter = limiter
+        self._in_flight = in_flight
+        self._rejected_tokens = rejected_tokens
         self.toolsets = tuple(toolsets)
         self.enabled_tools = frozenset(self._aliases.get(name, name) for name in enabled_tools)
         # A toolset no option names (the conformance suite's fixtures, registered in a test mode)
@@ -383,15 +391,35 @@ class Registry:
 
     async def _run(self, tool: Tool, ctx: ToolContext, arguments: dict[str, Any] | None) -> ToolResult:
         args: BaseModel | None = None
+        held: str | None = None
+        gitlab_tool = tool.toolset != "broker"
         try:
             args = parse_arguments(tool, arguments or {})
-            if self._limiter is not None and tool.toolset != "broker":
-                self._limiter.check(ctx.call.caller)
+            if gitlab_tool:
+                caller = ctx.call.caller
+                if self._rejected_tokens is not None:
+                    self._rejected_tokens.check(caller)
+                if self._limiter is not None:
+                    self._limiter.check(caller)
+                if self._in_flight is not None:
+                    held = self._in_flight.enter(caller)
             out = await tool.handler(ctx, args)
+            if self._rejected_tokens is not None and gitlab_tool:
+                self._rejected_tokens.accepted(ctx.call.caller)
         except HANDLED as err:
+            if (
+                self._rejected_tokens is not None
+                and isinstance(err, GitLabUnauthorized)
+                and err.status == 401
+            ):
+                self._rejected_tokens.rejected(ctx.call.caller)
             cursor_sent = getattr(args, CURSOR_ARGUMENT, None) is not None
             error = as_tool_error(err, reference_hint=tool.reference_hint, cursor_sent=cursor_sent)
             return ToolResult.from_error(_with_request_id(error, ctx))
+        finally:
+            if held is not None:
+                assert self._in_flight is not None
+                self._in_flight.leave(held)
         if isinstance(out, BaseModel):
             structured = out.model_dump(mode="json", exclude_unset=True, by_alias=True)
             if tool.output_model is None or not isinstance(out, tool.output_model):
