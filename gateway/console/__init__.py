@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from gateway.config import MIN_CONSOLE_TOKEN_CHARS
-from gateway.console.routes import BrokerOf, ConsoleRoutes
 
 if TYPE_CHECKING:
     from gateway.config import Settings
+    from gateway.console.routes import BrokerOf
 
 __all__ = ["setup"]
 
@@ -32,6 +32,9 @@ def setup(app: web.Application, settings: Settings, broker: BrokerOf) -> None:
         broker: returns the opened broker (called per request, after start-up).
     """
     if settings.console.enabled:
+        # Its pages (jinja2, the templates) load only on a gateway that serves them.
+        from gateway.console.routes import ConsoleRoutes
+
         ConsoleRoutes(settings, broker).add_routes(app)
     else:
         app.router.add_route("*", "/broker", _off)

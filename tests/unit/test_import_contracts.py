@@ -37,4 +37,4 @@ def test_the_contracts_see_type_only_imports_and_imports_inside_functions() -> N
     # Under `if TYPE_CHECKING:`.
     assert graph.direct_import_exists(importer="gateway.tools.context", imported="gateway.broker.service")
     # Inside main().
-    assert graph.direct_import_exists(importer="gateway.__main__", imported="gateway.server.app")
+    assert graph.direct_import_exists(importer="gateway.__main__", imported="gateway.server.serve")

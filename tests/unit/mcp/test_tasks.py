@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from gateway import conformance_tasks
 from gateway.broker.database import DatabaseUnavailable
 from gateway.broker.tasks import NewTask, TaskStore, id_hash
 from gateway.server.services import SERVICES
+from gateway.testing.conformance import tasks as conformance_tasks
 from tests.unit.mcp.conftest import MakeMcp
 from tests.unit.mcp.helpers import Mcp, modern_headers, modern_meta
 
