@@ -11,6 +11,8 @@ costs) and, with --peer, a community GitLab MCP server.
     .venv/bin/python -m bench job-logs             # get_job's log tails and windows (bench/bench_job_log.py)
     .venv/bin/python -m bench tracing-sdk          # OpenTelemetry's SDK alone per traced call
                                                    # (bench/bench_tracing_sdk.py)
+    .venv/bin/python -m bench start                # CPU from exec to a healthy /healthz, idle RSS
+                                                   # (bench/start.py; printed before the table too)
     .venv/bin/python -m bench --tools-list         # only the bytes of tools/list (printed first anyway)
 
 Every row is measured in the same run against the same loopback GitLab stub (``bench/stub.py``:
@@ -447,6 +449,10 @@ def main() -> int:
         from bench.bench_job_log import main as job_logs
 
         return job_logs(sys.argv[2:])
+    if sys.argv[1:2] == ["start"]:  # CPU to a healthy /healthz and idle RSS (bench/start.py)
+        from bench.start import main as start_figures
+
+        return start_figures(sys.argv[2:])
     if sys.argv[1:2] == ["tracing-sdk"]:  # OpenTelemetry's SDK alone, per traced call
         from bench.bench_tracing_sdk import main as tracing_sdk
 
@@ -489,6 +495,11 @@ def main() -> int:
     print(tools_list.table())
     if args.tools_list:
         return 0
+    print()
+    from bench.start import table as start_table
+
+    for line in start_table(runs=3, cpu=min(SERVER_CPU)):
+        print(line, flush=True)
     print()
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         rows = asyncio.run(run(args, Path(tmp)))
