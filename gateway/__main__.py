@@ -33,9 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     docstring). Three steps, each imported only when reached: the configuration
     (``gateway.cli.configuration``), a command that exits (``gateway.cli.commands``), serving
     (``gateway.server.serve``)."""
+    args = parse_args(argv)  # --help, --version and a bad flag end here, before any layer loads
     from gateway.cli.configuration import read_configuration
 
-    args = parse_args(argv)
     configuration = read_configuration(args)
     if isinstance(configuration, int):  # --example-config, or a configuration error (printed)
         return configuration

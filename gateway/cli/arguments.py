@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from gateway import PROG, __version__
-from gateway.broker.activity_log import PIPELINE_LOG
+
+#: The broker's own activity log (``gateway.broker.activity_log.PIPELINE_LOG``, which imports the
+#: logging layer and aiohttp: not worth loading for ``--help``; a test keeps the two equal).
+PIPELINE_LOG = "pipeline"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
