@@ -5,9 +5,17 @@ terminated session's id gets 404).
 What is kept: a SHA-256 of the session's random number (never its id, which is a bearer
 credential) and the moment its sealed id expires. A row is pruned once that moment has passed,
 since the id is refused as expired from then on. Nothing is ever dropped earlier: the table holds
-exactly the sessions ended within the last ``server.session_ttl_seconds``, so its size is bounded by
-the rate of DELETEs (each needs a live session of an authenticated caller) times that lifetime,
-and no number of sessions ended later can bring one back.
+exactly the sessions ended within the last ``server.session_ttl_seconds``, and no number of
+sessions ended later can bring one back.
+
+The table is bounded by refusing, never by forgetting: a record dropped early would let its
+session id work again. A DELETE is refused (:class:`TooManyEnded`, HTTP 429) when the table
+already holds ``server.max_ended_sessions`` unexpired records, or its caller (how it is
+authenticated: its client token's agent, its passthrough credential) has ended
+``server.max_ended_sessions_per_caller`` sessions within their lifetime (counted by this process,
+so replicas multiply that one). A refused session simply stays open until it expires, bound to
+its caller as every session is; the caller is told so, and nothing it can do with it is more than
+it could do with a new one.
 
 Every request of a legacy-era session is checked against this process's copy of the table, in
 memory (a dict lookup, no database round trip): loaded at start, added to by every DELETE here
@@ -53,6 +61,10 @@ LAG_SECONDS = 10.0
 ENDED = "*ended"
 
 
+class TooManyEnded(Exception):
+    """This DELETE would take the record of ended sessions past its bounds; nothing was recorded."""
+
+
 def id_hash(number: str) -> str:
     """What the table keeps of a session number."""
     return hashlib.sha256(number.encode()).hexdigest()
@@ -70,10 +82,22 @@ class EndedSessions:
         StoreError: the database cannot serve the call (``DatabaseUnavailable`` while it is down).
     """
 
-    def __init__(self, store: Store, metrics: Metrics, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        metrics: Metrics,
+        clock: Callable[[], float],
+        *,
+        max_total: int = 100_000,
+        max_per_caller: int = 1_000,
+    ) -> None:
         self._store = store
         self._metrics = metrics
         self._clock = clock
+        self._max_total = max_total
+        self._max_per_caller = max_per_caller
+        #: caller's owner key -> expiries of the sessions it ended here (unexpired only).
+        self._by_caller: dict[str, list[float]] = {}
         #: id hash -> expiry (Unix seconds).
         self._ended: dict[str, float] = {}
         #: When the copy was last known complete by a reload (Unix seconds); None: never loaded.
@@ -83,9 +107,28 @@ class EndedSessions:
         #: Since when the copy may miss notifications (the connection was down); None: it misses none.
         self._deaf_since: float | None = None
 
-    async def end(self, number: str, expires: float) -> None:
-        """Record session ``number`` as ended until ``expires`` (Unix seconds), here at once and,
-        on PostgreSQL, on every other replica when the transaction commits."""
+    async def end(self, number: str, expires: float, owner: str = "") -> None:
+        """Record session ``number`` of caller ``owner`` as ended until ``expires`` (Unix
+        seconds), here at once and, on PostgreSQL, on every other replica when the transaction
+        commits.
+
+        Raises:
+            TooManyEnded: the record is full, or ``owner`` has ended its share (module docs).
+        """
+        now = self._clock()
+        mine = [e for e in self._by_caller.get(owner, ()) if e > now]
+        if len(mine) >= self._max_per_caller:
+            raise TooManyEnded(
+                f"this caller ended {len(mine)} sessions within their lifetime, the most this gateway "
+                f"records per caller (server.max_ended_sessions_per_caller)"
+            )
+        if len(self._ended) >= self._max_total and (
+            sum(1 for e in self._ended.values() if e > now) >= self._max_total
+        ):
+            raise TooManyEnded(
+                f"the gateway already records {self._max_total} ended sessions, its limit "
+                "(server.max_ended_sessions)"
+            )
         hashed = id_hash(number)
         async with self._store.write() as q:
             await q.end_session(hashed, expires)
@@ -94,6 +137,8 @@ class EndedSessions:
             # From the table, as prune() sets it: adding 1 here raced a prune's count under way.
             ended = await q.ended_sessions_count(self._clock())
         self._ended[hashed] = expires
+        mine.append(expires)
+        self._by_caller[owner] = mine
         self._metrics.sessions_ended.set(ended)
 
     def is_ended(self, number: str) -> bool:
@@ -151,6 +196,9 @@ class EndedSessions:
         """Forget the ended sessions whose ids have expired; refresh the gauge. How many went."""
         now = self._clock()
         self._ended = {h: e for h, e in self._ended.items() if e > now}
+        self._by_caller = {
+            owner: kept for owner, ends in self._by_caller.items() if (kept := [e for e in ends if e > now])
+        }
         total = 0
         for _ in range(PRUNE_MAX_BATCHES):
             async with self._store.write() as q:

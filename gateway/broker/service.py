@@ -137,7 +137,13 @@ class BrokerService:
         self.changes = Changes(
             store, self.wakeups, logs, metrics, self.roster, effects, self.state_dir, clock
         )
-        self.ended_sessions = EndedSessions(store, metrics, clock)
+        self.ended_sessions = EndedSessions(
+            store,
+            metrics,
+            clock,
+            max_total=settings.server.max_ended_sessions,
+            max_per_caller=settings.server.max_ended_sessions_per_caller,
+        )
         self.console_sign_outs = ConsoleSignOuts(store, clock)
         self.tasks = TaskStore(store, clock)
         self.housekeeping = Housekeeping(

@@ -115,10 +115,19 @@ class ClientToken(_Section):
 
 
 class LimitsSettings(_Section):
-    """Per-agent rate limits on GitLab tool calls (broker tools are never limited)."""
+    """Per-agent rate limits on GitLab tool calls, calls in flight per caller, GitLab's 401s per
+    source in passthrough mode (broker tools are never limited)."""
 
     #: Sustained GitLab tool calls per second each agent (and, in passthrough mode, each GitLab
     #: credential) may make; None: no limit. A client token's own value replaces it.
     calls_per_second: float | None = Field(None, gt=0)
     #: Calls an idle agent may make at once before the rate applies; None: the rate rounded up.
     burst: int | None = Field(None, ge=1)
+    #: GitLab tool calls one caller (agent, and passthrough credential) may have under way at
+    #: once, however sent (concurrent requests, a batch, tasks); one more is refused at once.
+    max_calls_in_flight: int = Field(64, ge=1)
+    #: Passthrough mode: GitLab 401s to callers' own tokens one source (the agent of a client
+    #: token, else the client address) may collect before its tokens GitLab has not accepted
+    #: lately are refused without reaching GitLab, for the window below after its last 401.
+    passthrough_auth_failures: int = Field(10, ge=1)
+    passthrough_auth_failure_window_seconds: float = Field(300.0, gt=0)

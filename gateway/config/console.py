@@ -30,6 +30,12 @@ class ConsoleSettings(_Section):
     sign_in_failures: int = Field(10, ge=1)
     #: ... until this many seconds after its last failed one.
     sign_in_window_seconds: float = Field(300.0, gt=0)
+    #: Failed sign-ins from all addresses together (within the same window) before only
+    #: addresses that signed in lately may try: guesses from rotated addresses meet it.
+    sign_in_failures_total: int = Field(50, ge=1)
+    #: Live views (the page's event stream) one sign-in may hold open at once on a replica; one
+    #: more is refused with HTTP 429.
+    max_streams_per_session: int = Field(8, ge=1)
 
     @field_validator("operator_token", "viewer_token")
     @classmethod

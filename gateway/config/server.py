@@ -30,6 +30,11 @@ class ServerSettings(_Section):
     #: No longer used: sessions ended by DELETE are kept in the broker's database until they
     #: expire, with no cap that could forget one early. Accepted so existing configurations load.
     max_sessions: int = Field(1000, ge=1)
+    #: Sessions ended by DELETE recorded at most (all callers), and per caller (this replica's
+    #: count): past either, a DELETE is refused (429) and the session stays open until it
+    #: expires; never a record forgotten early, which would let its id work again.
+    max_ended_sessions: int = Field(100_000, ge=1)
+    max_ended_sessions_per_caller: int = Field(1_000, ge=1)
     #: AES-256 key sealing ``Mcp-Session-Id`` values: 32 random bytes in base64
     #: (``openssl rand -base64 32``), the same on every replica. Unset: generated at start, so
     #: sessions do not survive a restart nor span replicas (an INFO log line says so).
@@ -41,6 +46,11 @@ class ServerSettings(_Section):
     conformance_fixtures: bool = False
     #: Largest accepted JSON-RPC request body, bytes.
     max_request_bytes: int = Field(1_048_576, ge=1024)
+    #: Most messages in one JSON-RPC batch (2025-03-26 sessions): a larger batch is refused
+    #: whole (-32600), before any of it runs.
+    max_batch_messages: int = Field(64, ge=1)
+    #: Messages of one batch answered at a time; the others wait their turn.
+    batch_concurrency: int = Field(4, ge=1)
     #: Seconds in-flight calls get to finish after SIGTERM.
     shutdown_timeout_seconds: float = Field(10.0, ge=0)
     #: Longest wait, seconds, for a client to take one write of an answer (a JSON body, an SSE

@@ -29,9 +29,11 @@ from gateway.broker.errors import BrokerError
 from gateway.broker.store import StoreError
 from gateway.console.auth import CSRF_FIELD, ConsoleAuth, Session
 from gateway.console.forms import read_form
+from gateway.console.live import CSRF_PLACEHOLDER, SharedRendering
 from gateway.console.throttle import SignInBudget
 from gateway.console.views import Renderer, snapshot
 from gateway.observability.metrics import METRICS
+from gateway.tools.call_limits import Slots
 
 if TYPE_CHECKING:
     from gateway.broker.service import BrokerService
@@ -117,9 +119,14 @@ class ConsoleRoutes:
         self.auth = ConsoleAuth(settings.console, settings.server)
         self._renderer = Renderer(settings.console)
         self._budget = SignInBudget(
-            settings.console.sign_in_failures, settings.console.sign_in_window_seconds
+            settings.console.sign_in_failures,
+            settings.console.sign_in_window_seconds,
+            total_failures=settings.console.sign_in_failures_total,
+            known_seconds=settings.console.session_hours * 3600,
         )
         self._closing = False
+        self._live = SharedRendering(self._read_sections, REFRESH_SECONDS)
+        self._slots = Slots(settings.console.max_streams_per_session)
 
     def add_routes(self, app: web.Application) -> None:
         """Register every route under ``/broker`` and the shutdown hook that ends live streams."""
@@ -143,7 +150,7 @@ class ConsoleRoutes:
         except KeyError:
             broker = None
         if broker is None:
-            raise BrokerClosed
+            raise BrokerClosed("the broker is not open (the gateway is starting or stopping)")
         return broker
 
     async def _session(self, request: web.Request) -> Session | None:
@@ -212,7 +219,9 @@ class ConsoleRoutes:
             log.info("console sign-in refused: too many failed sign-ins (from %s)", request.remote)
             response = _html(
                 Renderer.login(
-                    error=f"Too many failed sign-ins from this address: try again in {wait} seconds."
+                    error=f"Too many failed sign-ins from this address, or from all addresses lately "
+                    f"to this console: try again in {wait} seconds. An address that signed in here "
+                    "lately is let in meanwhile."
                 ),
                 429,
             )
@@ -341,15 +350,32 @@ class ConsoleRoutes:
             broker = self._open_broker()
         except BrokerClosed:
             return _html("The broker is not open (the gateway is starting or stopping).", 503)
-        response = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"}
-        )
-        _secure(response)
-        await response.prepare(request)
-        # ConnectionResetError: the page went away (a reload, a closed tab); nothing to finish.
-        with contextlib.suppress(ConnectionResetError):
-            await self._stream(response, broker, session, before)
+        if not self._slots.take(session.nonce):
+            request.app[METRICS].console_streams_refused.inc()
+            log.info("console live view refused: %s has %d open", session.name, self._slots.cap)
+            return _html(
+                f"This sign-in already has {self._slots.cap} live views open "
+                "(console.max_streams_per_session): close a tab of the console, then reload.",
+                429,
+            )
+        try:
+            response = web.StreamResponse(
+                headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"}
+            )
+            _secure(response)
+            await response.prepare(request)
+            # ConnectionResetError: the page went away (a reload, a closed tab); nothing to finish.
+            with contextlib.suppress(ConnectionResetError):
+                await self._stream(response, broker, session, before)
+        finally:
+            self._slots.give_back(session.nonce)
         return response
+
+    async def _read_sections(self, before: str | None, can_act: bool) -> tuple[dict[str, str], str]:
+        """One reading of the broker, every section rendered for a view (shared by the streams)."""
+        snap = await snapshot(self._open_broker(), self._console, before)
+        ctx = self._renderer.context(snap, can_act=can_act, csrf=CSRF_PLACEHOLDER, before=before)
+        return self._renderer.sections(ctx), str(snap.status["state"])
 
     async def _stream(
         self, response: web.StreamResponse, broker: BrokerService, session: Session, before: str | None
@@ -364,15 +390,13 @@ class ConsoleRoutes:
                 break
             version = broker.feed.version
             try:
-                snap = await snapshot(broker, self._console, before)
-            except (BrokerError, StoreError) as err:
+                sections, state = await self._live.sections(version, before, session.can_act, csrf)
+            except (BrokerError, StoreError, BrokerClosed) as err:
                 await response.write(f"event: problem\ndata: {json.dumps(str(err))}\n\n".encode())
             else:
-                ctx = self._renderer.context(snap, can_act=session.can_act, csrf=csrf, before=before)
-                sections = self._renderer.sections(ctx)
                 changed = {k: v for k, v in sections.items() if shown.get(k) != v}
                 if changed or seen < 0:
-                    data = {"version": version, "state": snap.status["state"], "sections": changed}
+                    data = {"version": version, "state": state, "sections": changed}
                     await response.write(f"event: sections\ndata: {json.dumps(data)}\n\n".encode())
                     shown = sections
                 else:

@@ -34,6 +34,7 @@ from gateway.gitlab.errors import (
     GitLabUnauthorized,
     GitLabUpstreamError,
 )
+from gateway.gitlab.json_budget import AnswerTooComplex
 
 #: Statuses worth another try for a read.
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
@@ -168,6 +169,16 @@ def decode_json(call: GitLabCall, response: HttpReply) -> Any:
     """
     try:
         return response.json()
+    except AnswerTooComplex as err:
+        if not call.idempotent:
+            raise call.maybe_sent(f"status {response.status_code} with {err}") from None
+        raise GitLabUpstreamError(
+            f"GitLab answered {call.operation} with {err}, so the gateway used none of it. GitLab's own "
+            "answers to this tool are far smaller: check GITLAB_URL and any proxy between the gateway "
+            "and GitLab.",
+            status=response.status_code,
+            request_id=call.request_id,
+        ) from None
     except ValueError:
         if not call.idempotent:  # a success status: the change may well have been made
             raise call.maybe_sent(f"status {response.status_code} with a body that is not JSON") from None

@@ -11,6 +11,7 @@ import orjson
 
 from gateway.gitlab.credentials import Credential
 from gateway.gitlab.errors import GitLabError, GitLabMaybeSent
+from gateway.gitlab.json_budget import AnswerTooComplex, check_json_budget
 
 
 @dataclass(slots=True, kw_only=True)
@@ -36,6 +37,9 @@ class GitLabCall:
     content: bytes | None = None
     #: Request headers of this call's own (``Range`` on a ranged read), beside the client's.
     headers: Mapping[str, str] | None = None
+    #: The most body bytes read from the answer, decoded (None: the transport's own bound,
+    #: ``MAX_ANSWER_BYTES``); a route whose honest answers are small says so.
+    max_bytes: int | None = None
     #: Attempts sent so far (counted only while tracing, for ``http.request.resend_count``).
     attempts: int = 0
 
@@ -65,13 +69,19 @@ class HttpReply:
         """The body decoded as JSON.
 
         Raises:
+            AnswerTooComplex: it holds more values, or deeper nesting, than the gateway decodes
+                (:mod:`gateway.gitlab.json_budget`).
             ValueError: it is not JSON.
         """
+        check_json_budget(self.content)
         try:
             return orjson.loads(self.content)  # a third of ``json``'s time on a 10 KB answer
         except orjson.JSONDecodeError:
             # What orjson refuses but ``json`` reads (a byte order mark, NaN), or not JSON at all.
-            return json.loads(self.content)
+            try:
+                return json.loads(self.content)
+            except RecursionError:
+                raise AnswerTooComplex("JSON nested deeper than the decoder reads") from None
 
 
 class Transient(Exception):

@@ -44,7 +44,7 @@ from gateway.gitlab.http import build_http_client, build_transport
 from gateway.gitlab.operation_loader import graphql_body
 from gateway.gitlab.retries import SleepFn, with_retries
 from gateway.gitlab.streaming import BodyStream, open_stream
-from gateway.gitlab.transport import AiohttpTransport, AnswerTooLarge
+from gateway.gitlab.transport import AiohttpTransport, AnswerTooLarge, too_large
 from gateway.gitlab.urls import EncodedId, GitLabBase, normalize_base_url
 from gateway.observability import tracing
 from gateway.observability.access import note_gitlab_request
@@ -173,6 +173,7 @@ class GitLabClient:
         json: Any = None,
         request_id: str | None = None,
         idempotent: bool | None = None,
+        max_bytes: int | None = None,
     ) -> Any:
         """Call a REST route (relative to ``/api/v4``) and return its decoded JSON.
 
@@ -182,6 +183,8 @@ class GitLabClient:
                 :class:`~gateway.gitlab.urls.EncodedId`, or the result of
                 :func:`gateway.gitlab.urls.encode_project`, or ``urllib.parse.quote(x, safe="")``).
             idempotent: defaults to True for GET/HEAD, False otherwise.
+            max_bytes: the most of the answer read, decoded (None: ``MAX_ANSWER_BYTES``); more is
+                an upstream error naming the bound.
 
         Raises:
             ValueError: a path parameter is not one encoded segment (a programming error: the
@@ -200,6 +203,7 @@ class GitLabClient:
             request_id=request_id,
             params=params,
             json=json,
+            max_bytes=max_bytes,
         )
         return await self._call(call)
 
@@ -279,6 +283,8 @@ class GitLabClient:
                 headers=headers,
                 extensions={"deadline": deadline},
             )
+            if call.max_bytes is not None and len(response.content) > call.max_bytes:
+                raise AnswerTooLarge(too_large(call.max_bytes))
             return HttpReply(response.status_code, response.headers, response.content)
         url, body = call.url, call.content
         if call.params:
@@ -287,7 +293,13 @@ class GitLabClient:
             body = _json_body(call.json)
             headers["Content-Type"] = "application/json"
         status, _, answer_headers, content = await self._direct.exchange(
-            call.method, url, headers, body, timeouts=self._timeouts, deadline=deadline
+            call.method,
+            url,
+            headers,
+            body,
+            timeouts=self._timeouts,
+            deadline=deadline,
+            max_bytes=call.max_bytes,
         )
         return HttpReply(status, answer_headers, content)
 

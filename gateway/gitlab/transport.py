@@ -139,6 +139,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         deadline: float | None,
         request: httpx.Request | None = None,
         decompress: bool = True,
+        max_bytes: int | None = None,
     ) -> tuple[int, str | None, CIMultiDictProxy[str], bytes]:
         """One request over the pool, its body read whole: status, reason, headers, body.
 
@@ -149,6 +150,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         Args:
             timeouts: httpx's ``pool``/``connect``/``read`` timeouts, seconds.
             deadline: ``loop.time()`` by which the whole exchange is over, body included.
+            max_bytes: the most body bytes read, decoded (None: :data:`MAX_ANSWER_BYTES`).
         """
         timeout = _client_timeout(timeouts, deadline)
         if self._proxy_headers and url.startswith("http:"):
@@ -167,7 +169,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 proxy_headers=self._proxy_headers,
                 auto_decompress=decompress,
             ) as response:
-                content = await _read_capped(response, request)
+                content = await _read_capped(response, request, max_bytes or MAX_ANSWER_BYTES)
         except AnswerTooLarge:
             raise
         except Exception as exc:
@@ -222,16 +224,21 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             self._session = None
 
 
-async def _read_capped(response: aiohttp.ClientResponse, request: httpx.Request | None) -> bytes:
+def too_large(max_bytes: int) -> str:
+    """What :class:`AnswerTooLarge` says of a bound of ``max_bytes``."""
+    return f"its answer was larger than {max_bytes / (1024 * 1024):g} MiB"
+
+
+async def _read_capped(
+    response: aiohttp.ClientResponse, request: httpx.Request | None, max_bytes: int
+) -> bytes:
     """The whole body, or :class:`AnswerTooLarge` (and the connection closed, not pooled)."""
     body = bytearray()
     async for chunk in response.content.iter_any():
         body += chunk
-        if len(body) > MAX_ANSWER_BYTES:
+        if len(body) > max_bytes:
             response.close()
-            raise AnswerTooLarge(
-                f"its answer was larger than {MAX_ANSWER_BYTES / (1024 * 1024):g} MiB", request=request
-            )
+            raise AnswerTooLarge(too_large(max_bytes), request=request)
     return bytes(body)
 
 

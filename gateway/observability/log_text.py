@@ -3,7 +3,8 @@
 Callers choose method names, tool names, agent ids and activity texts, and all of them reach log
 lines. A NUL, an ESC (terminal escape sequences), a C1 control, a line or paragraph separator or a
 lone UTF-16 surrogate written raw can forge lines, drive the terminal of whoever reads the log,
-or make the UTF-8 encoder of the log stream fail. They are written as ``\\xNN`` / ``\\uNNNN``
+or make the UTF-8 encoder of the log stream fail; a bidi override (U+202E) or another format
+character displays a line reordered or hides text. They are written as ``\\xNN`` / ``\\uNNNN``
 instead; a value longer than its limit keeps its head and says how much was cut.
 """
 
@@ -12,11 +13,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
+#: Unicode's format characters (general category Cf, Unicode 14): the bidi embeddings, overrides
+#: and isolates (U+202A-202E, U+2066-2069) that display a line reversed or reordered, zero-width
+#: characters that hide text, the byte-order mark, tags. Listed rather than computed at import (a
+#: scan of every code point); a later Unicode's few new ones are the only gap.
+_FORMAT = (
+    "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U00013438"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
+)
 #: C0 controls but TAB and LF, DEL, C1 controls, the separators ``str.splitlines`` breaks on
-#: (U+2028, U+2029) and lone surrogates (not encodable as UTF-8).
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+#: (U+2028, U+2029), lone surrogates (not encodable as UTF-8) and format characters.
+_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff{_FORMAT}]")
 #: The same plus LF and CR: for values that must stay on one line.
-_UNSAFE_ONE_LINE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_UNSAFE_ONE_LINE = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff{_FORMAT}]")
 
 #: Longest field value written whole (a method name, a tool name, an agent id...).
 FIELD_LIMIT = 256
@@ -28,7 +38,9 @@ TRACEBACK_FIELDS = frozenset({"exc_info", "stack_info"})
 
 def _escape(match: re.Match[str]) -> str:
     code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def escape_controls(text: str, *, one_line: bool = True) -> str:

@@ -190,10 +190,16 @@ class Metrics:
             ["from_state", "to_state"],
             registry=r,
         )
+        self.console_streams_refused = Counter(
+            "gateway_console_streams_refused_total",
+            "Console live views refused: the sign-in already held console.max_streams_per_session",
+            registry=r,
+        )
         self.console_sign_ins_failed = Counter(
             "gateway_console_sign_ins_failed_total",
             "Console sign-ins refused, by reason: wrong_token (a token that opens nothing), throttled "
-            "(the address spent its budget of failed sign-ins, console.sign_in_failures)",
+            "(the address spent its budget of failed sign-ins, console.sign_in_failures, or all "
+            "addresses theirs, console.sign_in_failures_total)",
             ["reason"],
             registry=r,
         )

@@ -32,6 +32,7 @@ from gateway.server import health
 from gateway.server.metrics_endpoint import metrics_handler
 from gateway.server.services import SERVICES, ServicesFactory, build_services
 from gateway.tools import all_tools
+from gateway.tools.call_limits import CallsInFlight, RejectedTokens
 from gateway.tools.rate_limits import build_limiter
 from gateway.tools.registry import Registry, Tool
 
@@ -69,12 +70,24 @@ def create_app(
         served += fixtures.TOOLS
         served += tasks.TOOLS
         extension = fixtures.EXTENSION
+
+    def limited(agent: str) -> None:
+        metrics.rate_limited.labels(agent=agent).inc()
+
     registry = Registry(
         served,
         read_only=settings.read_only,
         toolsets=settings.toolsets,
         enabled_tools=settings.tools,
-        limiter=build_limiter(settings, lambda agent: metrics.rate_limited.labels(agent=agent).inc()),
+        limiter=build_limiter(settings, limited),
+        in_flight=CallsInFlight(settings.limits.max_calls_in_flight, limited),
+        rejected_tokens=RejectedTokens(
+            settings.limits.passthrough_auth_failures,
+            settings.limits.passthrough_auth_failure_window_seconds,
+            limited,
+        )
+        if settings.gitlab.credential_mode == "passthrough"
+        else None,
     )
 
     async def services_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -122,6 +135,7 @@ def create_app(
         page_size=server.tools_page_size,
         extension=extension,
         state_sealer=StateSealer(*sealer.root_keys),
+        batch_concurrency=server.batch_concurrency,
     )
 
     def ended_sessions() -> EndedSessions:

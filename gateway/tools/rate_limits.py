@@ -2,7 +2,10 @@
 
 A caller is its agent id (client token, or ``X-Agent-Id`` on loopback), and in passthrough mode
 also its GitLab credential, keyed on a SHA-256 of the token (never the token): the
-``Caller.rate_limit_key`` the transport built once with the caller. Each bucket holds
+``Caller.rate_limit_key`` the transport built once with the caller. In passthrough mode a call
+also takes from its source's bucket (the agent, else the client address:
+:func:`~gateway.tools.call_limits.source_key`), with the same limit: a caller that rotates tokens
+gets a new credential bucket each time, but never a new source bucket. Each bucket holds
 up to ``burst`` calls and refills at ``calls_per_second``; a call that finds it empty is refused
 at once with ``rate_limited`` and the whole seconds until a call fits, the shape GitLab's own 429
 takes (:class:`~gateway.gitlab.errors.GitLabRateLimited`), and is counted in
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gateway.errors import gateway_refusal
+from gateway.tools.call_limits import source_key
 from gateway.tools.caller import rate_limit_key
 
 if TYPE_CHECKING:
@@ -103,15 +107,11 @@ class AgentLimiter:
         limit = self._per_agent.get(agent, self._default) if agent is not None else self._default
         if limit is None:
             return
-        key = rate_limit_key(caller)
         now = self._clock()
-        bucket = self._buckets.get(key)
-        if bucket is None or bucket.limit != limit:
-            bucket = self._buckets[key] = TokenBucket(limit, now)
-            if len(self._buckets) > MAX_BUCKETS:
-                self._buckets.popitem(last=False)
-        self._buckets.move_to_end(key)
-        wait = bucket.take(now)
+        wait = self._take(rate_limit_key(caller), limit, now)
+        if wait == 0.0 and self._passthrough and caller.credential is not None:
+            # A new credential is a new bucket: its source's bucket holds across them.
+            wait = self._take(source_key(caller), limit, now)
         if wait == 0.0:
             return
         self._on_limited(
@@ -126,6 +126,15 @@ class AgentLimiter:
             retry_after_seconds=seconds,
             limit="gateway_agent_calls",
         )
+
+    def _take(self, key: str, limit: Limit, now: float) -> float:
+        bucket = self._buckets.get(key)
+        if bucket is None or bucket.limit != limit:
+            bucket = self._buckets[key] = TokenBucket(limit, now)
+            if len(self._buckets) > MAX_BUCKETS:
+                self._buckets.popitem(last=False)
+        self._buckets.move_to_end(key)
+        return bucket.take(now)
 
 
 def build_limiter(settings: Settings, on_limited: Callable[[str], None]) -> AgentLimiter | None:

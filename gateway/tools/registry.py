@@ -32,15 +32,25 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ValidationError
 
 from gateway.config import DEFAULT_TOOLSETS, TOOLSETS, expand_toolsets
 from gateway.errors import ToolError
+from gateway.gitlab.errors import GitLabUnauthorized
 from gateway.gitlab.operation import Operation
 from gateway.tools.access import NO_LIMITS, ToolAccess
 from gateway.tools.argument_errors import argument_name, describe_validation_error
+from gateway.tools.call_limits import CallsInFlight, RejectedTokens
+
+# Re-exported: tool modules declare with them.
+from gateway.tools.declaration import NAME_PATTERN as NAME_PATTERN
+from gateway.tools.declaration import READ_ONLY as READ_ONLY
+from gateway.tools.declaration import Annotations as Annotations
+from gateway.tools.declaration import ResultSchemaError as ResultSchemaError
+from gateway.tools.declaration import ToolInput as ToolInput
+from gateway.tools.declaration import ToolOutput as ToolOutput
 from gateway.tools.failures import CURSOR_ARGUMENT, HANDLED, as_tool_error
 from gateway.tools.rate_limits import AgentLimiter
 from gateway.tools.result import ToolResult as ToolResult  # re-exported: handlers and the transport use it
@@ -49,82 +59,6 @@ from gateway.tools.schemas import ERROR_SCHEMA, json_schema, without_description
 
 if TYPE_CHECKING:
     from gateway.tools.context import ToolContext
-
-NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
-
-
-class ToolInput(BaseModel):
-    """Base of every tool's input model: unknown arguments are refused.
-
-    ``argument_aliases`` maps another name of an argument to the one listed in ``inputSchema``
-    (``{"id": "project_id"}``): a call written with the other name (for GitLab's built-in MCP
-    server, or an older release of this gateway) is read as if it used the listed one. Aliases are
-    never listed, so an agent reading ``tools/list`` sees one name per thing; the tool's docs page
-    names them.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    argument_aliases: ClassVar[Mapping[str, str]] = {}
-
-    @model_validator(mode="before")
-    @classmethod
-    def _read_aliases(cls, data: Any) -> Any:
-        if not cls.argument_aliases or not isinstance(data, dict):
-            return data
-        data = dict(data)
-        for alias, name in cls.argument_aliases.items():
-            if alias not in data:
-                continue
-            value = data.pop(alias)
-            if value is None:  # null: not given (as for any optional argument)
-                continue
-            if data.get(name) is not None and data[name] != value:
-                raise ValueError(
-                    f"`{alias}` and `{name}` are two names of one argument and were given different "
-                    f"values; give `{name}` only"
-                )
-            data[name] = value
-        return data
-
-
-class ToolOutput(BaseModel):
-    """Base of output models: ``outputSchema`` is derived from one, and every result is checked
-    against it. A handler returns an instance (only the fields it set are sent) or a dict."""
-
-    model_config = ConfigDict(extra="allow")
-
-
-class ResultSchemaError(RuntimeError):
-    """A handler's result does not match its tool's output model: a bug in the gateway, reported as
-    an internal error rather than sent to an agent that was promised the ``outputSchema``."""
-
-
-@dataclass(frozen=True)
-class Annotations:
-    """MCP ``ToolAnnotations`` (hints; MCP 2025-11-25 server/tools#tool-annotations)."""
-
-    read_only: bool
-    destructive: bool = False
-    idempotent: bool = False
-    open_world: bool = True
-    title: str | None = None
-
-    def to_mcp(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "readOnlyHint": self.read_only,
-            "destructiveHint": self.destructive,
-            "idempotentHint": self.idempotent,
-            "openWorldHint": self.open_world,
-        }
-        if self.title:
-            out["title"] = self.title
-        return out
-
-
-#: A GitLab read.
-READ_ONLY = Annotations(read_only=True, destructive=False, idempotent=True, open_world=True)
-
 
 Handler = Callable[["ToolContext", Any], Awaitable[ToolResult | dict[str, Any] | BaseModel]]
 
@@ -257,6 +191,8 @@ class Registry:
             in ``enabled_tools`` (both empty: the default toolsets, all but ``superseded``).
         enabled_tools: serve these tools (names or aliases) besides ``toolsets``.
         limiter: the per-agent rate limits of GitLab tool calls (every toolset but ``broker``).
+        in_flight: the cap on GitLab tool calls under way per caller.
+        rejected_tokens: passthrough mode: GitLab's 401s per source (``gateway.tools.call_limits``).
 
     Raises:
         ValueError: two tools (or aliases) share a name, or a name is not MCP-valid.
@@ -270,6 +206,8 @@ class Registry:
         toolsets: Sequence[str] = (),
         enabled_tools: Sequence[str] = (),
         limiter: AgentLimiter | None = None,
+        in_flight: CallsInFlight | None = None,
+        rejected_tokens: RejectedTokens | None = None,
     ) -> None:
         self._all: dict[str, Tool] = {}
         self._aliases: dict[str, str] = {}
@@ -282,6 +220,8 @@ class Registry:
                 self._aliases[alias] = tool.name
         self.read_only = read_only
         self._limiter = limiter
+        self._in_flight = in_flight
+        self._rejected_tokens = rejected_tokens
         self.toolsets = tuple(toolsets)
         self.enabled_tools = frozenset(self._aliases.get(name, name) for name in enabled_tools)
         # A toolset no option names (the conformance suite's fixtures, registered in a test mode)
@@ -378,15 +318,35 @@ class Registry:
 
     async def _run(self, tool: Tool, ctx: ToolContext, arguments: dict[str, Any] | None) -> ToolResult:
         args: BaseModel | None = None
+        held: str | None = None
+        gitlab_tool = tool.toolset != "broker"
         try:
             args = parse_arguments(tool, arguments or {})
-            if self._limiter is not None and tool.toolset != "broker":
-                self._limiter.check(ctx.call.caller)
+            if gitlab_tool:
+                caller = ctx.call.caller
+                if self._rejected_tokens is not None:
+                    self._rejected_tokens.check(caller)
+                if self._limiter is not None:
+                    self._limiter.check(caller)
+                if self._in_flight is not None:
+                    held = self._in_flight.enter(caller)
             out = await tool.handler(ctx, args)
+            if self._rejected_tokens is not None and gitlab_tool:
+                self._rejected_tokens.accepted(ctx.call.caller)
         except HANDLED as err:
+            if (
+                self._rejected_tokens is not None
+                and isinstance(err, GitLabUnauthorized)
+                and err.status == 401
+            ):
+                self._rejected_tokens.rejected(ctx.call.caller)
             cursor_sent = getattr(args, CURSOR_ARGUMENT, None) is not None
             error = as_tool_error(err, reference_hint=tool.reference_hint, cursor_sent=cursor_sent)
             return ToolResult.from_error(_with_request_id(error, ctx))
+        finally:
+            if held is not None:
+                assert self._in_flight is not None
+                self._in_flight.leave(held)
         if isinstance(out, BaseModel):
             structured = out.model_dump(mode="json", exclude_unset=True, by_alias=True)
             if tool.output_model is None or not isinstance(out, tool.output_model):

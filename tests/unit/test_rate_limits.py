@@ -19,8 +19,8 @@ class Clock:
         return self.now
 
 
-def caller(agent: str | None, token: str = "") -> Caller:
-    return Caller(agent, Credential("PRIVATE-TOKEN", token, "passthrough" if token else "service"))
+def caller(agent: str | None, token: str = "", remote: str = "192.0.2.1") -> Caller:
+    return Caller(agent, Credential("PRIVATE-TOKEN", token, "passthrough" if token else "service"), remote)
 
 
 def test_bucket_allows_a_burst_then_the_rate() -> None:
@@ -54,18 +54,34 @@ def test_limiter_refuses_with_the_shape_of_gitlabs_429_and_counts_by_agent() -> 
 def test_passthrough_buckets_are_per_credential_and_labelled_passthrough() -> None:
     clock, limited = Clock(), list[str]()
     limiter = AgentLimiter(Limit(1.0, 1), {}, passthrough=True, on_limited=limited.append, clock=clock)
-    limiter.check(caller(None, "glpat-one-aaaaaaaaaaaa"))
-    limiter.check(caller(None, "glpat-two-bbbbbbbbbbbb"))
+    limiter.check(caller(None, "glpat-one-aaaaaaaaaaaa", "192.0.2.1"))
+    limiter.check(caller(None, "glpat-two-bbbbbbbbbbbb", "192.0.2.2"))
     with pytest.raises(ToolError):
-        limiter.check(caller(None, "glpat-one-aaaaaaaaaaaa"))
+        limiter.check(caller(None, "glpat-one-aaaaaaaaaaaa", "192.0.2.3"))
     assert limited == ["passthrough"]
     assert not any("glpat" in key for key in limiter._buckets)  # keyed on a hash, never the token
+
+
+def test_rotating_passthrough_tokens_from_one_source_meets_the_sources_limit() -> None:
+    clock, limited = Clock(), list[str]()
+    limiter = AgentLimiter(Limit(1.0, 3), {}, passthrough=True, on_limited=limited.append, clock=clock)
+    for n in range(3):
+        limiter.check(caller(None, f"glpat-bogus-{n:012d}", "192.0.2.7"))
+    with pytest.raises(ToolError) as err:  # a fresh token, the same address
+        limiter.check(caller(None, "glpat-bogus-999999999999", "192.0.2.7"))
+    assert err.value.reason == "rate_limited"
+    limiter.check(caller(None, "glpat-other-000000000000", "192.0.2.8"))  # another address: its own
+    # An agent (client token) is its source wherever it calls from.
+    for n in range(3):
+        limiter.check(caller("dev", f"glpat-dev-{n:014d}", f"198.51.100.{n}"))
+    with pytest.raises(ToolError):
+        limiter.check(caller("dev", "glpat-dev-99999999999999", "198.51.100.99"))
 
 
 def test_bucket_count_is_bounded() -> None:
     limiter = AgentLimiter(Limit(1.0, 1), {}, passthrough=True, on_limited=lambda _: None, clock=Clock())
     for i in range(MAX_BUCKETS + 5):
-        limiter.check(caller(None, f"token-{i}"))
+        limiter.check(caller(None, f"token-{i}", f"10.{i // 65536}.{i // 256 % 256}.{i % 256}"))
     assert len(limiter._buckets) == MAX_BUCKETS
 
 

@@ -39,7 +39,7 @@ from aiohttp import web
 from mcp_types import JSONRPCNotification, JSONRPCRequest
 
 from gateway.broker.database import StoreError
-from gateway.broker.ended_sessions import EndedSessions
+from gateway.broker.ended_sessions import EndedSessions, TooManyEnded
 from gateway.config import Settings
 from gateway.mcp.http.auth import Authenticator
 from gateway.mcp.http.delivery import settle
@@ -96,6 +96,7 @@ class McpEndpoint:
         self._server = server
         self._auth = Authenticator(settings)
         self._max_body = settings.server.max_request_bytes
+        self._max_batch = settings.server.max_batch_messages
         self._keepalive = settings.server.keepalive_seconds
         self._write_timeout = settings.server.write_timeout_seconds
 
@@ -230,6 +231,14 @@ class McpEndpoint:
             raise invalid_request("Invalid Request: send one JSON-RPC message per POST (no batches).")
         if not items:
             raise invalid_request("Invalid Request: an empty JSON array is not a JSON-RPC batch.")
+        if len(items) > self._max_batch:
+            # Refused whole, before any of it runs: answering part would leave the client to
+            # find out which of its calls ran.
+            raise invalid_request(
+                f"Invalid Request: a batch of {len(items)} messages; this gateway answers at most "
+                f"{self._max_batch} in one batch (server.max_batch_messages). Send smaller batches, "
+                "or one message per POST."
+            )
         header = request.headers.get(VERSION_HEADER)
         if header in NO_BATCH_VERSIONS:
             raise _batch_refused(header)
@@ -274,10 +283,19 @@ class McpEndpoint:
         """``DELETE /mcp``: end the handshake session named by ``Mcp-Session-Id`` (204)."""
         ex = request[EXCHANGE]
         session = await self._session(ex, request, require_gitlab=False)
+        assert ex.caller is not None
         try:
-            await self._ended_sessions().end(session.number, session.expires)
+            await self._ended_sessions().end(session.number, session.expires, ex.caller.owner)
         except StoreError:
             raise _sessions_unavailable() from None
+        except TooManyEnded as err:
+            raise HttpRefusal(
+                INVALID_REQUEST,
+                f"Too Many Requests: the session was not ended, as {err}. It stays open, bound to you, "
+                "until it expires: stop sending its Mcp-Session-Id, or reuse it instead of starting "
+                "new sessions.",
+                status=429,
+            ) from None
         self._calls.end_session(session.number)
         return web.Response(status=204, headers=ex.response_headers)
 

@@ -139,8 +139,10 @@ class McpServer:
         extension: Extension | None = None,
         state_sealer: StateSealer | None = None,
         pending: PendingRequests | None = None,
+        batch_concurrency: int = 4,
     ) -> None:
         self._registry = registry
+        self._batch_concurrency = batch_concurrency
         self._telemetry = telemetry
         self._calls = calls
         self._extension = extension or Extension(methods={})
@@ -369,8 +371,17 @@ class McpServer:
     async def batch(self, ctx: RequestContext, items: list[Any]) -> list[Reply]:
         """Answer a JSON-RPC batch of a 2025-03-26 session: a reply per request (none for
         notifications and responses). ``initialize`` may not be batched (2025-03-26
-        basic/lifecycle); each ``tools/call`` is answered without events."""
-        replies = await asyncio.gather(*(self._batch_item(ctx, raw) for raw in items))
+        basic/lifecycle); each ``tools/call`` is answered without events. At most
+        ``batch_concurrency`` of its messages run at a time (each ``tools/call`` counted against
+        its caller's limits as a single call is), so one POST cannot start a crowd of GitLab
+        requests at once."""
+        turns = asyncio.Semaphore(self._batch_concurrency)
+
+        async def in_turn(raw: Any) -> Reply | None:
+            async with turns:
+                return await self._batch_item(ctx, raw)
+
+        replies = await asyncio.gather(*(in_turn(raw) for raw in items))
         return [reply for reply in replies if reply is not None]
 
     async def _batch_item(self, ctx: RequestContext, raw: Any) -> Reply | None:

@@ -26,17 +26,21 @@ glob (``*`` matches across ``/``) or, without ``*``, ``?`` or ``[``, a path pref
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import difflib
 import fnmatch
+import heapq
 import itertools
 import logging
 import posixpath
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from cachetools import LRUCache
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.errors import bad_request
@@ -64,9 +68,19 @@ MAX_DIRECTORY_BYTES = 20 * 1024 * 1024
 #: GitLab's largest page (``per_page``), and the most tree pages read for one call.
 TREE_PAGE_SIZE = 100
 MAX_TREE_PAGES = 10
-#: The most paths compared when a path is missing, and the nearest ones named.
+#: The most of one tree page read (decoded): 100 entries are a few KB to a few hundred; a GitLab
+#: or proxy that sends more (a compressed answer that decodes to millions of entries) gets an
+#: upstream error naming the bound, not gigabytes of memory.
+MAX_TREE_PAGE_BYTES = 4 * 1024 * 1024
+#: The most paths read when a path is missing (files of its name are found among all of them),
+#: the nearest ones named, and the bounds of the similarity (:func:`closest`): paths compared,
+#: characters of each compared, and paths given difflib's quadratic ``ratio``. A crafted listing
+#: of long, alike names took seconds of CPU before these bounds; now at most a few tenths.
 MAX_SUGGESTION_PATHS = 20_000
 NEAREST = 5
+MAX_SIMILARITY_PATHS = 20_000
+MAX_COMPARED_CHARS = 128
+RATIO_CANDIDATES = 32
 
 Source = Literal["tree", "archive_directory"]
 _GLOB = frozenset("*?[")
@@ -100,12 +114,28 @@ class ArtifactFiles(BaseModel):
 # -- filter and cursor --------------------------------------------------------------------------
 
 
+#: Compiled ``artifact_filter`` globs, the most recently used kept. Not ``fnmatch.fnmatchcase``:
+#: it keeps every pattern it has seen in a process-wide cache of 32,768, and callers choose the
+#: patterns (3,000 distinct filters held 23 MiB for the process's life).
+GLOB_CACHE_SIZE = 256
+_globs: LRUCache[str, re.Pattern[str]] = LRUCache(maxsize=GLOB_CACHE_SIZE)
+
+
+def compiled_glob(pattern: str) -> re.Pattern[str]:
+    """``pattern`` (an fnmatch glob, case-sensitive) as a regular expression, from a bounded cache."""
+    found = _globs.get(pattern)
+    if found is None:
+        found = _globs[pattern] = re.compile(fnmatch.translate(pattern))
+    return found
+
+
 def matcher(pattern: str | None) -> Callable[[str], bool]:
     """A path test for ``pattern``: a glob when it has ``*``, ``?`` or ``[``, else a prefix."""
     if not pattern:
         return lambda _path: True
     if _GLOB & set(pattern):
-        return lambda path: fnmatch.fnmatchcase(path, pattern)
+        match = compiled_glob(pattern).match
+        return lambda path: match(path) is not None
     return lambda path: path.startswith(pattern)
 
 
@@ -244,7 +274,11 @@ async def _tree(
     if directory:
         params["path"] = directory
     answer = await ctx.gitlab.rest(
-        "GET", TREE_ROUTE, path_params={"id": encode_project(project), "job_id": job.id}, params=params
+        "GET",
+        TREE_ROUTE,
+        path_params={"id": encode_project(project), "job_id": job.id},
+        params=params,
+        max_bytes=MAX_TREE_PAGE_BYTES,
     )
     if not isinstance(answer, list):
         raise GitLabUpstreamError("GitLab's artifacts tree answered something other than a list of entries.")
@@ -421,13 +455,40 @@ async def file_paths(ctx: ToolContext, project: str, job: JobAnswer) -> list[str
 
 async def nearest_paths(ctx: ToolContext, project: str, job: JobAnswer, path: str) -> list[str]:
     """Up to :data:`NEAREST` file paths of the archive closest to ``path``: files of the same name
-    first, then difflib's closest (ratio 0.5 or more). Empty when the archive cannot be listed or
-    GitLab fails (the caller's own error stays the answer)."""
+    first, then the most alike (:func:`closest`). Empty when the archive cannot be listed or
+    GitLab fails (the caller's own error stays the answer).
+
+    The comparison runs in a worker thread: even bounded, a listing of 20,000 paths costs a few
+    tenths of a second of CPU, which the event loop's other requests should not wait for."""
     try:
         paths = await file_paths(ctx, project, job)
     except GitLabError:
         return []
+    return await asyncio.to_thread(_nearest, path, paths)
+
+
+def _nearest(path: str, paths: list[str]) -> list[str]:
     name = posixpath.basename(path)
     same_name = [p for p in paths if posixpath.basename(p) == name and p != path]
-    close = difflib.get_close_matches(path, paths, n=NEAREST, cutoff=0.5)
-    return list(dict.fromkeys(same_name + close))[:NEAREST]
+    return list(dict.fromkeys(same_name + closest(path, paths)))[:NEAREST]
+
+
+def closest(path: str, paths: list[str], *, cutoff: float = 0.5) -> list[str]:
+    """Up to :data:`NEAREST` of ``paths`` most alike ``path`` (difflib's ratio, ``cutoff`` or more),
+    bounded in CPU whatever the names: only the first :data:`MAX_COMPARED_CHARS` characters of each
+    are compared, only the first :data:`MAX_SIMILARITY_PATHS` paths, and difflib's quadratic
+    ``ratio`` only for the :data:`RATIO_CANDIDATES` best by its linear ``quick_ratio`` (an upper
+    bound of ``ratio``, the order ``difflib.get_close_matches`` filters in too)."""
+    matcher = difflib.SequenceMatcher(autojunk=False)
+    matcher.set_seq2(path[:MAX_COMPARED_CHARS])
+    rough: list[tuple[float, str]] = []
+    for candidate in itertools.islice(paths, MAX_SIMILARITY_PATHS):
+        matcher.set_seq1(candidate[:MAX_COMPARED_CHARS])
+        if matcher.real_quick_ratio() >= cutoff and (quick := matcher.quick_ratio()) >= cutoff:
+            rough.append((quick, candidate))
+    scored: list[tuple[float, str]] = []
+    for _, candidate in heapq.nlargest(RATIO_CANDIDATES, rough, key=lambda pair: pair[0]):
+        matcher.set_seq1(candidate[:MAX_COMPARED_CHARS])
+        if (ratio := matcher.ratio()) >= cutoff:
+            scored.append((ratio, candidate))
+    return [candidate for _, candidate in heapq.nlargest(NEAREST, scored, key=lambda pair: pair[0])]

@@ -427,6 +427,9 @@ async def test_activity_logs(env: Env) -> None:
     await env.ok("dev", "log_activity", {"message": "line one\nforged line"})
     lines = (await env.ok("dev", "get_activity_log"))["lines"]
     assert len(lines) == 1 and lines[0].endswith("[dev] line one\\nforged line")
+    await env.ok("dev", "log_activity", {"message": "deploy \u202eenod\u2066 ok"})
+    shown = (await env.ok("dev", "get_activity_log", {"tail_lines": 1}))["lines"][0]
+    assert shown.endswith("[dev] deploy \\u202eenod\\u2066 ok")  # bidi controls escaped, never raw
     assert (env.state_dir / "logs" / "dev.log").exists() is env.broker.logs.files  # files on SQLite
     await env.ok("pm", "start_phase", {"phase": 1, "issues": ["A"]})
     pipeline = (await env.ok("dev", "get_activity_log", {"agent": "pipeline", "tail_lines": 1}))["lines"]

@@ -197,3 +197,53 @@ async def test_signing_out_ends_the_open_live_stream(make_console: Make) -> None
         chunk = await asyncio.wait_for(stream.content.readany(), 3)
         assert chunk, seen[-200:]
         seen += chunk
+
+
+def test_guesses_from_rotated_addresses_meet_the_consoles_budget_but_not_a_known_address() -> None:
+    now = [1000.0]
+    budget = SignInBudget(3, 60.0, clock=lambda: now[0], total_failures=5, known_seconds=3600.0)
+    budget.succeeded("127.0.0.1")  # the operator signed in from here earlier
+    for n in range(5):  # one guess from each of five addresses: no address spends its own budget
+        assert budget.retry_after(f"127.0.0.{n + 2}") is None
+        budget.failed(f"127.0.0.{n + 2}")
+    assert budget.retry_after("127.0.0.200") == 60  # a new address: the console's budget is spent
+    assert budget.retry_after("127.0.0.1") is None  # the operator's own address still may try
+    now[0] += 61
+    assert budget.retry_after("127.0.0.200") is None
+
+
+async def test_a_sign_in_holds_a_bounded_number_of_live_streams(make_console: Make) -> None:
+    client = await make_console(operator_token=OPERATOR, max_streams_per_session=2)
+    await sign_in(client, OPERATOR)
+    open_streams = [await client.get("/broker/events") for _ in range(2)]
+    assert [s.status for s in open_streams] == [200, 200]
+    refused = await client.get("/broker/events")
+    assert refused.status == 429 and "console.max_streams_per_session" in await refused.text()
+    open_streams[0].close()
+    for _ in range(100):  # the server sees the stream end and gives its slot back
+        again = await client.get("/broker/events")
+        if again.status == 200:
+            break
+        await asyncio.sleep(0.02)
+    assert again.status == 200
+    metrics = await (await client.get("/metrics")).text()
+    assert "gateway_console_streams_refused_total" in metrics
+
+
+async def test_streams_share_one_reading_per_change() -> None:
+    from gateway.console.live import CSRF_PLACEHOLDER, SharedRendering
+
+    reads: list[tuple[str | None, bool]] = []
+
+    async def render(before: str | None, can_act: bool) -> tuple[dict[str, str], str]:
+        reads.append((before, can_act))
+        await asyncio.sleep(0.01)
+        return {"controls": f'<input name="csrf" value="{CSRF_PLACEHOLDER}">'}, "running"
+
+    shared = SharedRendering(render, period=5.0, clock=lambda: 100.0)
+    answers = await asyncio.gather(*(shared.sections(7, None, True, f"token-{n}") for n in range(50)))
+    assert len(reads) == 1  # fifty streams, one reading and one rendering
+    assert answers[3][0]["controls"] == '<input name="csrf" value="token-3">'  # each its own token
+    await shared.sections(8, None, True, "t")  # a change: read again
+    await shared.sections(8, None, False, "t")  # a viewer's view is its own
+    assert len(reads) == 3

@@ -9,6 +9,8 @@ from collections.abc import Callable
 import pytest
 
 from gateway.config import Settings
+from gateway.console.auth import ConsoleAuth
+from tests.tampering import tampered
 from tests.unit.console.conftest import OPERATOR, VIEWER, Make, broker_of, sign_in
 
 
@@ -82,13 +84,22 @@ async def test_security_headers_and_no_inline_script(make_console: Make) -> None
     assert (await client.get("/broker/static/../app.py")).status == 404
 
 
-async def test_actions_need_csrf_and_an_allowed_origin(make_console: Make) -> None:
+@pytest.mark.parametrize("first", [None, "x", "A"])
+async def test_actions_need_csrf_and_an_allowed_origin(
+    make_console: Make, monkeypatch: pytest.MonkeyPatch, first: str | None
+) -> None:
+    if first is not None:
+        # Pins the token's first character: a tampered token that overwrote it with a fixed
+        # character was the right token whenever the real one already began with it.
+        real = ConsoleAuth.csrf_token
+        monkeypatch.setattr(ConsoleAuth, "csrf_token", lambda self, session: first + real(self, session)[1:])
     client = await make_console(operator_token=OPERATOR)
     csrf = await sign_in(client, OPERATOR)
+    assert first is None or csrf.startswith(first)
     form = {"text": "go on", "confirm": "yes"}
     missing = await client.post("/broker/actions/instruct", data=form, allow_redirects=False)
     assert missing.status == 403 and "CSRF" in await missing.text()
-    wrong = await client.post("/broker/actions/instruct", data={**form, "csrf": "x" + csrf[1:]})
+    wrong = await client.post("/broker/actions/instruct", data={**form, "csrf": tampered(csrf)})
     assert wrong.status == 403
     foreign = await client.post(
         "/broker/actions/instruct",

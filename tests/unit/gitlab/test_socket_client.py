@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from gateway.config import Settings
-from gateway.gitlab import transport
+from gateway.gitlab import json_budget, transport
 from gateway.gitlab.client import GitLabClient
 from gateway.gitlab.credentials import Credential, service_credential
 from gateway.gitlab.errors import GitLabMaybeSent, GitLabUpstreamError
@@ -399,3 +399,49 @@ async def test_rest_requests_carry_the_same_query_body_and_headers_as_through_ht
     assert "gzip" in get.headers["accept-encoding"] and get.headers["accept"] == "application/json"
     assert post.body == httpx.Request("POST", gitlab.url, json={"a": "é", "n": 1}).content
     assert post.headers["content-type"] == "application/json"
+
+
+async def test_a_compressed_answer_of_countless_small_values_is_refused_before_decoding(
+    make_settings: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The artifacts tree attack's shape, scaled down: `[{},{},...]` gzip-compressed, small on the
+    # wire and within the byte cap, would decode to far more objects than bytes.
+    monkeypatch.setattr(json_budget, "MAX_ANSWER_VALUES", 10_000)
+    bomb = gzip.compress(b"[" + b"{}," * 50_000 + b"{}]")  # ~150 KB decoded, ~0.5 KB on the wire
+    text = json.dumps({"content": "a, b, {c}, [d]; " * 20_000}).encode()  # commas inside a string
+
+    async def answer(request: Received, writer: asyncio.StreamWriter) -> bool:
+        if "/artifacts/tree" in request.line:
+            writer.write(http_response(200, bomb, {"Content-Encoding": "gzip"}))
+        else:
+            writer.write(http_response(200, text))
+        await writer.drain()
+        return True
+
+    gitlab = SocketGitLab(answer)
+    await gitlab.start()
+    client = _client(make_settings, gitlab.url)
+    route = "/projects/{id}/jobs/{job_id}/artifacts/tree"
+    try:
+        with pytest.raises(
+            GitLabUpstreamError, match=r"more than 10,000 JSON values in one answer"
+        ) as caught:
+            await client.rest(
+                "GET", route, credential=service_credential("glpat-x"), path_params={"id": 1, "job_id": 2}
+            )
+        read = await client.rest(
+            "GET", "/projects/{id}", credential=service_credential("glpat-x"), path_params={"id": 1}
+        )
+    finally:
+        await client.aclose()
+        await gitlab.stop()
+    assert caught.value.reason == "upstream_error" and "check GITLAB_URL" in caught.value.message
+    assert len(gitlab.received) == 2  # not retried: the same request gets the same answer
+    assert read["content"].startswith("a, b, {c}")  # values inside a string are no structure
+
+
+def test_nesting_deeper_than_the_decoders_is_refused_not_a_crash() -> None:
+    from gateway.gitlab.call import HttpReply
+
+    with pytest.raises(json_budget.AnswerTooComplex):
+        HttpReply(200, {}, b"[" * 100_000 + b"]" * 100_000).json()

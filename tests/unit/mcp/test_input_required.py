@@ -15,6 +15,7 @@ from gateway.mcp.protocol.wire import RpcError
 from gateway.tools.context import ToolContext
 from gateway.tools.input_requests import CannotAsk, elicit, sample
 from gateway.tools.registry import Annotations, Tool
+from tests.tampering import tampered
 from tests.unit.mcp.conftest import MakeMcp
 from tests.unit.mcp.helpers import Mcp, messages_of, modern_headers, modern_meta, parse_sse
 
@@ -132,7 +133,7 @@ async def test_a_state_altered_or_for_another_request_is_invalid_params(
     state = (await call(client, "act"))["result"]["requestState"]
     arguments = {"x": 1}
     if change == "tampered":
-        state = state[:-4] + ("AAAA" if not state.endswith("AAAA") else "BBBB")
+        state = tampered(state, -4)
     elif change == "other_arguments":
         arguments = {"x": 2}
     else:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.tampering import tampered
 from tests.unit.mcp.conftest import MakeMcp
 from tests.unit.mcp.helpers import (
     MODERN,
@@ -293,7 +294,7 @@ async def test_posted_response_is_400(mcp_factory: MakeMcp) -> None:
 
 async def test_session_id_with_one_byte_changed_is_404(mcp: Mcp, probe: Probe) -> None:
     sid = mcp.session_id or ""
-    tampered = sid[:-5] + ("A" if sid[-5] != "A" else "B") + sid[-4:]
+    tampered_id = tampered(sid, -5)
     resp = await mcp.post(
         {
             "jsonrpc": "2.0",
@@ -301,7 +302,7 @@ async def test_session_id_with_one_byte_changed_is_404(mcp: Mcp, probe: Probe) -
             "method": "tools/call",
             "params": {"name": "echo", "arguments": {"text": "x"}},
         },
-        headers={"Mcp-Session-Id": tampered},
+        headers={"Mcp-Session-Id": tampered_id},
     )
     await assert_refused(mcp, probe, resp, 404, -32600)
 

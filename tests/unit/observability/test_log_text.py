@@ -23,6 +23,11 @@ from gateway.observability.logging import configure_logging, unconfigure_logging
         ("s\ud800", "s\\ud800"),
         ("one\ntwo\r", "one\\x0atwo\\x0d"),
         ("tab\tand é ✓", "tab\tand é ✓"),
+        # Format characters: a bidi override or isolate displays the line reordered.
+        ("evil\u202etxt.exe", "evil\\u202etxt.exe"),
+        ("\u2066a\u2069\u2067b\u2068", "\\u2066a\\u2069\\u2067b\\u2068"),
+        ("zero\u200bwidth\ufeff", "zero\\u200bwidth\\ufeff"),
+        ("tag\U000e0041", "tag\\U000e0041"),
     ],
 )
 def test_unsafe_characters_are_escaped(raw: str, shown: str) -> None:

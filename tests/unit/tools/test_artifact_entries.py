@@ -356,3 +356,73 @@ async def test_an_empty_archive_is_said_so(env: ToolEnv, router: respx.MockRoute
     router.get(ARCHIVE_URL).mock(return_value=httpx.Response(416, headers={"Content-Range": "bytes */0"}))
     files = ok(await env.call("get_job", listing()), "get_job")["artifact_files"]
     assert files["entries"] == [] and "archive is empty" in files["unavailable"]
+
+
+async def test_distinct_filters_stay_in_a_bounded_cache_and_not_in_fnmatchs() -> None:
+    import fnmatch
+
+    fnmatch._compile_pattern.cache_clear()  # type: ignore[attr-defined]
+    for n in range(artifact_entries.GLOB_CACHE_SIZE * 3):
+        test = artifact_entries.matcher(f"reports/{n}/*.xml")
+        assert test(f"reports/{n}/junit.xml") and not test("reports/other/junit.xml")
+    assert len(artifact_entries._globs) == artifact_entries.GLOB_CACHE_SIZE
+    assert fnmatch._compile_pattern.cache_info().currsize == 0  # type: ignore[attr-defined]
+
+
+def test_the_nearest_paths_among_crafted_names_cost_a_bounded_number_of_comparisons(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import difflib
+
+    compared: list[int] = []
+    real_ratio = difflib.SequenceMatcher.ratio
+
+    def counted(self: difflib.SequenceMatcher[str]) -> float:
+        compared.append(max(len(getattr(self, "a")), len(getattr(self, "b"))))  # noqa: B009 (untyped)
+        return real_ratio(self)
+
+    monkeypatch.setattr(difflib.SequenceMatcher, "ratio", counted)
+    # Long names alike enough that every one passes difflib's quick filters (the attack's shape).
+    paths = [f"build/{'ab' * 500}{n}/out.bin" for n in range(2_000)] + ["logs/integration.log"]
+    found = artifact_entries.closest("build/" + "ab" * 600, paths)
+    assert found and all(p.startswith("build/abab") for p in found)
+    assert len(compared) <= artifact_entries.RATIO_CANDIDATES
+    assert max(compared) <= artifact_entries.MAX_COMPARED_CHARS
+    assert artifact_entries.closest("logs/integraton.log", paths) == ["logs/integration.log"]
+
+
+async def test_the_nearest_paths_are_compared_off_the_event_loop(
+    env: ToolEnv, router: respx.MockRouter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    threads: list[threading.Thread] = []
+    real = artifact_entries.closest
+
+    def recording(path: str, paths: list[str], *, cutoff: float = 0.5) -> list[str]:
+        threads.append(threading.current_thread())
+        return real(path, paths, cutoff=cutoff)
+
+    monkeypatch.setattr(artifact_entries, "closest", recording)
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+    router.get(f"{JOB_URL}/artifacts/integration.log").mock(
+        return_value=httpx.Response(404, json={"message": "404 Not Found"})
+    )
+    items = [tree_entry(p, len(d)) for p, d in FILES.items()]
+    router.get(url__startswith=TREE_URL).mock(return_value=httpx.Response(200, json=items))
+    args = {"project_id": PROJECT, "job_id": 5024, "artifact_path": "integration.log"}
+    assert error(await env.call("get_artifact_file", args))["kind"] == "file_not_found"
+    assert threads and threads[0] is not threading.main_thread()
+
+
+async def test_a_tree_page_past_its_bound_is_an_upstream_error_naming_it(
+    env: ToolEnv, router: respx.MockRouter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A hostile GitLab or proxy ignoring per_page: the page is cut at its bound, never decoded.
+    monkeypatch.setattr(artifact_entries, "MAX_TREE_PAGE_BYTES", 64 * 1024)
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+    flood = b"[" + b"{}," * 40_000 + b"{}]"
+    router.get(url__startswith=TREE_URL).mock(return_value=httpx.Response(200, content=flood))
+    err = error(await env.call("get_job", listing()))
+    assert err["reason"] == "upstream_error"
+    assert "larger than 0.0625 MiB" in err["message"] and "reads no more than that" in err["message"]

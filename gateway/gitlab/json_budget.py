@@ -1,0 +1,58 @@
+"""How much a GitLab answer may decode to: a bound on JSON values, checked before decoding.
+
+GitLab's answers are read up to :data:`gateway.gitlab.transport.MAX_ANSWER_BYTES` after their
+``Content-Encoding`` is decoded, but bytes are not what a JSON decoder allocates: ``[{},{},...]``
+costs about 70 bytes of Python objects per 3 bytes of text, so a gzip answer of 65 KB on the wire
+(a hostile GitLab or proxy) decoded to 64 MiB of text would become gigabytes of objects. An
+answer is therefore decoded only when it holds at most :data:`MAX_ANSWER_VALUES` values, counted
+as the separators and containers that make them (``,``, ``{``, ``[``), which C-speed
+``bytes.count`` finds in milliseconds. Text inside strings (a file's contents) is told apart only
+when the rough count is over the bound (:func:`check_json_budget`).
+Depth is bounded by the decoder: orjson refuses nesting past 1,024 levels (the stdlib's decoder,
+its fallback, raises ``RecursionError``, read here as the same refusal).
+"""
+
+from __future__ import annotations
+
+import re
+
+#: The most JSON values decoded from one GitLab answer (about 70 MiB of Python objects in the
+#: worst shape). GitLab's largest JSON answers (a page of 100 pipelines, a pipeline's jobs, a
+#: file's contents as one string) hold a few tens of thousands.
+MAX_ANSWER_VALUES = 1_000_000
+#: The most strings looked into when the rough count is over the bound (a bound on that CPU).
+MAX_STRINGS_SCANNED = 100_000
+#: A JSON string, escapes included (the unrolled loop: no backtracking).
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+class AnswerTooComplex(ValueError):
+    """A JSON answer holds more values, or deeper nesting, than the gateway decodes."""
+
+
+def _values(content: bytes, start: int = 0, end: int | None = None) -> int:
+    return content.count(b",", start, end) + content.count(b"{", start, end) + content.count(b"[", start, end)
+
+
+def check_json_budget(content: bytes) -> None:
+    """Raise :class:`AnswerTooComplex` when ``content`` holds more than :data:`MAX_ANSWER_VALUES`
+    JSON values (outside strings).
+
+    No copy of ``content`` is made: the rare answer whose rough count is over the bound (a large
+    file's text) has its separators inside strings counted in place, string by string, and only
+    when it holds at most :data:`MAX_STRINGS_SCANNED` strings (more strings than that, with that
+    many separators, is no answer GitLab gives)."""
+    rough = _values(content)
+    if rough <= MAX_ANSWER_VALUES:
+        return
+    strings = (content.count(b'"') - content.count(b'\\"')) // 2
+    if strings <= MAX_STRINGS_SCANNED:
+        inside = 0
+        for match in _STRING.finditer(content):
+            inside += _values(content, *match.span())
+        if rough - inside <= MAX_ANSWER_VALUES:
+            return
+    raise AnswerTooComplex(
+        f"more than {MAX_ANSWER_VALUES:,} JSON values in one answer (the gateway's limit on what "
+        "one GitLab answer may decode to)"
+    )
