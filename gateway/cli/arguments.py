@@ -129,6 +129,19 @@ def _add_broker_parser(subparsers: Any) -> None:
     ):
         sub = commands.add_parser(name, parents=[common], help=text)
         sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    commands.add_parser(
+        "confirmations",
+        parents=[common],
+        help='the destructive actions agents asked for that wait for an operator (confirm_by = "operator"): '
+        "ticket, who asked, what, why",
+    )
+    for name, text in (
+        ("approve", "approve the destructive action of a pending confirmation: the waiting call acts, once"),
+        ("refuse", "refuse it: the call ends declined, and nothing is done"),
+    ):
+        sub = commands.add_parser(name, parents=[common], help=text)
+        sub.add_argument("ticket", metavar="TICKET", help="the ticket 'broker confirmations' lists")
+        sub.add_argument("--note", help="a sentence for the agent (why, or what to do instead)")
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:

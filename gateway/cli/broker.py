@@ -1,5 +1,5 @@
 """``gitlab-mcp-gateway broker status | history | log AGENT | instruct TEXT | auto-advance on|off |
-cancel-advance | stop | reset``.
+cancel-advance | stop | reset | confirmations | approve TICKET | refuse TICKET``.
 
 The operator's command line, against the configured state store: the SQLite file in the state
 folder (``GATEWAY_STATE_DIR``) or PostgreSQL (``broker.database_url``). Human-readable output, or
@@ -28,6 +28,7 @@ import getpass
 import json
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -35,20 +36,21 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from gateway.broker.activity_log import ActivityLogs
 from gateway.broker.errors import BrokerError
+from gateway.broker.formats import seconds_since
 from gateway.broker.operator import ACTIONS as OPERATOR_ACTIONS
 from gateway.broker.operator import operator_name
 from gateway.broker.state_dir import DB_FILE, StateDirInUse, lock_state_dir
 from gateway.broker.store import Store, StoreError
 from gateway.cli import remote
-from gateway.cli.broker_text import count, history_text, instructed, status_text
+from gateway.cli.broker_text import confirmations_text, count, history_text, instructed, status_text
 
 if TYPE_CHECKING:
     from gateway.broker.service import BrokerService
     from gateway.config import Settings
 
-COMMANDS = ("status", "history", "log", "instruct", "auto-advance", "cancel-advance", "stop", "reset")
 #: The commands that change the broker.
-ACTIONS = ("instruct", "auto-advance", "cancel-advance", "stop", "reset")
+ACTIONS = ("instruct", "auto-advance", "cancel-advance", "stop", "reset", "approve", "refuse")
+COMMANDS = ("status", "history", "log", "confirmations", *ACTIONS)
 
 
 class CliError(Exception):
@@ -182,6 +184,15 @@ def _action(args: argparse.Namespace, name: str) -> tuple[str, dict[str, Any], T
         )
     if command == "stop":
         return command, {}, lambda r: f"The pipeline is {r['state']} (by operator:{name})."
+    if command in ("approve", "refuse"):
+        return (
+            command,
+            {"ticket": args.ticket, "note": args.note},
+            lambda r: (
+                f"Confirmation {r['ticket']} {r['status']} (by {r['decidedBy']}): {r['tool']} asked by "
+                f"{r['agent']}."
+            ),
+        )
     return (
         command,
         {},
@@ -233,17 +244,25 @@ async def _run(
             for key in ("uptime", "uptimeSeconds"):  # this command's, not the gateway's
                 status.pop(key, None)
             running = gateway_running(settings)
-            if running is False:
-                # lastSeen is saved by the gateway; with none running, no agent is connected.
-                for agent in status["agents"].values():
+            now = time.time()
+            for agent in status["agents"].values():
+                agent["secondsAgo"] = seconds_since(agent["lastSeen"], now)
+                if running is False:
+                    # lastSeen is saved by the gateway; with none running, no agent is connected.
                     agent["connected"] = False
             result = {
                 "status": status,
                 "plan": await broker.plan.get_phase_plan(),
                 **await broker.operator.generations(),
                 "gatewayRunning": running,
+                # A replica holding an agent's wait saves it as seen this often (Roster.unsaved).
+                "waitSeenEverySeconds": settings.broker.connected_window_seconds / 4,
+                "connectedWindowSeconds": settings.broker.connected_window_seconds,
             }
             text = status_text
+        elif command == "confirmations":
+            result = await broker.operator.pending_confirmations()
+            text = confirmations_text
         elif command == "history":
             if not 1 <= args.limit <= 1000:
                 raise CliError("--limit: give a number from 1 to 1000")

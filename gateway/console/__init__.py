@@ -17,12 +17,14 @@ from gateway.config import MIN_CONSOLE_TOKEN_CHARS
 
 if TYPE_CHECKING:
     from gateway.config import Settings
-    from gateway.console.routes import BrokerOf
+    from gateway.console.routes import BrokerOf, GitLabHealthOf
 
 __all__ = ["setup"]
 
 
-def setup(app: web.Application, settings: Settings, broker: BrokerOf) -> None:
+def setup(
+    app: web.Application, settings: Settings, broker: BrokerOf, gitlab: GitLabHealthOf | None = None
+) -> None:
     """Serve the console on ``app`` when configured; otherwise ``/broker`` and what is under it are
     404, and a page opened there says how to turn the console on.
 
@@ -30,12 +32,13 @@ def setup(app: web.Application, settings: Settings, broker: BrokerOf) -> None:
         app: the gateway's application (before it starts).
         settings: the effective settings.
         broker: returns the opened broker (called per request, after start-up).
+        gitlab: returns what the gateway's last check of GitLab found (shown on the page).
     """
     if settings.console.enabled:
         # Its pages (jinja2, the templates) load only on a gateway that serves them.
         from gateway.console.routes import ConsoleRoutes
 
-        ConsoleRoutes(settings, broker).add_routes(app)
+        ConsoleRoutes(settings, broker, gitlab).add_routes(app)
     else:
         app.router.add_route("*", "/broker", _off)
         app.router.add_route("*", "/broker/{rest:.*}", _off)

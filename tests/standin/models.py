@@ -451,11 +451,17 @@ class Settings:
     #: readable: ``error`` (GitLab's resolver raises "resource not available", the default) or
     #: ``empty`` (an empty ``nodes`` list, as the ``ids:`` filter does).
     duo_not_found: str = "error"
+    #: What ``metadata``/``GET /version`` answer; set from the stand-in's GitLab band on reset.
     version: str = "19.4.0-pre"
+    #: ``ee`` or ``ce`` (``metadata { enterprise }``); set from the band, as ``version``.
+    edition: str = "ee"
     revision: str = "8d2b1f4e0c1"
     #: Whether ``GET /projects/:id/jobs/:job_id/artifacts/tree`` exists (GitLab 18.8 and later);
     #: off, the path reaches the single-file route, as on an older GitLab.
     artifacts_tree: bool = True
+    #: What the tree's ``recursive=true`` lists: ``all`` entries below ``path`` (GitLab's docs) or
+    #: ``children``, one level (GitLab's code: ``Metadata::Entry#children``).
+    artifacts_tree_recursive: str = "all"
     #: How the archive download answers: ``range`` (honours ``Range``, as Workhorse does),
     #: ``whole`` (ignores it: a proxy dropping the header), ``redirect`` (302 to object storage).
     artifacts_download: str = "range"

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gateway.mcp.protocol.tasks import TASKS_EXTENSION
+from gateway.mcp.protocol.task_parts import TASKS_EXTENSION
 from gateway.testing.conformance.fixtures import FixtureTool
 from gateway.tools.context import ToolContext
 from gateway.tools.input_requests import CannotAsk, elicit
