@@ -8,9 +8,10 @@ The gateway is the installed wheel (``tests.shipped``: built once, or ``GATEWAY_
 started as users start it (its console script), pinned to one CPU (``taskset``). Two kinds of
 start:
 
-- ``restart``: the broker database exists at the newest schema (every start but the first);
 - ``first start``: a new state folder; the CPU includes the migration process the gateway runs
-  to create the database (its children's CPU, from ``/proc``).
+  to create the database (its children's CPU, from ``/proc``);
+- ``restart``: the same folder again, its database at the newest schema (every start but the
+  first).
 
 ``GITLAB_URL`` is a loopback port that refuses connections (no test reaches the internet), so the
 start-up check costs what a failed one costs. CPU is the process's own (``/proc/PID/stat``: user +
@@ -35,7 +36,7 @@ from pathlib import Path
 import httpx
 
 from bench.rig import Help, load_average
-from tests.e2e.harness import free_port, gateway_command, migrated_sqlite_broker
+from tests.e2e.harness import free_port, gateway_command
 from tests.local_http import TLS
 
 #: Seconds between two ``/healthz`` polls: each answered poll costs the gateway a little CPU.
@@ -68,11 +69,8 @@ def _rss_mib(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for {pid}")
 
 
-def measure_start(workdir: Path, *, cpu: int, fresh: bool, timeout: float = 60.0) -> Start:
-    """One start of the installed gateway in a new state folder under ``workdir``."""
-    state = Path(tempfile.mkdtemp(prefix="start-", dir=workdir))
-    if not fresh:
-        shutil.copyfile(migrated_sqlite_broker(), state / "broker.db")
+def measure_start(state: Path, *, cpu: int, timeout: float = 60.0) -> Start:
+    """One start of the installed gateway in the state folder ``state``, stopped once measured."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GITLAB_", "GATEWAY_", "OTEL_"))}
     env |= {"GATEWAY_STATE_DIR": str(state), "GITLAB_URL": "http://127.0.0.1:9"}
@@ -126,9 +124,16 @@ def _line(kind: str, starts: list[Start]) -> str:
 def table(runs: int, cpu: int) -> list[str]:
     """The figures, one line per kind of start, with the load average before and after."""
     before = load_average()
+    firsts: list[Start] = []
+    restarts: list[Start] = []
     with tempfile.TemporaryDirectory(prefix="bench-start-") as tmp:
-        restarts = [measure_start(Path(tmp), cpu=cpu, fresh=False) for _ in range(runs)]
-        firsts = [measure_start(Path(tmp), cpu=cpu, fresh=True) for _ in range(runs)]
+        for _ in range(runs):
+            # The first start makes the database with the build's own migrations; the restart
+            # finds it at the build's newest schema (so any build can be measured, an older one
+            # included).
+            state = Path(tempfile.mkdtemp(prefix="start-", dir=tmp))
+            firsts.append(measure_start(state, cpu=cpu))
+            restarts.append(measure_start(state, cpu=cpu))
     restart_cpu = statistics.median(s.cpu_seconds for s in restarts)
     restart_rss = statistics.median(s.idle_rss_mib for s in restarts)
     return [
