@@ -4,9 +4,10 @@ Flags: ``--host`` (default 127.0.0.1), ``--port`` (8080), ``--config FILE`` (TOM
 ``--read-only``, ``--conformance-fixtures`` (test mode, loopback only), ``--print-config`` (the
 effective configuration as JSON, secrets masked, then exit), ``--example-config`` (the example
 configuration file, every option commented, then exit), ``--migrate`` (bring the broker
-database's schema up to date, then exit), ``--version``; the ``broker`` subcommands
-(``gateway.cli.broker``: status, history, log, instruct, stop, reset). Precedence: defaults <
-TOML file < environment < flags (``gateway.config``).
+database's schema up to date, then exit: ``database upgrade``), ``--version``; the ``broker``
+subcommands (``gateway.cli.broker``: status, history, log, instruct, stop, reset) and the
+``database`` subcommands (``gateway.cli.database``: status, upgrade, downgrade, backup,
+restore). Precedence: defaults < TOML file < environment < flags (``gateway.config``).
 
 Exit status: 0 after a clean stop (SIGTERM or SIGINT: stop accepting, let in-flight calls finish
 within ``server.shutdown_timeout_seconds``, wake broker waiters, close the database); 2 for a

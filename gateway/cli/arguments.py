@@ -11,7 +11,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from gateway import PROG, __version__
+from gateway import PROG, REVISION, __version__
+from gateway.broker.migrations import HEAD
 
 #: The broker's own activity log (``gateway.broker.activity_log.PIPELINE_LOG``, which imports the
 #: logging layer and aiohttp: not worth loading for ``--help``; a test keeps the two equal).
@@ -61,11 +62,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--migrate",
         action="store_true",
-        help="bring the broker database's schema up to date and exit (a deployment step or an init "
-        "container; the gateway also does it at start)",
+        help="bring the broker database's schema up to date and exit, as 'database upgrade' (a "
+        "deployment step; the gateway also does it at start)",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    _add_broker_parser(parser.add_subparsers(dest="command", metavar="COMMAND"))
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__} (revision {REVISION})"
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_broker_parser(commands)
+    _add_database_parser(commands)
     return parser.parse_args(argv)
 
 
@@ -142,6 +147,60 @@ def _add_broker_parser(subparsers: Any) -> None:
         sub = commands.add_parser(name, parents=[common], help=text)
         sub.add_argument("ticket", metavar="TICKET", help="the ticket 'broker confirmations' lists")
         sub.add_argument("--note", help="a sentence for the agent (why, or what to do instead)")
+
+
+def _add_database_parser(subparsers: Any) -> None:
+    """Add ``database`` and its subcommands (run by ``gateway.cli.database``) to the main parser's
+    subparsers."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help="TOML configuration file (as before 'database')",
+    )
+    database = subparsers.add_parser(
+        "database",
+        help="the broker database's schema: status, upgrade, downgrade, backup, restore",
+        description="The broker database's schema and copies (the SQLite file in GATEWAY_STATE_DIR, or "
+        "broker.database_url). docs/operations.md, 'Schema migrations', gives the upgrade and rollback "
+        "steps.",
+    )
+    commands = database.add_subparsers(dest="database_command", metavar="COMMAND", required=True)
+    commands.add_parser("status", parents=[common], help="the schema revision, this install's, who uses it")
+    force = argparse.ArgumentParser(add_help=False)
+    force.add_argument(
+        "--force",
+        action="store_true",
+        help="PostgreSQL: migrate although connections that may be gateways of another schema are open",
+    )
+    commands.add_parser(
+        "upgrade", parents=[common, force], help=f"migrate to this install's newest revision ({HEAD})"
+    )
+    down = commands.add_parser(
+        "downgrade",
+        parents=[common, force],
+        help="roll the schema back by one revision (stop the gateways first; what it added is dropped)",
+    )
+    down.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    save = commands.add_parser(
+        "backup",
+        parents=[common],
+        help="copy the database to FILE (SQLite: while gateways run; PostgreSQL: pg_dump)",
+    )
+    save.add_argument("file", type=Path, metavar="FILE", help="the copy to write (must not exist)")
+    load = commands.add_parser(
+        "restore",
+        parents=[common],
+        help="replace the database with a backup (stop the gateways first)",
+    )
+    load.add_argument("file", type=Path, metavar="FILE", help="a file 'database backup' wrote")
+    load.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    load.add_argument(
+        "--force",
+        action="store_true",
+        help="PostgreSQL: restore although connections that may be gateways are open",
+    )
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:

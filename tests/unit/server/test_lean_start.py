@@ -64,5 +64,5 @@ def test_a_start_with_the_defaults_loads_nothing_it_does_not_use(tmp_path: objec
 def test_help_loads_none_of_the_gateway_s_layers(tmp_path: object) -> None:
     loaded = _modules_after(_HELP, tmp_path)
     assert "gateway.cli.arguments" in loaded
-    heavy = {"aiohttp", "pydantic", "sqlalchemy", "mcp_types", "gateway.config", "gateway.broker"}
+    heavy = {"aiohttp", "pydantic", "sqlalchemy", "mcp_types", "gateway.config", "gateway.broker.store"}
     assert sorted(loaded & heavy) == []
