@@ -7,6 +7,11 @@ wherever that version has it (null where it lacks a value, such as a job's exit 
 either working or answering plainly which GitLab version or edition it needs; and no GitLab
 validation message ("doesn't exist on type") in anything an agent reads.
 
+A test runs on the bands that can tell apart the schema coordinates and REST routes its tool
+reads (``on_telling_bands``, from :data:`tests.gitlab.versions.ARRIVALS`): of bands that have the
+same of them, the oldest and the newest; a tool that reads none of them, on the oldest and the
+newest band. The start-up line runs on every band.
+
 Where today's gateway falls short on a band, the test is marked ``xfail(strict=False)`` with the
 reason, decided from the band's declared schema (:data:`tests.gitlab.versions.ARRIVALS`): once the
 gateway serves that band the test passes (XPASS) and the mark can go.
@@ -20,7 +25,7 @@ from typing import Any
 import pytest
 from mcp.types import CallToolResult
 
-from tests.e2e.gitlab_bands import RAW_VALIDATION, Band, agent_text
+from tests.e2e.gitlab_bands import RAW_VALIDATION, Band, agent_text, on_telling_bands
 from tests.gitlab import versions
 from tests.standin import dataset as ds
 from tests.standin import job_logs
@@ -54,6 +59,25 @@ GAPS: dict[str, tuple[tuple[str, ...], str]] = {
         "Project.duoContextExclusionSettings (18.2) at once, so its CE fallback is not taken",
     ),
 }
+
+
+ARTIFACTS_TREE = "GET /projects/:id/jobs/:job_id/artifacts/tree"
+#: What save_pipeline's documents read that some band lacks (pipelineCreate and its input's fields).
+SAVE_PIPELINE_READS = (
+    "Mutation.pipelineCreate",
+    "PipelineCreateInput.async",
+    "PipelineCreateInput.inputs",
+    "PipelineCancelPayload.pipeline",
+)
+#: What get_duo_session reads that some band lacks (its listing depends on all of them).
+DUO_SESSION_READS = (
+    "Query.duoWorkflowWorkflows",
+    "Query.duoWorkflowWorkflows(workflowId:)",
+    "DuoWorkflow.statusGroup",
+    "DuoWorkflow.latestCheckpoint",
+    "DuoWorkflow.webUrl",
+    "DuoWorkflowEvent.lastDuoMessage",
+)
 
 
 def tool_gap(request: pytest.FixtureRequest, band: Band, tool: str) -> None:
@@ -93,12 +117,14 @@ async def test_start_up_line_names_gitlabs_version(band: Band) -> None:
 # -- CI ---------------------------------------------------------------------------------------------
 
 
+@on_telling_bands()
 async def test_list_pipelines(band: Band) -> None:
     out = ok(await band.call("list_pipelines", {"project_id": P}))
     assert [p["id"] for p in out["pipelines"]] == [1004, 1003, 1002, 1001]
     assert out["pipelines"][-1]["sha"] == ds.REF_SHAS["main"]
 
 
+@on_telling_bands("Project.pipeline(id:)", "CiJob.exitCode")
 async def test_get_pipeline_jobs(band: Band, request: pytest.FixtureRequest) -> None:
     tool_gap(request, band, "get_pipeline")
     args = {"project_id": P, "pipeline_id": ds.PIPELINE_ID, "include": ["jobs"]}
@@ -108,6 +134,7 @@ async def test_get_pipeline_jobs(band: Band, request: pytest.FixtureRequest) -> 
     assert len(ids) >= 20 and ids == ds.BUILD_JOB_IDS[: len(ids)]
 
 
+@on_telling_bands("Project.pipeline(id:)", "CiJob.exitCode")
 async def test_get_pipeline_failures(band: Band, request: pytest.FixtureRequest) -> None:
     tool_gap(request, band, "get_pipeline")
     args = {"project_id": P, "pipeline_id": ds.PIPELINE_ID, "include": ["failures"]}
@@ -120,6 +147,7 @@ async def test_get_pipeline_failures(band: Band, request: pytest.FixtureRequest)
     ]
 
 
+@on_telling_bands(*SAVE_PIPELINE_READS)
 async def test_save_pipeline_creates_once(band: Band, request: pytest.FixtureRequest) -> None:
     tool_gap(request, band, "save_pipeline")
     out = ok(await band.call("save_pipeline", {"project_id": P, "ref": "main"}))
@@ -133,6 +161,7 @@ async def test_save_pipeline_creates_once(band: Band, request: pytest.FixtureReq
     assert sent(band, "pipelineCreate", "POST /projects/:id/pipeline") == 1
 
 
+@on_telling_bands(*SAVE_PIPELINE_READS)
 async def test_save_pipeline_retries_once(band: Band, request: pytest.FixtureRequest) -> None:
     tool_gap(request, band, "save_pipeline")
     out = ok(await band.call("save_pipeline", {"pipeline_id": ds.PIPELINE_ID, "action": "retry"}))
@@ -140,6 +169,7 @@ async def test_save_pipeline_retries_once(band: Band, request: pytest.FixtureReq
     assert sent(band, "pipelineRetry", "POST /projects/:id/pipelines/:pipeline_id/retry") == 1
 
 
+@on_telling_bands(*SAVE_PIPELINE_READS)
 async def test_save_pipeline_cancels_once(band: Band, request: pytest.FixtureRequest) -> None:
     tool_gap(request, band, "save_pipeline")
     out = ok(await band.call("save_pipeline", {"pipeline_id": ds.RUNNING_PIPELINE_ID, "action": "cancel"}))
@@ -152,6 +182,7 @@ async def test_save_pipeline_cancels_once(band: Band, request: pytest.FixtureReq
     assert sent(band, "pipelineCancel", "POST /projects/:id/pipelines/:pipeline_id/cancel") == 1
 
 
+@on_telling_bands("CiJob.exitCode")
 async def test_get_job(band: Band) -> None:
     args = {"project_id": P, "job_id": job_logs.FAILED_LOG_JOB_ID, "include": ["log"], "tail_lines": 5}
     out = ok(await band.call("get_job", args))
@@ -159,6 +190,7 @@ async def test_get_job(band: Band) -> None:
     assert "ERROR: Job failed: exit code 1" in out["log"]["content"]
 
 
+@on_telling_bands("CiJob.exitCode", routes=(ARTIFACTS_TREE,))
 async def test_artifact_listing_is_complete(band: Band, request: pytest.FixtureRequest) -> None:
     gap(
         request,
@@ -175,6 +207,7 @@ async def test_artifact_listing_is_complete(band: Band, request: pytest.FixtureR
     assert listing["source"] == ("tree" if band.at_least("18.8") else "archive_directory")
 
 
+@on_telling_bands("CiJob.exitCode", routes=(ARTIFACTS_TREE,))
 async def test_get_artifact_file(band: Band) -> None:
     args = {"project_id": P, "job_id": job_logs.ARTIFACTS_JOB_ID, "artifact_path": "coverage/index.html"}
     out = ok(await band.call("get_artifact_file", args))
@@ -184,6 +217,7 @@ async def test_get_artifact_file(band: Band) -> None:
 # -- repository -----------------------------------------------------------------------------------
 
 
+@on_telling_bands("Repository.commit", "Project.duoContextExclusionSettings")
 async def test_get_repository_file(band: Band, request: pytest.FixtureRequest) -> None:
     tool_gap(request, band, "get_repository_file")
     args = {"project_id": P, "file_path": ds.FILES["readme"], "ref": "main"}
@@ -191,6 +225,7 @@ async def test_get_repository_file(band: Band, request: pytest.FixtureRequest) -
     assert (out["content"], out["commit_sha"]) == (ds.README_MAIN, ds.REF_SHAS["main"])
 
 
+@on_telling_bands("Repository.commit", "Project.duoContextExclusionSettings")
 async def test_exclusion_rules_where_gitlab_has_them(band: Band, request: pytest.FixtureRequest) -> None:
     tool_gap(request, band, "get_repository_file")
     result = await band.call("get_repository_file", {"project_id": P, "file_path": ds.FILES["secret"]})
@@ -204,6 +239,7 @@ async def test_exclusion_rules_where_gitlab_has_them(band: Band, request: pytest
 # -- Duo ------------------------------------------------------------------------------------------
 
 
+@on_telling_bands(*DUO_SESSION_READS)
 async def test_get_duo_session_works_or_says_what_it_needs(
     band: Band, request: pytest.FixtureRequest
 ) -> None:
