@@ -20,18 +20,19 @@ Handlers never return stack traces; unexpected exceptions are turned into a gene
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-Reason = Literal["bad_request", "unauthorized", "not_found", "rate_limited", "conflict", "upstream_error"]
-
-REASONS: tuple[Reason, ...] = (
+Reason = Literal[
     "bad_request",
     "unauthorized",
     "not_found",
     "rate_limited",
     "conflict",
     "upstream_error",
-)
+    "unsupported_by_gitlab",
+]
+
+REASONS: tuple[Reason, ...] = get_args(Reason)
 
 
 class ToolError(Exception):

@@ -56,9 +56,10 @@ class DatabaseUnavailable(StoreError, BrokerError):
 
 
 def engine_url(database_url: str | None, state_dir: Path) -> URL:
-    """The SQLAlchemy URL: ``sqlite+aiosqlite`` on ``<state_dir>/broker.db``, or ``postgresql+psycopg``."""
+    """The SQLAlchemy URL: ``sqlite+aiosqlite`` on ``<state_dir>/broker.db`` (an absolute path,
+    as the start-up line names it), or ``postgresql+psycopg``."""
     if database_url is None:
-        return URL.create("sqlite+aiosqlite", database=str(state_dir / "broker.db"))
+        return URL.create("sqlite+aiosqlite", database=str((state_dir / "broker.db").absolute()))
     url = make_url(database_url)
     return url.set(drivername="postgresql+psycopg")
 

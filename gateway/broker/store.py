@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import select
 import sqlite3
 import sys
@@ -74,6 +75,17 @@ _SNAPSHOT = {"isolation_level": "REPEATABLE READ"}
 _UNAVAILABLE = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError, sqlite3.OperationalError)
 
 
+def _create_private(path: Path) -> None:
+    """Create the SQLite file readable by this user only (mode 0600), before SQLite creates it
+    with the umask's mode (0644): it holds every agent's messages and plans. SQLite gives its
+    ``-wal`` and ``-shm`` files the database file's mode."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
+
+
 class Store:
     """The broker database. Open with :meth:`open`, close with :meth:`close`."""
 
@@ -107,6 +119,7 @@ class Store:
             ) from None
         if url.get_backend_name() == "sqlite":
             state_dir.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - once, at start
+            _create_private(Path(str(url.database)))
             # Every use ends its own transaction, so no ROLLBACK round trip when a connection returns.
             engine = create_async_engine(url, pool_size=5, max_overflow=5, pool_reset_on_return=None)
             sqlite_pragmas(engine.sync_engine)

@@ -28,6 +28,7 @@ import getpass
 import json
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from gateway.broker.activity_log import PIPELINE_LOG, ActivityLogs
 from gateway.broker.errors import BrokerError
+from gateway.broker.formats import seconds_since
 from gateway.broker.operator import ACTIONS as OPERATOR_ACTIONS
 from gateway.broker.operator import operator_name
 from gateway.broker.state_dir import DB_FILE, StateDirInUse, lock_state_dir
@@ -294,15 +296,20 @@ async def _run(
             for key in ("uptime", "uptimeSeconds"):  # this command's, not the gateway's
                 status.pop(key, None)
             running = gateway_running(settings)
-            if running is False:
-                # lastSeen is saved by the gateway; with none running, no agent is connected.
-                for agent in status["agents"].values():
+            now = time.time()
+            for agent in status["agents"].values():
+                agent["secondsAgo"] = seconds_since(agent["lastSeen"], now)
+                if running is False:
+                    # lastSeen is saved by the gateway; with none running, no agent is connected.
                     agent["connected"] = False
             result = {
                 "status": status,
                 "plan": await broker.plan.get_phase_plan(),
                 **await broker.operator.generations(),
                 "gatewayRunning": running,
+                # A replica holding an agent's wait saves it as seen this often (Roster.unsaved).
+                "waitSeenEverySeconds": settings.broker.connected_window_seconds / 4,
+                "connectedWindowSeconds": settings.broker.connected_window_seconds,
             }
             text = status_text
         elif command == "history":

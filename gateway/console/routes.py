@@ -70,6 +70,8 @@ NOTICES = {
 _ASSETS = {"console.js": "text/javascript", "console.css": "text/css"}
 
 BrokerOf = Callable[[], "BrokerService | None"]
+#: What the gateway's last check of GitLab found, as ``/readyz`` shows it; None before the first.
+GitLabHealthOf = Callable[[], "dict[str, Any] | None"]
 
 
 class BrokerClosed(Exception):
@@ -111,11 +113,14 @@ class ConsoleRoutes:
     Args:
         settings: the gateway's settings (``console``, ``server``).
         broker: returns the app's broker (opened at start-up, after the routes are added).
+        gitlab: returns what the gateway's last check of GitLab found (``/readyz``'s ``gitlab``
+            object), None before the first.
     """
 
-    def __init__(self, settings: Settings, broker: BrokerOf) -> None:
+    def __init__(self, settings: Settings, broker: BrokerOf, gitlab: GitLabHealthOf | None = None) -> None:
         self._console = settings.console
         self._broker = broker
+        self._gitlab = gitlab
         self.auth = ConsoleAuth(settings.console, settings.server)
         self._renderer = Renderer(settings.console)
         self._budget = SignInBudget(
@@ -127,6 +132,9 @@ class ConsoleRoutes:
         self._closing = False
         self._live = SharedRendering(self._read_sections, REFRESH_SECONDS)
         self._slots = Slots(settings.console.max_streams_per_session)
+
+    def _gitlab_health(self) -> dict[str, Any] | None:
+        return self._gitlab() if self._gitlab is not None else None
 
     def add_routes(self, app: web.Application) -> None:
         """Register every route under ``/broker`` and the shutdown hook that ends live streams."""
@@ -192,7 +200,7 @@ class ConsoleRoutes:
     ) -> web.Response:
         before = request.query.get("before") or None
         try:
-            snap = await snapshot(self._open_broker(), self._console, before)
+            snap = await snapshot(self._open_broker(), self._console, before, self._gitlab_health())
         except BrokerClosed:
             return _html("The broker is not open (the gateway is starting or stopping).", 503)
         except BrokerError as err:
@@ -373,7 +381,7 @@ class ConsoleRoutes:
 
     async def _read_sections(self, before: str | None, can_act: bool) -> tuple[dict[str, str], str]:
         """One reading of the broker, every section rendered for a view (shared by the streams)."""
-        snap = await snapshot(self._open_broker(), self._console, before)
+        snap = await snapshot(self._open_broker(), self._console, before, self._gitlab_health())
         ctx = self._renderer.context(snap, can_act=can_act, csrf=CSRF_PLACEHOLDER, before=before)
         return self._renderer.sections(ctx), str(snap.status["state"])
 

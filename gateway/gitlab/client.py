@@ -41,6 +41,7 @@ from gateway.gitlab.call import GitLabCall, HttpReply
 from gateway.gitlab.credentials import Credential
 from gateway.gitlab.errors import GitLabUpstreamError
 from gateway.gitlab.http import build_http_client, build_transport
+from gateway.gitlab.instance import GitLabInstance, InstanceInfo
 from gateway.gitlab.operation_loader import graphql_body
 from gateway.gitlab.retries import SleepFn, with_retries
 from gateway.gitlab.streaming import BodyStream, open_stream
@@ -51,6 +52,10 @@ from gateway.observability.access import note_gitlab_request
 from gateway.observability.metrics import Metrics
 
 log = logging.getLogger("gateway.gitlab")
+
+#: The gateway's name on every request it sends GitLab (tool calls, the start-up and readiness
+#: checks): what GitLab's logs and an administrator see.
+USER_AGENT = f"gitlab-mcp-gateway/{__version__}"
 
 #: Failures that prove the request never left the gateway, so even a mutation may be resent.
 #: One encoded path segment: RFC 3986 ``pchar`` without ``/``, and no dot segment.
@@ -94,10 +99,20 @@ class GitLabClient:
         self.http = http if http is not None else build_http_client(settings, self._direct)
         self._timeouts = self.http.timeout.as_dict()
         self._static_headers = {
-            "User-Agent": f"gitlab-mcp-gateway/{__version__}",
+            "User-Agent": USER_AGENT,
             "Accept": "application/json",
         }
         self._json_headers = {**self._static_headers, "Content-Type": "application/json"}
+        #: The GitLab's version and edition, which choose the documents operations send.
+        self.instance = GitLabInstance(on_learnt=self._learnt)
+
+    def _learnt(self, info: InstanceInfo) -> None:
+        log.info(
+            "GitLab version learnt", extra={"gitlab_version": info.version, "edition": info.edition.value}
+        )
+        if self.metrics is not None:
+            self.metrics.gitlab_info.clear()
+            self.metrics.gitlab_info.labels(info.version or "unknown", info.edition.value).set(1)
 
     async def aclose(self) -> None:
         """Close the shared HTTP client (when the gateway built it)."""

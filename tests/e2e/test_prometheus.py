@@ -365,7 +365,7 @@ async def test_every_dashboard_query_and_alerting_rule_works_after_real_traffic(
 
     # Prometheus loaded every alerting rule and evaluates it without error.
     rules = await asyncio.to_thread(prom.rules)
-    assert len(rules) == 9
+    assert len(rules) == 11
     deadline = time.monotonic() + 10
     while any(r.get("lastEvaluation", "").startswith("0001") for r in rules) and time.monotonic() < deadline:
         await asyncio.sleep(0.5)

@@ -347,15 +347,25 @@ def test_a_real_looking_gitlab_token_is_accepted(
         assert effective(capsys)["gitlab"]["token"] == "**********"
 
 
-def test_a_generated_session_key_is_reported_at_info_as_the_example_says(
+def test_a_generated_session_key_is_reported_once_at_info_when_a_session_opens(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     from gateway.mcp.http.sessions import SessionSealer
 
+    def said() -> list[str]:
+        return [
+            r.levelname
+            for r in caplog.records
+            if "sealed with a key generated for this process" in r.getMessage()
+        ]
+
     with caplog.at_level("DEBUG", logger="gateway"):
-        SessionSealer(key=None, ttl_seconds=60)
-    said = [r for r in caplog.records if "sealed with a key generated for this process" in r.getMessage()]
-    assert [r.levelname for r in said] == ["INFO"]
+        sealer = SessionSealer(key=None, ttl_seconds=60)
+        # A stateless start opens no session: nothing to say yet.
+        assert said() == []
+        sealer.issue("2025-11-25", {}, "open")
+        sealer.issue("2025-11-25", {}, "open")
+    assert said() == ["INFO"]
     comment = "\n".join(EXAMPLE.read_text().split("# session_key =")[0].splitlines()[-4:])
     assert "INFO" in comment and "warning" not in comment.lower()
 

@@ -227,6 +227,7 @@ class McpServer:
                 tool_error=result is not None and result.is_error,
                 session=ctx.session_log_id,
                 version=ctx.version,
+                agent=ctx.caller.agent_id,
             )
 
     async def _answer(self, ctx: RequestContext, msg: JSONRPCRequest) -> Reply:

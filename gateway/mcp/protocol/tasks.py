@@ -79,6 +79,7 @@ from gateway.mcp.protocol.wire import (
     invalid_params,
     response,
 )
+from gateway.tools.caller import Caller
 from gateway.tools.context import CallInfo, ToolContext, ToolServices
 from gateway.tools.input_requests import Answers, AskFn, CannotAsk, InputRequest, InputRequired
 from gateway.tools.registry import Registry, Tool, parse_arguments
@@ -408,14 +409,15 @@ class Tasks:
         run = asyncio.create_task(self._registry.call(tool, ToolContext(self._services(), info), arguments))
         call = ToolCall(tool, request_id, run, long_running=True)
         self._calls.add(call)
-        work = asyncio.create_task(self._work(store, task_hash, call, request_id, ctx.caller.summary_text))
+        work = asyncio.create_task(self._work(store, task_hash, call, request_id, ctx.caller))
         self._running[task_hash] = work
         work.add_done_callback(lambda _: self._running.pop(task_hash, None))
 
     async def _work(
-        self, store: TaskStore, task_hash: str, call: ToolCall, request_id: str, summary_text: bool = False
+        self, store: TaskStore, task_hash: str, call: ToolCall, request_id: str, caller: Caller
     ) -> None:
         """Await the call while renewing the lease; store how it ended."""
+        summary_text = caller.summary_text
         started = perf_counter()
         renewing = asyncio.create_task(self._renew(store, task_hash, call))
         try:
@@ -463,7 +465,7 @@ class Tasks:
             if callback is not None:
                 with contextlib.suppress(Exception):
                     await callback()
-        self._telemetry.tool_call(name, outcome, perf_counter() - started)
+        self._telemetry.tool_call(name, outcome, perf_counter() - started, caller=caller)
 
     async def _finish(
         self, store: TaskStore, task_hash: str, status: str, outcome: dict[str, Any], message: str | None

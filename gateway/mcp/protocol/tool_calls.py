@@ -103,7 +103,11 @@ class ToolCalls:
             # them), with the setting to change; counted, so an operator sees agents reach for them.
             declared = self._registry.declared(name)
             self._telemetry.tool_call(
-                declared.name if declared else "unknown", "unauthorized", None, source="gateway"
+                declared.name if declared else "unknown",
+                "unauthorized",
+                None,
+                source="gateway",
+                caller=ctx.caller,
             )
             ctx.report.tool = declared.name if declared else None
             raise invalid_params(f"{unknown} {err.message}.") from None
@@ -236,7 +240,11 @@ class ToolCalls:
             self._calls.discard(call)
         refused = outcome.result is not None and outcome.result.by_gateway
         self._telemetry.tool_call(
-            tool.name, outcome.outcome, perf_counter() - started, source="gateway" if refused else "tool"
+            tool.name,
+            outcome.outcome,
+            perf_counter() - started,
+            source="gateway" if refused else "tool",
+            caller=ctx.caller,
         )
         ctx.report.outcome = outcome.outcome
         message = outcome.message

@@ -89,6 +89,26 @@ async def test_fresh_database_is_at_head_and_reopens(tmp_path: Path, broker_data
     await store.close()
 
 
+@MIGRATES
+async def test_a_new_sqlite_file_is_private_and_named_by_its_absolute_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = await Store.open(config(None), Path(".pipeline"))  # relative, as scripts/run's default
+    try:
+        # The start-up line names the file wherever the gateway was started from.
+        assert store.where == f"SQLite file {tmp_path / '.pipeline' / 'broker.db'}"
+        async with store.write() as q:
+            await q.pipeline()
+        files = sorted(f.name for f in (tmp_path / ".pipeline").glob("broker.db*"))
+        assert files == ["broker.db", "broker.db-shm", "broker.db-wal"]
+        # Every agent's messages: this user's only, the WAL and shared memory files too.
+        modes = {name: (tmp_path / ".pipeline" / name).stat().st_mode & 0o777 for name in files}
+        assert modes == dict.fromkeys(files, 0o600)
+    finally:
+        await store.close()
+
+
 def test_head_is_the_newest_migration() -> None:
     """The revision the gateway compares with at start is the one Alembic finds in the scripts."""
     assert migrate.script_head() == HEAD

@@ -6,7 +6,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +116,56 @@ def test_acting_beside_a_running_gateway_is_refused(state: Path, capsys: pytest.
         assert as_json(capsys, "status")["status"]["state"] == "IDLE"  # reading works beside it
     finally:
         os.close(fd)
+
+
+def _iso(seconds_ago: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - seconds_ago))
+
+
+def test_status_says_an_answer_was_sent_and_how_long_ago_each_agent_was_seen(
+    state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state.mkdir()
+    shutil.copyfile(migrated_sqlite_broker(), state / "broker.db")
+    with sqlite3.connect(state / "broker.db") as db:
+        db.execute(
+            "UPDATE pipeline SET state = 'HUMAN_NEEDED', human_reason = 'which API?', human_by = 'dev', "
+            "human_at = ?",
+            (_iso(120),),
+        )
+        # pm's wait was held by a replica killed 40 s ago; dev called 3 s ago.
+        db.executemany(
+            "INSERT INTO agents (id, last_seen) VALUES (?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen",
+            [("pm", _iso(40)), ("dev", _iso(3))],
+        )
+    code, out, _ = run(capsys, "status")
+    assert code == 0 and "Answer from the console" in out
+
+    sent = as_json(capsys, "instruct", "Keep v1; add v2 beside it.", "--as", "alice")
+    fd = lock_state_dir(state)  # a gateway runs: its agents may be connected
+    try:
+        code, out, _ = run(capsys, "status")
+        status = as_json(capsys, "status")
+    finally:
+        os.close(fd)
+    assert code == 0
+    # The person has answered: the status says so, not "Answer from the console" again.
+    assert "Answer from the console" not in out
+    assert (
+        f"  Answered by operator:alice at {status['status']['humanNeeded']['answered']['at']} "
+        f"({sent['messageId']}): queued for the PM, which gets it at its next wait_for_message and then "
+        "calls resume"
+    ) in out
+    agents = {
+        line.split()[0]: line for line in out.splitlines() if line.startswith("  ") and "last seen" in line
+    }
+    assert "connected" in agents["pm"] and re.search(r"\((40|41|42)s ago\)", agents["pm"]), agents["pm"]
+    assert re.search(r"\([345]s ago\)", agents["dev"]), agents["dev"]
+    assert "last seen never" in agents["reviewer"]
+    # pm counts as connected by its last call only: no live replica reports its wait.
+    assert (
+        "  pm: no wait open on a live replica (a replica holding one says so every 15 s); connected only "
+        "by the last call, until 60 s after it"
+    ) in out
+    assert status["status"]["agents"]["pm"]["secondsAgo"] >= 40

@@ -213,3 +213,27 @@ async def test_stop_then_start_over_archives_and_starts_idle(make_console: Make)
     await broker.sending.send_message("pm", "dev", "develop", {"issue": "X-2"})
     page = await (await client.get("/broker")).text()
     assert "Pipeline 2" in page and "Archived pipelines: 1" in page
+
+
+async def test_the_page_shows_gitlab_s_health_each_agent_s_age_and_an_answer_sent(make_console: Make) -> None:
+    client = await make_console(operator_token=OPERATOR)
+    broker = broker_of(client)
+    broker.roster.authorize("dev")  # as dev's request_human tool call does
+    await broker.control.request_human("dev", "which API?")
+    await sign_in(client, OPERATOR, "alice")
+    page = await (await client.get("/broker")).text()
+    assert "Write the PM an instruction below" in page
+    assert 'id="gitlab-health"' not in page  # not checked yet: nothing to show
+    # The gateway's check of GitLab (here /readyz's; a running gateway checks every 15 s).
+    assert (await client.get("/readyz")).status == 200
+    await broker.operator.instruct("alice", "Use v2.")
+    page = await (await client.get("/broker")).text()
+    health = re.search(r'<p class="gitlab no" id="gitlab-health">([^<]*)</p>', page)
+    assert health is not None, page
+    assert health.group(1).startswith("GitLab: unreachable (checked ")
+    assert "answered HTTP 503" in health.group(1)
+    # dev just asked: seen seconds ago.
+    assert re.search(r"<td>dev</td>.*?<td>\d{4}-\d\d-\d\dT[\d:]+Z \(\d+s ago\)</td>", page, re.S)
+    # The person answered: the banner says the answer is on its way, not to write one.
+    assert "Write the PM an instruction below" not in page
+    assert re.search(r"Answered by operator:alice at [\dT:Z-]+: queued for the PM, which gets it", page)

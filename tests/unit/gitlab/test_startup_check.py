@@ -25,7 +25,7 @@ def answer(user: str | None, version: str | None = "18.2.1") -> httpx.Response:
         json={
             "data": {
                 "currentUser": {"username": user} if user else None,
-                "metadata": {"version": version} if version else None,
+                "metadata": {"version": version, "enterprise": True} if version else None,
             }
         },
     )
@@ -43,6 +43,8 @@ async def check(
     assert route.call_count == 1  # one request, no retries
     sent = route.calls.last.request
     assert b"StartupCheck" in sent.content
+    # GitLab's logs name the gateway, as for a tool call's requests (not python-httpx).
+    assert sent.headers["User-Agent"].startswith("gitlab-mcp-gateway/")
     assert TOKEN not in line
     if token and not kw.get("passthrough"):
         assert sent.headers["PRIVATE-TOKEN"] == token
@@ -54,7 +56,7 @@ async def check(
 async def test_reachable_and_the_token_accepted() -> None:
     assert await check(answer("alice")) == (
         logging.INFO,
-        f"GitLab 18.2.1 at {GITLAB}: reachable, token accepted (user alice)",
+        f"GitLab 18.2.1 (EE) at {GITLAB}: reachable, token accepted (user alice)",
     )
 
 
