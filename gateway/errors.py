@@ -13,6 +13,7 @@ The reasons are part of the gateway's outside contract (README, "One real call")
 - ``rate_limited``: GitLab answered 429 past the retry budget; ``retry_after_seconds`` is set.
 - ``conflict``: the call is not allowed in the current state (the broker's state machine).
 - ``upstream_error``: GitLab failed (5xx, timeouts, an HTML page instead of JSON).
+- ``declined``: a person (or an operator) said no to a destructive action; nothing was done.
 
 Handlers never return stack traces; unexpected exceptions are turned into a generic
 ``upstream_error``-free internal error by the dispatcher (JSON-RPC -32603) and logged.
@@ -30,6 +31,7 @@ Reason = Literal[
     "conflict",
     "upstream_error",
     "unsupported_by_gitlab",
+    "declined",
 ]
 
 REASONS: tuple[Reason, ...] = get_args(Reason)

@@ -44,6 +44,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from gateway.broker.activity_log import PIPELINE_LOG, ActivityLogs, parse_line
 from gateway.broker.auto_advance import AutoAdvance
 from gateway.broker.changes import Changes
+from gateway.broker.confirmations import ConfirmationStore
 from gateway.broker.console_sign_outs import ConsoleSignOuts
 from gateway.broker.control import Control
 from gateway.broker.effects import After, Effects, Facts
@@ -98,6 +99,9 @@ class BrokerService:
             the database every replica shares).
         console_sign_outs: the console sessions signed out (the console's, kept here for the same
             reason).
+        tasks: the MCP tasks (``gateway.broker.tasks``).
+        confirmations: answered confirmations and operator approvals of destructive actions
+            (``gateway.broker.confirmations``).
         changes: the change unit.
         auto_advance: the auto-advance timer.
         housekeeping: the chores of each timer look.
@@ -146,6 +150,7 @@ class BrokerService:
         )
         self.console_sign_outs = ConsoleSignOuts(store, clock)
         self.tasks = TaskStore(store, clock)
+        self.confirmations = ConfirmationStore(store, clock)
         self.housekeeping = Housekeeping(
             store,
             self.changes,
@@ -193,7 +198,7 @@ class BrokerService:
         self.monitoring = Monitoring(
             store, self.roster, logs, self.config, clock, on_change=self.changes.feed.changed
         )
-        self.operator = Operator(self.changes, self.plan, self.control, clock)
+        self.operator = Operator(self.changes, self.plan, self.control, clock, self.confirmations)
         self.feed = self.changes.feed
         self._closing: str | None = None
         self._lock_fd: int | None = None

@@ -1,5 +1,5 @@
 """``gitlab-mcp-gateway broker status | history | log AGENT | instruct TEXT | auto-advance on|off |
-cancel-advance | stop | reset``.
+cancel-advance | stop | reset | confirmations | approve TICKET | refuse TICKET``.
 
 The operator's command line, against the configured state store: the SQLite file in the state
 folder (``GATEWAY_STATE_DIR``) or PostgreSQL (``broker.database_url``). Human-readable output, or
@@ -42,15 +42,15 @@ from gateway.broker.operator import operator_name
 from gateway.broker.state_dir import DB_FILE, StateDirInUse, lock_state_dir
 from gateway.broker.store import Store, StoreError
 from gateway.cli import remote
-from gateway.cli.broker_text import count, history_text, instructed, status_text
+from gateway.cli.broker_text import confirmations_text, count, history_text, instructed, status_text
 
 if TYPE_CHECKING:
     from gateway.broker.service import BrokerService
     from gateway.config import Settings
 
-COMMANDS = ("status", "history", "log", "instruct", "auto-advance", "cancel-advance", "stop", "reset")
 #: The commands that change the broker.
-ACTIONS = ("instruct", "auto-advance", "cancel-advance", "stop", "reset")
+ACTIONS = ("instruct", "auto-advance", "cancel-advance", "stop", "reset", "approve", "refuse")
+COMMANDS = ("status", "history", "log", "confirmations", *ACTIONS)
 
 
 class CliError(Exception):
@@ -124,6 +124,19 @@ def add_parser(subparsers: Any, prog: str) -> None:
     ):
         sub = commands.add_parser(name, parents=[common], help=text)
         sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    commands.add_parser(
+        "confirmations",
+        parents=[common],
+        help='the destructive actions agents asked for that wait for an operator (confirm_by = "operator"): '
+        "ticket, who asked, what, why",
+    )
+    for name, text in (
+        ("approve", "approve the destructive action of a pending confirmation: the waiting call acts, once"),
+        ("refuse", "refuse it: the call ends declined, and nothing is done"),
+    ):
+        sub = commands.add_parser(name, parents=[common], help=text)
+        sub.add_argument("ticket", metavar="TICKET", help="the ticket 'broker confirmations' lists")
+        sub.add_argument("--note", help="a sentence for the agent (why, or what to do instead)")
 
 
 def claim_state_dir(settings: Settings, *, act: bool) -> int | None:
@@ -245,6 +258,15 @@ def _action(args: argparse.Namespace, name: str) -> tuple[str, dict[str, Any], T
         )
     if command == "stop":
         return command, {}, lambda r: f"The pipeline is {r['state']} (by operator:{name})."
+    if command in ("approve", "refuse"):
+        return (
+            command,
+            {"ticket": args.ticket, "note": args.note},
+            lambda r: (
+                f"Confirmation {r['ticket']} {r['status']} (by {r['decidedBy']}): {r['tool']} asked by "
+                f"{r['agent']}."
+            ),
+        )
     return (
         command,
         {},
@@ -312,6 +334,9 @@ async def _run(
                 "connectedWindowSeconds": settings.broker.connected_window_seconds,
             }
             text = status_text
+        elif command == "confirmations":
+            result = await broker.operator.pending_confirmations()
+            text = confirmations_text
         elif command == "history":
             if not 1 <= args.limit <= 1000:
                 raise CliError("--limit: give a number from 1 to 1000")

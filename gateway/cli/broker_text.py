@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.broker.formats import answer_state, human_duration
+from gateway.broker.formats import answer_state, human_duration, iso
 
 
 def count(n: int, noun: str) -> str:
@@ -117,3 +117,23 @@ def history_text(r: dict[str, Any]) -> str:
         more = f" --pipeline {pipeline}" if pipeline is not None else ""
         lines.append(f"Older messages: broker history{more} --before {r['page_info']['end_cursor']}")
     return "\n".join(lines)
+
+
+def confirmations_text(result: dict[str, Any]) -> str:
+    """``broker confirmations``: one paragraph per pending confirmation, oldest first."""
+    pending = result["pending"]
+    if not pending:
+        return "No confirmation waits for an operator."
+    lines: list[str] = []
+    for a in pending:
+        lines.append(f"{a['ticket']}  {a['tool']}, asked by {_shown(a['agent'])} at {iso(a['created'])}")
+        lines.append(f"  what: {_shown(a['what'])}")
+        lines.append(f"  why:  {_shown(a['why']) or '(no reason given)'}")
+    lines.append("Approve with 'broker approve TICKET', refuse with 'broker refuse TICKET --note ...'.")
+    return "\n".join(lines)
+
+
+def _shown(text: str | None) -> str:
+    """An agent's text fit for a terminal: control and format characters (escape sequences, bidi
+    overrides) shown as ``?``."""
+    return "".join(c if c.isprintable() else "?" for c in text or "")

@@ -66,6 +66,8 @@ NOTICES = {
     "cancel-advance": "The advance was cancelled: the pipeline is PAUSED until the PM resumes.",
     "stop": "The pipeline is stopped. Start over when you are ready.",
     "start-over": "Started over: the stopped pipeline is archived and a new one is IDLE.",
+    "approve": "Approved: the waiting call acts now (once).",
+    "refuse": "Refused: the waiting call ends declined, and nothing is done.",
 }
 _ASSETS = {"console.js": "text/javascript", "console.css": "text/css"}
 
@@ -327,12 +329,16 @@ class ConsoleRoutes:
             operator = self._open_broker().operator
         except BrokerClosed:
             return _html("The broker is not open (the gateway is starting or stopping).", 503)
+        ticket, note = str(form.get("ticket") or ""), form.get("note")
+        note = note if isinstance(note, str) else None
         calls: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
             "instruct": lambda: operator.instruct(session.name, str(form.get("text") or "")),
             "auto-advance": lambda: operator.set_auto_advance(session.name, form.get("enabled") == "true"),
             "cancel-advance": lambda: operator.cancel_auto_advance(session.name),
             "stop": lambda: operator.stop(session.name),
             "start-over": lambda: operator.start_over(session.name),
+            "approve": lambda: operator.decide(session.name, ticket, approve=True, note=None),
+            "refuse": lambda: operator.decide(session.name, ticket, approve=False, note=note),
         }
         try:
             await calls[name]()

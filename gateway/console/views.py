@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from gateway.config import ConsoleSettings
 
 #: The page's live sections, in page order; each is an element ``id`` the script refills.
-SECTIONS = ("banner", "machine", "plan", "agents", "controls", "threads", "logs")
+SECTIONS = ("banner", "confirmations", "machine", "plan", "agents", "controls", "threads", "logs")
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("gateway.console", "templates"),
@@ -52,6 +52,8 @@ class Snapshot:
     gitlab: dict[str, Any] | None = None
     #: Unix time of this reading (the agents' "seen ... ago").
     now: float = 0.0
+    #: Destructive actions waiting for an operator (``confirm_by = "operator"``), oldest first.
+    confirmations: list[dict[str, Any]] = field(default_factory=list)
 
 
 async def snapshot(
@@ -74,7 +76,8 @@ async def snapshot(
     for name in (*broker.roster.agents, PIPELINE_LOG):
         logs[name] = (await broker.monitoring.activity_log(name, console.log_lines))["lines"]
     waiting = {a: broker.wakeups.waiting(a) for a in broker.roster.agents}
-    return Snapshot(status, plan, generations, history, logs, waiting, gitlab, time.time())
+    pending = (await broker.operator.pending_confirmations())["pending"]
+    return Snapshot(status, plan, generations, history, logs, waiting, gitlab, time.time(), pending)
 
 
 def phase_rows(snap: Snapshot) -> list[dict[str, Any]]:
@@ -199,6 +202,7 @@ class Renderer:
             "before": before,
             "logs": snap.logs,
             "waiting": snap.waiting,
+            "confirmations": snap.confirmations,
             "can_act": can_act,
             "csrf": csrf,
             "svg": diagram.render(status["state"]),

@@ -3,6 +3,7 @@ instruct, stop, reset, human-readable and ``--json``; refusals with one line and
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -169,3 +170,47 @@ def test_status_says_an_answer_was_sent_and_how_long_ago_each_agent_was_seen(
         "by the last call, until 60 s after it"
     ) in out
     assert status["status"]["agents"]["pm"]["secondsAgo"] >= 40
+
+
+async def _ask_for_approvals(state: Path) -> None:
+    """Two destructive calls waiting for an operator, as ``confirm_by = "operator"`` records them."""
+    from gateway.broker.confirmations import ConfirmationStore
+    from gateway.broker.store import Store
+    from gateway.config import load_settings
+
+    settings = load_settings(gitlab={"url": "https://gitlab.example.com"}, state_dir=str(state))
+    store = await Store.open(settings.broker, state)
+    try:
+        record = ConfirmationStore(store, time.time)
+        for n, why in ((1, "tidy up\x1b[2J"), (2, None)):
+            await record.request(
+                f"approval:{n}",
+                agent="pm (from 127.0.0.1)",
+                tool="stop_pipeline",
+                what=f"Stop {n}?",
+                why=why,
+                ttl_seconds=600,
+            )
+    finally:
+        await store.close()
+
+
+def test_confirmations_are_listed_approved_and_refused(
+    state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state.mkdir()
+    shutil.copyfile(migrated_sqlite_broker(), state / "broker.db")
+    asyncio.run(_ask_for_approvals(state))
+    code, out, _ = run(capsys, "confirmations")
+    assert code == 0 and "stop_pipeline, asked by pm (from 127.0.0.1)" in out
+    assert "why:  tidy up?[2J" in out and "(no reason given)" in out  # no raw escape sequence
+    first, second = (a["ticket"] for a in as_json(capsys, "confirmations")["pending"])
+    code, out, _ = run(capsys, "approve", first, "--as", "alice")
+    assert code == 0 and f"Confirmation {first} approved (by operator:alice)" in out
+    refused = as_json(capsys, "refuse", second, "--note", "not today")
+    assert refused["status"] == "refused" and refused["note"] == "not today"
+    code, _, err = run(capsys, "approve", first)
+    assert code == 1 and f"No pending confirmation has ticket {first!r}" in err
+    assert as_json(capsys, "confirmations") == {"pending": []}
+    code, out, _ = run(capsys, "confirmations")
+    assert out.strip() == "No confirmation waits for an operator."
