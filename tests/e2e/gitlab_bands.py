@@ -29,7 +29,7 @@ import httpx
 import pytest
 from mcp.types import CallToolResult
 
-from tests.e2e.harness import GatewayProcess, mcp_client
+from tests.e2e.harness import GatewayProcess, mcp_client, migrated_sqlite_broker
 from tests.gitlab import versions
 from tests.gitlab.versions import Edition
 from tests.standin.control import AsyncStandinControl, StandinControl
@@ -118,6 +118,8 @@ class BandMatrix:
         self._bands: dict[tuple[str, Edition], Future[Band]] = {}
 
     def start(self) -> BandMatrix:
+        # Made once, here: alembic's migration is not safe in two of the pool's threads at once.
+        migrated_sqlite_broker()
         self.process.start()
         return self
 
