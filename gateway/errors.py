@@ -14,6 +14,8 @@ The reasons are part of the gateway's outside contract (README, "One real call")
 - ``conflict``: the call is not allowed in the current state (the broker's state machine).
 - ``upstream_error``: GitLab failed (5xx, timeouts, an HTML page instead of JSON).
 - ``declined``: a person (or an operator) said no to a destructive action; nothing was done.
+- ``unsupported_by_gitlab``: the configured GitLab's version or edition cannot serve what was asked;
+  the message names what it needs and what the instance is (README, "GitLab versions").
 
 Handlers never return stack traces; unexpected exceptions are turned into a generic
 ``upstream_error``-free internal error by the dispatcher (JSON-RPC -32603) and logged.
@@ -30,8 +32,8 @@ Reason = Literal[
     "rate_limited",
     "conflict",
     "upstream_error",
-    "unsupported_by_gitlab",
     "declined",
+    "unsupported_by_gitlab",
 ]
 
 REASONS: tuple[Reason, ...] = get_args(Reason)

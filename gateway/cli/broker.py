@@ -15,6 +15,11 @@ Where it can act:
   ``gateway.cli.remote``), so the gateway makes the change and wakes the agents' waits itself.
   Nobody has to stop the gateway, nor set a console token in advance.
 
+Schema: never migrated here (``gateway.cli.schema``). A database at another revision than this
+install's is read as it is after a note on stderr; a read that fails on it, and every action taken
+on the database itself, is refused with what to do (the gateway's own install, or ``database
+upgrade``). Acting through a running gateway's socket is that gateway's own write.
+
 Exit status: 0 done; 1 the broker refused (a wrong state, say) or cannot be opened; 2 a bad
 command line or configuration. With ``--json``, an error is a JSON object on stdout too:
 ``{"error": {"reason", "message"}}``.
@@ -34,6 +39,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+import sqlalchemy as sa
+
 from gateway.broker.activity_log import PIPELINE_LOG, ActivityLogs
 from gateway.broker.errors import BrokerError
 from gateway.broker.formats import seconds_since
@@ -41,7 +48,7 @@ from gateway.broker.operator import ACTIONS as OPERATOR_ACTIONS
 from gateway.broker.operator import operator_name
 from gateway.broker.state_dir import DB_FILE, StateDirInUse, lock_state_dir
 from gateway.broker.store import Store, StoreError
-from gateway.cli import remote
+from gateway.cli import remote, schema
 from gateway.cli.broker_text import confirmations_text, count, history_text, instructed, status_text
 
 if TYPE_CHECKING:
@@ -170,36 +177,33 @@ def claim_state_dir(settings: Settings, *, act: bool) -> int | None:
         ) from None
 
 
-def gateway_running(settings: Settings) -> bool | None:
-    """SQLite: whether a gateway runs on the state folder now (None on PostgreSQL: replicas may
-    run anywhere). Asked of its operator socket, else of the folder's lock (taken and let go)."""
-    if settings.broker.database_url is not None:
-        return None
-    state_dir = Path(settings.state_dir).resolve()
-    if remote.answers(remote.socket_of(state_dir)):
-        return True
-    try:
-        os.close(lock_state_dir(state_dir))
-    except StateDirInUse:
-        return True
-    except StoreError:
-        return None
-    return False
-
-
 @asynccontextmanager
 async def open_broker_for(settings: Settings, *, act: bool) -> AsyncIterator[BrokerService]:
     """The broker on the configured store, without serving: no timer, no listener, no start-up
-    line. Call :func:`claim_state_dir` first.
+    line, and never a migration. Call :func:`claim_state_dir` first. A database at another schema
+    revision than this install's is read as it is, after a note on stderr, and a read that fails
+    on it says what to do; acting (``act``) on it is refused.
 
     Raises:
         StoreError: the database cannot be used.
+        CliError: the schema does not allow what the command does.
     """
     from gateway.broker.service import BrokerService
     from gateway.observability.metrics import Metrics
 
     state_dir = Path(settings.state_dir)
-    store = await Store.open(settings.broker, state_dir)
+    store = await Store.open(settings.broker, state_dir, migrate=False, role="cli")
+    try:
+        refusal = schema.acting_refusal(store) if act else None
+        notice = None if act else schema.reading_notice(store)
+    except StoreError:
+        await store.close()
+        raise
+    if refusal is not None:
+        await store.close()
+        raise CliError(refusal)
+    if notice is not None:
+        print(notice, file=sys.stderr)
     logs = ActivityLogs(
         state_dir / "logs",
         settings.broker.agents,
@@ -214,6 +218,10 @@ async def open_broker_for(settings: Settings, *, act: bool) -> AsyncIterator[Bro
             service.roster.restore(await q.last_seen())
         yield service
         await service.changes.drain()
+    except (StoreError, sa.exc.DBAPIError) as err:
+        if notice is None:
+            raise
+        raise CliError(schema.unreadable(store)) from err
     finally:
         logs.close()
         await store.close()
@@ -317,7 +325,7 @@ async def _run(
             status = await broker.monitoring.status()
             for key in ("uptime", "uptimeSeconds"):  # this command's, not the gateway's
                 status.pop(key, None)
-            running = gateway_running(settings)
+            running = schema.gateway_running(settings)
             now = time.time()
             for agent in status["agents"].values():
                 agent["secondsAgo"] = seconds_since(agent["lastSeen"], now)

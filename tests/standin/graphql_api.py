@@ -1404,21 +1404,7 @@ class MutationResolvers:
         world = self._ctx.world
         for job in list(pipeline.latest_jobs()):
             if job.status in ("FAILED", "CANCELED") and job.kind == "BUILD":
-                job.retried = True
-                clone = Job(
-                    id=world.next_job_id,
-                    name=job.name,
-                    stage=job.stage,
-                    status="PENDING",
-                    allow_failure=job.allow_failure,
-                    when=job.when,
-                    tags=job.tags,
-                    started_at=None,
-                    finished_at=None,
-                    duration=None,
-                )
-                world.next_job_id += 1
-                pipeline.jobs.append(clone)
+                world.retry_job(pipeline, job)
             elif job.status == "SKIPPED":
                 job.status = "CREATED"
         pipeline.status = "RUNNING"

@@ -483,6 +483,26 @@ class World:
     #: Reads of a running job's log so far (its log grows by one line per read).
     trace_reads: dict[int, int] = field(default_factory=dict)
 
+    def retry_job(self, pipeline: Pipeline, job: Job) -> Job:
+        """GitLab's ``Ci::RetryJobService``: ``job`` is marked retried and its new run, pending,
+        joins ``pipeline``; the new run is returned."""
+        job.retried = True
+        clone = Job(
+            id=self.next_job_id,
+            name=job.name,
+            stage=job.stage,
+            status="PENDING",
+            allow_failure=job.allow_failure,
+            when=job.when,
+            tags=job.tags,
+            started_at=None,
+            finished_at=None,
+            duration=None,
+        )
+        self.next_job_id += 1
+        pipeline.jobs.append(clone)
+        return clone
+
     def user_for_token(self, token: str) -> User | None:
         """The user a token authenticates, or None for an unknown (or revoked) token."""
         for user in self.users.values():

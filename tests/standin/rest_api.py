@@ -596,7 +596,9 @@ def _list_bridges(req: RestRequest, params: dict[str, str]) -> RestOutcome:
     return _jobs(req, params, "BRIDGE", "/projects/{id}/pipelines/{pipeline_id}/bridges")
 
 
-# Job routes (logs, artifacts) live in their own module, registered on import.
+# Job routes (logs, artifacts, actions) live in their own module, registered on import.
+from tests.standin import job_actions as _job_actions  # noqa: E402, F401
 from tests.standin import job_artifacts as _job_artifacts  # noqa: E402, F401
 from tests.standin import job_logs as _job_logs  # noqa: E402, F401
+from tests.standin import repository_tree as _repository_tree  # noqa: E402, F401
 from tests.standin import rest_pipelines as _rest_pipelines  # noqa: E402, F401

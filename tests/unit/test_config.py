@@ -488,6 +488,14 @@ def test_the_example_holds_the_defaults(capsys: pytest.CaptureFixture[str]) -> N
     assert effective(capsys, "--config", str(EXAMPLE)) == effective(capsys)
 
 
+def test_the_examples_toolsets_comment_names_every_toolset_and_keyword() -> None:
+    from gateway.config.clients import TOOLSET_KEYWORDS, TOOLSETS
+
+    text = EXAMPLE.read_text()
+    comment = text[: text.index("\ntoolsets = ")].rsplit("\n\n", 1)[-1]
+    assert all(f'"{name}"' in comment for name in TOOLSETS + TOOLSET_KEYWORDS), comment
+
+
 def test_every_option_in_the_example_has_a_comment() -> None:
     lines = EXAMPLE.read_text().splitlines()
     for i, line in enumerate(lines):
@@ -705,19 +713,22 @@ def test_broker_agents_need_pm_and_not_broker(agents: list[str], expected: str) 
 @pytest.mark.spawns_process(
     reason="runs gitlab-mcp-gateway as a user does: its exit status and what it prints"
 )
-def test_migrate_beside_a_running_gateway_says_there_is_nothing_to_do(tmp_path: Path) -> None:
+def test_migrate_beside_a_running_gateway_of_this_version_says_there_is_nothing_to_do(
+    tmp_path: Path, broker_at_head_sqlite: Path
+) -> None:
+    """(Beside an older one it refuses: tests/unit/console/test_database_cli.py.)"""
+    from gateway.broker.migrations import HEAD
     from gateway.broker.state_dir import lock_state_dir
 
+    _at_head(tmp_path, broker_at_head_sqlite)
     held = lock_state_dir(tmp_path / "state")  # as a gateway serving from that folder holds it
     try:
         result = _gateway(tmp_path, "--migrate")
     finally:
         os.close(held)
-    assert result.returncode == 1
-    assert "Traceback" not in result.stderr
-    last = result.stderr.splitlines()[-1]
-    assert last.startswith("gitlab-mcp-gateway: cannot migrate: a gateway is running on the state folder")
-    assert "nothing to do" in last and "stop that gateway first" in last
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"SQLite file {(tmp_path / 'state' / 'broker.db').resolve()}: ")
+    assert f"already at {HEAD}, nothing to do (in use by: a gateway runs on the state folder" in result.stdout
 
 
 @pytest.mark.spawns_process(

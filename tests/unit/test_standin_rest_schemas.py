@@ -87,6 +87,13 @@ def test_created_pipeline_matches_gitlabs_documentation() -> None:
     assert got.body["status"] == "created" and got.body["ref"] == "main"
 
 
+def test_a_retried_job_matches_gitlabs_schema() -> None:
+    got = answer("POST", f"/projects/{P}/jobs/{job_logs.FAILED_LOG_JOB_ID}/retry")
+    assert got.status == 201, got.body
+    assert errors("public_api/v4/job.json", got.body) == []
+    assert got.body["status"] == "pending" and got.body["id"] != job_logs.FAILED_LOG_JOB_ID
+
+
 def test_the_schemas_catch_a_wrong_answer() -> None:
     job = answer("GET", f"/projects/{P}/jobs/{job_logs.FAILED_LOG_JOB_ID}").body
     assert errors("job", {**job, "surprise": 1}) != []  # a key GitLab does not document
