@@ -7,6 +7,11 @@ wherever that version has it (null where it lacks a value, such as a job's exit 
 either working or answering plainly which GitLab version or edition it needs; and no GitLab
 validation message ("doesn't exist on type") in anything an agent reads.
 
+A test runs on the bands that can tell apart the schema coordinates and REST routes its tool
+reads (``on_telling_bands``, from :data:`tests.gitlab.versions.ARRIVALS`): of bands that have the
+same of them, the oldest and the newest; a tool that reads none of them, on the oldest and the
+newest band. The start-up line runs on every band.
+
 Where today's gateway falls short on a band, the test is marked ``xfail(strict=False)`` with the
 reason, decided from the band's declared schema (:data:`tests.gitlab.versions.ARRIVALS`): once the
 gateway serves that band the test passes (XPASS) and the mark can go.
@@ -22,7 +27,7 @@ from typing import Any
 import pytest
 from mcp.types import CallToolResult
 
-from tests.e2e.gitlab_bands import RAW_VALIDATION, Band, agent_text
+from tests.e2e.gitlab_bands import RAW_VALIDATION, Band, agent_text, on_telling_bands
 from tests.gitlab import versions
 from tests.standin import dataset as ds
 from tests.standin import job_logs
@@ -36,6 +41,27 @@ def gap(request: pytest.FixtureRequest, missing: bool, reason: str) -> None:
     """Mark the running test an expected failure on this band when today's gateway cannot serve it."""
     if missing:
         request.applymarker(pytest.mark.xfail(strict=False, reason=reason))
+
+
+ARTIFACTS_TREE = "GET /projects/:id/jobs/:job_id/artifacts/tree"
+#: What save_pipeline reads that some band lacks: a pipeline by ID (retry, cancel), pipelineCreate and
+#: its input's fields, the cancel's answer.
+SAVE_PIPELINE_READS = (
+    "Project.pipeline(id:)",
+    "Mutation.pipelineCreate",
+    "PipelineCreateInput.async",
+    "PipelineCreateInput.inputs",
+    "PipelineCancelPayload.pipeline",
+)
+#: What get_duo_session reads that some band lacks (its listing depends on all of them).
+DUO_SESSION_READS = (
+    "Query.duoWorkflowWorkflows",
+    "Query.duoWorkflowWorkflows(workflowId:)",
+    "DuoWorkflow.statusGroup",
+    "DuoWorkflow.latestCheckpoint",
+    "DuoWorkflow.webUrl",
+    "DuoWorkflowEvent.lastDuoMessage",
+)
 
 
 def no_raw_validation(result: CallToolResult) -> None:
@@ -74,12 +100,14 @@ async def test_start_up_line_names_gitlabs_version(band: Band) -> None:
 # -- CI ---------------------------------------------------------------------------------------------
 
 
+@on_telling_bands()
 async def test_list_pipelines(band: Band) -> None:
     out = ok(await band.call("list_pipelines", {"project_id": P}))
     assert [p["id"] for p in out["pipelines"]] == [1004, 1003, 1002, 1001]
     assert out["pipelines"][-1]["sha"] == ds.REF_SHAS["main"]
 
 
+@on_telling_bands("Project.pipeline(id:)", "CiJob.exitCode")
 async def test_get_pipeline_jobs(band: Band) -> None:
     args = {"project_id": P, "pipeline_id": ds.PIPELINE_ID, "include": ["jobs"]}
     out = ok(await band.call("get_pipeline", args))
@@ -88,6 +116,7 @@ async def test_get_pipeline_jobs(band: Band) -> None:
     assert len(ids) >= 20 and ids == ds.BUILD_JOB_IDS[: len(ids)]
 
 
+@on_telling_bands("Project.pipeline(id:)", "CiJob.exitCode")
 async def test_get_pipeline_failures(band: Band) -> None:
     args = {"project_id": P, "pipeline_id": ds.PIPELINE_ID, "include": ["failures"]}
     out = ok(await band.call("get_pipeline", args))
@@ -99,6 +128,7 @@ async def test_get_pipeline_failures(band: Band) -> None:
     ]
 
 
+@on_telling_bands(*SAVE_PIPELINE_READS)
 async def test_save_pipeline_creates_once(band: Band) -> None:
     out = ok(await band.call("save_pipeline", {"project_id": P, "ref": "main"}))
     assert (out["action"], out["id"], out["status"], out["ref"]) == (
@@ -111,12 +141,14 @@ async def test_save_pipeline_creates_once(band: Band) -> None:
     assert sent(band, "pipelineCreate", "POST /projects/:id/pipeline") == 1
 
 
+@on_telling_bands(*SAVE_PIPELINE_READS)
 async def test_save_pipeline_retries_once(band: Band) -> None:
     out = ok(await band.call("save_pipeline", {"pipeline_id": ds.PIPELINE_ID, "action": "retry"}))
     assert (out["action"], out["id"], out["status"]) == ("retry", ds.PIPELINE_ID, "running")
     assert sent(band, "pipelineRetry", "POST /projects/:id/pipelines/:pipeline_id/retry") == 1
 
 
+@on_telling_bands(*SAVE_PIPELINE_READS)
 async def test_save_pipeline_cancels_once(band: Band) -> None:
     out = ok(await band.call("save_pipeline", {"pipeline_id": ds.RUNNING_PIPELINE_ID, "action": "cancel"}))
     # Before 18.6 GitLab answers a cancel without the pipeline, and has no query for a pipeline by
@@ -131,6 +163,7 @@ async def test_save_pipeline_cancels_once(band: Band) -> None:
     assert sent(band, "pipelineCancel", "POST /projects/:id/pipelines/:pipeline_id/cancel") == 1
 
 
+@on_telling_bands(routes=(ARTIFACTS_TREE,))
 async def test_get_job(band: Band) -> None:
     args = {"project_id": P, "job_id": job_logs.FAILED_LOG_JOB_ID, "include": ["log"], "tail_lines": 5}
     out = ok(await band.call("get_job", args))
@@ -138,6 +171,7 @@ async def test_get_job(band: Band) -> None:
     assert "ERROR: Job failed: exit code 1" in out["log"]["content"]
 
 
+@on_telling_bands(routes=(ARTIFACTS_TREE,))
 async def test_artifact_listing_is_complete(band: Band, request: pytest.FixtureRequest) -> None:
     gap(
         request,
@@ -154,6 +188,7 @@ async def test_artifact_listing_is_complete(band: Band, request: pytest.FixtureR
     assert listing["source"] == ("tree" if band.at_least("18.8") else "archive_directory")
 
 
+@on_telling_bands(routes=(ARTIFACTS_TREE,))
 async def test_get_artifact_file(band: Band) -> None:
     args = {"project_id": P, "job_id": job_logs.ARTIFACTS_JOB_ID, "artifact_path": "coverage/index.html"}
     out = ok(await band.call("get_artifact_file", args))
@@ -163,12 +198,14 @@ async def test_get_artifact_file(band: Band) -> None:
 # -- repository -----------------------------------------------------------------------------------
 
 
+@on_telling_bands("Repository.commit", "Project.duoContextExclusionSettings")
 async def test_get_repository_file(band: Band) -> None:
     args = {"project_id": P, "file_path": ds.FILES["readme"], "ref": "main"}
     out = ok(await band.call("get_repository_file", args))
     assert (out["content"], out["commit_sha"]) == (ds.README_MAIN, ds.REF_SHAS["main"])
 
 
+@on_telling_bands("Repository.commit", "Project.duoContextExclusionSettings")
 async def test_exclusion_rules_where_gitlab_has_them(band: Band) -> None:
     result = await band.call("get_repository_file", {"project_id": P, "file_path": ds.FILES["secret"]})
     no_raw_validation(result)
@@ -181,6 +218,7 @@ async def test_exclusion_rules_where_gitlab_has_them(band: Band) -> None:
 # -- Duo ------------------------------------------------------------------------------------------
 
 
+@on_telling_bands(*DUO_SESSION_READS)
 async def test_get_duo_session_works_or_says_what_it_needs(band: Band) -> None:
     # What it cannot do without (webUrl and lastDuoMessage, newer, have fallbacks).
     reads_all = band.edition == "ee" and band.has("DuoWorkflow.latestCheckpoint")
