@@ -9,6 +9,8 @@ costs) and, with --peer, a community GitLab MCP server.
     .venv/bin/python -m bench compare --base REV   # REV's wheel against the working tree's, paired
                                                    # (bench/compare.py)
     .venv/bin/python -m bench job-logs             # get_job's log tails and windows (bench/bench_job_log.py)
+    .venv/bin/python -m bench attacks              # one request's or one caller's attacks: peak RSS,
+                                                   # worst /healthz (bench/attacks.py)
     .venv/bin/python -m bench tracing-sdk          # OpenTelemetry's SDK alone per traced call
                                                    # (bench/bench_tracing_sdk.py)
     .venv/bin/python -m bench --tools-list         # only the bytes of tools/list (printed first anyway)
@@ -516,6 +518,10 @@ def main() -> int:
         from bench.bench_job_log import main as job_logs
 
         return job_logs(sys.argv[2:])
+    if sys.argv[1:2] == ["attacks"]:  # one request's or one caller's attacks, bounded (bench/attacks.py)
+        from bench.attacks import main as attacks
+
+        return attacks(sys.argv[2:])
     if sys.argv[1:2] == ["tracing-sdk"]:  # OpenTelemetry's SDK alone, per traced call
         from bench.bench_tracing_sdk import main as tracing_sdk
 

@@ -5,6 +5,7 @@ bound with a clear error, and nothing of a refused batch run."""
 from __future__ import annotations
 
 import asyncio
+import tracemalloc
 from typing import Any
 
 from pydantic import Field
@@ -76,6 +77,26 @@ async def test_a_batch_past_the_cap_is_refused_whole_and_none_of_it_runs(mcp_fac
     assert counter.ran == 0
     resp = await client.post(calls(5), headers=OLD)  # type: ignore[arg-type]
     assert resp.status == 200 and len(await resp.json()) == 5 and counter.ran == 5
+
+
+async def test_a_batch_of_countless_trivial_items_is_refused_holding_little(mcp_factory: MakeMcp) -> None:
+    # 520,000 items in one body under the 1 MiB limit: refused by its size before anything is
+    # made per item (the text check walks it without a path string per item).
+    counter = Counter()
+    client = await old_session(mcp_factory, counter)
+    body = ("[" + ",".join(["0"] * 520_000) + "]").encode()
+    assert len(body) < 1024 * 1024
+    tracemalloc.start()
+    try:
+        resp = await client.post(body, headers=OLD)
+        answer = await resp.json()
+        peak = tracemalloc.get_traced_memory()[1] / (1024 * 1024)
+    finally:
+        tracemalloc.stop()
+    assert resp.status == 400 and answer["error"]["code"] == -32600
+    assert "a batch of 520000 messages" in answer["error"]["message"]
+    assert peak < 16, f"{peak:.1f} MiB held to refuse a 1 MiB batch"
+    assert counter.ran == 0
 
 
 async def test_a_batch_runs_a_few_calls_at_a_time(mcp_factory: MakeMcp) -> None:
