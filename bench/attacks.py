@@ -123,6 +123,7 @@ class Mcp:
     def __init__(self, http: httpx.AsyncClient, url: str, headers: dict[str, str] | None = None) -> None:
         self.http, self.url = http, url
         self.headers = {**HEADERS, **(headers or {})}
+        self.next_id = 0
 
     async def initialize(self, protocol: str = "2025-11-25") -> str:
         response = await self.http.post(
@@ -141,7 +142,9 @@ class Mcp:
 
     async def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
         """The tool's result (``isError`` and the structured content), or the JSON-RPC error."""
-        message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+        self.next_id += 1
+        params = {"name": tool, "arguments": arguments}
+        message = {"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call", "params": params}
         return decoded(await self.post(json.dumps(message)))
 
 
@@ -224,6 +227,7 @@ class Attacks:
 
     async def sessions(self) -> tuple[str, str]:
         statuses: dict[int, int] = {}
+        refusal: list[str] = []
 
         async def pair() -> None:
             mcp = Mcp(self.http, self.gateway.mcp_url)
@@ -232,9 +236,12 @@ class Attacks:
                 mcp.url, headers={"Mcp-Session-Id": response.headers.get("mcp-session-id", "")}
             )
             statuses[ended.status_code] = statuses.get(ended.status_code, 0) + 1
+            if ended.status_code != 204 and not refusal:
+                refusal.append(said(decoded(ended)))
 
         await gather(6_000, 16, pair)
-        return "DELETE: " + ", ".join(f"{n} x HTTP {s}" for s, n in sorted(statuses.items())), await self.victim()
+        counts = ", ".join(f"{n} x HTTP {s}" for s, n in sorted(statuses.items()))
+        return f"DELETE: {counts} ({refusal[0] if refusal else 'none refused'})", await self.victim()
 
     async def _console_session(self) -> dict[str, str]:
         response = await self.http.post(
@@ -280,7 +287,9 @@ class Attacks:
             )
         finally:
             self.hostile.crafted_archive = False
-        return said(answer), await self.victim()
+        error = (answer.get("result", {}).get("structuredContent") or {}).get("error", {})
+        nearest = len(error.get("nearest_paths") or error.get("details", {}).get("nearest_paths") or [])
+        return f"{said(answer)[:60]}...; {nearest} nearest paths named", await self.victim()
 
     async def globs(self) -> tuple[str, str]:
         mcp = Mcp(self.http, self.gateway.mcp_url)

@@ -144,6 +144,15 @@ async def test_ended_sessions_are_capped_per_caller_and_a_refused_one_stays_usab
     assert await status(client, third) == 200
 
 
+async def test_ended_sessions_ended_at_once_are_capped_as_one_after_another(mcp_factory: MakeMcp) -> None:
+    # Each DELETE waits for the database: ones under way together must not each see the count
+    # from before the others (an attack of 16 at a time ended 4,872 with a cap of 1,000).
+    client = await mcp_factory(server={"max_ended_sessions_per_caller": 2})
+    sessions = [await open_session(client) for _ in range(6)]
+    statuses = await asyncio.gather(*(end(client, sid) for sid in sessions))
+    assert sorted(statuses) == [204, 204, 429, 429, 429, 429]
+
+
 async def test_ended_sessions_are_capped_in_all(mcp_factory: MakeMcp) -> None:
     client = await mcp_factory(server={"max_ended_sessions": 1})
     first, second = await open_session(client), await open_session(client)
