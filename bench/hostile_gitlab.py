@@ -137,7 +137,7 @@ class HostileGitLab:
             self.refused += 1
             return web.json_response({"message": "401 Unauthorized"}, status=401)
         path = request.path
-        if self.bomb == "tree" and TREE.match(path) or self.bomb == "graphql" and path == GRAPHQL:
+        if (self.bomb == "tree" and TREE.match(path)) or (self.bomb == "graphql" and path == GRAPHQL):
             self.bombs += 1
             return web.Response(
                 body=self._bomb, headers={"Content-Type": "application/json", "Content-Encoding": "gzip"}

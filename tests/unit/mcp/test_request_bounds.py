@@ -88,7 +88,7 @@ async def test_a_batch_of_countless_trivial_items_is_refused_holding_little(mcp_
     assert len(body) < 1024 * 1024
     tracemalloc.start()
     try:
-        resp = await client.post(body, headers=OLD)
+        resp = await client.post(body, headers=OLD)  # type: ignore[arg-type]
         answer = await resp.json()
         peak = tracemalloc.get_traced_memory()[1] / (1024 * 1024)
     finally:
