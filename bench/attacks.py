@@ -16,6 +16,8 @@ crafted paths, a 401 to any token but the stand-in's. Rows:
   a batch of 2,000 ``get_pipeline`` calls (a 2025-03-26 session);
 - ``gzip_tree`` / ``gzip_graphql``: ``get_job`` with ``include: ["artifacts"]`` while GitLab sends
   the gzip answer on the artifacts tree route; ``get_pipeline`` while GraphQL sends it;
+- ``gzip_string``: ``get_pipeline`` while GraphQL sends an error message of 63 MiB, gzip-compressed
+  (no bound but the bytes' refuses it: what an answer near that bound costs);
 - ``sessions``: 6,000 ``initialize`` + ``DELETE`` pairs from one caller;
 - ``console``: 400 live streams of the console from one sign-in;
 - ``nearest``: ``get_artifact_file`` of a missing path over an archive of 20,000 crafted paths;
@@ -50,7 +52,7 @@ import httpx
 from bench.hostile_gitlab import HostileGitLab
 from bench.rig import load_average
 from tests.e2e.harness import GatewayProcess
-from tests.e2e.rpc import initialize_request
+from tests.e2e.rpc import decode, initialize_request
 from tests.standin import dataset as ds
 from tests.standin import job_logs
 from tests.standin.fixtures import StandinProcess
@@ -156,16 +158,14 @@ class Mcp:
 
 
 def decoded(response: httpx.Response) -> dict[str, Any]:
-    if response.headers.get("content-type", "").startswith("text/event-stream"):
-        for line in response.text.splitlines():
-            if line.startswith("data:"):
-                message = json.loads(line[5:])
-                if "result" in message or "error" in message:
-                    return message  # type: ignore[no-any-return]
+    """The JSON-RPC message of an answer, or its status and text when it holds none."""
     try:
-        return response.json()  # type: ignore[no-any-return]
+        message = decode(response)
     except ValueError:
-        return {"http": response.status_code, "text": response.text[:200]}
+        message = None
+    if isinstance(message, dict):
+        return message
+    return {"http": response.status_code, "text": response.text[:200]}
 
 
 def said(message: dict[str, Any]) -> str:
@@ -234,6 +234,9 @@ class Attacks:
 
     async def gzip_graphql(self) -> tuple[str, str]:
         return await self._gzip("graphql")
+
+    async def gzip_string(self) -> tuple[str, str]:
+        return await self._gzip("graphql_string")
 
     async def sessions(self) -> tuple[str, str]:
         statuses: dict[int, int] = {}

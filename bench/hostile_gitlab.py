@@ -4,7 +4,8 @@ it down):
 
 - :attr:`HostileGitLab.bomb` ``"tree"`` or ``"graphql"``: that route answers ``[{},{},...]``
   gzip-compressed, about 65 KB on the wire and 63 MiB decoded (under the gateway's 64 MiB bound on
-  what an answer decodes to, so its other bounds are what stops it);
+  what an answer decodes to, so its other bounds are what stops it); ``"graphql_string"``: GraphQL
+  answers an error whose message is 63 MiB of one letter (within every bound: decoded whole);
 - :attr:`HostileGitLab.crafted_archive`: the artifacts tree says the archive has no metadata and
   the archive (read with HTTP Range) holds 20,000 crafted paths of 200 characters;
 - a ``PRIVATE-TOKEN`` other than ``valid_token`` is answered 401 (:attr:`HostileGitLab.refused`
@@ -44,6 +45,20 @@ def gzip_bomb(decoded: int = BOMB_DECODED) -> bytes:
         out.append(compressor.compress(piece))
         left -= len(piece)
     out.append(compressor.compress(b"{}]"))
+    out.append(compressor.flush())
+    return b"".join(out)
+
+
+def gzip_string(decoded: int = BOMB_DECODED) -> bytes:
+    """A GraphQL error whose message is one string of ``decoded`` bytes, gzip-compressed: within
+    every bound on values, so the gateway decodes it whole (what an answer near the byte bound
+    costs once decoded)."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+    chunk = b"a" * (1 << 20)
+    out = [compressor.compress(b'{"data": null, "errors": [{"message": "')]
+    for _ in range(decoded // len(chunk)):
+        out.append(compressor.compress(chunk))
+    out.append(compressor.compress(b'"}]}'))
     out.append(compressor.flush())
     return b"".join(out)
 
@@ -89,6 +104,7 @@ class HostileGitLab:
         #: Hostile answers sent.
         self.bombs = 0
         self._bomb = gzip_bomb()
+        self._string = gzip_string()
         self._archive = crafted_archive()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -141,6 +157,11 @@ class HostileGitLab:
             self.bombs += 1
             return web.Response(
                 body=self._bomb, headers={"Content-Type": "application/json", "Content-Encoding": "gzip"}
+            )
+        if self.bomb == "graphql_string" and path == GRAPHQL:
+            self.bombs += 1
+            return web.Response(
+                body=self._string, headers={"Content-Type": "application/json", "Content-Encoding": "gzip"}
             )
         if self.crafted_archive and TREE.match(path):
             return web.json_response({"message": "404 Artifacts metadata Not Found"}, status=404)
