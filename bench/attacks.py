@@ -390,6 +390,7 @@ ROWS = [
     "globs",
     "gzip_tree",
     "gzip_graphql",
+    "gzip_string",
     "sessions",
     "console",
     "nearest",

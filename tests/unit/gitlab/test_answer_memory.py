@@ -1,11 +1,13 @@
 """What one GitLab answer costs in memory while it is read: a body near the byte bound is held
-once (not copied whole at the end), and a JSON answer of countless values is refused as it
-arrives, long before the byte bound (a hostile GitLab's ``[{},{},...]``, gzip-compressed)."""
+once (not copied whole at the end), a JSON answer of countless values is refused as it arrives,
+long before the byte bound (a hostile GitLab's ``[{},{},...]``, gzip-compressed), and GitLab's
+error words are kept brief however long they come."""
 
 from __future__ import annotations
 
 import asyncio
 import gzip
+import json
 import ssl
 import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -16,9 +18,10 @@ from gateway.config import Settings
 from gateway.gitlab import json_budget
 from gateway.gitlab.client import GitLabClient
 from gateway.gitlab.credentials import service_credential
-from gateway.gitlab.errors import GitLabUpstreamError
+from gateway.gitlab.errors import GitLabBadRequest, GitLabUpstreamError
 from gateway.gitlab.transport import AiohttpTransport
 from tests.unit.gitlab.socket_gitlab import Received, SocketGitLab, http_response
+from tests.unit.gitlab.test_socket_client import QUERY_VARS
 
 MIB = 1024 * 1024
 
@@ -115,3 +118,20 @@ async def test_countless_values_are_refused_as_they_arrive_not_after_the_whole_a
     assert "check GITLAB_URL" in got.message
     assert len(gitlab.received) == 1  # not retried: the same request gets the same answer
     assert peak < 4, f"{peak:.1f} MiB held before the answer was refused"
+
+
+async def test_a_graphql_error_of_megabytes_is_told_briefly(client_of: Callable[[str], GitLabClient]) -> None:
+    # Within every bound on what an answer decodes to, but nothing a person reads: the caller
+    # (and the log) get GitLab's first words, not 8 MiB of them searched and formatted.
+    message = "a" * (8 * MIB)
+    body = json.dumps({"data": None, "errors": [{"message": message}] * 3 + [{"message": "b"}] * 100})
+    gitlab = serving(body.encode(), {"Content-Type": "application/json"})
+    await gitlab.start()
+    client = client_of(gitlab.url)
+    try:
+        with pytest.raises(GitLabBadRequest) as caught:
+            await client.graphql("get_pipeline", QUERY_VARS, credential=service_credential("glpat-x"))
+    finally:
+        await gitlab.stop()
+    assert caught.value.message.startswith("GitLab rejected the request: aaa")
+    assert len(caught.value.message) < 600
