@@ -4,9 +4,10 @@ Flags: ``--host`` (default 127.0.0.1), ``--port`` (8080), ``--config FILE`` (TOM
 ``--read-only``, ``--conformance-fixtures`` (test mode, loopback only), ``--print-config`` (the
 effective configuration as JSON, secrets masked, then exit), ``--example-config`` (the example
 configuration file, every option commented, then exit), ``--migrate`` (bring the broker
-database's schema up to date, then exit), ``--version``; the ``broker`` subcommands
-(``gateway.cli.broker``: status, history, log, instruct, stop, reset). Precedence: defaults <
-TOML file < environment < flags (``gateway.config``).
+database's schema up to date, then exit: ``database upgrade``), ``--version``; the ``broker``
+subcommands (``gateway.cli.broker``: status, history, log, instruct, stop, reset) and the
+``database`` subcommands (``gateway.cli.database``: status, upgrade, downgrade, backup,
+restore). Precedence: defaults < TOML file < environment < flags (``gateway.config``).
 
 Exit status: 0 after a clean stop (SIGTERM or SIGINT: stop accepting, let in-flight calls finish
 within ``server.shutdown_timeout_seconds``, wake broker waiters, close the database); 2 for a
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from pydantic import ValidationError
 
-from gateway import __version__
+from gateway import REVISION, __version__
 
 if TYPE_CHECKING:
     from gateway.config import ServerSettings, Settings
@@ -88,13 +89,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--migrate",
         action="store_true",
-        help="bring the broker database's schema up to date and exit (a deployment step or an init "
-        "container; the gateway also does it at start)",
+        help="bring the broker database's schema up to date and exit, as 'database upgrade' (a "
+        "deployment step; the gateway also does it at start)",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__} (revision {REVISION})"
+    )
     from gateway.cli import broker as broker_cli
+    from gateway.cli import database as database_cli
 
-    broker_cli.add_parser(parser.add_subparsers(dest="command", metavar="COMMAND"), PROG)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    broker_cli.add_parser(commands, PROG)
+    database_cli.add_parser(commands)
     return parser.parse_args(argv)
 
 
@@ -226,51 +232,6 @@ async def freeze_startup_heap(app: web.Application) -> None:
     gc.set_threshold(YOUNG_GC_THRESHOLD, older, oldest)
 
 
-def migrate_database(settings: Settings) -> int:
-    """``--migrate``: what the gateway does to the broker database at start, and nothing else.
-
-    The same locks (the state folder's lock file for SQLite, so not beside a running gateway;
-    the advisory lock on PostgreSQL), retries of a server not up yet, and refusals.
-    """
-    import asyncio
-    import os
-
-    from gateway.broker.migrations import HEAD
-    from gateway.broker.state_dir import StateDirInUse, lock_state_dir
-    from gateway.broker.store import DatabaseUnusable, Store, StoreError
-
-    async def migrate() -> str:
-        state_dir = Path(settings.state_dir)
-        lock_fd = None
-        if settings.broker.database_url is None:
-            try:
-                lock_fd = lock_state_dir(state_dir)
-            except StateDirInUse:
-                raise StoreError(
-                    f"a gateway is running on the state folder {state_dir} (it holds its lock file): it "
-                    "migrated the broker database when it started, so there is nothing to do; to run "
-                    "--migrate anyway, stop that gateway first"
-                ) from None
-        try:
-            store = await Store.open(settings.broker, state_dir)
-            await store.close()
-            return store.where
-        finally:
-            if lock_fd is not None:
-                os.close(lock_fd)
-
-    try:
-        where = asyncio.run(migrate())
-    except DatabaseUnusable as err:
-        print(f"{PROG}: configuration error: {err}", file=sys.stderr)
-        return 2
-    except StoreError as err:
-        print(f"{PROG}: cannot migrate: {err}", file=sys.stderr)
-        return 1
-    log.info("broker database %s is at schema revision %s", where, HEAD)
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the gateway until SIGINT/SIGTERM; return the exit status (see the module docstring)."""
     from gateway.config import load_settings
@@ -332,8 +293,12 @@ def main(argv: list[str] | None = None) -> int:
     from gateway.observability.logging import configure_logging, redact, secrets_of
 
     configure_logging(settings.logging, secrets=secrets_of(settings))
-    if args.migrate:
-        return migrate_database(settings)
+    if args.migrate or args.command == "database":
+        from gateway.cli import database as database_cli
+
+        if args.migrate:
+            args.database_command = "upgrade"
+        return database_cli.run(args, settings)
     if args.command == "broker":
         from gateway.cli import broker as broker_cli
 

@@ -23,7 +23,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.conformance_fixtures import FixtureTool
-from gateway.mcp.protocol.tasks import TASKS_EXTENSION
+from gateway.mcp.protocol.task_parts import TASKS_EXTENSION
 from gateway.tools.context import ToolContext
 from gateway.tools.input_requests import CannotAsk, elicit
 from gateway.tools.registry import Annotations, Tool, ToolResult

@@ -13,6 +13,7 @@ The reasons are part of the gateway's outside contract (README, "One real call")
 - ``rate_limited``: GitLab answered 429 past the retry budget; ``retry_after_seconds`` is set.
 - ``conflict``: the call is not allowed in the current state (the broker's state machine).
 - ``upstream_error``: GitLab failed (5xx, timeouts, an HTML page instead of JSON).
+- ``declined``: a person (or an operator) said no to a destructive action; nothing was done.
 
 Handlers never return stack traces; unexpected exceptions are turned into a generic
 ``upstream_error``-free internal error by the dispatcher (JSON-RPC -32603) and logged.
@@ -22,7 +23,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-Reason = Literal["bad_request", "unauthorized", "not_found", "rate_limited", "conflict", "upstream_error"]
+Reason = Literal[
+    "bad_request", "unauthorized", "not_found", "rate_limited", "conflict", "upstream_error", "declined"
+]
 
 REASONS: tuple[Reason, ...] = (
     "bad_request",
@@ -31,6 +34,7 @@ REASONS: tuple[Reason, ...] = (
     "rate_limited",
     "conflict",
     "upstream_error",
+    "declined",
 )
 
 

@@ -49,6 +49,25 @@ def human_duration(seconds: float) -> str:
     return f"{s}s"
 
 
+def seconds_since(at: str | None, now: float) -> float | None:
+    """Seconds from ``at`` (ISO 8601 UTC, the broker's times) to ``now`` (Unix time), at least 0;
+    None when ``at`` is None or not such a time."""
+    if at is None:
+        return None
+    try:
+        then = datetime.strptime(at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
+    return max(0.0, round(now - then, 1))
+
+
+def answer_state(answered: dict[str, Any]) -> str:
+    """Where a person's answer to HUMAN_NEEDED is: queued for the PM, or read by it."""
+    if answered.get("read"):
+        return "the PM has read it; the pipeline goes on once it calls resume"
+    return "queued for the PM, which gets it at its next wait_for_message and then calls resume"
+
+
 def new_message_id() -> str:
     """``msg-`` and 32 hex digits; unique, stable across redeliveries."""
     return f"msg-{uuid.uuid4().hex}"

@@ -13,9 +13,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gateway.broker.activity_log import ActivityLogs, UnknownLog, format_line
+from gateway.broker.control import PM
 from gateway.broker.errors import BrokerError
 from gateway.broker.formats import human_duration, iso
 from gateway.broker.machine import State
+from gateway.broker.operator import HUMAN
 from gateway.broker.roster import Roster
 from gateway.broker.store import Store
 from gateway.broker.wakeups import CHANGED
@@ -63,6 +65,10 @@ class Monitoring:
             plan = await q.plan()
             depths = await q.queue_depths()
             self._roster.merge(await q.last_seen())
+            answer = None
+            if p.state is State.HUMAN_NEEDED and p.human_at:
+                # A person's answer (broker instruct, the console) since the pipeline asked.
+                answer = await q.latest_from(HUMAN, PM, p.human_at)
         now = self._clock()
         aa: dict[str, Any] = {"active": p.aa_stage is not None}
         if p.aa_stage is not None and p.aa_deadline is not None:
@@ -96,6 +102,14 @@ class Monitoring:
                 "at": p.human_at,
                 "origin": p.human_origin.value if p.human_origin else None,
             }
+            if answer is not None:
+                out["humanNeeded"]["answered"] = {
+                    "messageId": answer.id,
+                    "by": answer.body.get("operator"),
+                    "at": answer.created_at,
+                    # Read by the PM (its wait_for_message got it), which then calls resume.
+                    "read": answer.delivered_at is not None,
+                }
         if p.state is State.STOPPED:
             out["stopped"] = {"by": p.stopped_by, "at": p.stopped_at}
         return out

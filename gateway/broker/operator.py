@@ -6,18 +6,23 @@ broker``). Each action is a change like an agent's (``gateway.broker.changes``),
 
 - :meth:`Operator.instruct` sends the PM a ``human`` message (high priority, from ``human``): the
   PM reads it and calls ``resume``, as the broker's rules want (only the PM resumes).
-- :meth:`Operator.start_over` is the one thing no agent can do: after ``stop_pipeline``, archive
+- :meth:`Operator.decide` approves or refuses a destructive action an agent asked for where an
+  operator confirms them (``confirm_by = "operator"``, ``gateway.tools.approvals``), by its
+  ticket; no agent can.
+- :meth:`Operator.start_over` is the other thing no agent can do: after ``stop_pipeline``, archive
   the stopped pipeline (messages, transitions and activity logs move to the ``archived_*``
   tables under its generation number; nothing is deleted) and start a new one in ``IDLE``.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway.broker.changes import Changes
+from gateway.broker.confirmations import ConfirmationStore
 from gateway.broker.control import PM, Control
 from gateway.broker.effects import After, Facts, queue_message
 from gateway.broker.errors import BrokerError
@@ -33,6 +38,10 @@ OPERATOR_PREFIX = "operator:"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
 #: The longest instruction, in characters (a message coordinates; details belong in GitLab).
 MAX_INSTRUCTION_CHARS = 20_000
+#: The longest note an operator adds to a decision (the agent reads it).
+MAX_NOTE_CHARS = 2_000
+
+log = logging.getLogger("gateway.confirmations")
 
 
 def operator_name(name: str | None, default: str = "operator") -> str:
@@ -56,11 +65,44 @@ class Operator:
         clock: Unix time source.
     """
 
-    def __init__(self, changes: Changes, plan: Plan, control: Control, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        changes: Changes,
+        plan: Plan,
+        control: Control,
+        clock: Callable[[], float],
+        confirmations: ConfirmationStore,
+    ) -> None:
         self._changes = changes
         self._plan = plan
         self._control = control
         self._clock = clock
+        self._confirmations = confirmations
+
+    async def pending_confirmations(self) -> dict[str, Any]:
+        """``{pending: [approval, ...]}``: the destructive actions waiting for an operator, with
+        who asked, what would be done and why, oldest first."""
+        return {"pending": [a.to_json() for a in await self._confirmations.pending()]}
+
+    async def decide(self, name: str, ticket: str, *, approve: bool, note: str | None) -> dict[str, Any]:
+        """Approve or refuse the pending confirmation ``ticket``; the approval as it is now.
+
+        Raises:
+            BrokerError: ``not_found`` for a ticket that is not pending (unknown, expired, decided).
+        """
+        who = operator_label(name)
+        note = (note or "").strip()[:MAX_NOTE_CHARS] or None
+        approval = await self._confirmations.decide(ticket.strip(), approve=approve, operator=who, note=note)
+        log.info(
+            "confirmation %s %s by %s: %s asked %s",
+            approval.ticket,
+            approval.status,
+            who,
+            approval.agent,
+            approval.tool,
+        )
+        self._changes.feed.changed()
+        return approval.to_json()
 
     async def generations(self) -> dict[str, Any]:
         """``{generation, archives}``: which pipeline this is, and the archived ones, newest first."""
@@ -170,4 +212,15 @@ ACTIONS: dict[str, Callable[[Operator, str, dict[str, Any]], Awaitable[dict[str,
     "reset": lambda op, name, args: op.start_over(name),
     "auto-advance": lambda op, name, args: op.set_auto_advance(name, args.get("enabled") is True),
     "cancel-advance": lambda op, name, args: op.cancel_auto_advance(name),
+    "approve": lambda op, name, args: op.decide(
+        name, str(args.get("ticket", "")), approve=True, note=_note(args)
+    ),
+    "refuse": lambda op, name, args: op.decide(
+        name, str(args.get("ticket", "")), approve=False, note=_note(args)
+    ),
 }
+
+
+def _note(args: dict[str, Any]) -> str | None:
+    note = args.get("note")
+    return note if isinstance(note, str) else None

@@ -95,6 +95,13 @@ class Roster:
         self.seen(agent_id)
         return agent_id
 
+    def seen_calling(self, agent: str | None) -> None:
+        """Record a call of a tool outside the broker (a GitLab tool) by ``agent``, when it is one
+        of this broker's agents: an agent at work on GitLab is not away."""
+        if agent in self.agents:
+            assert agent is not None
+            self.seen(agent)
+
     def seen(self, agent: str) -> None:
         """Record a call of ``agent`` now."""
         self.last_call[agent] = self._clock()

@@ -215,3 +215,30 @@ tasks = sa.Table(
     sa.Column("answers", sa.Text),
     sa.Index("tasks_by_expiry", "expires"),
 )
+
+# Added by migration 0009.
+sa.Index("tasks_by_owner", tasks.c.owner_hash, tasks.c.status)
+
+#: Answered confirmations and operator approvals (``gateway.broker.confirmations``): a SHA-256 of
+#: what the answer is bound to, its status (``taken``, ``declined``; for an operator's approval
+#: also ``pending``, ``approved``, ``refused``, ``done``) and until when it is kept. An approval
+#: also keeps what the operator is shown (``ticket``, ``agent``, ``tool``, ``what``, ``why``) and
+#: the decision (``decided_by``, ``decided_at``, ``note``).
+confirmations = sa.Table(
+    "confirmations",
+    metadata,
+    sa.Column("key_hash", sa.Text, primary_key=True),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("created", sa.Float, nullable=False),
+    sa.Column("expires", sa.Float, nullable=False),
+    sa.Column("ticket", sa.Text, unique=True),
+    sa.Column("agent", sa.Text),
+    sa.Column("tool", sa.Text),
+    sa.Column("what", sa.Text),
+    sa.Column("why", sa.Text),
+    sa.Column("decided_by", sa.Text),
+    sa.Column("decided_at", sa.Float),
+    sa.Column("note", sa.Text),
+    sa.Index("confirmations_by_expiry", "expires"),
+    sa.Index("confirmations_by_status", "status"),
+)

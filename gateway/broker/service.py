@@ -44,8 +44,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from gateway.broker.activity_log import PIPELINE_LOG, ActivityLogs, parse_line
 from gateway.broker.auto_advance import AutoAdvance
 from gateway.broker.changes import Changes
+from gateway.broker.confirmations import ConfirmationStore
 from gateway.broker.console_sign_outs import ConsoleSignOuts
 from gateway.broker.control import Control
+from gateway.broker.database import postgres_connect_args
 from gateway.broker.effects import After, Effects, Facts
 from gateway.broker.ended_sessions import EndedSessions
 from gateway.broker.formats import BROKER, iso
@@ -98,6 +100,9 @@ class BrokerService:
             the database every replica shares).
         console_sign_outs: the console sessions signed out (the console's, kept here for the same
             reason).
+        tasks: the MCP tasks (``gateway.broker.tasks``).
+        confirmations: answered confirmations and operator approvals of destructive actions
+            (``gateway.broker.confirmations``).
         changes: the change unit.
         auto_advance: the auto-advance timer.
         housekeeping: the chores of each timer look.
@@ -146,6 +151,7 @@ class BrokerService:
         )
         self.console_sign_outs = ConsoleSignOuts(store, clock)
         self.tasks = TaskStore(store, clock)
+        self.confirmations = ConfirmationStore(store, clock)
         self.housekeeping = Housekeeping(
             store,
             self.changes,
@@ -193,7 +199,7 @@ class BrokerService:
         self.monitoring = Monitoring(
             store, self.roster, logs, self.config, clock, on_change=self.changes.feed.changed
         )
-        self.operator = Operator(self.changes, self.plan, self.control, clock)
+        self.operator = Operator(self.changes, self.plan, self.control, clock, self.confirmations)
         self.feed = self.changes.feed
         self._closing: str | None = None
         self._lock_fd: int | None = None
@@ -248,6 +254,7 @@ class BrokerService:
         from sqlalchemy.engine import make_url
 
         url = make_url(self.settings.broker.database_url.get_secret_value()).set(drivername="postgresql")
+        url = url.update_query_dict(postgres_connect_args(url, "gateway"))
         self._listener = Listener(
             url.render_as_string(hide_password=False),
             CHANNEL,

@@ -108,9 +108,18 @@ class TaskStore:
     def now(self) -> float:
         return self._clock()
 
-    async def create(self, task: NewTask, replica: str, lease_seconds: float) -> TaskRow:
+    async def create(
+        self, task: NewTask, replica: str, lease_seconds: float, *, cap: int | None = None
+    ) -> TaskRow | None:
         """Store ``task`` as ``working``, leased to ``replica``; committed when this returns (a
-        ``tasks/get`` on any replica then finds it). Deletes some expired tasks first."""
+        ``tasks/get`` on any replica then finds it). Deletes some expired tasks first.
+
+        Returns:
+            The stored task; None when its caller has ``cap`` live tasks (working or waiting for
+            input, unexpired) already, counted in the transaction that would store it (on
+            PostgreSQL concurrent creations of one caller on several replicas may pass the cap by
+            as many as run at once).
+        """
         now = self._clock()
         await self.prune(now)
         values = {
@@ -132,8 +141,25 @@ class TaskStore:
             "answers": task.answers,
         }
         async with self._store.write() as q:
+            if cap is not None and await self._live(q.conn, task.owner_hash, now) >= cap:
+                return None
             await q.conn.execute(sa.insert(tasks).values(**values))
         return TaskRow(**values)  # type: ignore[arg-type]
+
+    @staticmethod
+    async def _live(conn: Any, owner_hash: str, now: float) -> int:
+        """How many live tasks ``owner_hash`` has (an index range: ``tasks_by_owner``)."""
+        count = await conn.execute(
+            sa.select(sa.func.count())
+            .select_from(tasks)
+            .where(tasks.c.owner_hash == owner_hash, tasks.c.status.in_(_ACTIVE), tasks.c.expires > now)
+        )
+        return int(count.scalar_one())
+
+    async def live(self, owner_hash: str) -> int:
+        """How many live tasks (working or waiting for input, unexpired) ``owner_hash`` has."""
+        async with self._store.read() as q:
+            return await self._live(q.conn, owner_hash, self._clock())
 
     async def get(self, task_hash: str) -> TaskRow | None:
         """The task, or None when there is none (never created, or pruned)."""

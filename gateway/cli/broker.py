@@ -1,5 +1,5 @@
 """``gitlab-mcp-gateway broker status | history | log AGENT | instruct TEXT | auto-advance on|off |
-cancel-advance | stop | reset``.
+cancel-advance | stop | reset | confirmations | approve TICKET | refuse TICKET``.
 
 The operator's command line, against the configured state store: the SQLite file in the state
 folder (``GATEWAY_STATE_DIR``) or PostgreSQL (``broker.database_url``). Human-readable output, or
@@ -15,6 +15,11 @@ Where it can act:
   ``gateway.cli.remote``), so the gateway makes the change and wakes the agents' waits itself.
   Nobody has to stop the gateway, nor set a console token in advance.
 
+Schema: never migrated here (``gateway.cli.schema``). A database at another revision than this
+install's is read as it is after a note on stderr; a read that fails on it, and every action taken
+on the database itself, is refused with what to do (the gateway's own install, or ``database
+upgrade``). Acting through a running gateway's socket is that gateway's own write.
+
 Exit status: 0 done; 1 the broker refused (a wrong state, say) or cannot be opened; 2 a bad
 command line or configuration. With ``--json``, an error is a JSON object on stdout too:
 ``{"error": {"reason", "message"}}``.
@@ -28,27 +33,31 @@ import getpass
 import json
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+import sqlalchemy as sa
+
 from gateway.broker.activity_log import PIPELINE_LOG, ActivityLogs
 from gateway.broker.errors import BrokerError
+from gateway.broker.formats import seconds_since
 from gateway.broker.operator import ACTIONS as OPERATOR_ACTIONS
 from gateway.broker.operator import operator_name
 from gateway.broker.state_dir import DB_FILE, StateDirInUse, lock_state_dir
 from gateway.broker.store import Store, StoreError
-from gateway.cli import remote
-from gateway.cli.broker_text import count, history_text, instructed, status_text
+from gateway.cli import remote, schema
+from gateway.cli.broker_text import confirmations_text, count, history_text, instructed, status_text
 
 if TYPE_CHECKING:
     from gateway.broker.service import BrokerService
     from gateway.config import Settings
 
-COMMANDS = ("status", "history", "log", "instruct", "auto-advance", "cancel-advance", "stop", "reset")
 #: The commands that change the broker.
-ACTIONS = ("instruct", "auto-advance", "cancel-advance", "stop", "reset")
+ACTIONS = ("instruct", "auto-advance", "cancel-advance", "stop", "reset", "approve", "refuse")
+COMMANDS = ("status", "history", "log", "confirmations", *ACTIONS)
 
 
 class CliError(Exception):
@@ -122,6 +131,19 @@ def add_parser(subparsers: Any, prog: str) -> None:
     ):
         sub = commands.add_parser(name, parents=[common], help=text)
         sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    commands.add_parser(
+        "confirmations",
+        parents=[common],
+        help='the destructive actions agents asked for that wait for an operator (confirm_by = "operator"): '
+        "ticket, who asked, what, why",
+    )
+    for name, text in (
+        ("approve", "approve the destructive action of a pending confirmation: the waiting call acts, once"),
+        ("refuse", "refuse it: the call ends declined, and nothing is done"),
+    ):
+        sub = commands.add_parser(name, parents=[common], help=text)
+        sub.add_argument("ticket", metavar="TICKET", help="the ticket 'broker confirmations' lists")
+        sub.add_argument("--note", help="a sentence for the agent (why, or what to do instead)")
 
 
 def claim_state_dir(settings: Settings, *, act: bool) -> int | None:
@@ -155,36 +177,33 @@ def claim_state_dir(settings: Settings, *, act: bool) -> int | None:
         ) from None
 
 
-def gateway_running(settings: Settings) -> bool | None:
-    """SQLite: whether a gateway runs on the state folder now (None on PostgreSQL: replicas may
-    run anywhere). Asked of its operator socket, else of the folder's lock (taken and let go)."""
-    if settings.broker.database_url is not None:
-        return None
-    state_dir = Path(settings.state_dir).resolve()
-    if remote.answers(remote.socket_of(state_dir)):
-        return True
-    try:
-        os.close(lock_state_dir(state_dir))
-    except StateDirInUse:
-        return True
-    except StoreError:
-        return None
-    return False
-
-
 @asynccontextmanager
 async def open_broker_for(settings: Settings, *, act: bool) -> AsyncIterator[BrokerService]:
     """The broker on the configured store, without serving: no timer, no listener, no start-up
-    line. Call :func:`claim_state_dir` first.
+    line, and never a migration. Call :func:`claim_state_dir` first. A database at another schema
+    revision than this install's is read as it is, after a note on stderr, and a read that fails
+    on it says what to do; acting (``act``) on it is refused.
 
     Raises:
         StoreError: the database cannot be used.
+        CliError: the schema does not allow what the command does.
     """
     from gateway.broker.service import BrokerService
     from gateway.observability.metrics import Metrics
 
     state_dir = Path(settings.state_dir)
-    store = await Store.open(settings.broker, state_dir)
+    store = await Store.open(settings.broker, state_dir, migrate=False, role="cli")
+    try:
+        refusal = schema.acting_refusal(store) if act else None
+        notice = None if act else schema.reading_notice(store)
+    except StoreError:
+        await store.close()
+        raise
+    if refusal is not None:
+        await store.close()
+        raise CliError(refusal)
+    if notice is not None:
+        print(notice, file=sys.stderr)
     logs = ActivityLogs(
         state_dir / "logs",
         settings.broker.agents,
@@ -199,6 +218,10 @@ async def open_broker_for(settings: Settings, *, act: bool) -> AsyncIterator[Bro
             service.roster.restore(await q.last_seen())
         yield service
         await service.changes.drain()
+    except (StoreError, sa.exc.DBAPIError) as err:
+        if notice is None:
+            raise
+        raise CliError(schema.unreadable(store)) from err
     finally:
         logs.close()
         await store.close()
@@ -243,6 +266,15 @@ def _action(args: argparse.Namespace, name: str) -> tuple[str, dict[str, Any], T
         )
     if command == "stop":
         return command, {}, lambda r: f"The pipeline is {r['state']} (by operator:{name})."
+    if command in ("approve", "refuse"):
+        return (
+            command,
+            {"ticket": args.ticket, "note": args.note},
+            lambda r: (
+                f"Confirmation {r['ticket']} {r['status']} (by {r['decidedBy']}): {r['tool']} asked by "
+                f"{r['agent']}."
+            ),
+        )
     return (
         command,
         {},
@@ -293,18 +325,26 @@ async def _run(
             status = await broker.monitoring.status()
             for key in ("uptime", "uptimeSeconds"):  # this command's, not the gateway's
                 status.pop(key, None)
-            running = gateway_running(settings)
-            if running is False:
-                # lastSeen is saved by the gateway; with none running, no agent is connected.
-                for agent in status["agents"].values():
+            running = schema.gateway_running(settings)
+            now = time.time()
+            for agent in status["agents"].values():
+                agent["secondsAgo"] = seconds_since(agent["lastSeen"], now)
+                if running is False:
+                    # lastSeen is saved by the gateway; with none running, no agent is connected.
                     agent["connected"] = False
             result = {
                 "status": status,
                 "plan": await broker.plan.get_phase_plan(),
                 **await broker.operator.generations(),
                 "gatewayRunning": running,
+                # A replica holding an agent's wait saves it as seen this often (Roster.unsaved).
+                "waitSeenEverySeconds": settings.broker.connected_window_seconds / 4,
+                "connectedWindowSeconds": settings.broker.connected_window_seconds,
             }
             text = status_text
+        elif command == "confirmations":
+            result = await broker.operator.pending_confirmations()
+            text = confirmations_text
         elif command == "history":
             if not 1 <= args.limit <= 1000:
                 raise CliError("--limit: give a number from 1 to 1000")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gateway.broker.formats import answer_state, human_duration, iso
+
 
 def count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
@@ -21,11 +23,18 @@ def status_text(r: dict[str, Any]) -> str:
     if "humanNeeded" in s:
         h = s["humanNeeded"]
         lines.append(f"NEEDS A PERSON: {h['reason']} (asked by {h['requestedBy']} at {h['at']})")
-        lines.append(
-            '  Answer from the console (/broker on the gateway\'s port, "Send to the PM"), or with: '
-            "broker instruct 'what the PM should do' (beside a running gateway too); the PM then "
-            "calls resume"
-        )
+        answered = h.get("answered")
+        if answered is None:
+            lines.append(
+                '  Answer from the console (/broker on the gateway\'s port, "Send to the PM"), or with: '
+                "broker instruct 'what the PM should do' (beside a running gateway too); the PM then "
+                "calls resume"
+            )
+        else:
+            lines.append(
+                f"  Answered by {answered['by']} at {answered['at']} ({answered['messageId']}): "
+                + answer_state(answered)
+            )
     if "stopped" in s:
         lines.append(
             f"STOPPED by {s['stopped']['by']} at {s['stopped']['at']}; start over with: broker reset"
@@ -39,11 +48,25 @@ def status_text(r: dict[str, Any]) -> str:
     if r.get("gatewayRunning") is False:
         lines.append("No gateway is running on this state folder: no agent is connected.")
     lines.append("Agents:")
+    every = r.get("waitSeenEverySeconds")
+    stale = []
     for agent, a in s["agents"].items():
         seen = a["lastSeen"] or "never"
+        ago = a.get("secondsAgo")
+        if ago is not None:
+            seen += f" ({human_duration(ago)} ago)"
         lines.append(
-            f"  {agent:<10} {'connected' if a['connected'] else 'away':<10} last seen {seen:<21} "
+            f"  {agent:<10} {'connected' if a['connected'] else 'away':<10} last seen {seen:<32} "
             f"queued {s['queues'][agent]}"
+        )
+        if a["connected"] and every is not None and ago is not None and ago > every + 5:
+            stale.append(agent)
+    if stale:
+        # A replica that holds an agent's wait saves it as seen every `every` seconds: older than
+        # that, no live replica holds one (a replica killed with it, or the agent between calls).
+        lines.append(
+            f"  {', '.join(stale)}: no wait open on a live replica (a replica holding one says so every "
+            f"{every:g} s); connected only by the last call, until {r['connectedWindowSeconds']:g} s after it"
         )
     for a in r["archives"]:
         lines.append(
@@ -94,3 +117,23 @@ def history_text(r: dict[str, Any]) -> str:
         more = f" --pipeline {pipeline}" if pipeline is not None else ""
         lines.append(f"Older messages: broker history{more} --before {r['page_info']['end_cursor']}")
     return "\n".join(lines)
+
+
+def confirmations_text(result: dict[str, Any]) -> str:
+    """``broker confirmations``: one paragraph per pending confirmation, oldest first."""
+    pending = result["pending"]
+    if not pending:
+        return "No confirmation waits for an operator."
+    lines: list[str] = []
+    for a in pending:
+        lines.append(f"{a['ticket']}  {a['tool']}, asked by {_shown(a['agent'])} at {iso(a['created'])}")
+        lines.append(f"  what: {_shown(a['what'])}")
+        lines.append(f"  why:  {_shown(a['why']) or '(no reason given)'}")
+    lines.append("Approve with 'broker approve TICKET', refuse with 'broker refuse TICKET --note ...'.")
+    return "\n".join(lines)
+
+
+def _shown(text: str | None) -> str:
+    """An agent's text fit for a terminal: control and format characters (escape sequences, bidi
+    overrides) shown as ``?``."""
+    return "".join(c if c.isprintable() else "?" for c in text or "")

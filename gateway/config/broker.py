@@ -72,6 +72,9 @@ class BrokerSettings(_Section):
     pool_size: int = Field(10, ge=1)
     #: Lines kept per activity log in the database (older ones are pruned).
     log_keep_lines: int = Field(10_000, ge=100)
+    #: Live MCP tasks (working or waiting for input) one caller may have at once; a ``tools/call``
+    #: that would make one more is refused with a tool error (``rate_limited``) until some end.
+    tasks_per_caller: int = Field(100, ge=1)
 
     @field_validator("database_url")
     @classmethod

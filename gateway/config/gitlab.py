@@ -33,6 +33,7 @@ class GitLabSettings(_Section):
     #: Longest ``Retry-After`` the gateway waits for on the caller's behalf; longer → rate_limited.
     max_retry_after_seconds: float = Field(10.0, ge=0)
     #: At start, one request to GitLab and one log line: reachable? token accepted? Never fatal.
+    #: Then the same request every 15 s (``gateway_gitlab_reachable``, a line on each change).
     startup_check: bool = True
 
     @field_validator("url")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -55,6 +55,12 @@ class Settings(BaseSettings):
     #: Ask a person (MCP elicitation) before a destructive action: a pipeline cancel, the broker's
     #: stop_pipeline. Off by default.
     confirm_destructive: bool = False
+    #: Who answers a confirmation: ``client`` (the agent's MCP client asks its person) or
+    #: ``operator`` (an operator approves in the console or the ``broker`` command line; every
+    #: destructive action is then confirmed). ``gateway.tools.confirmations``.
+    confirm_by: Literal["client", "operator"] = "client"
+    #: ``confirm_by = "operator"``: how long a call waits for the decision, seconds.
+    confirm_wait_seconds: float = Field(300.0, gt=0, le=3600)
     #: The text block of a result that has ``structuredContent``: ``json`` (default) repeats the
     #: structured data as JSON text, as MCP advises for clients that do not read
     #: ``structuredContent``; ``summary`` sends a short text instead (the tool's own text, else one

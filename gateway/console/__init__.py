@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from gateway.config import MIN_CONSOLE_TOKEN_CHARS
-from gateway.console.routes import BrokerOf, ConsoleRoutes
+from gateway.console.routes import BrokerOf, ConsoleRoutes, GitLabHealthOf
 
 if TYPE_CHECKING:
     from gateway.config import Settings
@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 __all__ = ["setup"]
 
 
-def setup(app: web.Application, settings: Settings, broker: BrokerOf) -> None:
+def setup(
+    app: web.Application, settings: Settings, broker: BrokerOf, gitlab: GitLabHealthOf | None = None
+) -> None:
     """Serve the console on ``app`` when configured; otherwise ``/broker`` and what is under it are
     404, and a page opened there says how to turn the console on.
 
@@ -30,9 +32,10 @@ def setup(app: web.Application, settings: Settings, broker: BrokerOf) -> None:
         app: the gateway's application (before it starts).
         settings: the effective settings.
         broker: returns the opened broker (called per request, after start-up).
+        gitlab: returns what the gateway's last check of GitLab found (shown on the page).
     """
     if settings.console.enabled:
-        ConsoleRoutes(settings, broker).add_routes(app)
+        ConsoleRoutes(settings, broker, gitlab).add_routes(app)
     else:
         app.router.add_route("*", "/broker", _off)
         app.router.add_route("*", "/broker/{rest:.*}", _off)

@@ -66,10 +66,14 @@ NOTICES = {
     "cancel-advance": "The advance was cancelled: the pipeline is PAUSED until the PM resumes.",
     "stop": "The pipeline is stopped. Start over when you are ready.",
     "start-over": "Started over: the stopped pipeline is archived and a new one is IDLE.",
+    "approve": "Approved: the waiting call acts now (once).",
+    "refuse": "Refused: the waiting call ends declined, and nothing is done.",
 }
 _ASSETS = {"console.js": "text/javascript", "console.css": "text/css"}
 
 BrokerOf = Callable[[], "BrokerService | None"]
+#: What the gateway's last check of GitLab found, as ``/readyz`` shows it; None before the first.
+GitLabHealthOf = Callable[[], "dict[str, Any] | None"]
 
 
 class BrokerClosed(Exception):
@@ -111,11 +115,14 @@ class ConsoleRoutes:
     Args:
         settings: the gateway's settings (``console``, ``server``).
         broker: returns the app's broker (opened at start-up, after the routes are added).
+        gitlab: returns what the gateway's last check of GitLab found (``/readyz``'s ``gitlab``
+            object), None before the first.
     """
 
-    def __init__(self, settings: Settings, broker: BrokerOf) -> None:
+    def __init__(self, settings: Settings, broker: BrokerOf, gitlab: GitLabHealthOf | None = None) -> None:
         self._console = settings.console
         self._broker = broker
+        self._gitlab = gitlab
         self.auth = ConsoleAuth(settings.console, settings.server)
         self._renderer = Renderer(settings.console)
         self._budget = SignInBudget(
@@ -127,6 +134,9 @@ class ConsoleRoutes:
         self._closing = False
         self._live = SharedRendering(self._read_sections, REFRESH_SECONDS)
         self._slots = Slots(settings.console.max_streams_per_session)
+
+    def _gitlab_health(self) -> dict[str, Any] | None:
+        return self._gitlab() if self._gitlab is not None else None
 
     def add_routes(self, app: web.Application) -> None:
         """Register every route under ``/broker`` and the shutdown hook that ends live streams."""
@@ -192,7 +202,7 @@ class ConsoleRoutes:
     ) -> web.Response:
         before = request.query.get("before") or None
         try:
-            snap = await snapshot(self._open_broker(), self._console, before)
+            snap = await snapshot(self._open_broker(), self._console, before, self._gitlab_health())
         except BrokerClosed:
             return _html("The broker is not open (the gateway is starting or stopping).", 503)
         except BrokerError as err:
@@ -319,12 +329,16 @@ class ConsoleRoutes:
             operator = self._open_broker().operator
         except BrokerClosed:
             return _html("The broker is not open (the gateway is starting or stopping).", 503)
+        ticket, note = str(form.get("ticket") or ""), form.get("note")
+        note = note if isinstance(note, str) else None
         calls: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
             "instruct": lambda: operator.instruct(session.name, str(form.get("text") or "")),
             "auto-advance": lambda: operator.set_auto_advance(session.name, form.get("enabled") == "true"),
             "cancel-advance": lambda: operator.cancel_auto_advance(session.name),
             "stop": lambda: operator.stop(session.name),
             "start-over": lambda: operator.start_over(session.name),
+            "approve": lambda: operator.decide(session.name, ticket, approve=True, note=None),
+            "refuse": lambda: operator.decide(session.name, ticket, approve=False, note=note),
         }
         try:
             await calls[name]()
@@ -373,7 +387,7 @@ class ConsoleRoutes:
 
     async def _read_sections(self, before: str | None, can_act: bool) -> tuple[dict[str, str], str]:
         """One reading of the broker, every section rendered for a view (shared by the streams)."""
-        snap = await snapshot(self._open_broker(), self._console, before)
+        snap = await snapshot(self._open_broker(), self._console, before, self._gitlab_health())
         ctx = self._renderer.context(snap, can_act=can_act, csrf=CSRF_PLACEHOLDER, before=before)
         return self._renderer.sections(ctx), str(snap.status["state"])
 

@@ -10,6 +10,7 @@ sections, so what a live update shows is exactly what a reload would.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ import jinja2
 from markupsafe import Markup
 
 from gateway.broker.activity_log import PIPELINE_LOG
+from gateway.broker.formats import answer_state, human_duration, seconds_since
 from gateway.broker.machine import State
 from gateway.console import diagram
 
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
     from gateway.config import ConsoleSettings
 
 #: The page's live sections, in page order; each is an element ``id`` the script refills.
-SECTIONS = ("banner", "machine", "plan", "agents", "controls", "threads", "logs")
+SECTIONS = ("banner", "confirmations", "machine", "plan", "agents", "controls", "threads", "logs")
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("gateway.console", "templates"),
@@ -46,10 +48,22 @@ class Snapshot:
     history: dict[str, Any]
     logs: dict[str, list[str]]
     waiting: dict[str, bool] = field(default_factory=dict)
+    #: What the gateway's last check of GitLab found (``/readyz``'s ``gitlab``), None before one.
+    gitlab: dict[str, Any] | None = None
+    #: Unix time of this reading (the agents' "seen ... ago").
+    now: float = 0.0
+    #: Destructive actions waiting for an operator (``confirm_by = "operator"``), oldest first.
+    confirmations: list[dict[str, Any]] = field(default_factory=list)
 
 
-async def snapshot(broker: BrokerService, console: ConsoleSettings, before: str | None) -> Snapshot:
-    """Read everything the page shows. ``before``: the threads page's cursor (None: the newest).
+async def snapshot(
+    broker: BrokerService,
+    console: ConsoleSettings,
+    before: str | None,
+    gitlab: dict[str, Any] | None = None,
+) -> Snapshot:
+    """Read everything the page shows. ``before``: the threads page's cursor (None: the newest);
+    ``gitlab``: what the gateway's last check of GitLab found.
 
     Raises:
         BrokerError: a cursor the history did not hand out (``bad_request``), the database down.
@@ -62,7 +76,8 @@ async def snapshot(broker: BrokerService, console: ConsoleSettings, before: str 
     for name in (*broker.roster.agents, PIPELINE_LOG):
         logs[name] = (await broker.monitoring.activity_log(name, console.log_lines))["lines"]
     waiting = {a: broker.wakeups.waiting(a) for a in broker.roster.agents}
-    return Snapshot(status, plan, generations, history, logs, waiting)
+    pending = (await broker.operator.pending_confirmations())["pending"]
+    return Snapshot(status, plan, generations, history, logs, waiting, gitlab, time.time(), pending)
 
 
 def phase_rows(snap: Snapshot) -> list[dict[str, Any]]:
@@ -169,8 +184,14 @@ class Renderer:
     def context(self, snap: Snapshot, *, can_act: bool, csrf: str, before: str | None) -> dict[str, Any]:
         """The templates' variables."""
         status = snap.status
+        ages = {name: seconds_since(a["lastSeen"], snap.now) for name, a in status["agents"].items()}
+        answered = status.get("humanNeeded", {}).get("answered")
         return {
             "s": status,
+            "seen_ago": {name: None if age is None else human_duration(age) for name, age in ages.items()},
+            "answered": answered,
+            "answer_state": answer_state(answered) if answered else None,
+            "gitlab": snap.gitlab,
             "state": status["state"],
             "generation": snap.generations["generation"],
             "archives": snap.generations["archives"],
@@ -181,6 +202,7 @@ class Renderer:
             "before": before,
             "logs": snap.logs,
             "waiting": snap.waiting,
+            "confirmations": snap.confirmations,
             "can_act": can_act,
             "csrf": csrf,
             "svg": diagram.render(status["state"]),

@@ -52,6 +52,10 @@ from gateway.observability.metrics import Metrics
 
 log = logging.getLogger("gateway.gitlab")
 
+#: The gateway's name on every request it sends GitLab (tool calls, the start-up and readiness
+#: checks): what GitLab's logs and an administrator see.
+USER_AGENT = f"gitlab-mcp-gateway/{__version__}"
+
 #: Failures that prove the request never left the gateway, so even a mutation may be resent.
 #: One encoded path segment: RFC 3986 ``pchar`` without ``/``, and no dot segment.
 _SEGMENT = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:@%]+")
@@ -94,7 +98,7 @@ class GitLabClient:
         self.http = http if http is not None else build_http_client(settings, self._direct)
         self._timeouts = self.http.timeout.as_dict()
         self._static_headers = {
-            "User-Agent": f"gitlab-mcp-gateway/{__version__}",
+            "User-Agent": USER_AGENT,
             "Accept": "application/json",
         }
         self._json_headers = {**self._static_headers, "Content-Type": "application/json"}

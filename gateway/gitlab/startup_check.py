@@ -27,7 +27,7 @@ from typing import Any, Literal
 import httpx
 
 from gateway.gitlab.attempt_errors import NOT_SENT, UNREACHABLE_HINT, connect_failure, connect_hint
-from gateway.gitlab.client import GitLabClient
+from gateway.gitlab.client import USER_AGENT, GitLabClient
 from gateway.gitlab.connect_hints import tls_hint
 from gateway.gitlab.credentials import service_credential
 from gateway.gitlab.operation_loader import load_operation, operation_name
@@ -74,7 +74,7 @@ async def check_gitlab(
         response = await gitlab.http.post(
             gitlab.base.graphql_url,
             json={"query": load_operation("startup_check"), "operationName": operation_name("startup_check")},
-            headers=credential.headers(),
+            headers={"User-Agent": USER_AGENT, **credential.headers()},
             timeout=seconds,
         )
     except httpx.HTTPError as exc:

@@ -34,6 +34,14 @@ FIELD_LIMIT = 256
 MESSAGE_LIMIT = 8192
 #: Fields that hold tracebacks: multi-line by nature, never cut.
 TRACEBACK_FIELDS = frozenset({"exc_info", "stack_info"})
+#: Fields that hold a sentence of the gateway's own (why a GitLab request is retried, what
+#: failed), whose end is the advice: cut at the message's limit, not at a field's.
+SENTENCE_FIELDS = frozenset({"reason", "error"})
+
+
+def field_limit(key: str) -> int:
+    """The longest value of field ``key`` written whole."""
+    return MESSAGE_LIMIT if key in SENTENCE_FIELDS else FIELD_LIMIT
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -79,7 +87,8 @@ def safe_value(value: Any, *, limit: int = FIELD_LIMIT, _depth: int = 0) -> Any:
 
 def safe_fields(fields: dict[str, Any]) -> dict[str, Any]:
     """A log line's fields made safe: tracebacks kept whole (escaped, newlines kept), the
-    message cut at :data:`MESSAGE_LIMIT`, every other value at :data:`FIELD_LIMIT`."""
+    message and :data:`SENTENCE_FIELDS` cut at :data:`MESSAGE_LIMIT`, every other value at
+    :data:`FIELD_LIMIT`."""
     out: dict[str, Any] = {}
     for key, value in fields.items():
         if key in TRACEBACK_FIELDS and isinstance(value, str):
@@ -87,5 +96,5 @@ def safe_fields(fields: dict[str, Any]) -> dict[str, Any]:
         elif key == "message" and isinstance(value, str):
             out[key] = safe_text(value, limit=MESSAGE_LIMIT, one_line=False)
         else:
-            out[safe_text(key)] = safe_value(value)
+            out[safe_text(key)] = safe_value(value, limit=field_limit(key))
     return out

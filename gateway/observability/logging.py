@@ -37,7 +37,14 @@ from pythonjsonlogger.json import JsonFormatter
 
 from gateway.observability import client_errors as malformed_requests
 from gateway.observability.access import TRACE, RequestTrace
-from gateway.observability.log_text import FIELD_LIMIT, MESSAGE_LIMIT, safe_fields, safe_text, safe_value
+from gateway.observability.log_text import (
+    FIELD_LIMIT,
+    MESSAGE_LIMIT,
+    field_limit,
+    safe_fields,
+    safe_text,
+    safe_value,
+)
 from gateway.observability.redaction import PLAIN_KEY, REDACTED, Redactor, is_sensitive_key
 
 if TYPE_CHECKING:
@@ -160,9 +167,9 @@ class PlainLogFormatter(logging.Formatter):
                 # Redacted before the cut: a cut never splits a secret.
                 text = redactor.redact(value)
                 if _BARE_VALUE.fullmatch(text) is None:  # else safe_text and quoting change nothing
-                    text = _plain_value(safe_text(text))
+                    text = _plain_value(safe_text(text, limit=field_limit(key)))
             else:
-                text = _plain_value(safe_value(redactor.redact_value(value)))
+                text = _plain_value(safe_value(redactor.redact_value(value), limit=field_limit(key)))
             name = key if _plain_key(key) else safe_text(redactor.redact(key))
             parts.append(f"{name}={text}")
         return " ".join(parts)

@@ -18,12 +18,21 @@ the standard ``process_*`` metrics of the gateway's process.
 
 from __future__ import annotations
 
+import math
 import platform
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, ProcessCollector
 
-from gateway import __version__
+from gateway import REVISION, __version__
+
+#: Labels that say who called, after a metric's own (``gateway.mcp.protocol.telemetry.CallerLabels``
+#: gives their values): the agent, from the configured agents only. A ``user`` label joins here
+#: once people sign in.
+CALLER_LABELS = ("agent",)
+#: The agent label of every caller that is not a configured agent (no client token, no or an
+#: unknown ``X-Agent-Id``): one bucket, so nothing a caller sends adds a series.
+ANONYMOUS_AGENT = "anonymous"
 
 #: Seconds; the same buckets inbound (tool calls) and upstream (GitLab) so the two compare.
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -35,8 +44,12 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.build_info = Info("gateway_build", "Gateway version and Python version", registry=r)
-        self.build_info.info({"version": __version__, "python": platform.python_version()})
+        self.build_info = Info(
+            "gateway_build", "Gateway version, git revision of the build, and Python version", registry=r
+        )
+        self.build_info.info(
+            {"version": __version__, "revision": REVISION, "python": platform.python_version()}
+        )
         # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds... (Linux).
         ProcessCollector(registry=r)
 
@@ -76,8 +89,9 @@ class Metrics:
             "gateway_tool_calls_total",
             "tools/call by tool, outcome (ok, or the error reason) and source: gateway when the "
             "gateway refused the call by its own policy (toolsets, per-agent rate limit, no "
-            "passthrough token), tool for the tool's own answer (GitLab's or the broker's)",
-            ["tool", "outcome", "source"],
+            "passthrough token), tool for the tool's own answer (GitLab's or the broker's); and agent: "
+            "the caller's configured agent id, else anonymous",
+            ["tool", "outcome", "source", *CALLER_LABELS],
             registry=r,
         )
         self.rate_limited = Counter(
@@ -116,6 +130,28 @@ class Metrics:
             "gateway_gitlab_rate_limited_total",
             "GitLab answers 429 Too Many Requests, by operation (each attempt, retried or not)",
             ["operation"],
+            registry=r,
+        )
+        self.ready = Gauge(
+            "gateway_ready",
+            "1 when /readyz answers ready, 0 when not ready (its last answer, or the gateway's own "
+            "check every 15 s)",
+            registry=r,
+        )
+        self.ready.set(math.nan)  # until /readyz or the gateway's own check has answered
+        # Set by the gateway's own check (``gateway.server.health``), every 15 s and with no traffic.
+        self.gitlab_reachable = Gauge(
+            "gateway_gitlab_reachable",
+            "1 when the gateway's last check of GitLab got GitLab's answer (even refusing the token), "
+            "0 when it got none, a 5xx or a 429 (checked every 15 s); NaN before the first check",
+            registry=r,
+        )
+        # NaN until the first check: neither reachable nor not (an alert's "== 0" stays quiet on a
+        # gateway told not to check, gitlab.startup_check = false, that no probe asks either).
+        self.gitlab_reachable.set(math.nan)
+        self.gitlab_checked = Gauge(
+            "gateway_gitlab_last_check_timestamp_seconds",
+            "Unix time of the gateway's last check of GitLab",
             registry=r,
         )
         self.gitlab_rate_limit_wait = Counter(

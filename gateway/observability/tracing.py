@@ -168,8 +168,10 @@ class McpSpan:
         tool_error: bool,
         session: str | None,
         version: str | None = None,
+        agent: str | None = None,
     ) -> None:
-        """Name it after the tool, say how it ended, and end it."""
+        """Name it after the tool, say who called (``agent``: a configured agent id, never a
+        value a caller made up) and how it ended, and end it."""
         span = self.span
         # One set_attributes: the SDK takes the span's lock once per call.
         attributes: dict[str, str] = {}
@@ -181,6 +183,9 @@ class McpSpan:
             attributes["gen_ai.operation.name"] = "execute_tool"
         if session is not None:
             attributes["mcp.session.id"] = session
+        if agent is not None:
+            # OpenTelemetry's GenAI conventions: the agent the call is made for.
+            attributes["gen_ai.agent.id"] = agent
         if outcome != "ok":
             attributes["error.type"] = "tool_error" if tool_error else outcome
             attributes["gateway.outcome"] = outcome

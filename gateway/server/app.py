@@ -53,7 +53,9 @@ def create_app(
     """
     server = settings.server
     metrics = Metrics()
-    telemetry = Telemetry(metrics)
+    # The agent label's values: the broker's agents and the client tokens' (a closed set).
+    agents = dict.fromkeys([*settings.broker.agents, *(c.agent_id for c in settings.client_tokens)])
+    telemetry = Telemetry(metrics, agents=agents)
     app = web.Application(
         client_max_size=server.max_request_bytes,
         middlewares=mcp_middlewares(settings, telemetry),
@@ -143,6 +145,6 @@ def create_app(
 
     McpEndpoint(settings, telemetry, sealer, calls, core, ended_sessions).add_routes(app)
     health.setup(app)
-    console.setup(app, settings, lambda: app[SERVICES].broker)
+    console.setup(app, settings, lambda: app[SERVICES].broker, lambda: health.gitlab_health(app))
     app.router.add_get("/metrics", metrics_handler(metrics.registry, lambda: app.get(SERVICES)))
     return app

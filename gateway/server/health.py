@@ -9,12 +9,19 @@ broker with GitLab down, every pod shares the same GitLab and token (failing the
 restarts nothing into health), and once GitLab has answered, the URL is known to be right.
 The broker's database is asked ``SELECT 1`` at each probe, beside GitLab: one that fails is
 reported (``state_store: "unreachable"`` and why) and, for the same reasons, leaves the pod ready.
+
+A running gateway also asks on its own (:func:`watch_gitlab`, every :data:`GITLAB_PROBE_SECONDS`),
+so ``gateway_gitlab_reachable`` and ``gateway_ready`` stay fresh with no agent calling and no
+probe of Kubernetes: an alert on them needs no traffic. Each change of GitLab's state (reachable
+to unreachable and back) is one WARNING line, and each change of ``/readyz``'s status too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -24,10 +31,16 @@ from gateway.gitlab.startup_check import GitLabCheck, check_gitlab
 from gateway.observability.logging import redact
 from gateway.server.services import SERVICES, Services
 
+log = logging.getLogger("gateway")
+
 #: Seconds a GitLab check is reused: probes every few seconds send GitLab one request per period.
 GITLAB_CHECK_TTL = 30.0
 #: Seconds the check may take: within the readiness probe's own timeout (5 s in ``deploy/``).
 GITLAB_CHECK_TIMEOUT = 3.0
+#: Seconds between the gateway's own checks (:func:`watch_gitlab`): one small GraphQL query per
+#: period and replica, so that an outage shows on ``gateway_gitlab_reachable`` within this time
+#: plus a scrape, and the shipped alert fires within two minutes (``deploy/prometheus``).
+GITLAB_PROBE_SECONDS = 15.0
 
 
 @dataclass
@@ -39,6 +52,8 @@ class _Readiness:
     checked_mono: float = 0.0  # time.monotonic(), for the TTL
     #: GitLab once answered as GitLab (even refusing the token): the URL is right.
     seen_gitlab: bool = False
+    #: ``/readyz``'s last status (``ready`` / ``not_ready``), None before its first answer.
+    status: str | None = None
 
 
 _READINESS = web.AppKey("readiness", _Readiness)
@@ -63,24 +78,22 @@ async def readyz(request: web.Request) -> web.Response:
         return web.json_response(
             {"status": "not_ready", "state_store": "closed", "reason": reason}, status=503
         )
-    readiness = request.app[_READINESS]
+    body = await _readiness(request.app[_READINESS], services)
+    return web.json_response(body, status=200 if body["status"] == "ready" else 503)
+
+
+async def _readiness(readiness: _Readiness, services: Services, *, fresh: bool = False) -> dict[str, object]:
+    """``/readyz``'s body; its status is also set on ``gateway_ready`` and a change is logged."""
     broker_open = services.broker is not None and services.broker.is_open()
     store_failure: str | None = None
     if broker_open:
         assert services.broker is not None
         found, store_failure = await asyncio.gather(
-            _check(readiness, services), services.broker.database_failure(GITLAB_CHECK_TIMEOUT)
+            _check(readiness, services, fresh=fresh), services.broker.database_failure(GITLAB_CHECK_TIMEOUT)
         )
     else:
-        found = await _check(readiness, services)
-    gitlab: dict[str, object] = {
-        "url": redact(services.gitlab.base.url),
-        "reachable": found.reachable,
-        "state": found.state,
-    }
-    if found.state != "ok":
-        gitlab["reason"] = found.line
-    gitlab["checked_at"] = iso(readiness.checked_at)
+        found = await _check(readiness, services, fresh=fresh)
+    gitlab = _gitlab_object(found, readiness.checked_at, services)
     body: dict[str, object] = {"status": "ready", "state_store": "open"}
     if store_failure is not None:
         # As GitLab down: every replica shares the database and a restart does not bring it
@@ -95,7 +108,44 @@ async def readyz(request: web.Request) -> web.Response:
     elif found.state == "not_gitlab" and not readiness.seen_gitlab:
         body.update(status="not_ready", reason=found.line)
     body["gitlab"] = gitlab
-    return web.json_response(body, status=200 if body["status"] == "ready" else 503)
+    services.metrics.ready.set(1 if body["status"] == "ready" else 0)
+    _say_status(readiness, body)
+    return body
+
+
+def _gitlab_object(found: GitLabCheck, checked_at: float, services: Services) -> dict[str, object]:
+    """``/readyz``'s ``gitlab`` object."""
+    gitlab: dict[str, object] = {
+        "url": redact(services.gitlab.base.url),
+        "reachable": found.reachable,
+        "state": found.state,
+    }
+    if found.state != "ok":
+        gitlab["reason"] = found.line
+    gitlab["checked_at"] = iso(checked_at)
+    return gitlab
+
+
+def gitlab_health(app: web.Application) -> dict[str, object] | None:
+    """What the last check of GitLab found, as ``/readyz``'s ``gitlab`` object; None before the
+    first check or while the services are down. Sends nothing (the console shows it)."""
+    readiness, services = app.get(_READINESS), app.get(SERVICES)
+    if readiness is None or readiness.found is None or services is None:
+        return None
+    return _gitlab_object(readiness.found, readiness.checked_at, services)
+
+
+def _say_status(readiness: _Readiness, body: dict[str, object]) -> None:
+    """One line when ``/readyz`` turns (ready to not ready, or back): what the orchestrator
+    acts on is in the log, with why."""
+    status = str(body["status"])
+    before, readiness.status = readiness.status, status
+    if before is None or before == status:
+        return
+    if status == "ready":
+        log.warning("readiness: ready again (/readyz answers 200)")
+    else:
+        log.warning("readiness: not ready (/readyz answers 503): %s", body.get("reason"))
 
 
 def setup(app: web.Application, *, share_with: web.Application | None = None) -> None:
@@ -110,8 +160,47 @@ def setup(app: web.Application, *, share_with: web.Application | None = None) ->
     app.router.add_get("/readyz", readyz)
 
 
-async def _check(readiness: _Readiness, services: Services) -> GitLabCheck:
-    if readiness.found is not None and time.monotonic() - readiness.checked_mono < GITLAB_CHECK_TTL:
+def watch_gitlab(app: web.Application, seconds: float | None = None) -> None:
+    """Check GitLab every ``seconds`` while ``app`` runs (``/readyz`` then reuses the last check).
+    The first check is the start-up check's (:func:`note_check`); this one follows ``seconds``
+    later.
+
+    ``gateway.__main__`` adds it with the start-up check (``gitlab.startup_check``); in-process
+    tests leave it out, so no request reaches their GitLab at a moment they do not control.
+    """
+
+    every = GITLAB_PROBE_SECONDS if seconds is None else seconds
+
+    async def ctx(app: web.Application) -> AsyncIterator[None]:
+        readiness = app[_READINESS]
+
+        async def run() -> None:
+            while True:
+                await asyncio.sleep(every)
+                await _readiness(readiness, app[SERVICES], fresh=True)
+
+        task = asyncio.create_task(run(), name="gitlab-watch")
+        yield
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    app.cleanup_ctx.append(ctx)
+
+
+def note_check(app: web.Application, found: GitLabCheck) -> None:
+    """Keep what the start-up check found as the last check (its line is the start-up line's to
+    say): the gauges are right from the start, and ``/readyz`` reuses it."""
+    services = app.get(SERVICES)
+    if services is not None:
+        _record(app[_READINESS], services, found)
+
+
+async def _check(readiness: _Readiness, services: Services, *, fresh: bool = False) -> GitLabCheck:
+    if (
+        not fresh
+        and readiness.found is not None
+        and time.monotonic() - readiness.checked_mono < GITLAB_CHECK_TTL
+    ):
         return readiness.found
     settings = services.settings.gitlab
     token = settings.token.get_secret_value() if settings.token else None
@@ -121,6 +210,21 @@ async def _check(readiness: _Readiness, services: Services) -> GitLabCheck:
         passthrough=settings.credential_mode == "passthrough",
         seconds=GITLAB_CHECK_TIMEOUT,
     )
+    _record(readiness, services, found)
+    return found
+
+
+def _record(readiness: _Readiness, services: Services, found: GitLabCheck) -> None:
+    """Keep ``found`` as the last check: the gauges, and one WARNING line when GitLab's
+    reachability changed."""
+    before = readiness.found
     readiness.found, readiness.checked_at, readiness.checked_mono = found, time.time(), time.monotonic()
     readiness.seen_gitlab = readiness.seen_gitlab or found.reachable
-    return found
+    services.metrics.gitlab_reachable.set(1 if found.reachable else 0)
+    services.metrics.gitlab_checked.set(readiness.checked_at)
+    # The first check is the start-up line's to tell; a change after it is said here, once.
+    if before is not None and before.reachable != found.reachable:
+        if found.reachable:
+            log.warning("GitLab is reachable again: %s", found.line)
+        else:
+            log.warning("GitLab became unreachable: %s", found.line)

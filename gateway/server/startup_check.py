@@ -1,5 +1,7 @@
 """The start-up check's wiring: once the app's services are up, send GitLab the check of
-``gateway.gitlab.startup_check`` in the background and log the one line it found.
+``gateway.gitlab.startup_check`` in the background and log the one line it found; then the same
+check every 15 s (``gateway.server.health.watch_gitlab``), which keeps
+``gateway_gitlab_reachable`` fresh and logs each change.
 
 ``gateway.__main__`` adds it when ``gitlab.startup_check`` is on (the default); in-process tests
 leave it out, so no request reaches their GitLab at a moment they do not control.
@@ -15,6 +17,7 @@ from aiohttp import web
 
 from gateway.config import Settings
 from gateway.gitlab.startup_check import check_gitlab
+from gateway.server import health
 from gateway.server.services import SERVICES
 
 log = logging.getLogger("gateway")
@@ -35,6 +38,7 @@ def check_gitlab_at_start(app: web.Application, settings: Settings) -> None:
         async def run() -> None:
             found = await check_gitlab(app[SERVICES].gitlab, token, passthrough=passthrough)
             log.log(found.level, found.line)
+            health.note_check(app, found)
 
         task = asyncio.create_task(run(), name="gitlab-startup-check")
         yield
@@ -42,3 +46,4 @@ def check_gitlab_at_start(app: web.Application, settings: Settings) -> None:
         await asyncio.gather(task, return_exceptions=True)
 
     app.cleanup_ctx.append(ctx)
+    health.watch_gitlab(app)

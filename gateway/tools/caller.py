@@ -39,9 +39,10 @@ class Caller:
             error; set also when it was not a configured agent id (then ``agent_id`` is None).
             None when no header was sent or the header does not count (client tokens, not loopback).
         access: the tools this caller may list and call, below what the deployment serves.
-        owner: what binds a session to this caller: how callers are authenticated here
-            (``client-token:<agent>``, or ``open`` where anyone may hold a session id), and for a
-            passthrough credential ``|gitlab:`` and its :func:`credential_digest`. Never logged.
+        owner: what binds a session, a request state and a task to this caller: how callers are
+            authenticated here (``client-token:<agent>:<token id>``, the token id a SHA-256 prefix
+            of the token, or ``open`` where anyone may hold a session id), and for a passthrough
+            credential ``|gitlab:`` and its :func:`credential_digest`. Never logged.
         rate_limit_key: the caller's bucket of the per-agent rate limits: its agent id (or
             ``anonymous``), and for a passthrough credential its digest too; empty: derived when
             needed (:func:`rate_limit_key`), as for callers a test builds.

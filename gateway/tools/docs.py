@@ -210,6 +210,17 @@ def render_page(page: Page) -> str:
     return "\n".join(lines)
 
 
+def _summary(description: str) -> str:
+    """A description's first paragraph on one line (a description wrapped at 100 columns is one
+    paragraph, not its first line), up to a list that follows it; ``|`` escaped for the table."""
+    lines: list[str] = []
+    for line in description.strip().splitlines():
+        if not line.strip() or line.lstrip().startswith("- "):
+            break
+        lines.append(line.strip())
+    return " ".join(lines).replace("|", "\\|")
+
+
 def render() -> str:
     """The Markdown text of the tool index."""
     lines = [
@@ -222,7 +233,7 @@ def render() -> str:
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for tool in all_tools():
-        summary = tool.description.strip().split("\n")[0].replace("|", "\\|")
+        summary = _summary(tool.description)
         aliases = ", ".join(f"`{a}`" for a in tool.aliases) or ""
         ro = "yes" if tool.annotations.read_only else "no"
         schema = tool.input_schema()

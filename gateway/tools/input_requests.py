@@ -87,21 +87,13 @@ class Answers(dict[str, Any]):
     ``ListRootsResult`` as JSON).
 
     Attributes:
-        once: what identifies this round of answers (a retry of the same answered request
-            carries the same ``once``); None where the answers cannot be replayed (a response on
-            the call's own stream).
+        once: what identifies this round of answers (a retry of the same answered request, on
+            any replica, carries the same ``once``): an action that must happen once per answer
+            records it (``gateway.tools.confirmations``). None where the answers cannot be
+            replayed (a response on the call's own stream).
     """
 
     once: str | None = None
-    _claim: Callable[[str], bool] | None = None
-
-    def claim(self) -> bool:
-        """Take these answers for an action that must happen once per answer (a cancel the
-        person confirmed): False when they were already taken (the same answered request sent
-        again), True otherwise. Call it just before acting."""
-        if self.once is None or self._claim is None:
-            return True
-        return self._claim(self.once)
 
 
 class CannotAsk(Exception):

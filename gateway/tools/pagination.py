@@ -15,6 +15,8 @@ returns :func:`page_info` of it; its description ends with :data:`PAGING`.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, ConfigDict, Field
@@ -94,6 +96,24 @@ class PageInfoAnswer(GraphQLData):
 
     hasNextPage: bool | None = None
     endCursor: str | None = None
+
+
+def opaque_cursor(position: str) -> str:
+    """A listing's own page position (e.g. ``p2.20``) as an ``end_cursor``: opaque, as GitLab's
+    are, for listings GitLab pages by number (REST) rather than by cursor."""
+    return base64.urlsafe_b64encode(position.encode()).decode().rstrip("=")
+
+
+def cursor_position(cursor: str) -> str:
+    """The position an :func:`opaque_cursor` holds.
+
+    Raises:
+        ValueError: ``cursor`` is not one (the caller says which cursor it wanted).
+    """
+    try:
+        return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (UnicodeDecodeError, binascii.Error) as err:
+        raise ValueError(cursor) from err
 
 
 def page_info(answer: PageInfoAnswer | None) -> PageInfo:

@@ -170,6 +170,10 @@ class Tool:
             (``ctx.ask``) are asked with input-required results before its task is created, and
             the task runs the handler again with those answers; the handler runs up to that ask
             once per round, so it asks before any change.
+        confirms_when: True for the arguments of a call that asks for a confirmation before it
+            acts (``gateway.tools.confirmations``); where an operator confirms
+            (``confirm_by = "operator"``) such a call waits, so it is handled as
+            ``long_running``, and is a task for a client of the tasks extension.
     """
 
     name: str
@@ -188,17 +192,16 @@ class Tool:
     client_capabilities: tuple[str, ...] = ()
     wait_argument: str | None = None
     asks_before_task: bool = False
+    confirms_when: Callable[[Mapping[str, Any]], bool] | None = None
 
-    def runs_long(self, arguments: Mapping[str, Any] | None) -> bool:
-        """True when this call may wait (SSE with keep-alives; cancelled at once on shutdown)."""
+    def runs_long(self, arguments: Mapping[str, Any] | None, *, operator_confirms: bool = False) -> bool:
+        """True when this call may wait (SSE with keep-alives; cancelled at once on shutdown).
+        ``operator_confirms``: an operator confirms destructive actions (they wait for it)."""
         if self.long_running:
             return True
-        if self.long_running_when is None or not isinstance(arguments, Mapping):
-            return False
-        try:
-            return self.long_running_when(arguments)
-        except (TypeError, ValueError):  # arguments not yet validated: the call will be refused
-            return False
+        if operator_confirms and _applies(self.confirms_when, arguments):
+            return True
+        return _applies(self.long_running_when, arguments)
 
     def input_schema(self) -> dict[str, Any]:
         """JSON Schema (2020-12) of the arguments, ``$ref``s inlined, titles dropped, and without
@@ -256,6 +259,17 @@ class Tool:
         if schema is not None:
             out["outputSchema"] = schema
         return out
+
+
+def _applies(
+    predicate: Callable[[Mapping[str, Any]], bool] | None, arguments: Mapping[str, Any] | None
+) -> bool:
+    if predicate is None or not isinstance(arguments, Mapping):
+        return False
+    try:
+        return predicate(arguments)
+    except (TypeError, ValueError):  # arguments not yet validated: the call will be refused
+        return False
 
 
 class Registry:

@@ -16,7 +16,7 @@ from tests.standin import job_logs
 P = ds.PROJECT_PATH
 PIPELINE = {"project_id": P, "pipeline_id": ds.PIPELINE_ID}
 
-#: Every GitLab tool: a happy path (reads only, and one create on the stand-in).
+#: Every GitLab tool: a happy path (reads only, one create and one job retry on the stand-in).
 HAPPY: dict[str, dict[str, Any]] = {
     "get_pipeline": {**PIPELINE, "include": ["jobs"]},
     "list_pipelines": {"project_id": P},
@@ -38,6 +38,9 @@ HAPPY: dict[str, dict[str, Any]] = {
         "job_id": job_logs.ARTIFACTS_JOB_ID,
         "artifact_path": "coverage/index.html",
     },
+    "list_repository_tree": {"project_id": P, "ref": "main", "recursive": True},
+    # Last: a retry changes the stand-in (the job is retried once; each test resets it).
+    "retry_job": {"project_id": P, "job_id": job_logs.FAILED_LOG_JOB_ID},
 }
 #: One tool error (``isError: true``), as an agent would see it.
 ERROR = ("get_pipeline", {"id": P, "pipeline_id": -1})

@@ -98,7 +98,7 @@ async def test_no_sends_nothing_to_gitlab(
         result = await session.call_tool("save_pipeline", CANCEL)
     assert result.is_error
     error = result.structured_content["error"]
-    assert error["reason"] == "unauthorized"
+    assert error["reason"] == "declined"
     assert error["message"].startswith("The person asked did not confirm, so nothing was done")
     assert cancels(fresh_standin) == 0
     assert fresh_standin.control.pipeline(ds.RUNNING_PIPELINE_ID)["status"].lower() == "running"

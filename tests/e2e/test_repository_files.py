@@ -119,8 +119,10 @@ async def test_bad_ref_and_missing_file_give_their_two_messages(
         assert is_error
         assert out["error"]["message"] == (
             "File 'src/nope.py' does not exist at ref 'main'. The path must be relative to the repository "
-            "root, and is case-sensitive. Do not retry the same path; find the file's real path first: a "
-            "link to the file in GitLab's web UI has it, and the url argument takes such a link."
+            "root, and is case-sensitive. Do not retry the same path; find the file's real path first: "
+            f"list_repository_tree with project_id '{P}', ref 'main' and folder_path 'src' lists the files "
+            "there (`recursive: true` lists every path below it). A link to the file in GitLab's web UI "
+            "has it too, and the url argument takes such a link."
         )
         assert fresh_standin.control.request_count() <= 2
 

@@ -24,6 +24,8 @@ from pathlib import Path
 
 from aiohttp import web
 
+from tests.gitlab.versions import NEWEST, parse_version
+
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_SCHEMA = REPO / "tests" / "gitlab" / "gitlab_schema.graphql"
 
@@ -42,11 +44,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=DEFAULT_SCHEMA,
         help="GitLab's GraphQL SDL (default: tests/gitlab/gitlab_schema.graphql)",
     )
+    ap.add_argument(
+        "--gitlab-version",
+        default=NEWEST,
+        help=f"answer as this GitLab version, e.g. 17.5 (default {NEWEST}, the schema file's)",
+    )
+    ap.add_argument(
+        "--gitlab-edition", default="ee", choices=("ee", "ce"), help="GitLab EE or CE (default ee)"
+    )
     ap.add_argument("--ready-file", type=Path, help="write the URL here as JSON once listening")
     ap.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     args = ap.parse_args(argv)
     if args.prefix and (not args.prefix.startswith("/") or args.prefix.endswith("/")):
         ap.error(f"--prefix must start with '/' and not end with one, e.g. /gitlab; got {args.prefix!r}")
+    try:
+        parse_version(args.gitlab_version)
+    except ValueError as exc:
+        ap.error(f"--gitlab-version: {exc}")
     if not args.schema.is_file():
         ap.error(f"--schema {args.schema} does not exist")
     return args
@@ -54,20 +68,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 async def serve(args: argparse.Namespace) -> None:
     """Load the schema, listen, announce readiness, and run until a termination signal."""
-    from tests.standin.graphql_api import GraphQLEndpoint, load_schema
+    from tests.standin.graphql_api import GraphQLEndpoint, load_band_schema
     from tests.standin.server import create_app
 
     started = time.perf_counter()
-    schema = load_schema(args.schema)
+    gitlab = (args.gitlab_version, args.gitlab_edition)
+    schema = load_band_schema(*gitlab, args.schema)
     loaded = time.perf_counter() - started
-    app = create_app(GraphQLEndpoint(schema), prefix=args.prefix)
+    app = create_app(GraphQLEndpoint(schema), prefix=args.prefix, gitlab=gitlab, schema_path=args.schema)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, args.host, args.port)
     await site.start()
     port = next(addr[1] for addr in runner.addresses if isinstance(addr, tuple))
     url = f"http://{args.host}:{port}{args.prefix}"
-    print(f"GitLab stand-in ready on {url} (schema loaded in {loaded:.2f}s, pid {os.getpid()})", flush=True)
+    band = f"GitLab {args.gitlab_version} {args.gitlab_edition.upper()}"
+    print(
+        f"GitLab stand-in ready on {url} ({band}, schema loaded in {loaded:.2f}s, pid {os.getpid()})",
+        flush=True,
+    )
     if args.ready_file:
         tmp = args.ready_file.with_suffix(".tmp")
         tmp.write_text(json.dumps({"url": url, "port": port, "prefix": args.prefix, "pid": os.getpid()}))

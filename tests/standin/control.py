@@ -387,16 +387,26 @@ class StandinControl:
         version: str | None = None,
         artifacts_tree: bool | None = None,
         artifacts_download: str | None = None,
+        gitlab_version: str | None = None,
+        gitlab_edition: str | None = None,
+        artifacts_tree_recursive: str | None = None,
     ) -> dict[str, Any]:
         """``duo_not_found``: ``error`` (default) or ``empty`` for unreadable workflows;
         ``version``: what ``/version`` and ``metadata`` report; ``artifacts_tree``: whether the
         artifacts tree API exists (GitLab 18.8+); ``artifacts_download``: ``range`` (default),
-        ``whole`` or ``redirect`` (see :class:`tests.standin.models.Settings`)."""
+        ``whole`` or ``redirect`` (see :class:`tests.standin.models.Settings`);
+        ``artifacts_tree_recursive``: ``all`` (default) or ``children`` (one level, as GitLab's
+        code answers ``recursive=true``); ``gitlab_version``/``gitlab_edition`` (``ee``, ``ce``):
+        answer as that GitLab from now on, across resets (its schema, built in a second or two;
+        ``version``, ``enterprise`` and the REST routes it has; see :mod:`tests.gitlab.versions`)."""
         given = {
             "duo_not_found": duo_not_found,
             "version": version,
             "artifacts_tree": artifacts_tree,
             "artifacts_download": artifacts_download,
+            "gitlab_version": gitlab_version,
+            "gitlab_edition": gitlab_edition,
+            "artifacts_tree_recursive": artifacts_tree_recursive,
         }
         body = {k: v for k, v in given.items() if v is not None}
         return self.call("PATCH", "/settings", json=body)

@@ -67,9 +67,11 @@ class StandinProcess:
         prefix: serve GitLab under this sub-path (``/gitlab``) or at the root (``""``).
     """
 
-    def __init__(self, workdir: Path, *, prefix: str = "") -> None:
+    def __init__(self, workdir: Path, *, prefix: str = "", gitlab: tuple[str, str] | None = None) -> None:
         self.workdir = workdir
         self.prefix = prefix
+        self.gitlab = gitlab
+        """The GitLab version and edition to answer as (``("17.5", "ce")``); None: the newest EE."""
         self.ready_file = workdir / "ready.json"
         self.log_path = workdir / "standin.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -87,6 +89,8 @@ class StandinProcess:
         args = [sys.executable, "-m", "tests.standin", "--port", "0", "--ready-file", str(self.ready_file)]
         if self.prefix:
             args += ["--prefix", self.prefix]
+        if self.gitlab is not None:
+            args += ["--gitlab-version", self.gitlab[0], "--gitlab-edition", self.gitlab[1]]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -228,15 +232,20 @@ def format_invalid(items: list[dict[str, Any]]) -> str:
     )
 
 
-def _start(tmp_path_factory: pytest.TempPathFactory, prefix: str) -> Standin:
-    proc = StandinProcess(tmp_path_factory.mktemp("standin"), prefix=prefix).start()
+def start_standin(
+    tmp_path_factory: pytest.TempPathFactory, prefix: str = "", *, gitlab: tuple[str, str] | None = None
+) -> Standin:
+    """A started stand-in process (GitLab ``gitlab`` = ``(version, edition)``, default the newest EE);
+    stop it with :func:`finish_standin`."""
+    proc = StandinProcess(tmp_path_factory.mktemp("standin"), prefix=prefix, gitlab=gitlab).start()
     control = StandinControl(proc.root)
     return Standin(
         url=proc.url, root=proc.root, process=proc, control=control, acontrol=AsyncStandinControl(control)
     )
 
 
-def _finish(s: Standin) -> None:
+def finish_standin(s: Standin) -> None:
+    """Stop ``s``; fails the test if it received malformed requests no test reported."""
     try:
         leftover = s.unreported_invalid()
     finally:
@@ -253,17 +262,17 @@ def _finish(s: Standin) -> None:
 @pytest.fixture(scope="session")
 def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standin]:
     """The GitLab stand-in (one process per test session), GitLab at the server's root."""
-    s = _start(tmp_path_factory, "")
+    s = start_standin(tmp_path_factory, "")
     yield s
-    _finish(s)
+    finish_standin(s)
 
 
 @pytest.fixture(scope="session")
 def standin_subpath(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standin]:
     """A second stand-in serving GitLab under ``/gitlab`` (``.url`` = ``http://127.0.0.1:N/gitlab``)."""
-    s = _start(tmp_path_factory, "/gitlab")
+    s = start_standin(tmp_path_factory, "/gitlab")
     yield s
-    _finish(s)
+    finish_standin(s)
 
 
 def _fresh(s: Standin) -> Iterator[Standin]:

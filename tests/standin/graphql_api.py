@@ -61,6 +61,8 @@ from graphql import (
 )
 from graphql.language import FieldNode, FragmentDefinitionNode, FragmentSpreadNode, InlineFragmentNode
 
+from tests.gitlab.band_schema import schema_for
+from tests.gitlab.versions import NEWEST, Edition, parse_version
 from tests.standin.models import (
     CANCELABLE_STATUSES,
     Blob,
@@ -75,6 +77,7 @@ from tests.standin.models import (
     User,
     World,
 )
+from tests.standin.ruby_errors import ruby_errors
 from tests.standin.schema_cache import build_gitlab_schema
 
 log = logging.getLogger("standin.graphql")
@@ -123,10 +126,21 @@ def load_schema(path: Path) -> GraphQLSchema:
         GraphQLError: the SDL does not parse.
         TypeError: the schema is not valid.
     """
-    schema = build_gitlab_schema(path)
+    return _wired(build_gitlab_schema(path), str(path))
+
+
+def load_band_schema(version: str, edition: Edition, path: Path) -> GraphQLSchema:
+    """The schema of GitLab ``version`` and ``edition`` (:func:`tests.gitlab.band_schema.schema_for`
+    over the SDL at ``path``), wired as :func:`load_schema` wires it; the newest EE is the SDL itself."""
+    if edition == "ee" and parse_version(version) == parse_version(NEWEST):
+        return load_schema(path)
+    return _wired(schema_for(version, edition, path), f"{path} as GitLab {version} {edition.upper()}")
+
+
+def _wired(schema: GraphQLSchema, origin: str) -> GraphQLSchema:
     errors = validate_schema(schema)
     if errors:
-        raise TypeError(f"GitLab schema at {path} is not valid: {errors[0].message}")
+        raise TypeError(f"GitLab schema {origin} is not valid: {errors[0].message}")
     for name, gql_type in schema.type_map.items():
         if isinstance(gql_type, GraphQLScalarType) and name.endswith("ID") and name != "ID":
             _make_gid_scalar(gql_type, _GID_MODELS.get(name))
@@ -1275,6 +1289,74 @@ def parse_ci_config(data: bytes) -> tuple[dict[str, Any] | None, dict[str, Any] 
     return spec, config, None
 
 
+def create_pipeline(
+    world: World,
+    user: User | None,
+    project: Project,
+    ref: str,
+    variables: list[dict[str, Any]],
+    inputs: list[dict[str, Any]],
+) -> Pipeline | str:
+    """A new pipeline for ``ref`` (GitLab's ``Ci::CreatePipelineService``), or why there is none.
+
+    ``variables`` and ``inputs`` are kept as GraphQL takes them (``{key, value, variableType}``,
+    ``{name, value}``); the caller checked that ``user`` may create pipelines in ``project``.
+    """
+    repo = project.repository
+    name = ref.removeprefix("refs/heads/").removeprefix("refs/tags/")
+    sha = repo.branches.get(name) or (repo.tags[name].sha if name in repo.tags else None)
+    if sha is None:
+        return "Reference not found"
+    commit = repo.commits[sha]
+    ci = commit.tree.get(".gitlab-ci.yml")
+    if ci is None:
+        return "Missing CI config file"
+    _spec, config, error = parse_ci_config(ci.data)
+    if error or config is None:
+        return error or "Invalid configuration format"
+    stages = list(config.get("stages") or ["build", "test", "deploy"])
+    pipeline = Pipeline(
+        id=world.next_pipeline_id,
+        iid=max((p.iid for p in world.project_pipelines(project.id)), default=0) + 1,
+        project_id=project.id,
+        ref=name,
+        sha=sha,
+        status="CREATED",
+        source="api",
+        stages=stages,
+        tag=name in repo.tags and name not in repo.branches,
+        user=user.username if user else "",
+        variables=[dict(v) for v in variables],
+        inputs=[dict(i) for i in inputs],
+        created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        started_at=None,
+        finished_at=None,
+        duration=None,
+    )
+    for job_name, job in config.items():
+        if job_name in _CI_RESERVED or str(job_name).startswith(".") or not isinstance(job, dict):
+            continue
+        pipeline.jobs.append(
+            Job(
+                id=world.next_job_id,
+                name=str(job_name),
+                stage=str(job.get("stage", "test")),
+                status="MANUAL" if job.get("when") == "manual" else "CREATED",
+                kind="BRIDGE" if "trigger" in job else "BUILD",
+                when=str(job.get("when", "on_success")),
+                started_at=None,
+                finished_at=None,
+                duration=None,
+                created_at=pipeline.created_at,
+            )
+        )
+        world.next_job_id += 1
+    world.pipelines[pipeline.id] = pipeline
+    world.created_pipeline_ids.append(pipeline.id)
+    world.next_pipeline_id += 1
+    return pipeline
+
+
 class MutationResolvers:
     """``pipelineCreate``, ``pipelineRetry`` and ``pipelineCancel`` (https://docs.gitlab.com/api/graphql/reference/#mutationpipelinecreate)."""
 
@@ -1301,62 +1383,14 @@ class MutationResolvers:
         if project is None or not project.can_read(ctx.user) or not project.can_update_pipeline(ctx.user):
             raise GraphQLError(RESOURCE_NOT_AVAILABLE)
         payload: dict[str, Any] = {"clientMutationId": input.get("clientMutationId"), "requestId": None}
-        ref = input["ref"]
-        repo = project.repository
-        name = ref.removeprefix("refs/heads/").removeprefix("refs/tags/")
-        sha = repo.branches.get(name) or (repo.tags[name].sha if name in repo.tags else None)
-        if sha is None:
-            return {**payload, "pipeline": None, "errors": ["Reference not found"]}
-        commit = repo.commits[sha]
-        ci = commit.tree.get(".gitlab-ci.yml")
-        if ci is None:
-            return {**payload, "pipeline": None, "errors": ["Missing CI config file"]}
-        _spec, config, error = parse_ci_config(ci.data)
-        if error or config is None:
-            return {**payload, "pipeline": None, "errors": [error or "Invalid configuration format"]}
-        stages = list(config.get("stages") or ["build", "test", "deploy"])
-        pipeline = Pipeline(
-            id=world.next_pipeline_id,
-            iid=max((p.iid for p in world.project_pipelines(project.id)), default=0) + 1,
-            project_id=project.id,
-            ref=name,
-            sha=sha,
-            status="CREATED",
-            source="api",
-            stages=stages,
-            tag=name in repo.tags and name not in repo.branches,
-            user=ctx.user.username if ctx.user else "",
-            variables=[dict(v) for v in input.get("variables") or []],
-            inputs=[dict(i) for i in input.get("inputs") or []],
-            created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            started_at=None,
-            finished_at=None,
-            duration=None,
+        created = create_pipeline(
+            world, ctx.user, project, input["ref"], input.get("variables") or [], input.get("inputs") or []
         )
-        for job_name, job in config.items():
-            if job_name in _CI_RESERVED or str(job_name).startswith(".") or not isinstance(job, dict):
-                continue
-            pipeline.jobs.append(
-                Job(
-                    id=world.next_job_id,
-                    name=str(job_name),
-                    stage=str(job.get("stage", "test")),
-                    status="MANUAL" if job.get("when") == "manual" else "CREATED",
-                    kind="BRIDGE" if "trigger" in job else "BUILD",
-                    when=str(job.get("when", "on_success")),
-                    started_at=None,
-                    finished_at=None,
-                    duration=None,
-                    created_at=pipeline.created_at,
-                )
-            )
-            world.next_job_id += 1
-        world.pipelines[pipeline.id] = pipeline
-        world.created_pipeline_ids.append(pipeline.id)
-        world.next_pipeline_id += 1
+        if isinstance(created, str):
+            return {**payload, "pipeline": None, "errors": [created]}
         if input.get("async"):
-            return {**payload, "pipeline": None, "errors": [], "requestId": f"standin-request-{pipeline.id}"}
-        return {**payload, "pipeline": PipelineView(ctx, pipeline), "errors": []}
+            return {**payload, "pipeline": None, "errors": [], "requestId": f"standin-request-{created.id}"}
+        return {**payload, "pipeline": PipelineView(ctx, created), "errors": []}
 
     def pipelineRetry(self, info: Info, input: dict[str, Any]) -> dict[str, Any]:
         pipeline, _project = self._authorized_pipeline(input["id"])
@@ -1370,21 +1404,7 @@ class MutationResolvers:
         world = self._ctx.world
         for job in list(pipeline.latest_jobs()):
             if job.status in ("FAILED", "CANCELED") and job.kind == "BUILD":
-                job.retried = True
-                clone = Job(
-                    id=world.next_job_id,
-                    name=job.name,
-                    stage=job.stage,
-                    status="PENDING",
-                    allow_failure=job.allow_failure,
-                    when=job.when,
-                    tags=job.tags,
-                    started_at=None,
-                    finished_at=None,
-                    duration=None,
-                )
-                world.next_job_id += 1
-                pipeline.jobs.append(clone)
+                world.retry_job(pipeline, job)
             elif job.status == "SKIPPED":
                 job.status = "CREATED"
         pipeline.status = "RUNNING"
@@ -1473,7 +1493,7 @@ class Root(MutationResolvers):
         return {
             "version": s.version,
             "revision": s.revision,
-            "enterprise": True,
+            "enterprise": s.edition == "ee",
             "kas": {"enabled": False, "externalUrl": None, "externalK8sProxyUrl": None, "version": None},
         }
 
@@ -1562,10 +1582,16 @@ class GraphQLEndpoint:
     """Validates and executes GraphQL requests against the schema (documents cached by text)."""
 
     def __init__(self, schema: GraphQLSchema, *, cache_size: int = 512) -> None:
-        self.schema = schema
         self._cache: OrderedDict[str, tuple[DocumentNode | None, list[GraphQLError]]] = OrderedDict()
         self._cache_size = cache_size
         self._depths: dict[tuple[str, str | None], int] = {}
+        self.use_schema(schema)
+
+    def use_schema(self, schema: GraphQLSchema) -> None:
+        """Validate and execute on ``schema`` from now on (another GitLab version)."""
+        self.schema = schema
+        self._cache.clear()
+        self._depths.clear()
 
     def document(self, query: str) -> tuple[DocumentNode | None, list[GraphQLError]]:
         """The parsed document and its validation errors (syntax error: None and that error), cached."""
@@ -1616,12 +1642,12 @@ class GraphQLEndpoint:
         operation = get_operation_ast(document, op_name) if document is not None and not errors else None
         name, kind, fields = _describe(document, op_name)
         if errors or document is None:
-            record = OperationRecord(name, kind, fields, variables, False, [e.message for e in errors])
+            # GitLab words them as graphql-ruby does, with extensions.code, and answers no `data`.
+            answered = ruby_errors(document, errors)
+            refusals = [e["message"] for e in answered]
+            record = OperationRecord(name, kind, fields, variables, False, refusals)
             return GraphQLOutcome(
-                {"errors": [e.formatted for e in errors]},
-                [record],
-                [f"invalid document: {e.message}" for e in errors],
-                [],
+                {"errors": answered}, [record], [f"invalid document: {m}" for m in refusals], []
             )
         if operation is None:
             message = (

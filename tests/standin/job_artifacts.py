@@ -10,9 +10,11 @@ As GitLab serves them (switch with ``control.settings(artifacts_tree=..., artifa
   it (a proxy dropping the header); ``redirect`` answers ``302`` to a signed object-storage URL,
   as GitLab does with object storage's direct download. Each answer's ``Range`` and body size
   are in the request log (``range``, ``body_bytes``).
-- The tree (GitLab 18.8+) lists the entries of the archive's metadata: ``recursive`` or one level,
-  under ``path``, paged; switched off, its path reaches the single-file route and is a missing
-  file named ``tree`` (404), as on an older GitLab.
+- The tree (GitLab 18.8+) lists the entries of the archive's metadata under ``path``, paged.
+  ``recursive=true`` answers what GitLab's code answers, one level (``Metadata::Entry#children``),
+  with ``settings(artifacts_tree_recursive="children")``; the default, ``all``, lists every entry
+  below ``path``, as GitLab's documentation describes it. Switched off, its path reaches the
+  single-file route and is a missing file named ``tree`` (404), as on an older GitLab.
 """
 
 from __future__ import annotations
@@ -85,9 +87,14 @@ def _tree(req: RestRequest, params: dict[str, str]) -> RestOutcome:
     if prefix and prefix not in entries():
         return not_found("Path Not Found")
     below = [p for p in entries() if p.startswith(prefix) and p != prefix]
-    if req.query.get("recursive") != "true":
+    recursive = req.query.get("recursive") == "true"
+    if not recursive or req.world.settings.artifacts_tree_recursive == "children":
+        # GitLab answers `entry.children` for recursive=true (lib/api/ci/job_artifacts.rb), and
+        # Metadata::Entry#children matches one level (`[^/]+/?$`): only the documented "all
+        # entries recursively" ("all") lists deeper ones. Without recursive: folders, then files.
         below = [p for p in below if "/" not in p[len(prefix) :].rstrip("/")]
-        below = [p for p in below if p.endswith("/")] + [p for p in below if not p.endswith("/")]
+        if not recursive:
+            below = [p for p in below if p.endswith("/")] + [p for p in below if not p.endswith("/")]
     path = f"/projects/{quote(params['id'], safe='')}/jobs/{params['job_id']}/artifacts/tree"
     chunk, headers = _paginate(req, [_tree_entry(p) for p in below], path)
     return RestOutcome(200, chunk, headers=headers)

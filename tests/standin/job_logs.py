@@ -193,7 +193,8 @@ EXPIRED_AT = "2026-01-20T00:00:00.000Z"
 
 
 def _artifacts(job: Job) -> tuple[list[dict[str, Any]], str | None]:
-    trace = {"file_type": "trace", "size": 2048, "filename": "job.log", "file_format": None}
+    # Ci::JobArtifact stores a trace as file_format `raw` (https://docs.gitlab.com/api/jobs/).
+    trace = {"file_type": "trace", "size": 2048, "filename": "job.log", "file_format": "raw"}
     if job.id == ARTIFACTS_JOB_ID:
         return [
             {"file_type": "archive", "size": 40960, "filename": "artifacts.zip", "file_format": "zip"},

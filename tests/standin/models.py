@@ -451,11 +451,17 @@ class Settings:
     #: readable: ``error`` (GitLab's resolver raises "resource not available", the default) or
     #: ``empty`` (an empty ``nodes`` list, as the ``ids:`` filter does).
     duo_not_found: str = "error"
+    #: What ``metadata``/``GET /version`` answer; set from the stand-in's GitLab band on reset.
     version: str = "19.4.0-pre"
+    #: ``ee`` or ``ce`` (``metadata { enterprise }``); set from the band, as ``version``.
+    edition: str = "ee"
     revision: str = "8d2b1f4e0c1"
     #: Whether ``GET /projects/:id/jobs/:job_id/artifacts/tree`` exists (GitLab 18.8 and later);
     #: off, the path reaches the single-file route, as on an older GitLab.
     artifacts_tree: bool = True
+    #: What the tree's ``recursive=true`` lists: ``all`` entries below ``path`` (GitLab's docs) or
+    #: ``children``, one level (GitLab's code: ``Metadata::Entry#children``).
+    artifacts_tree_recursive: str = "all"
     #: How the archive download answers: ``range`` (honours ``Range``, as Workhorse does),
     #: ``whole`` (ignores it: a proxy dropping the header), ``redirect`` (302 to object storage).
     artifacts_download: str = "range"
@@ -476,6 +482,26 @@ class World:
     created_pipeline_ids: list[int] = field(default_factory=list)
     #: Reads of a running job's log so far (its log grows by one line per read).
     trace_reads: dict[int, int] = field(default_factory=dict)
+
+    def retry_job(self, pipeline: Pipeline, job: Job) -> Job:
+        """GitLab's ``Ci::RetryJobService``: ``job`` is marked retried and its new run, pending,
+        joins ``pipeline``; the new run is returned."""
+        job.retried = True
+        clone = Job(
+            id=self.next_job_id,
+            name=job.name,
+            stage=job.stage,
+            status="PENDING",
+            allow_failure=job.allow_failure,
+            when=job.when,
+            tags=job.tags,
+            started_at=None,
+            finished_at=None,
+            duration=None,
+        )
+        self.next_job_id += 1
+        pipeline.jobs.append(clone)
+        return clone
 
     def user_for_token(self, token: str) -> User | None:
         """The user a token authenticates, or None for an unknown (or revoked) token."""

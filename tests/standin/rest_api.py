@@ -61,6 +61,8 @@ class RestRequest:
     api_root: str
     headers: Mapping[str, str] = field(default_factory=dict)
     """The request's headers (``Range``)."""
+    body: bytes = b""
+    """The request's body (a POST's parameters, JSON or a form)."""
 
 
 def split_raw_path(raw_path: str) -> tuple[list[str], list[str]]:
@@ -384,7 +386,7 @@ def _version(req: RestRequest, _: dict[str, str]) -> RestOutcome:
             "version": s.version,
             "revision": s.revision,
             "kas": {"enabled": False, "externalUrl": None, "externalK8sProxyUrl": None, "version": None},
-            "enterprise": True,
+            "enterprise": s.edition == "ee",
         },
     )
 
@@ -457,7 +459,31 @@ def _get_commit(req: RestRequest, params: dict[str, str]) -> RestOutcome:
     if p is None:
         return not_found("Project Not Found")
     c = p.repository.resolve(params["sha"])
-    return RestOutcome(200, commit_entity(req, p, c)) if c else not_found("Commit Not Found")
+    if c is None:
+        return not_found("Commit Not Found")
+    # GitLab's CommitDetail adds the diff's line counts (``stats``, asked by default), the last
+    # pipeline's status and the project (https://docs.gitlab.com/api/commits/#get-a-single-commit).
+    parent = p.repository.commits.get(c.parent_sha) if c.parent_sha else None
+    additions, deletions = _line_changes(parent.tree if parent else {}, c.tree)
+    detail = {
+        "stats": {"additions": additions, "deletions": deletions, "total": additions + deletions},
+        "status": None,
+        "project_id": p.id,
+        "last_pipeline": None,
+    }
+    return RestOutcome(200, {**commit_entity(req, p, c), **detail})
+
+
+def _line_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[int, int]:
+    """Lines added and removed between two trees, counted per changed file as whole files."""
+    added = removed = 0
+    for path in set(before) | set(after):
+        old, new = before.get(path), after.get(path)
+        if old is new:
+            continue
+        added += new.data.count(b"\n") if new is not None else 0
+        removed += old.data.count(b"\n") if old is not None else 0
+    return added, removed
 
 
 def _file(req: RestRequest, params: dict[str, str]) -> tuple[RestOutcome | None, Any]:
@@ -570,6 +596,9 @@ def _list_bridges(req: RestRequest, params: dict[str, str]) -> RestOutcome:
     return _jobs(req, params, "BRIDGE", "/projects/{id}/pipelines/{pipeline_id}/bridges")
 
 
-# Job routes (logs, artifacts) live in their own module, registered on import.
+# Job routes (logs, artifacts, actions) live in their own module, registered on import.
+from tests.standin import job_actions as _job_actions  # noqa: E402, F401
 from tests.standin import job_artifacts as _job_artifacts  # noqa: E402, F401
 from tests.standin import job_logs as _job_logs  # noqa: E402, F401
+from tests.standin import repository_tree as _repository_tree  # noqa: E402, F401
+from tests.standin import rest_pipelines as _rest_pipelines  # noqa: E402, F401

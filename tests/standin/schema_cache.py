@@ -15,6 +15,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from graphql import (
     GraphQLSchema,
@@ -31,19 +32,30 @@ def _cache_file(sdl: bytes) -> Path:
     return Path(tempfile.gettempdir()) / f"gitlab-mcp-gateway-tests-schema-{key}-graphql-{version}.json"
 
 
-def build_gitlab_schema(path: Path) -> GraphQLSchema:
-    """The schema of the SDL at ``path``; may raise what parsing it raises (``GraphQLError``)."""
+def gitlab_introspection(path: Path) -> dict[str, Any]:
+    """The introspection result of the SDL at ``path`` (``{"__schema": ...}``), cached as above.
+
+    Raises what parsing the SDL raises (``GraphQLError``).
+    """
     sdl = path.read_bytes()
     cached = _cache_file(sdl)
     try:
-        return build_client_schema(json.loads(cached.read_bytes()))
-    except (OSError, ValueError, TypeError, KeyError):
+        data = json.loads(cached.read_bytes())
+        if isinstance(data, dict) and "__schema" in data:
+            return data
+    except (OSError, ValueError):
         pass  # absent, or unreadable: build it from the SDL below
     schema = build_ast_schema(parse(sdl.decode("utf-8"), no_location=True), assume_valid_sdl=True)
+    data = dict(introspection_from_schema(schema))
     partial = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
     try:
-        partial.write_text(json.dumps(introspection_from_schema(schema)), encoding="utf-8")
+        partial.write_text(json.dumps(data), encoding="utf-8")
         os.replace(partial, cached)
     except OSError:
         partial.unlink(missing_ok=True)  # a read-only temporary folder: no cache, same schema
-    return schema
+    return data
+
+
+def build_gitlab_schema(path: Path) -> GraphQLSchema:
+    """The schema of the SDL at ``path``; may raise what parsing it raises (``GraphQLError``)."""
+    return build_client_schema(gitlab_introspection(path))  # type: ignore[arg-type]

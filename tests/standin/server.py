@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from email.utils import formatdate
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -38,8 +39,10 @@ from aiohttp.typedefs import Handler
 from graphql import OperationDefinitionNode
 from graphql.language import FieldNode
 
+from tests.gitlab.band_schema import SCHEMA_FILE
+from tests.gitlab.versions import NEWEST, Edition, has_route, parse_version, version_string
 from tests.standin import dataset
-from tests.standin.graphql_api import Ctx, GraphQLEndpoint
+from tests.standin.graphql_api import Ctx, GraphQLEndpoint, load_band_schema
 from tests.standin.models import STATUS_GROUPS, Access, Blob, DuoMessage, DuoWorkflow, Job, Tag, User, World
 from tests.standin.rest_api import RestOutcome, RestRequest, dispatch, split_raw_path
 from tests.standin.shaping import SHAPING_KINDS, reset_connection, shape
@@ -157,10 +160,21 @@ class Identity:
 class StandinState:
     """Everything the server holds: the data, the GraphQL endpoint, the log, faults, invalids."""
 
-    def __init__(self, endpoint: GraphQLEndpoint, prefix: str = "") -> None:
+    def __init__(
+        self,
+        endpoint: GraphQLEndpoint,
+        prefix: str = "",
+        *,
+        gitlab: tuple[str, Edition] = (NEWEST, "ee"),
+        schema_path: Path = SCHEMA_FILE,
+    ) -> None:
         self.endpoint = endpoint
         self.prefix = prefix.rstrip("/")
+        self.gitlab = gitlab
+        """The GitLab version and edition served (its schema is the endpoint's); kept across resets."""
+        self.schema_path = schema_path
         self.world: World = dataset.build_world()
+        self._apply_gitlab()
         self.log: deque[dict[str, Any]] = deque(maxlen=LOG_LIMIT)
         self.total = 0
         self.seq = itertools.count(1)
@@ -169,9 +183,24 @@ class StandinState:
         self.fault_ids = itertools.count(1)
         self.timers: list[asyncio.TimerHandle] = []
 
+    def _apply_gitlab(self) -> None:
+        version, edition = self.gitlab
+        settings = self.world.settings
+        settings.version = version_string(version, edition)
+        settings.edition = edition
+        settings.artifacts_tree = has_route("GET /projects/:id/jobs/:job_id/artifacts/tree", version)
+
+    def serve_gitlab(self, version: str, edition: Edition) -> None:
+        """Answer as GitLab ``version`` and ``edition`` from now on (schema, ``metadata``, REST routes)."""
+        if (version, edition) != self.gitlab:
+            self.endpoint.use_schema(load_band_schema(version, edition, self.schema_path))
+            self.gitlab = (version, edition)
+        self._apply_gitlab()
+
     def reset(self) -> None:
         """Fresh data, empty log, no faults. The invalid list is kept (see :meth:`clear_invalid`)."""
         self.world = dataset.build_world()
+        self._apply_gitlab()
         self.log.clear()
         self.total = 0
         self.faults.clear()
@@ -427,7 +456,8 @@ async def _serve(
     if rel.startswith("/api/v4/") or rel == "/api/v4":
         if identity.refused:
             return web.json_response({"message": "401 Unauthorized"}, status=401)
-        return _serve_rest(state, request, record, identity, rel[len("/api/v4") :], web_root)
+        body = await request.read()  # already read (and kept) by api_handler
+        return _serve_rest(state, request, record, identity, rel[len("/api/v4") :], web_root, body)
     record["unserved"] = True
     return web.json_response({"error": "404 Not Found"}, status=404)
 
@@ -482,6 +512,7 @@ def _serve_rest(
     identity: Identity,
     rel: str,
     web_root: str,
+    body: bytes,
 ) -> web.Response:
     segments, doubled = split_raw_path(rel)
     for segment in doubled:
@@ -500,6 +531,7 @@ def _serve_rest(
         web_root=web_root,
         api_root=f"{web_root}/api/v4",
         headers=request.headers,
+        body=body,
     )
     outcome: RestOutcome = dispatch(req)
     record["route"] = outcome.route
@@ -980,16 +1012,31 @@ async def c_patch_user(request: web.Request) -> web.Response:
 
 
 async def c_patch_settings(request: web.Request) -> web.Response:
-    settings = _state(request).world.settings
+    state = _state(request)
+    settings = state.world.settings
     data = await _body(request)
     if "duo_not_found" in data:
         if data["duo_not_found"] not in ("error", "empty"):
             raise BadControlRequest("duo_not_found must be 'error' or 'empty'")
         settings.duo_not_found = data["duo_not_found"]
+    if "gitlab_version" in data or "gitlab_edition" in data:
+        version = str(data.get("gitlab_version") or state.gitlab[0])
+        edition = data.get("gitlab_edition") or state.gitlab[1]
+        if edition not in ("ee", "ce"):
+            raise BadControlRequest("gitlab_edition must be 'ee' or 'ce'")
+        try:
+            parse_version(version)
+        except ValueError as exc:
+            raise BadControlRequest(str(exc)) from None
+        state.serve_gitlab(version, edition)
     if "version" in data:
         settings.version = str(data["version"])
     if "artifacts_tree" in data:
         settings.artifacts_tree = bool(data["artifacts_tree"])
+    if "artifacts_tree_recursive" in data:
+        if data["artifacts_tree_recursive"] not in ("all", "children"):
+            raise BadControlRequest("artifacts_tree_recursive must be 'all' or 'children'")
+        settings.artifacts_tree_recursive = data["artifacts_tree_recursive"]
     if "artifacts_download" in data:
         if data["artifacts_download"] not in ("range", "whole", "redirect"):
             raise BadControlRequest("artifacts_download must be 'range', 'whole' or 'redirect'")
@@ -998,18 +1045,32 @@ async def c_patch_settings(request: web.Request) -> web.Response:
         {
             "duo_not_found": settings.duo_not_found,
             "version": settings.version,
+            "edition": settings.edition,
+            "gitlab_version": state.gitlab[0],
+            "gitlab_edition": state.gitlab[1],
             "artifacts_tree": settings.artifacts_tree,
+            "artifacts_tree_recursive": settings.artifacts_tree_recursive,
             "artifacts_download": settings.artifacts_download,
         }
     )
 
 
-def create_app(endpoint: GraphQLEndpoint, *, prefix: str = "") -> web.Application:
-    """The stand-in's aiohttp application (GitLab's API under ``prefix``, control API at ``/_standin``)."""
+def create_app(
+    endpoint: GraphQLEndpoint,
+    *,
+    prefix: str = "",
+    gitlab: tuple[str, Edition] = (NEWEST, "ee"),
+    schema_path: Path = SCHEMA_FILE,
+) -> web.Application:
+    """The stand-in's aiohttp application (GitLab's API under ``prefix``, control API at ``/_standin``).
+
+    ``gitlab`` is the version and edition it answers as; ``endpoint`` must hold that version's
+    schema (:func:`tests.standin.graphql_api.load_band_schema`).
+    """
     if prefix and not prefix.startswith("/"):
         raise ValueError(f"prefix must start with '/': {prefix!r}")
     app = web.Application(client_max_size=64 * 1024 * 1024)
-    app[STATE] = StandinState(endpoint, prefix)
+    app[STATE] = StandinState(endpoint, prefix, gitlab=gitlab, schema_path=schema_path)
 
     control = web.Application(middlewares=[control_errors])
     control[STATE] = app[STATE]

@@ -347,15 +347,25 @@ def test_a_real_looking_gitlab_token_is_accepted(
         assert effective(capsys)["gitlab"]["token"] == "**********"
 
 
-def test_a_generated_session_key_is_reported_at_info_as_the_example_says(
+def test_a_generated_session_key_is_reported_once_at_info_when_a_session_opens(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     from gateway.mcp.http.sessions import SessionSealer
 
+    def said() -> list[str]:
+        return [
+            r.levelname
+            for r in caplog.records
+            if "sealed with a key generated for this process" in r.getMessage()
+        ]
+
     with caplog.at_level("DEBUG", logger="gateway"):
-        SessionSealer(key=None, ttl_seconds=60)
-    said = [r for r in caplog.records if "sealed with a key generated for this process" in r.getMessage()]
-    assert [r.levelname for r in said] == ["INFO"]
+        sealer = SessionSealer(key=None, ttl_seconds=60)
+        # A stateless start opens no session: nothing to say yet.
+        assert said() == []
+        sealer.issue("2025-11-25", {}, "open")
+        sealer.issue("2025-11-25", {}, "open")
+    assert said() == ["INFO"]
     comment = "\n".join(EXAMPLE.read_text().split("# session_key =")[0].splitlines()[-4:])
     assert "INFO" in comment and "warning" not in comment.lower()
 
@@ -476,6 +486,14 @@ def test_the_example_lists_every_option() -> None:
 def test_the_example_holds_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     assert tomllib.loads(EXAMPLE.read_text())  # valid TOML
     assert effective(capsys, "--config", str(EXAMPLE)) == effective(capsys)
+
+
+def test_the_examples_toolsets_comment_names_every_toolset_and_keyword() -> None:
+    from gateway.config.clients import TOOLSET_KEYWORDS, TOOLSETS
+
+    text = EXAMPLE.read_text()
+    comment = text[: text.index("\ntoolsets = ")].rsplit("\n\n", 1)[-1]
+    assert all(f'"{name}"' in comment for name in TOOLSETS + TOOLSET_KEYWORDS), comment
 
 
 def test_every_option_in_the_example_has_a_comment() -> None:
@@ -695,19 +713,22 @@ def test_broker_agents_need_pm_and_not_broker(agents: list[str], expected: str) 
 @pytest.mark.spawns_process(
     reason="runs gitlab-mcp-gateway as a user does: its exit status and what it prints"
 )
-def test_migrate_beside_a_running_gateway_says_there_is_nothing_to_do(tmp_path: Path) -> None:
+def test_migrate_beside_a_running_gateway_of_this_version_says_there_is_nothing_to_do(
+    tmp_path: Path, broker_at_head_sqlite: Path
+) -> None:
+    """(Beside an older one it refuses: tests/unit/console/test_database_cli.py.)"""
+    from gateway.broker.migrations import HEAD
     from gateway.broker.state_dir import lock_state_dir
 
+    _at_head(tmp_path, broker_at_head_sqlite)
     held = lock_state_dir(tmp_path / "state")  # as a gateway serving from that folder holds it
     try:
         result = _gateway(tmp_path, "--migrate")
     finally:
         os.close(held)
-    assert result.returncode == 1
-    assert "Traceback" not in result.stderr
-    last = result.stderr.splitlines()[-1]
-    assert last.startswith("gitlab-mcp-gateway: cannot migrate: a gateway is running on the state folder")
-    assert "nothing to do" in last and "stop that gateway first" in last
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"SQLite file {(tmp_path / 'state' / 'broker.db').resolve()}: ")
+    assert f"already at {HEAD}, nothing to do (in use by: a gateway runs on the state folder" in result.stdout
 
 
 @pytest.mark.spawns_process(

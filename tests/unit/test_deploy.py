@@ -53,8 +53,12 @@ def _documents(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
+#: The single-pod variant's manifests and the ServiceMonitor both variants share.
+MANIFESTS = sorted([*K8S.glob("*.yaml"), *K8S.glob("monitoring/*.yaml")])
+
+
 def _by_kind(kind: str) -> list[dict[str, Any]]:
-    return [d for p in sorted(K8S.glob("*.yaml")) for d in _documents(p) if d["kind"] == kind]
+    return [d for p in MANIFESTS for d in _documents(p) if d["kind"] == kind]
 
 
 def _sidecar() -> dict[str, Any]:
@@ -75,7 +79,7 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
 # -- Kubernetes ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", sorted(K8S.glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
 def test_kubernetes_manifests_match_the_schema(path: Path) -> None:
     for document in _documents(path):
         if document["kind"] in ("Kustomization", "ServiceMonitor"):  # not core kinds: checked below
@@ -97,10 +101,24 @@ def test_the_schema_check_is_real() -> None:
         kubernetes_validate.validate(broken, K8S_VERSION, strict=True)
 
 
-def test_kustomization_lists_existing_files() -> None:
-    (kustomization,) = _documents(K8S / "kustomization.yaml")
+@pytest.mark.parametrize("root", [K8S, K8S / "replicas", K8S / "monitoring"], ids=lambda p: p.name)
+def test_kustomization_lists_existing_files(root: Path) -> None:
+    (kustomization,) = _documents(root / "kustomization.yaml")
     for resource in kustomization["resources"]:
-        assert (K8S / resource).is_file(), resource
+        path = (root / resource).resolve()
+        # A file below the root, or a folder with a kustomization of its own (kustomize loads no
+        # file from outside its root).
+        assert (path.is_file() and root in path.parents) or (path / "kustomization.yaml").is_file(), resource
+
+
+def test_both_variants_are_scraped_by_the_operator() -> None:
+    for root in (K8S, K8S / "replicas"):
+        (kustomization,) = _documents(root / "kustomization.yaml")
+        assert any((root / r).resolve() == K8S / "monitoring" for r in kustomization["resources"]), root
+    (monitor,) = _by_kind("ServiceMonitor")
+    (service,) = [s for s in _documents(REPLICAS / "agents.yaml") if s["kind"] == "Service"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"][0]["port"] in [p["name"] for p in service["spec"]["ports"]]
 
 
 def test_the_sidecar_keeps_mcp_on_loopback_and_exposes_only_metrics() -> None:
@@ -242,6 +260,34 @@ def test_promtool_checks_and_tests_the_alerting_rules() -> None:
         assert rule["labels"]["severity"] in ("critical", "warning"), name
 
 
+def _minutes(text: str) -> float:
+    """``7m``, ``6m15s`` → minutes."""
+    minutes, _, seconds = text.partition("m")
+    return float(minutes) + float(seconds.rstrip("s") or 0) / 60
+
+
+@pytest.mark.spawns_process(reason="runs promtool test rules")
+def test_an_outage_and_a_runaway_agent_raise_their_alerts_within_two_minutes() -> None:
+    promtool = _tool("promtool")
+    timing = ALERTS.with_name("alerts_timing_test.yml")
+    # At the shipped pace: the scrape configuration's interval is the test's.
+    spec = yaml.safe_load(timing.read_text())
+    shipped = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())["global"]
+    assert spec["evaluation_interval"] == shipped["evaluation_interval"] == "15s"
+    result = subprocess.run(
+        [promtool, "test", "rules", str(timing)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    fired = {
+        case["alertname"]: _minutes(case["eval_time"])
+        for test in spec["tests"]
+        for case in test["alert_rule_test"]
+        if case["exp_alerts"]
+    }
+    # Each trouble begins at 5m in the file: each alert is asserted firing by 7m.
+    assert fired == {"GitLabMcpGatewayGitLabUnreachable": 7.0, "GitLabMcpGatewayAgentCallRateHigh": 7.0}
+
+
 def test_alerting_rules_only_query_existing_metrics() -> None:
     exprs = [r["expr"] for g in yaml.safe_load(ALERTS.read_text())["groups"] for r in g["rules"]]
     used = {name for expr in exprs for name in re.findall(r"\bgateway_[a-z0-9_]+", expr)}
@@ -308,8 +354,31 @@ def test_grafana_dashboard_only_queries_existing_metrics() -> None:
         "gateway_broker_agent_waiting",
         "gateway_broker_database_up",
         "gateway_rate_limited_total",
+        "gateway_gitlab_reachable",
+        "gateway_ready",
     ):
         assert family in used, family
+
+
+def test_grafana_dashboard_opens_on_health_then_who_is_using_it() -> None:
+    dashboard = json.loads((DEPLOY / "grafana" / "gitlab-mcp-gateway.json").read_text())
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for panel in dashboard["panels"]:
+        if panel["type"] == "row":
+            current = rows.setdefault(panel["title"], [])
+        else:
+            current.append(panel)
+    assert list(rows)[:2] == ["Health", "Who is using it"]
+    health = {p["title"]: p["targets"][0]["expr"] for p in rows["Health"]}
+    assert list(health) == ["Up", "Ready", "GitLab reachable", "Broker database"]
+    assert [re.search(r"\(([a-z_]+)\{", e).group(1) for e in health.values()] == [  # type: ignore[union-attr]
+        "up",
+        "gateway_ready",
+        "gateway_gitlab_reachable",
+        "gateway_broker_database_up",
+    ]
+    who = [t["expr"] for p in rows["Who is using it"] for t in p["targets"]]
+    assert any(e.startswith("sum by (agent) (rate(gateway_tool_calls_total") for e in who)
 
 
 def test_grafana_dashboard_shape() -> None:
@@ -436,9 +505,10 @@ def test_dockerfile_promises() -> None:
     # build that does not pass it.
     assert [line for line in instructions if re.fullmatch(r"ARG \w+", line)] == []
     ignore = (REPO / ".dockerignore").read_text().splitlines()
-    assert ignore[ignore.index("*") :][:5] == [
+    assert ignore[ignore.index("*") :][:6] == [
         "*",
         "!pyproject.toml",
+        "!setup.py",
         "!README.md",
         "!MANIFEST.in",
         "!gateway/",
@@ -460,7 +530,14 @@ def test_replicas_manifests_match_the_schema(path: Path) -> None:
 def test_replicas_variant_runs_each_agent_with_its_sidecar_on_one_database() -> None:
     kustomization = _documents(REPLICAS / "kustomization.yaml")[0]
     assert sorted(kustomization["resources"]) == sorted(
-        p.name for p in REPLICAS.glob("*.yaml") if p.name not in ("kustomization.yaml", "secret.example.yaml")
+        [
+            *(
+                p.name
+                for p in REPLICAS.glob("*.yaml")
+                if p.name not in ("kustomization.yaml", "secret.example.yaml")
+            ),
+            "../monitoring",
+        ]
     )
     deployments = [d for d in _documents(REPLICAS / "agents.yaml") if d["kind"] == "Deployment"]
     agents = []
@@ -483,6 +560,28 @@ def test_replicas_variant_runs_each_agent_with_its_sidecar_on_one_database() -> 
     assert secret["stringData"]["DATABASE_URL"].startswith("postgresql://")
     pg_env = {e["name"]: e for e in statefulset["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert "valueFrom" in pg_env["POSTGRES_PASSWORD"]
+
+
+def test_compose_prometheus_scrapes_every_gateway() -> None:
+    compose = yaml.safe_load((DEPLOY / "compose" / "compose.yaml").read_text())
+    scrape = yaml.safe_load((DEPLOY / "compose" / "prometheus.yml").read_text())["scrape_configs"]
+    targets = {
+        target.rsplit(":", 1)[0]: job["job_name"]
+        for job in scrape
+        for target in [
+            *(t for c in job.get("static_configs", []) for t in c["targets"]),
+            *(f"{n}:{c['port']}" for c in job.get("dns_sd_configs", []) for n in c["names"]),
+        ]
+    }
+    gateways = [name for name, service in compose["services"].items() if name.startswith("gateway")]
+    assert sorted(gateways) == ["gateway", "gateway-postgres"]
+    for name in gateways:
+        # Each serves /metrics on 9090 inside the network, and Prometheus asks it there.
+        assert compose["services"][name]["environment"]["GATEWAY_SERVER__METRICS_PORT"] == "9090"
+        assert name in targets, name
+    # Two brokers are two deployments: one job each, so alerts grouped by job do not mix them.
+    assert targets["gateway"] != targets["gateway-postgres"]
+    assert all(job.startswith("gitlab-mcp-gateway") for job in targets.values())
 
 
 def test_compose_postgres_profile_points_a_gateway_at_the_database() -> None:

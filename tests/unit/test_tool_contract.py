@@ -106,6 +106,16 @@ def test_an_argument_taking_a_list_of_objects_shows_the_fields_of_its_items() ->
     assert '| `variables[].variable_type` | `env_var` \\| `file` |  | `"env_var"` |' in save
 
 
+def test_the_index_gives_each_tool_its_whole_first_paragraph() -> None:
+    index = (ROOT / "docs" / "tools" / "index.md").read_text(encoding="utf-8")
+    for tool in TOOLS:
+        row = next(line for line in index.splitlines() if line.startswith(f"| `{tool.name}` |"))
+        summary = row.rstrip(" |").rsplit(" | ", 1)[-1]
+        # A wrapped description is not cut at its first line: the summary ends a sentence.
+        assert summary.endswith((".", ")", ":", "`")), (tool.name, summary[-60:])
+    assert "`wait_seconds` waits for a running pipeline to finish." in index
+
+
 def test_every_tool_has_a_generated_page() -> None:
     paged = {tool.name for page in pages() for tool in page.tools}
     assert paged == {tool.name for tool in TOOLS}

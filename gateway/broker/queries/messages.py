@@ -202,6 +202,19 @@ class MessageQueries(Statements):
         )
         return {r[0]: r[1] for r in rows}
 
+    async def latest_from(self, sender: str, recipient: str, since: str) -> MessageRow | None:
+        """The newest message of ``sender`` to ``recipient`` created at ``since`` (ISO 8601 UTC)
+        or later, or None."""
+        stmt = (
+            sa.select(*MESSAGE_COLUMNS)
+            .where(messages.c.sender == sender, messages.c.recipient == recipient)
+            .where(messages.c.created_at >= since)
+            .order_by(messages.c.seq.desc())
+            .limit(1)
+        )
+        row = (await self.conn.execute(stmt)).first()
+        return message_row(row) if row is not None else None
+
     async def history(self, issue: str | None, limit: int) -> list[MessageRow]:
         """The ``limit`` newest messages (those whose ``body.issue`` is ``issue``, if given), oldest first."""
         stmt = sa.select(*MESSAGE_COLUMNS).order_by(messages.c.seq.desc()).limit(limit)

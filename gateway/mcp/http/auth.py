@@ -59,6 +59,12 @@ def unauthorized(message: str, challenge: str = _REALM) -> HttpRefusal:
     return HttpRefusal(UNAUTHORIZED, message, status=401, headers={"WWW-Authenticate": challenge})
 
 
+def client_token_owner(agent_id: str, token: str) -> str:
+    """``Caller.owner`` of a client token's callers: ``client-token:<agent>:<token id>``, the
+    token id a SHA-256 of the token (so two tokens of one agent own different sessions and tasks)."""
+    return f"client-token:{agent_id}:{hashlib.sha256(token.encode()).hexdigest()[:32]}"
+
+
 def _token_access(client: ClientToken) -> ToolAccess:
     """The layer a client token's own ``toolsets``, ``tools`` and ``read_only`` make."""
     if client.toolsets is None and client.tools is None and not client.read_only:
@@ -81,6 +87,7 @@ class Authenticator:
             (
                 hashlib.sha256(c.token.get_secret_value().encode()).digest(),
                 c.agent_id,
+                client_token_owner(c.agent_id, c.token.get_secret_value()),
                 _token_access(c),
                 c.confirm_destructive,
                 (c.structured_text or settings.structured_text) == "summary",
@@ -113,8 +120,7 @@ class Authenticator:
         confirm = False
         summary = self._summary_text
         if self._tokens:
-            agent_id, access, confirm, summary = self._client_token_agent(headers.get("Authorization"))
-            owner = f"client-token:{agent_id}"
+            agent_id, owner, access, confirm, summary = self._client_token_agent(headers.get("Authorization"))
         elif self._agent_header:
             value = headers.get(AGENT_HEADER)
             if value is not None:
@@ -149,7 +155,7 @@ class Authenticator:
             summary_text=summary,
         )
 
-    def _client_token_agent(self, authorization: str | None) -> tuple[str, ToolAccess, bool, bool]:
+    def _client_token_agent(self, authorization: str | None) -> tuple[str, str, ToolAccess, bool, bool]:
         scheme, _, secret = (authorization or "").strip().partition(" ")
         secret = secret.strip()
         if scheme.lower() != "bearer" or not secret:
@@ -158,11 +164,11 @@ class Authenticator:
                 "token>` with every request (ask the gateway's operator for one)."
             )
         digest = hashlib.sha256(secret.encode()).digest()
-        found: tuple[str, ToolAccess, bool, bool] | None = None
+        found: tuple[str, str, ToolAccess, bool, bool] | None = None
         # No early exit: the same time for every position.
-        for expected, agent_id, access, confirm, summary in self._tokens:
+        for expected, agent_id, owner, access, confirm, summary in self._tokens:
             if hmac.compare_digest(digest, expected) and found is None:
-                found = (agent_id, access, confirm, summary)
+                found = (agent_id, owner, access, confirm, summary)
         if found is None:
             raise unauthorized(
                 "The bearer token is not one of this gateway's client tokens: send `Authorization: "

@@ -335,9 +335,16 @@ class McpEndpoint:
         caller = self._authenticate(ex, request, require_gitlab=require_gitlab)
         session_id = request.headers.get(SESSION_HEADER)
         if session_id is None:
+            # The request named no stateless revision, so it was read as the handshake era: say
+            # both ways on, since a client may have meant either.
             raise invalid_request(
-                "Bad Request: missing Mcp-Session-Id header. Send initialize first, then send the "
-                "Mcp-Session-Id it returned with every request."
+                "Bad Request: missing Mcp-Session-Id header. Without an MCP-Protocol-Version header "
+                "naming 2026-07-28 the request is read as MCP 2025-11-25 (or earlier), which needs a "
+                "session: send initialize first, then the Mcp-Session-Id it returned with every "
+                "request. Or speak 2026-07-28, which needs no session: send MCP-Protocol-Version: "
+                "2026-07-28 and Mcp-Method (and Mcp-Name for tools/call) headers, and the revision and "
+                'client capabilities in params._meta ("io.modelcontextprotocol/protocolVersion", '
+                '"io.modelcontextprotocol/clientCapabilities").'
             )
         session = self._sealer.unseal(session_id)
         if session is not None and not self._sealer.owned_by(session, caller.owner):

@@ -64,6 +64,9 @@ _METRIC_OUTCOMES = {
     "client_closed": "client_closed",
     "write_timeout": "client_closed",
 }
+#: Outcomes whose access line is a WARNING: GitLab failed the call (no answer, 5xx, or an answer
+#: that could not be used), which an operator acts on; a caller's mistake stays INFO.
+_WARNING_OUTCOMES = frozenset({"upstream_error"})
 #: The access line's status of a request whose client closed before it could be answered (nginx's
 #: "client closed request"): nothing was sent.
 CLIENT_CLOSED_STATUS: Final = 499
@@ -156,12 +159,13 @@ def _record(
     counted: bool,
     trace: RequestTrace | None,
 ) -> None:
-    """The access line (one INFO line per MCP request, with the GitLab requests it made) and the
-    request's metrics."""
+    """The access line (one line per MCP request, with the GitLab requests it made: INFO, WARNING
+    when GitLab failed the call) and the request's metrics."""
     if counted and not ex.counted:
         method = "response" if ex.method == "response" else method_label(ex.method)
         telemetry.request(method, _METRIC_OUTCOMES.get(ex.report.outcome, "ok"))
-    log.info(
+    log.log(
+        logging.WARNING if ex.report.outcome in _WARNING_OUTCOMES else logging.INFO,
         "mcp request",
         extra={
             "method": ex.method,

@@ -131,7 +131,8 @@ class SessionSealer:
     """Issues and opens sealed session ids.
 
     Args:
-        key: the current key (None: generate one, and say so at INFO).
+        key: the current key (None: generate one, and say so at INFO when the first session is
+            issued).
         previous_key: an older key still accepted (rotation).
         ttl_seconds: lifetime of a session.
         metrics: the app's metrics.
@@ -147,13 +148,10 @@ class SessionSealer:
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        #: Said once, at the first session issued: a gateway whose clients never open one (the
+        #: 2026-07-28 era is stateless) has nothing to keep across restarts.
+        self._say_generated = key is None
         if key is None:
-            # INFO, not WARNING: one gateway beside its agents (the default) needs nothing more.
-            log.info(
-                "MCP sessions are sealed with a key generated for this process: they end at a restart "
-                "and other replicas refuse them; to keep them, set server.session_key "
-                "(GATEWAY_SERVER__SESSION_KEY) to 32 random bytes in base64 on every replica"
-            )
             key = os.urandom(32)
         #: The keys themselves: other sealed values (a request's ``requestState``) derive their
         #: own keys from them, so they rotate with the session key and span the same replicas.
@@ -170,6 +168,14 @@ class SessionSealer:
 
     def issue(self, protocol_version: str, capabilities: dict[str, Any], owner: str) -> Session:
         """A new session for ``owner`` (the caller's :attr:`Caller.owner`)."""
+        if self._say_generated:
+            self._say_generated = False
+            # INFO, not WARNING: one gateway beside its agents (the default) needs nothing more.
+            log.info(
+                "MCP sessions are sealed with a key generated for this process: they end at a restart "
+                "and other replicas refuse them; to keep them, set server.session_key "
+                "(GATEWAY_SERVER__SESSION_KEY) to 32 random bytes in base64 on every replica"
+            )
         if len(json.dumps(capabilities)) > _MAX_CAPABILITIES_CHARS:
             # The id travels in a header on every request: keep which capabilities were declared.
             capabilities = {str(key)[:64]: {} for key in list(capabilities)[:32]}

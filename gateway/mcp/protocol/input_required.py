@@ -34,7 +34,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from cachetools import TTLCache
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -160,21 +159,6 @@ def _aad(owner: str, digest: bytes) -> bytes:
     return _LABEL + b"\x00" + hashlib.sha256(owner.encode()).digest() + digest
 
 
-class UsedStates:
-    """The request states whose answers an action already took (``Answers.claim``), kept as
-    long as a state is valid. Per process: a replica that did not see the first use does not
-    know of it, so actions that rely on it also check GitLab's state before acting."""
-
-    def __init__(self, ttl_seconds: float = STATE_TTL_SECONDS, *, size: int = 100_000) -> None:
-        self._used: TTLCache[str, bool] = TTLCache(maxsize=size, ttl=ttl_seconds)
-
-    def claim(self, once: str) -> bool:
-        if once in self._used:
-            return False
-        self._used[once] = True
-        return True
-
-
 class RoundAsker:
     """``CallInfo.ask`` of one round of a 2026-07-28 request (see the module docs).
 
@@ -182,7 +166,6 @@ class RoundAsker:
         capabilities: the capabilities the client declared in this request.
         responses: the request's ``inputResponses`` (validated by the revision's schema).
         state: its opened ``requestState``, or None.
-        used: where ``Answers.claim`` records the states acted on.
     """
 
     def __init__(
@@ -190,9 +173,7 @@ class RoundAsker:
         capabilities: frozenset[str],
         responses: Mapping[str, Any],
         state: OpenedState | None,
-        used: UsedStates | None = None,
     ) -> None:
-        self._used = used or UsedStates()
         self._capabilities = capabilities
         self._state = state
         self._loose = dict(responses)
@@ -221,7 +202,6 @@ class RoundAsker:
             raise InputRequired(missing, self.used)
         if self._state is not None:
             answers.once = self._state.once
-            answers._claim = self._used.claim
         return answers
 
 
@@ -260,7 +240,6 @@ def start_round(
     params: Mapping[str, Any],
     owner: str,
     capabilities: Mapping[str, Any],
-    used: UsedStates,
 ) -> InputRound:
     """The round a 2026-07-28 request's params open (its ``inputResponses``, ``requestState``).
 
@@ -284,7 +263,7 @@ def start_round(
         if not isinstance(raw_state, str):
             raise invalid_params("Invalid params: requestState must be the string the server returned.")
         state = sealer.open(raw_state, owner, request_digest(*request))
-    return InputRound(RoundAsker(frozenset(capabilities), responses, state, used), owner, request)
+    return InputRound(RoundAsker(frozenset(capabilities), responses, state), owner, request)
 
 
 __all__ = [
@@ -293,7 +272,6 @@ __all__ = [
     "OpenedState",
     "RoundAsker",
     "StateSealer",
-    "UsedStates",
     "request_digest",
     "start_round",
 ]

@@ -56,9 +56,10 @@ from gateway.mcp.protocol.eras import (
     SUPPORTED_VERSIONS,
     Era,
 )
-from gateway.mcp.protocol.input_required import StateSealer, UsedStates, start_round
+from gateway.mcp.protocol.input_required import StateSealer, start_round
 from gateway.mcp.protocol.shaping import paginate, shaped
-from gateway.mcp.protocol.tasks import TASK_METHODS, TASKS_EXTENSION, Tasks
+from gateway.mcp.protocol.task_parts import TASK_METHODS, TASKS_EXTENSION
+from gateway.mcp.protocol.tasks import Tasks
 from gateway.mcp.protocol.telemetry import Telemetry
 from gateway.mcp.protocol.tool_calls import ToolCalls
 from gateway.mcp.protocol.wire import (
@@ -166,7 +167,6 @@ class McpServer:
         self._tasks = Tasks(registry, telemetry, calls, services)
         self._sealer = state_sealer or StateSealer(os.urandom(32))
         self._pending = pending or PendingRequests()
-        self._used = UsedStates()
         self._tool_calls = ToolCalls(
             registry,
             telemetry,
@@ -175,7 +175,6 @@ class McpServer:
             self._parse,
             self._sealer,
             self._pending,
-            self._used,
             self._tasks,
         )
 
@@ -227,6 +226,7 @@ class McpServer:
                 tool_error=result is not None and result.is_error,
                 session=ctx.session_log_id,
                 version=ctx.version,
+                agent=ctx.caller.agent_id,
             )
 
     async def _answer(self, ctx: RequestContext, msg: JSONRPCRequest) -> Reply:
@@ -271,7 +271,6 @@ class McpServer:
             params=params,
             owner=ctx.caller.owner,
             capabilities=ctx.client_capabilities,
-            used=self._used,
         )
         try:
             result = await self._extension.handlers[msg.method](params, round_.asker)

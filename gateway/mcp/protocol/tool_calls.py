@@ -36,16 +36,16 @@ from gateway.mcp.protocol.calls import (
 from gateway.mcp.protocol.client_requests import PendingRequests, StreamAsker
 from gateway.mcp.protocol.context import Events, Reply, RequestContext
 from gateway.mcp.protocol.eras import Era
-from gateway.mcp.protocol.input_required import InputRound, StateSealer, UsedStates, start_round
+from gateway.mcp.protocol.input_required import InputRound, StateSealer, start_round
 from gateway.mcp.protocol.shaping import shaped_tool_result
-from gateway.mcp.protocol.tasks import (
+from gateway.mcp.protocol.task_parts import (
     TASKS_EXTENSION,
     StartTask,
-    Tasks,
     asking_before_task,
     declares_tasks,
     missing_tasks_capability,
 )
+from gateway.mcp.protocol.tasks import Tasks
 from gateway.mcp.protocol.telemetry import Telemetry
 from gateway.mcp.protocol.wire import (
     INTERNAL_ERROR,
@@ -75,7 +75,6 @@ class ToolCalls:
         parse: Parse,
         sealer: StateSealer,
         pending: PendingRequests,
-        used: UsedStates,
         tasks: Tasks | None = None,
     ) -> None:
         self._registry = registry
@@ -85,8 +84,11 @@ class ToolCalls:
         self._parse = parse
         self._sealer = sealer
         self._pending = pending
-        self._used = used
         self._tasks = tasks
+
+    def _operator_confirms(self, tool: Tool) -> bool:
+        """Whether an operator confirms ``tool``'s destructive calls here (they wait for it)."""
+        return tool.confirms_when is not None and self._services().settings.confirm_by == "operator"
 
     def _resolve(self, ctx: RequestContext, name: str) -> Tool:
         """The tool called ``name`` this caller may call.
@@ -103,7 +105,11 @@ class ToolCalls:
             # them), with the setting to change; counted, so an operator sees agents reach for them.
             declared = self._registry.declared(name)
             self._telemetry.tool_call(
-                declared.name if declared else "unknown", "unauthorized", None, source="gateway"
+                declared.name if declared else "unknown",
+                "unauthorized",
+                None,
+                source="gateway",
+                caller=ctx.caller,
             )
             ctx.report.tool = declared.name if declared else None
             raise invalid_params(f"{unknown} {err.message}.") from None
@@ -162,7 +168,8 @@ class ToolCalls:
             if created is not None:
                 return created
         events: Events | None = None
-        if ctx.events is not None and (tool.runs_long(params.arguments) or token is not None):
+        long = tool.runs_long(params.arguments, operator_confirms=self._operator_confirms(tool))
+        if ctx.events is not None and (long or token is not None):
             if not await ctx.events.open():
                 ctx.report.outcome = "client_gone"
                 return Reply(None)
@@ -182,7 +189,6 @@ class ToolCalls:
                 params=msg.params or {},
                 owner=ctx.caller.owner,
                 capabilities=ctx.client_capabilities,
-                used=self._used,
             )
             info.ask = round_.asker
             if wants_task and tool.asks_before_task:
@@ -221,7 +227,8 @@ class ToolCalls:
         asks the client something)."""
         started = perf_counter()
         task = asyncio.create_task(self._registry.call(tool, ToolContext(self._services(), info), arguments))
-        call = ToolCall(tool, msg.id, task, ctx.session, long_running=tool.runs_long(arguments))
+        long = tool.runs_long(arguments, operator_confirms=self._operator_confirms(tool))
+        call = ToolCall(tool, msg.id, task, ctx.session, long_running=long)
         watcher: asyncio.Task[None] | None = None
         if events is not None:
             events.on_broken = lambda: call.cancel("client_gone")
@@ -236,7 +243,11 @@ class ToolCalls:
             self._calls.discard(call)
         refused = outcome.result is not None and outcome.result.by_gateway
         self._telemetry.tool_call(
-            tool.name, outcome.outcome, perf_counter() - started, source="gateway" if refused else "tool"
+            tool.name,
+            outcome.outcome,
+            perf_counter() - started,
+            source="gateway" if refused else "tool",
+            caller=ctx.caller,
         )
         ctx.report.outcome = outcome.outcome
         message = outcome.message

@@ -21,9 +21,10 @@ from gateway.tools.broker.models import (
     SetAutoAdvanceInput,
     SetPhasePlanInput,
     StartPhaseInput,
+    StopPipelineInput,
     WaitForMessageInput,
 )
-from gateway.tools.confirmations import confirm
+from gateway.tools.confirmations import confirmation
 from gateway.tools.result import ToolResult
 
 if TYPE_CHECKING:
@@ -173,9 +174,9 @@ async def resume(ctx: ToolContext, args: NoArguments) -> dict[str, Any]:
     return await broker.control.resume(agent)
 
 
-async def stop_pipeline(ctx: ToolContext, args: NoArguments) -> dict[str, Any]:
+async def stop_pipeline(ctx: ToolContext, args: StopPipelineInput) -> dict[str, Any]:
     broker, agent = _caller(ctx)
-    await confirm(
+    async with confirmation(
         ctx,
         tool="stop_pipeline",
         question=(
@@ -183,5 +184,6 @@ async def stop_pipeline(ctx: ToolContext, args: NoArguments) -> dict[str, Any]:
             "ends as STOPPED, waiting agents are woken and later state-changing calls fail. Stop it?"
         ),
         declined="the broker's pipeline was not stopped.",
-    )
-    return await broker.control.stop_pipeline(agent)
+        why=args.reason,
+    ):
+        return await broker.control.stop_pipeline(agent)

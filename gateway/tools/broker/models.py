@@ -117,6 +117,12 @@ class ReasonInput(_In):
     reason: Text = Field(description="Why, in a sentence a person will read")
 
 
+class StopPipelineInput(_In):
+    reason: Text | None = Field(
+        None, description="Why, in a sentence a person will read: shown to whoever is asked to confirm"
+    )
+
+
 class SendMessageInput(_In):
     to: str = Field(max_length=64, description="Recipient agent id: pm, dev or reviewer")
     subject: Subject = Field(description='Message type, e.g. "develop"')

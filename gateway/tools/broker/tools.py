@@ -67,6 +67,7 @@ from gateway.tools.broker.models import (
     StartPhaseInput,
     StartPhaseOutput,
     StateOutput,
+    StopPipelineInput,
     SuccessOutput,
     WaitForMessageInput,
     WaitForMessageOutput,
@@ -328,11 +329,12 @@ TOOLS: list[Tool] = [
             "save_pipeline action cancel): any state → STOPPED, writes .stop-pipeline, wakes every "
             "waiting agent; later state-changing calls fail. Monitoring tools keep working."
         ),
-        input_model=NoArguments,
+        input_model=StopPipelineInput,
         output_model=StateOutput,
         handler=stop_pipeline,
         annotations=Annotations(read_only=False, destructive=True, idempotent=True, open_world=False),
         toolset=TOOLSET,
+        confirms_when=lambda arguments: True,
     ),
 ]
 

@@ -11,24 +11,22 @@ Two ways, the first GitLab offers:
   rest of its life (:class:`~gateway.gitlab.capabilities.Capabilities`); a job whose archive has no
   metadata (GitLab says so) uses it for that job only.
 - **The archive's zip directory**, read with HTTP ``Range`` on the archive download
-  (``GET /projects/:id/jobs/:job_id/artifacts``; :mod:`gateway.gitlab.ranged`): its last
-  :data:`~gateway.gitlab.zip_directory.TAIL_BYTES` (65,633: the end records, and for most archives
-  the whole directory), then, when the directory starts before them, exactly the directory's bytes.
-  A directory larger than :data:`MAX_DIRECTORY_BYTES` is not read. When GitLab ignores ``Range``
-  and sends the whole archive, an archive up to that size is read whole and listed, and a larger
-  one is not read at all (its ``Content-Length`` says so) or cut at the bound: the answer says so.
-  So one listing reads at most 65,633 + 20 MiB of the archive.
+  (:mod:`gateway.tools.ci.artifact_directory`).
 
-Entries come in the archive's order (the tree's for the first way), paged with ``first`` and an
-opaque ``after`` cursor that says which way it came from and where it stopped. A filter is a
-glob (``*`` matches across ``/``) or, without ``*``, ``?`` or ``[``, a path prefix.
+Both ways answer alike: sorted by path, with an entry for every folder (``logs/``), paged with
+``first`` and an opaque ``after`` cursor that says which way it came from and where it stopped. A
+filter is a glob (``*`` matches across ``/``) or, without ``*``, ``?`` or ``[``, a path prefix; a
+prefix that names a folder (``logs/``) lists what is under it, not the folder itself (as the tree
+answers its ``path``). ``get_job``'s listing and ``get_artifact_file``'s nearest paths are read by
+the same code (:func:`list_files` and :func:`file_paths`).
+
+An archive GitLab no longer has (expired, or erased: 404) is a listing that says so, never a
+failed call: the job's own fields stay the answer.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import difflib
 import fnmatch
 import heapq
@@ -36,7 +34,7 @@ import itertools
 import logging
 import posixpath
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -44,27 +42,16 @@ from cachetools import LRUCache
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.errors import bad_request
-from gateway.gitlab.errors import (
-    GitLabBadRequest,
-    GitLabError,
-    GitLabNotFound,
-    GitLabUnauthorized,
-    GitLabUpstreamError,
-)
-from gateway.gitlab.ranged import RangeRead, read_range
+from gateway.gitlab.errors import GitLabError, GitLabNotFound, GitLabUnauthorized, GitLabUpstreamError
 from gateway.gitlab.urls import encode_project
-from gateway.gitlab.zip_directory import TAIL_BYTES, ZipEntry, ZipFormatError, entries, locate
+from gateway.tools.ci.artifact_directory import read_directory
 from gateway.tools.ci.job_read import JobAnswer
 from gateway.tools.context import ToolContext
-from gateway.tools.pagination import PageInfo
+from gateway.tools.pagination import PageInfo, cursor_position, opaque_cursor
 
 log = logging.getLogger("gateway.tools.ci")
 
 TREE_ROUTE = "/projects/{id}/jobs/{job_id}/artifacts/tree"
-ARCHIVE_ROUTE = "/projects/{id}/jobs/{job_id}/artifacts"
-#: The most of an archive's zip directory read for one listing (GitLab's own MCP tool reads
-#: archives of up to 20 MB): about 200,000 entries of 60-character paths.
-MAX_DIRECTORY_BYTES = 20 * 1024 * 1024
 #: GitLab's largest page (``per_page``), and the most tree pages read for one call.
 TREE_PAGE_SIZE = 100
 MAX_TREE_PAGES = 10
@@ -130,13 +117,14 @@ def compiled_glob(pattern: str) -> re.Pattern[str]:
 
 
 def matcher(pattern: str | None) -> Callable[[str], bool]:
-    """A path test for ``pattern``: a glob when it has ``*``, ``?`` or ``[``, else a prefix."""
+    """A path test for ``pattern``: a glob when it has ``*``, ``?`` or ``[``, else a prefix; a
+    prefix naming a folder (``logs/``) matches what is under it, not the folder itself."""
     if not pattern:
         return lambda _path: True
     if _GLOB & set(pattern):
         match = compiled_glob(pattern).match
         return lambda path: match(path) is not None
-    return lambda path: path.startswith(pattern)
+    return lambda path: path.startswith(pattern) and path != pattern
 
 
 def _directory_of(pattern: str | None) -> str | None:
@@ -155,14 +143,13 @@ class Position:
     index: int = 0
 
     def cursor(self) -> str:
-        raw = f"t{self.page}.{self.index}" if self.source == "tree" else f"z{self.index}"
-        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+        return opaque_cursor(f"t{self.page}.{self.index}" if self.source == "tree" else f"z{self.index}")
 
     @classmethod
     def parse(cls, cursor: str) -> Position:
         """The position of an ``after`` this module handed out; ``bad_request`` for anything else."""
         try:
-            raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+            raw = cursor_position(cursor)
             if raw.startswith("t"):
                 page, _, index = raw[1:].partition(".")
                 position = cls("tree", int(page), int(index))
@@ -173,7 +160,7 @@ class Position:
             if position.page < 1 or position.index < 0:
                 raise ValueError(raw)
             return position
-        except (ValueError, UnicodeDecodeError, binascii.Error):
+        except ValueError:
             raise bad_request(
                 "`after` is not a cursor of this archive's listing: pass `artifact_files.page_info."
                 'end_cursor` from the previous get_job call with include: ["artifacts"], unchanged.',
@@ -218,31 +205,59 @@ async def list_files(
 
     Raises:
         ToolError: ``bad_request`` for an ``after`` that is not this listing's cursor.
-        GitLabError: GitLab failing (not a missing tree API, nor a redirect or an ignored
-            ``Range``: those are told in ``unavailable``).
+        GitLabError: GitLab failing (not a missing tree API, a missing archive, a refusal, nor a
+            redirect or an ignored ``Range``: those are told in ``unavailable``).
     """
     position = Position.parse(after) if after else None
+    return (await _page(ctx, project, job, pattern, first, position)).result()
+
+
+async def _page(
+    ctx: ToolContext, project: str, job: JobAnswer, pattern: str | None, first: int, position: Position | None
+) -> _Page:
+    """The one reading of a listing, whichever way GitLab offers (see the module)."""
     match = matcher(pattern)
-    capabilities = ctx.services.capabilities
-    use_tree = position.source == "tree" if position else capabilities.artifacts_tree is not False
+    use_tree = (
+        position.source == "tree" if position else ctx.services.capabilities.artifacts_tree is not False
+    )
     try:
         if use_tree:
             page = await _tree_page(ctx, project, job, pattern, match, first, position or Position("tree"))
             if page is not None:
-                return page.result()
-            position = None  # no tree here after all: the directory, from its start
+                return page
+            position, use_tree = None, False  # no tree here after all: the directory, from its start
         start = position.index if position else 0
-        return (await _directory_page(ctx, project, job, match, first, start)).result()
+        return await _directory_page(ctx, project, job, match, first, start)
     except GitLabUnauthorized as err:
         if err.status != 403:
             raise
         # The token read the job: this is the artifacts' own rule (`artifacts:access`).
-        refused = _Page("tree" if use_tree else "archive_directory")
-        refused.unavailable = (
+        return _unavailable(
+            use_tree,
             f"GitLab refused to list the artifacts of job {job.id} (403): the job may keep them for "
-            "other roles (its `artifacts:access` setting), or the token may not read them."
+            "other roles (its `artifacts:access` setting), or the token may not read them.",
         )
-        return refused.result()
+    except GitLabNotFound as err:
+        # The same token just read the job, so the 404 is the archive's: gone.
+        return _unavailable(use_tree, _archive_gone(job, err))
+
+
+def _unavailable(use_tree: bool, why: str) -> _Page:
+    page = _Page("tree" if use_tree else "archive_directory")
+    page.unavailable = why
+    return page
+
+
+def _archive_gone(job: JobAnswer, err: GitLabNotFound) -> str:
+    """Why a job's archive GitLab answered 404 for cannot be listed."""
+    if job.artifacts_expired:
+        when = f"expired on {job.artifacts_expire_at} and were deleted"
+    else:
+        when = "are gone (erased, or expired and not yet marked so)"
+    return (
+        f"GitLab has no artifacts archive for job {job.id} to list (404: {err.message}): its artifacts "
+        f"{when}. The job's own fields above are current; run the job again to produce the files anew."
+    )
 
 
 def _no_tree(ctx: ToolContext, err: GitLabNotFound) -> bool:
@@ -307,7 +322,7 @@ async def _tree_page(
                 return out  # no such directory in the archive: nothing matches
             if _no_tree(ctx, err):
                 return None
-            out.unavailable = f"GitLab has no artifacts for job {job.id} to list ({err.message})."
+            out.unavailable = _archive_gone(job, err)
             return out
         ctx.services.capabilities.artifacts_tree = True
         for index in range(skip, len(items)):
@@ -332,74 +347,11 @@ async def _tree_page(
     return out
 
 
-async def _directory(
-    ctx: ToolContext, project: str, job: JobAnswer
-) -> tuple[Iterator[ZipEntry] | None, str | None]:
-    """The archive's directory entries, or None and why they cannot be read."""
-    params: dict[str, str | int] = {"id": encode_project(project), "job_id": job.id}
-    try:
-        tail = await read_range(
-            ctx.gitlab, ARCHIVE_ROUTE, path_params=params, suffix=TAIL_BYTES, max_bytes=MAX_DIRECTORY_BYTES
-        )
-    except GitLabBadRequest as err:
-        if err.status != 416:
-            raise
-        return None, "The artifacts archive is empty (GitLab answered 416 to a read of its end)."
-    except GitLabUpstreamError as err:
-        if err.status is not None and 300 <= err.status < 400:
-            return None, (
-                f"GitLab answered the archive download with a redirect ({err.status}) to its object "
-                "storage, which the gateway does not follow (it sends requests to the configured GitLab "
-                "only), and this GitLab has no artifacts tree API (GitLab 18.8 and later have one): the "
-                "archive's files cannot be listed here. Read a file whose path you know with "
-                "get_artifact_file."
-            )
-        raise
-    if not tail.honoured and tail.cut:
-        size = f"{tail.total} bytes" if tail.total is not None else f"over {MAX_DIRECTORY_BYTES} bytes"
-        return None, (
-            f"GitLab ignored the HTTP Range request and sent the whole archive ({size}), and the "
-            f"gateway reads at most {MAX_DIRECTORY_BYTES} bytes of an archive to list it, so it stopped "
-            "there: the files cannot be listed here. GitLab 18.8 and later list them without reading "
-            "the archive (the artifacts tree API); a proxy in front of GitLab may be dropping `Range`."
-        )
-    try:
-        where = locate(tail.content, tail.start)
-        if where.size > MAX_DIRECTORY_BYTES:
-            return None, (
-                f"The archive's zip directory is {where.size} bytes ({where.entries} entries), more than "
-                f"the {MAX_DIRECTORY_BYTES} bytes the gateway reads to list an archive."
-            )
-        data = await _directory_bytes(ctx, params, tail, where.offset, where.size)
-        if data is None:
-            return None, (
-                "GitLab ignored the HTTP Range request for the archive's zip directory: the files cannot "
-                "be listed here."
-            )
-        return entries(data), None
-    except ZipFormatError as err:
-        return None, f"The artifacts archive is not a readable zip ({err})."
-
-
-async def _directory_bytes(
-    ctx: ToolContext, params: dict[str, str | int], tail: RangeRead, offset: int, size: int
-) -> bytes | None:
-    if offset >= tail.start:  # within what the first read brought
-        at = offset - tail.start
-        return tail.content[at : at + size]
-    if size == 0:
-        return b""
-    read = await read_range(
-        ctx.gitlab, ARCHIVE_ROUTE, path_params=params, first=offset, last=offset + size - 1, max_bytes=size
-    )
-    return read.content if read.honoured and len(read.content) == size else None
-
-
 async def _directory_page(
     ctx: ToolContext, project: str, job: JobAnswer, match: Callable[[str], bool], first: int, start: int
 ) -> _Page:
     out = _Page("archive_directory")
-    found, why = await _directory(ctx, project, job)
+    found, why = await read_directory(ctx, project, job)
     if found is None:
         out.unavailable = why
         return out
@@ -422,35 +374,15 @@ async def _directory_page(
 
 
 async def file_paths(ctx: ToolContext, project: str, job: JobAnswer) -> list[str]:
-    """The archive's file paths: from the tree, its first :data:`MAX_TREE_PAGES` pages; from the
-    zip directory, the first :data:`MAX_SUGGESTION_PATHS`. Empty when the archive cannot be listed.
+    """The archive's file paths, read as :func:`list_files` reads a listing: from the tree, its
+    first :data:`MAX_TREE_PAGES` pages; from the zip directory, the first
+    :data:`MAX_SUGGESTION_PATHS`. Empty when the archive cannot be listed.
 
     Raises:
         GitLabError: GitLab failing.
     """
-    if ctx.services.capabilities.artifacts_tree is not False:
-        paths: list[str] = []
-        for page in range(1, MAX_TREE_PAGES + 1):
-            try:
-                items = await _tree(ctx, project, job, page, None)
-            except GitLabNotFound as err:
-                if not _no_tree(ctx, err):
-                    return paths
-                break
-            ctx.services.capabilities.artifacts_tree = True
-            paths += [
-                i["path"]
-                for i in items
-                if isinstance(i, dict) and isinstance(i.get("path"), str) and i.get("type") != "directory"
-            ]
-            if len(items) < TREE_PAGE_SIZE:
-                return paths
-        else:
-            return paths
-    found, _ = await _directory(ctx, project, job)
-    if found is None:
-        return []
-    return [e.path for e in itertools.islice(found, MAX_SUGGESTION_PATHS) if not e.is_dir]
+    page = await _page(ctx, project, job, None, MAX_SUGGESTION_PATHS, None)
+    return [e["path"] for e in page.entries if e["type"] == "file"]
 
 
 async def nearest_paths(ctx: ToolContext, project: str, job: JobAnswer, path: str) -> list[str]:

@@ -20,16 +20,24 @@ from __future__ import annotations
 
 import mimetypes
 import re
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote
 
 from pydantic import BaseModel, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from gateway.errors import ToolError, bad_request, not_found
 from gateway.gitlab.errors import GitLabNotFound
 from gateway.gitlab.urls import JobRef, encode_project
-from gateway.tools.arguments import PROJECT_ALIASES, OptionalPositiveId, OptionalProjectId, OptionalText
+from gateway.tools.arguments import (
+    PROJECT_ALIASES,
+    OptionalPositiveId,
+    OptionalProjectId,
+    OptionalText,
+    schema_extra,
+)
 from gateway.tools.ci.artifact_entries import nearest_paths
+from gateway.tools.ci.artifact_tail import read_tail
 from gateway.tools.ci.job_read import JobAnswer, job_target, read_job
 from gateway.tools.context import ToolContext
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput
@@ -77,6 +85,13 @@ class GetArtifactFileInput(ToolInput):
         ge=1,
         le=MAX_BYTE_LIMIT,
         description=f"Most bytes to return. Default {DEFAULT_BYTE_LIMIT}, max {MAX_BYTE_LIMIT}.",
+    )
+    tail_bytes: Annotated[int, Field(ge=1, le=MAX_BYTE_LIMIT)] | SkipJsonSchema[None] = Field(
+        None,
+        description=f"Return the file's last N bytes instead of a window from byte_offset (max "
+        f"{MAX_BYTE_LIMIT}; the size need not be known: the end of a log or a report). Not with "
+        "byte_offset/byte_limit.",
+        json_schema_extra=schema_extra(),
     )
 
 
@@ -175,6 +190,13 @@ def _is_binary(sample: bytes) -> bool:
 
 
 async def get_artifact_file(ctx: ToolContext, args: GetArtifactFileInput) -> dict[str, Any]:
+    windowed = [n for n in ("byte_offset", "byte_limit") if n in args.model_fields_set]
+    if args.tail_bytes is not None and windowed:
+        raise bad_request(
+            f"tail_bytes reads the end of the file and {'/'.join(windowed)} a window from its start: give "
+            "one or the other, not both.",
+            invalid_arguments=["tail_bytes", *windowed],
+        )
     target = job_target(ctx, args.url, args.project_id, args.job_id, project_arg="project_id")
     path = args.artifact_path
     if target.artifact_path is not None:
@@ -189,7 +211,54 @@ async def get_artifact_file(ctx: ToolContext, args: GetArtifactFileInput) -> dic
     job = await read_job(ctx, target)
     if not job.has_archive:
         raise _no_archive(job)
+    if args.tail_bytes is not None:
+        return await _read_end(ctx, target, job, path, args.tail_bytes)
     return await _read(ctx, target, job, path, args.byte_offset, args.byte_limit)
+
+
+def _encoded(path: str) -> str:
+    return "/".join(quote(s, safe="") for s in path.split("/"))
+
+
+def _binary(path: str, job: JobAnswer, sample: bytes, total: int | None) -> ToolError:
+    size = f"Size: {total} bytes. " if total is not None else ""
+    return bad_request(
+        f"Artifact file '{path}' in job {job.id} is binary ({_file_type(path, sample)}) and cannot "
+        f"be returned as text. {size}It can be viewed at {job.web_url}/artifacts/raw/{_encoded(path)}.",
+        kind="binary",
+        path=path,
+        job_id=job.id,
+        size_bytes=total,
+    )
+
+
+async def _read_end(ctx: ToolContext, target: JobRef, job: JobAnswer, path: str, size: int) -> dict[str, Any]:
+    try:
+        tail = await read_tail(ctx, target, job.id, _encoded(path), size, sample_bytes=SAMPLE_BYTES)
+    except GitLabNotFound:
+        raise await _file_not_found(ctx, target, job, path) from None
+    if _is_binary(tail.sample):
+        raise _binary(path, job, tail.sample, tail.total)
+    end = tail.start + len(tail.content)
+    out: dict[str, Any] = {
+        "path": path,
+        "job_id": job.id,
+        "metadata": {
+            "total_bytes": tail.total,
+            "returned": {"start": tail.start, "end": end},
+            "truncated": False,
+        },
+    }
+    if tail.start > 0:
+        before = max(0, tail.start - size)
+        of = tail.total if tail.total is not None else end
+        out["system_instruction"] = (
+            f"These are the file's last {len(tail.content)} bytes (of {of}). "
+            f'For the bytes before them, call again with {{"byte_offset": {before}, "byte_limit": '
+            f"{tail.start - before}}} (without tail_bytes)."
+        )
+    out["content"] = tail.content.decode("utf-8", "replace")
+    return out
 
 
 async def _file_not_found(ctx: ToolContext, target: JobRef, job: JobAnswer, path: str) -> ToolError:
@@ -230,7 +299,7 @@ def _no_archive(job: JobAnswer) -> ToolError:
 async def _read(
     ctx: ToolContext, target: JobRef, job: JobAnswer, path: str, offset: int, limit: int
 ) -> dict[str, Any]:
-    encoded = "/".join(quote(s, safe="") for s in path.split("/"))
+    encoded = _encoded(path)
     head = bytearray()  # the file's first bytes, sniffed for binary content
     window = bytearray()
     pos = 0
@@ -257,15 +326,7 @@ async def _read(
     except GitLabNotFound:
         raise await _file_not_found(ctx, target, job, path) from None
     if _is_binary(bytes(head)):
-        size = f"Size: {total} bytes. " if total is not None else ""
-        raise bad_request(
-            f"Artifact file '{path}' in job {job.id} is binary ({_file_type(path, bytes(head))}) and cannot "
-            f"be returned as text. {size}It can be viewed at {job.web_url}/artifacts/raw/{encoded}.",
-            kind="binary",
-            path=path,
-            job_id=job.id,
-            size_bytes=total,
-        )
+        raise _binary(path, job, bytes(head), total)
     if total is None and eof:
         total = pos
     skip = 0
@@ -310,7 +371,8 @@ job with `url` or `project_id` + `job_id`, and the file with `artifact_path` (e.
 `reports/junit.xml`). List the paths in a job's archive with get_job and \
 `include: ["artifacts"]`; a missing path's error names the nearest ones. Large files \
 come in windows of `byte_limit` bytes (default 65536, max 1 MiB): while `next` is present, call \
-again with it. Binary files are refused with their type and a link; a missing file, a job \
+again with it; `tail_bytes` reads the file's end without knowing its size. Binary files are \
+refused with their type and a link; a missing file, a job \
 without artifacts and expired artifacts each get their own error.
 """
 

@@ -34,9 +34,6 @@ from gateway.gitlab.errors import GitLabNotFound, GitLabUnauthorized
 from gateway.gitlab.job_log import LogSection
 from gateway.gitlab.urls import JobRef, encode_project
 from gateway.tools.arguments import (
-    PROJECT_ALIASES,
-    OptionalPositiveId,
-    OptionalProjectId,
     OptionalText,
     schema_extra,
 )
@@ -45,6 +42,7 @@ from gateway.tools.ci.job_read import (
     JobAnswer,
     JobArtifact,
     JobFields,
+    JobInput,
     artifacts,
     job_fields,
     job_not_found,
@@ -54,7 +52,7 @@ from gateway.tools.ci.job_read import (
 from gateway.tools.ci.log_reads import MAX_TAIL_CHARS, CapReason, LogRead, read_tail, read_window
 from gateway.tools.context import ToolContext
 from gateway.tools.pagination import Cursor, PageSize, after_field, first_field
-from gateway.tools.registry import READ_ONLY, Tool, ToolInput
+from gateway.tools.registry import READ_ONLY, Tool
 
 #: GitLab's own cap on one read of a log (``Gitlab::Ci::Trace::Stream::LIMIT_SIZE``, 500 KB).
 MAX_BYTE_LIMIT = 512_000
@@ -69,24 +67,9 @@ TRACE_ROUTE = "/projects/{id}/jobs/{job_id}/trace"
 Include = Literal["log", "artifacts"]
 
 
-class GetJobInput(ToolInput):
+class GetJobInput(JobInput):
     """Give url, or project_id and job_id; add include: ["log"] and/or ["artifacts"]."""
 
-    argument_aliases = PROJECT_ALIASES
-
-    project_id: OptionalProjectId = Field(
-        None,
-        description="ID or full path of the project, e.g. `42` or `group/subgroup/project`. Required if "
-        "url is not provided.",
-    )
-    job_id: OptionalPositiveId = Field(
-        None, description="ID of the job: the number in `/-/jobs/<id>`. Required without url."
-    )
-    url: OptionalText = Field(
-        None,
-        description="The job's URL on this GitLab, e.g. https://gitlab.example.com/group/project/-/jobs/123. "
-        "Give this, or project_id and job_id.",
-    )
     include: list[Include] = Field(
         default_factory=list,
         max_length=2,

@@ -104,9 +104,20 @@ def pipeline_target(
         return ref.project, ref.pipeline_id
     if project is None or pipeline_id is None:
         missing = "`project_id`" if project is None else "`pipeline_id`"
+        latest = ""
+        if project is not None:
+            # Pointed to, not served: a "latest" read would answer whichever pipeline started last,
+            # so a diagnosis could silently move to another pipeline between two calls.
+            latest = (
+                f" For the latest pipeline of a branch or tag, call list_pipelines with project_id "
+                f"'{project}', ref '<branch or tag>' and first 1 (newest first), then pass its `id` here "
+                "as `pipeline_id`."
+            )
         raise bad_request(
             f"{tool}: {missing} is missing; name the pipeline by `url` (its web URL, "
             "https://<gitlab>/<group>/<project>/-/pipelines/<id>) or by `project_id` and `pipeline_id`."
+            + latest,
+            invalid_arguments=["pipeline_id" if project is not None else "project_id"],
         )
     return project, pipeline_id
 

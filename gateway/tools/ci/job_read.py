@@ -14,7 +14,9 @@ from gateway.errors import ToolError, bad_request, not_found
 from gateway.gitlab.credentials import Credential
 from gateway.gitlab.errors import GitLabNotFound
 from gateway.gitlab.urls import JobRef, encode_project, parse_job_url
+from gateway.tools.arguments import PROJECT_ALIASES, OptionalPositiveId, OptionalProjectId, OptionalText
 from gateway.tools.context import ToolContext
+from gateway.tools.registry import ToolInput
 from gateway.tools.visibility import anonymous_note, project_not_found_message
 
 #: Statuses of a job that may still write to its log.
@@ -161,6 +163,26 @@ def artifacts(job: JobAnswer) -> list[dict[str, Any]]:
 
 
 # -- naming a job and reading it -----------------------------------------------------------------
+
+
+class JobInput(ToolInput):
+    """The arguments that name one job: ``project_id`` and ``job_id``, or ``url``."""
+
+    argument_aliases = PROJECT_ALIASES
+
+    project_id: OptionalProjectId = Field(
+        None,
+        description="ID or full path of the project, e.g. `42` or `group/subgroup/project`. Required if "
+        "url is not provided.",
+    )
+    job_id: OptionalPositiveId = Field(
+        None, description="ID of the job: the number in `/-/jobs/<id>`. Required without url."
+    )
+    url: OptionalText = Field(
+        None,
+        description="The job's URL on this GitLab, e.g. https://gitlab.example.com/group/project/-/jobs/123. "
+        "Give this, or project_id and job_id.",
+    )
 
 
 def job_target(

@@ -29,6 +29,7 @@ from gateway.tools.pagination import (
     first_field,
     page_info,
 )
+from gateway.tools.ref_hints import check_ref
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput
 from gateway.tools.visibility import project_not_found_message
 
@@ -87,6 +88,12 @@ class ListPipelinesOutput(ToolOutput):
 
     pipelines: list[ListedPipeline]
     page_info: PageInfo
+    nearest_refs: list[str] | None = Field(
+        None,
+        description="With an empty first page for a `ref` that is no branch or tag: the project's "
+        "nearest branch and tag names.",
+    )
+    system_instruction: str | None = Field(None, description="What to do next, for the model.")
 
 
 # -- GitLab's answer --------------------------------------------------------------------------
@@ -142,7 +149,7 @@ async def list_pipelines(ctx: ToolContext, args: ListPipelinesInput) -> ListPipe
     if project is None:
         raise not_found(project_not_found_message(args.project_id, ctx.call.caller.credential))
     pipelines = project.pipelines or Pipelines()
-    return ListPipelinesOutput(
+    out = ListPipelinesOutput(
         pipelines=[
             ListedPipeline(
                 id=p.id,
@@ -158,6 +165,16 @@ async def list_pipelines(ctx: ToolContext, args: ListPipelinesInput) -> ListPipe
         ],
         page_info=page_info(pipelines.pageInfo),
     )
+    if args.ref is not None and args.after is None and not out.pipelines:
+        # An empty first page for a ref: a misspelt ref looks the same as a quiet branch.
+        check = await check_ref(ctx, args.project_id, args.ref)
+        if check.exists is False:
+            out.nearest_refs = list(check.nearest)
+            out.system_instruction = (
+                f"No pipelines: {check.hint(args.ref)} Call again with the right `ref`, or without "
+                "`ref` for every branch's pipelines."
+            )
+    return out
 
 
 TOOLS: list[Tool] = [
@@ -166,9 +183,10 @@ TOOLS: list[Tool] = [
         title="List pipelines",
         description=(
             "List a project's CI/CD pipelines, newest first: id, status, ref, sha, source, web_url and "
-            "created_at. Narrow them with `ref` (branch or tag), `status` (e.g. `failed`) and `source` "
-            "(e.g. `schedule`). To see why one failed, pass its id to get_pipeline as `pipeline_id` with "
-            f'include: ["failures"]. {PAGING}'
+            "created_at. Narrow them with `ref` (branch or tag; an unknown one is told with the "
+            "nearest names), `status` (e.g. `failed`) and `source` (e.g. `schedule`). The newest "
+            "pipeline of a ref is the first with `ref` and `first: 1`. To see why one failed, pass its id "
+            f'to get_pipeline as `pipeline_id` with include: ["failures"]. {PAGING}'
         ),
         input_model=ListPipelinesInput,
         output_model=ListPipelinesOutput,

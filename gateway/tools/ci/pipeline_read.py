@@ -364,8 +364,8 @@ def _more(out: GetPipelineOutput) -> str:
             f'More failed jobs: call again with the same include and after: "{out.page_info.end_cursor}".'
         )
     parts.append(
-        'A job\'s whole log: get_job with id, job_id and include: ["log"] (byte_offset or tail_lines to '
-        "page through it)."
+        'A job\'s whole log: get_job with project_id, job_id and include: ["log"] (byte_offset or '
+        "tail_lines to page through it)."
     )
     if out.test_summary is not None and out.test_summary.failed_tests_not_shown:
         where = f" ({out.web_url}/test_report)" if out.web_url else ""

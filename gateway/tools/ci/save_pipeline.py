@@ -26,12 +26,13 @@ unknown is sent once more.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
 from gateway.errors import bad_request
-from gateway.tools.arguments import PROJECT_ALIASES, OptionalPositiveId, OptionalProjectId
+from gateway.tools.arguments import PROJECT_ALIASES, OptionalPositiveId, OptionalProjectId, OptionalText
 from gateway.tools.ci.pipeline_actions import (
     PIPELINE_CANCEL,
     PIPELINE_CREATE,
@@ -43,7 +44,7 @@ from gateway.tools.ci.pipeline_actions import (
     resolve_project,
     retry,
 )
-from gateway.tools.confirmations import confirm
+from gateway.tools.confirmations import confirmation
 from gateway.tools.context import ToolContext
 from gateway.tools.registry import Annotations, Tool, ToolInput
 
@@ -98,6 +99,11 @@ class SavePipelineInput(ToolInput):
         None,
         description='CI/CD inputs for the new pipeline, name → value, e.g. {"environment": "staging"} '
         "(create only; the pipeline configuration must declare them in spec:inputs).",
+    )
+    reason: OptionalText = Field(
+        None,
+        description="Why you cancel it, in a sentence a person will read: shown to whoever is asked to "
+        "confirm a cancel (ignored otherwise).",
     )
 
     @field_validator("action", mode="before")
@@ -207,7 +213,7 @@ async def save_pipeline(ctx: ToolContext, args: SavePipelineInput) -> SavePipeli
     if args.action == "retry":
         return await retry(ctx, args.pipeline_id, project)
     where = f" in project {project.full_path}" if project else ""
-    await confirm(
+    async with confirmation(
         ctx,
         tool="save_pipeline",
         question=(
@@ -215,8 +221,13 @@ async def save_pipeline(ctx: ToolContext, args: SavePipelineInput) -> SavePipeli
             "jobs stop. Cancel it?"
         ),
         declined=f"pipeline {args.pipeline_id} was not cancelled.",
-    )
-    return await cancel(ctx, args.pipeline_id, project)
+        why=args.reason,
+    ):
+        return await cancel(ctx, args.pipeline_id, project)
+
+
+def _cancels(arguments: Mapping[str, Any]) -> bool:
+    return arguments.get("action") == "cancel"
 
 
 DESCRIPTION = """\
@@ -241,5 +252,6 @@ TOOLS: list[Tool] = [
         title="Run, retry or cancel a pipeline",
         reference_hint="Or pass `project_id` (ID or full path) instead of `url`.",
         operations=(PIPELINE_CREATE, PIPELINE_RETRY, PIPELINE_CANCEL, SAVE_PIPELINE_PROJECT),
+        confirms_when=_cancels,
     )
 ]

@@ -8,6 +8,7 @@ field records CE in :class:`~gateway.gitlab.capabilities.Capabilities`, and the 
 
 from __future__ import annotations
 
+import posixpath
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -349,7 +350,7 @@ def missing_error(target: FileTarget, missing: Missing) -> ToolError:
         return not_found(
             f"File '{target.path}' does not exist at ref '{target.ref}'. {_url_refs_tried(target)} The "
             "link may be to a file that was moved or deleted on that ref since, or to another "
-            "project.",
+            f"project. {_tree_hint(target)}",
             kind="file_not_found",
             path=target.path,
             ref=target.ref,
@@ -359,10 +360,21 @@ def missing_error(target: FileTarget, missing: Missing) -> ToolError:
     return not_found(
         f"File '{target.path}' does not exist at ref '{target.ref}'. The path must be relative to the "
         "repository root, and is case-sensitive. Do not retry the same path; find the file's real path "
-        "first: a link to the file in GitLab's web UI has it, and the url argument takes such a link.",
+        f"first: {_tree_hint(target)} A link to the file in GitLab's web UI has it too, and the url "
+        "argument takes such a link.",
         kind="file_not_found",
         path=target.path,
         ref=target.ref,
+    )
+
+
+def _tree_hint(target: FileTarget) -> str:
+    """Where list_repository_tree shows the folder the file was looked for in."""
+    folder = posixpath.dirname(target.path.strip("/"))
+    where = f"folder_path '{folder}'" if folder else "no folder_path (the root)"
+    return (
+        f"list_repository_tree with project_id '{target.project.shown}', ref '{target.ref}' and {where} "
+        "lists the files there (`recursive: true` lists every path below it)."
     )
 
 

@@ -24,7 +24,7 @@ ARGUMENTS = {
     "get_activity_log": {"agent", "tail_lines"},
     "request_human": {"reason"},
     "resume": set(),
-    "stop_pipeline": set(),
+    "stop_pipeline": {"reason"},
 }
 REQUIRED = {
     "start_phase": {"phase", "issues"},

@@ -3,10 +3,14 @@ instruct, stop, reset, human-readable and ``--json``; refusals with one line and
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
+import re
 import shutil
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +117,100 @@ def test_acting_beside_a_running_gateway_is_refused(state: Path, capsys: pytest.
         assert as_json(capsys, "status")["status"]["state"] == "IDLE"  # reading works beside it
     finally:
         os.close(fd)
+
+
+def _iso(seconds_ago: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - seconds_ago))
+
+
+def test_status_says_an_answer_was_sent_and_how_long_ago_each_agent_was_seen(
+    state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state.mkdir()
+    shutil.copyfile(migrated_sqlite_broker(), state / "broker.db")
+    with sqlite3.connect(state / "broker.db") as db:
+        db.execute(
+            "UPDATE pipeline SET state = 'HUMAN_NEEDED', human_reason = 'which API?', human_by = 'dev', "
+            "human_at = ?",
+            (_iso(120),),
+        )
+        # pm's wait was held by a replica killed 40 s ago; dev called 3 s ago.
+        db.executemany(
+            "INSERT INTO agents (id, last_seen) VALUES (?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET last_seen = excluded.last_seen",
+            [("pm", _iso(40)), ("dev", _iso(3))],
+        )
+    code, out, _ = run(capsys, "status")
+    assert code == 0 and "Answer from the console" in out
+
+    sent = as_json(capsys, "instruct", "Keep v1; add v2 beside it.", "--as", "alice")
+    fd = lock_state_dir(state)  # a gateway runs: its agents may be connected
+    try:
+        code, out, _ = run(capsys, "status")
+        status = as_json(capsys, "status")
+    finally:
+        os.close(fd)
+    assert code == 0
+    # The person has answered: the status says so, not "Answer from the console" again.
+    assert "Answer from the console" not in out
+    assert (
+        f"  Answered by operator:alice at {status['status']['humanNeeded']['answered']['at']} "
+        f"({sent['messageId']}): queued for the PM, which gets it at its next wait_for_message and then "
+        "calls resume"
+    ) in out
+    agents = {
+        line.split()[0]: line for line in out.splitlines() if line.startswith("  ") and "last seen" in line
+    }
+    assert "connected" in agents["pm"] and re.search(r"\((40|41|42)s ago\)", agents["pm"]), agents["pm"]
+    assert re.search(r"\([345]s ago\)", agents["dev"]), agents["dev"]
+    assert "last seen never" in agents["reviewer"]
+    # pm counts as connected by its last call only: no live replica reports its wait.
+    assert (
+        "  pm: no wait open on a live replica (a replica holding one says so every 15 s); connected only "
+        "by the last call, until 60 s after it"
+    ) in out
+    assert status["status"]["agents"]["pm"]["secondsAgo"] >= 40
+
+
+async def _ask_for_approvals(state: Path) -> None:
+    """Two destructive calls waiting for an operator, as ``confirm_by = "operator"`` records them."""
+    from gateway.broker.confirmations import ConfirmationStore
+    from gateway.broker.store import Store
+    from gateway.config import load_settings
+
+    settings = load_settings(gitlab={"url": "https://gitlab.example.com"}, state_dir=str(state))
+    store = await Store.open(settings.broker, state)
+    try:
+        record = ConfirmationStore(store, time.time)
+        for n, why in ((1, "tidy up\x1b[2J"), (2, None)):
+            await record.request(
+                f"approval:{n}",
+                agent="pm (from 127.0.0.1)",
+                tool="stop_pipeline",
+                what=f"Stop {n}?",
+                why=why,
+                ttl_seconds=600,
+            )
+    finally:
+        await store.close()
+
+
+def test_confirmations_are_listed_approved_and_refused(
+    state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state.mkdir()
+    shutil.copyfile(migrated_sqlite_broker(), state / "broker.db")
+    asyncio.run(_ask_for_approvals(state))
+    code, out, _ = run(capsys, "confirmations")
+    assert code == 0 and "stop_pipeline, asked by pm (from 127.0.0.1)" in out
+    assert "why:  tidy up?[2J" in out and "(no reason given)" in out  # no raw escape sequence
+    first, second = (a["ticket"] for a in as_json(capsys, "confirmations")["pending"])
+    code, out, _ = run(capsys, "approve", first, "--as", "alice")
+    assert code == 0 and f"Confirmation {first} approved (by operator:alice)" in out
+    refused = as_json(capsys, "refuse", second, "--note", "not today")
+    assert refused["status"] == "refused" and refused["note"] == "not today"
+    code, _, err = run(capsys, "approve", first)
+    assert code == 1 and f"No pending confirmation has ticket {first!r}" in err
+    assert as_json(capsys, "confirmations") == {"pending": []}
+    code, out, _ = run(capsys, "confirmations")
+    assert out.strip() == "No confirmation waits for an operator."

@@ -213,3 +213,70 @@ async def test_stop_then_start_over_archives_and_starts_idle(make_console: Make)
     await broker.sending.send_message("pm", "dev", "develop", {"issue": "X-2"})
     page = await (await client.get("/broker")).text()
     assert "Pipeline 2" in page and "Archived pipelines: 1" in page
+
+
+async def test_the_page_shows_gitlab_s_health_each_agent_s_age_and_an_answer_sent(make_console: Make) -> None:
+    client = await make_console(operator_token=OPERATOR)
+    broker = broker_of(client)
+    broker.roster.authorize("dev")  # as dev's request_human tool call does
+    await broker.control.request_human("dev", "which API?")
+    await sign_in(client, OPERATOR, "alice")
+    page = await (await client.get("/broker")).text()
+    assert "Write the PM an instruction below" in page
+    assert 'id="gitlab-health"' not in page  # not checked yet: nothing to show
+    # The gateway's check of GitLab (here /readyz's; a running gateway checks every 15 s).
+    assert (await client.get("/readyz")).status == 200
+    await broker.operator.instruct("alice", "Use v2.")
+    page = await (await client.get("/broker")).text()
+    health = re.search(r'<p class="gitlab no" id="gitlab-health">([^<]*)</p>', page)
+    assert health is not None, page
+    assert health.group(1).startswith("GitLab: unreachable (checked ")
+    assert "answered HTTP 503" in health.group(1)
+    # dev just asked: seen seconds ago.
+    assert re.search(r"<td>dev</td>.*?<td>\d{4}-\d\d-\d\dT[\d:]+Z \(\d+s ago\)</td>", page, re.S)
+    # The person answered: the banner says the answer is on its way, not to write one.
+    assert "Write the PM an instruction below" not in page
+    assert re.search(r"Answered by operator:alice at [\dT:Z-]+: queued for the PM, which gets it", page)
+
+
+async def test_pending_confirmations_are_shown_and_decided_by_an_operator(make_console: Make) -> None:
+    client = await make_console(operator_token=OPERATOR, viewer_token=VIEWER)
+    record = broker_of(client).confirmations
+    for n in (1, 2):
+        await record.request(
+            f"approval:{n}",
+            agent="dev (from 127.0.0.1)",
+            tool="save_pipeline",
+            what=f"An agent asks to cancel GitLab pipeline {n}: its running jobs stop. Cancel it?",
+            why="<script>alert(1)</script>",
+            ttl_seconds=600,
+        )
+    first, second = (a.ticket for a in await record.pending())
+    await sign_in(client, VIEWER, "bob")
+    watched = await (await client.get("/broker")).text()
+    assert "Waiting for your approval (2)" in watched and "Approve" not in watched  # a viewer only sees
+    csrf = await sign_in(client, OPERATOR, "carol")
+    page = await (await client.get("/broker")).text()
+    assert f"confirmation-{first}" in page and "cancel GitLab pipeline 1" in page
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in page
+    unticked = await client.post("/broker/actions/approve", data={"csrf": csrf, "ticket": first})
+    assert unticked.status == 400
+    approved = await client.post(
+        "/broker/actions/approve",
+        data={"csrf": csrf, "ticket": first, "confirm": "yes"},
+        allow_redirects=False,
+    )
+    assert approved.status == 303
+    refused = await client.post(
+        "/broker/actions/refuse",
+        data={"csrf": csrf, "ticket": second, "confirm": "yes", "note": "keep it"},
+        allow_redirects=False,
+    )
+    assert refused.status == 303
+    assert await record.pending() == []
+    again = await client.post(
+        "/broker/actions/approve", data={"csrf": csrf, "ticket": first, "confirm": "yes"}
+    )
+    assert again.status == 409 and "No pending confirmation" in await again.text()
+    decided = await record.approval("approval:2")
+    assert decided is not None and decided.status == "refused" and decided.decided_by == "operator:carol"

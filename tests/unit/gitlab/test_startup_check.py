@@ -43,6 +43,8 @@ async def check(
     assert route.call_count == 1  # one request, no retries
     sent = route.calls.last.request
     assert b"StartupCheck" in sent.content
+    # GitLab's logs name the gateway, as for a tool call's requests (not python-httpx).
+    assert sent.headers["User-Agent"].startswith("gitlab-mcp-gateway/")
     assert TOKEN not in line
     if token and not kw.get("passthrough"):
         assert sent.headers["PRIVATE-TOKEN"] == token

@@ -27,8 +27,8 @@ class AnyInput(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-def asking_tools(actions: list[str]) -> list[Tool]:
-    """``act``: asks a bound yes/no, acts once per answer; ``greet``: an unbound question;
+def asking_tools(actions: list[str], onces: list[str | None] | None = None) -> list[Tool]:
+    """``act``: asks a bound yes/no (its answers' ``once`` kept in ``onces``); ``greet``: an unbound question;
     ``two``: two rounds; ``sampled``: needs sampling."""
     form = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 
@@ -37,9 +37,9 @@ def asking_tools(actions: list[str]) -> list[Tool]:
             answers = await ctx.ask({"go": elicit("Go ahead?", form)})
         except CannotAsk as err:
             return {"refused": err.capability}
-        if not answers.claim():
-            return {"acted": False}
         actions.append("act")
+        if onces is not None:
+            onces.append(answers.once)
         return {"acted": True, "answer": answers["go"]}
 
     async def greet(ctx: ToolContext, args: AnyInput) -> dict[str, Any]:
@@ -89,8 +89,13 @@ def actions() -> list[str]:
 
 
 @pytest.fixture
-async def client(mcp_factory: MakeMcp, actions: list[str]) -> Mcp:
-    return await mcp_factory(tools=asking_tools(actions))
+def onces() -> list[str | None]:
+    return []
+
+
+@pytest.fixture
+async def client(mcp_factory: MakeMcp, actions: list[str], onces: list[str | None]) -> Mcp:
+    return await mcp_factory(tools=asking_tools(actions, onces))
 
 
 async def test_a_question_ends_the_call_input_required_and_the_retry_completes_it(
@@ -119,11 +124,17 @@ async def test_a_question_ends_the_call_input_required_and_the_retry_completes_i
     assert actions == ["act"]
 
 
-async def test_the_same_answered_request_again_does_not_act_twice(client: Mcp, actions: list[str]) -> None:
+async def test_the_same_answered_request_again_carries_the_same_once(
+    client: Mcp, onces: list[str | None]
+) -> None:
+    """An action keys its "only once" on ``Answers.once`` (tests/unit/mcp/test_confirmations.py
+    shows a confirmation acting once): a replay carries the same, a new question another."""
     state = (await call(client, "act"))["result"]["requestState"]
     for rpc_id in (2, 3):
         await call(client, "act", rpc_id=rpc_id, inputResponses={"go": YES}, requestState=state)
-    assert actions == ["act"]
+    other = (await call(client, "act", rpc_id=4))["result"]["requestState"]
+    await call(client, "act", rpc_id=5, inputResponses={"go": YES}, requestState=other)
+    assert onces[0] is not None and onces[0] == onces[1] != onces[2]
 
 
 @pytest.mark.parametrize("change", ["tampered", "other_arguments", "garbage"])

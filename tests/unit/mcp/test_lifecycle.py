@@ -117,7 +117,12 @@ async def test_missing_session_id_is_400(mcp: Mcp) -> None:
     assert resp.status == 400
     body = await resp.json()
     assert body["error"]["code"] == -32600
-    assert "Mcp-Session-Id" in body["error"]["message"]
+    assert (
+        "Mcp-Session-Id" in body["error"]["message"] and "send initialize first" in body["error"]["message"]
+    )
+    # The other era, which needs no session, is named too, with how to speak it.
+    assert "Or speak 2026-07-28, which needs no session" in body["error"]["message"]
+    assert "MCP-Protocol-Version: 2026-07-28" in body["error"]["message"]
 
 
 async def test_unknown_session_id_is_404(mcp: Mcp) -> None:

@@ -158,7 +158,10 @@ async def test_cancelled_call_stops_and_gets_no_response(mcp: Mcp, probe: Probe)
     assert messages_of(parse_sse(rest)) == []
     assert probe.events == ["wait cancelled"]
     text = await metrics_text(mcp)
-    assert 'gateway_tool_calls_total{outcome="cancelled",source="tool",tool="wait"} 1.0' in text
+    assert (
+        'gateway_tool_calls_total{agent="anonymous",outcome="cancelled",source="tool",tool="wait"} 1.0'
+        in text
+    )
     assert 'gateway_mcp_requests_total{method="notifications/cancelled",outcome="ok"} 1.0' in text
 
 

@@ -13,13 +13,18 @@ import pytest
 from gateway import conformance_tasks
 from gateway.broker.database import DatabaseUnavailable
 from gateway.broker.tasks import NewTask, TaskStore, id_hash
+from gateway.mcp.http.auth import client_token_owner
+from gateway.mcp.protocol.task_parts import task_owner
 from gateway.server.services import SERVICES
+from gateway.tools.caller import Caller
 from tests.unit.mcp.conftest import MakeMcp
 from tests.unit.mcp.helpers import Mcp, modern_headers, modern_meta
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 DEV, PM = "dev-secret-4567890123", "pm-secret-0123456789"
 TOKENS = [{"token": DEV, "agent_id": "dev"}, {"token": PM, "agent_id": "pm"}]
+#: What the database keeps of the binding of the dev token's tasks.
+DEV_OWNER = id_hash(task_owner(Caller(agent_id="dev", credential=None, owner=client_token_owner("dev", DEV))))
 
 
 def meta(tasks: bool = True, asks: bool = False) -> dict[str, Any]:
@@ -161,7 +166,7 @@ async def test_the_task_methods_need_the_extension_the_header_and_exist_only_as_
 
 async def test_a_task_whose_replica_went_away_is_resumed_with_the_time_left(client: Mcp) -> None:
     tasks = store_of(client)
-    owner = id_hash("client-token:dev")
+    owner = DEV_OWNER
     now = tasks.now()
     # The store's clock stands still: the time left is then 0.5 s (a 1 s wait) however long this
     # machine takes between creating the row and taking it over (under load it took over 0.5 s,
@@ -201,7 +206,7 @@ async def test_an_expired_task_is_answered_as_such(client: Mcp) -> None:
 async def test_without_its_database_a_call_is_answered_without_a_task(
     client: Mcp, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def down(*args: Any) -> Any:
+    async def down(*args: Any, **kw: Any) -> Any:
         raise DatabaseUnavailable("the broker database is unreachable")
 
     monkeypatch.setattr(TaskStore, "create", down)
@@ -292,7 +297,7 @@ async def test_a_task_resumed_elsewhere_keeps_its_answers_and_asks_only_what_is_
     await tasks.create(
         NewTask(
             id_hash=id_hash("half-answered"),
-            owner_hash=id_hash("client-token:dev"),
+            owner_hash=DEV_OWNER,
             tool="multi_input",
             arguments="{}",
             deadline=now,

@@ -117,7 +117,7 @@ async def test_alias_calls_the_tool(mcp: Mcp) -> None:
     body = await mcp.call("say", {"text": "hi"})
     assert body["result"]["structuredContent"] == {"text": "hi"}
     text = await (await mcp.client.get("/metrics")).text()
-    assert 'gateway_tool_calls_total{outcome="ok",source="tool",tool="echo"} 1.0' in text
+    assert 'gateway_tool_calls_total{agent="anonymous",outcome="ok",source="tool",tool="echo"} 1.0' in text
     assert 'tool="say"' not in text
 
 
@@ -166,7 +166,10 @@ async def test_hidden_tool_call_is_refused_as_unknown_saying_which_setting_hides
             "GATEWAY_READ_ONLY or read_only in its config file): restart it without that to use this tool."
         )
     text = await (await client.client.get("/metrics")).text()
-    assert 'gateway_tool_calls_total{outcome="unauthorized",source="gateway",tool="write"} 2.0' in text
+    assert (
+        'gateway_tool_calls_total{agent="anonymous",outcome="unauthorized",source="gateway",tool="write"} 2.0'
+        in text
+    )
 
 
 async def test_tool_outside_served_toolsets_is_refused(mcp_factory: MakeMcp) -> None:
@@ -196,7 +199,10 @@ async def test_tool_error_is_an_is_error_result(mcp: Mcp) -> None:
         "isError": True,
     }
     text = await (await mcp.client.get("/metrics")).text()
-    assert 'gateway_tool_calls_total{outcome="conflict",source="tool",tool="refuse"} 1.0' in text
+    assert (
+        'gateway_tool_calls_total{agent="anonymous",outcome="conflict",source="tool",tool="refuse"} 1.0'
+        in text
+    )
 
 
 async def test_handler_crash_is_32603_logged_without_trace_to_client(
@@ -219,7 +225,10 @@ async def test_handler_crash_is_32603_logged_without_trace_to_client(
     assert crash_logs[0].request_id == "rq-9"  # type: ignore[attr-defined]
     assert "secret internals" in str(crash_logs[0].exc_info[1])  # type: ignore[index]
     text = await (await mcp.client.get("/metrics")).text()
-    assert 'gateway_tool_calls_total{outcome="internal_error",source="tool",tool="crash"} 1.0' in text
+    assert (
+        'gateway_tool_calls_total{agent="anonymous",outcome="internal_error",source="tool",tool="crash"} 1.0'
+        in text
+    )
     assert 'gateway_mcp_requests_total{method="tools/call",outcome="error"} 1.0' in text
 
 
@@ -263,6 +272,22 @@ async def test_tool_metrics_count_latency(mcp: Mcp) -> None:
     for _ in range(3):
         await mcp.call("echo", {"text": "a"})
     text = await (await mcp.client.get("/metrics")).text()
-    assert 'gateway_tool_calls_total{outcome="ok",source="tool",tool="echo"} 3.0' in text
+    assert 'gateway_tool_calls_total{agent="anonymous",outcome="ok",source="tool",tool="echo"} 3.0' in text
     assert 'gateway_tool_call_duration_seconds_count{tool="echo"} 3.0' in text
     assert 'gateway_mcp_requests_total{method="tools/call",outcome="ok"} 3.0' in text
+
+
+async def test_tool_calls_are_counted_per_agent_and_unknown_agents_share_one_bucket(mcp: Mcp) -> None:
+    # Loopback without client tokens: X-Agent-Id names the agent when it is one of broker.agents.
+    for agent in ("dev", "dev", "reviewer", "intruder-1", "intruder-2"):
+        mcp.headers = {"X-Agent-Id": agent}
+        await mcp.call("echo", {"text": "a"})
+    mcp.headers = {}
+    await mcp.call("echo", {"text": "a"})
+    text = await (await mcp.client.get("/metrics")).text()
+    counted = 'gateway_tool_calls_total{{agent="{}",outcome="ok",source="tool",tool="echo"}} {}'
+    assert counted.format("dev", 2.0) in text
+    assert counted.format("reviewer", 1.0) in text
+    # What a caller claims adds no series: unknown ids and no id are one bucket.
+    assert counted.format("anonymous", 3.0) in text
+    assert "intruder" not in text

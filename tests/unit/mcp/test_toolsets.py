@@ -62,7 +62,10 @@ async def test_pm_token_limited_to_broker_sees_the_18_broker_tools_only(mcp_fact
     )
     assert client.gitlab_requests == []  # refused before anything reached GitLab
     text = await (await client.client.get("/metrics")).text()
-    assert 'gateway_tool_calls_total{outcome="unauthorized",source="gateway",tool="get_pipeline"} 1.0' in text
+    assert (
+        'gateway_tool_calls_total{agent="pm",outcome="unauthorized",source="gateway",tool="get_pipeline"} 1.0'
+        in text
+    )
 
 
 async def test_same_gateway_shows_the_reviewer_ci_and_repository_read_only(mcp_factory: MakeMcp) -> None:
@@ -196,3 +199,17 @@ async def test_the_documented_agents_example_gives_each_role_its_tools(
     assert await as_agent(client, secrets["pm"]) == BROKER
     assert await as_agent(client, secrets["dev"]) == CI_AND_REPOSITORY + BROKER
     assert await as_agent(client, secrets["reviewer"]) == READ_ONLY_CI_AND_REPOSITORY
+
+
+async def test_an_agent_calling_gitlab_tools_only_is_connected_not_away(mcp_factory: MakeMcp) -> None:
+    client = await gateway(mcp_factory)
+    await as_agent(client, REVIEWER_TOKEN)
+    # The reviewer only reads GitLab (here GitLab answers 503): no broker tool called.
+    answer = (await client.call("get_pipeline", {"id": "g/p", "pipeline_id": 1}))["result"]
+    assert answer["isError"] is True and client.gitlab_requests
+    pm = Mcp(client.client, client.app)
+    await as_agent(pm, PM_TOKEN)
+    status = (await pm.call("get_pipeline_status", {}))["result"]["structuredContent"]
+    reviewer = status["agents"]["reviewer"]
+    assert reviewer["connected"] is True and reviewer["lastSeen"] is not None
+    assert status["agents"]["dev"] == {"connected": False, "lastSeen": None}

@@ -163,6 +163,27 @@ async def test_no_token_in_any_log_line_and_one_request_id_throughout(mcp: tuple
     assert careless["request_id"] == crash_line["request_id"]
 
 
+async def _call_get_pipeline(
+    aiohttp_client: Any,
+    settings: Settings,
+    capture: LogCapture,
+    gitlab_answers: list[httpx.Response] | Exception,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One get_pipeline call with GitLab answering ``gitlab_answers``: its answer and the log
+    records written while it ran."""
+    async with httpx.AsyncClient() as gitlab_http:
+        app = create_app(settings, services=partial(build_services, gitlab_http=gitlab_http))
+        client = Mcp(await aiohttp_client(app), app)
+        await client.initialize()
+        with respx.mock(base_url=GITLAB) as gitlab:
+            gitlab.post("/api/graphql").mock(side_effect=gitlab_answers)
+            before = len(capture.lines)
+            answer = await client.rpc(
+                "tools/call", {"name": "get_pipeline", "arguments": {"id": "grp/proj", "pipeline_id": 7}}
+            )
+    return answer, capture.records()[before:]
+
+
 async def test_one_access_line_per_mcp_request_at_info(
     aiohttp_client: Any,
     make_settings: Callable[..., Settings],
@@ -171,20 +192,13 @@ async def test_one_access_line_per_mcp_request_at_info(
 ) -> None:
     settings = make_settings(gitlab={"url": GITLAB, "token": "glpat-service0123456789"})
     capture = capture_logs(format="json", level="INFO", secrets=secrets_of(settings))
-    async with httpx.AsyncClient() as gitlab_http:
-        app = create_app(at_head(settings), services=partial(build_services, gitlab_http=gitlab_http))
-        client = Mcp(await aiohttp_client(app), app)
-        await client.initialize()
-        with respx.mock(base_url=GITLAB) as gitlab:
-            gitlab.post("/api/graphql").mock(
-                side_effect=[httpx.Response(503), httpx.Response(200, json={"data": {"project": None}})]
-            )
-            before = len(capture.lines)
-            answer = await client.rpc(
-                "tools/call", {"name": "get_pipeline", "arguments": {"id": "grp/proj", "pipeline_id": 7}}
-            )
+    answer, records = await _call_get_pipeline(
+        aiohttp_client,
+        at_head(settings),
+        capture,
+        [httpx.Response(503), httpx.Response(200, json={"data": {"project": None}})],
+    )
     assert answer["result"]["isError"] is True  # the project is not visible: not_found
-    records = capture.records()[before:]
     request_id = answer["result"]["structuredContent"]["error"]["request_id"]
     mine = [
         r for r in records if r.get("request_id") == request_id and r["message"] != "retrying GitLab request"
@@ -195,3 +209,29 @@ async def test_one_access_line_per_mcp_request_at_info(
     assert line["duration_ms"] > 0
     assert (line["gitlab_requests"], line["gitlab"]) == (2, "get_pipeline:503 get_pipeline:200")
     assert "glpat-service0123456789" not in capture.text
+
+
+async def test_a_call_gitlab_failed_is_a_warning_with_the_advice_whole(
+    aiohttp_client: Any,
+    make_settings: Callable[..., Settings],
+    at_head: Callable[[Settings], Settings],
+    capture_logs: Callable[..., LogCapture],
+) -> None:
+    settings = make_settings(gitlab={"url": GITLAB, "token": "glpat-service0123456789", "retry_attempts": 2})
+    capture = capture_logs(format="json", level="INFO", secrets=secrets_of(settings))
+    answer, records = await _call_get_pipeline(
+        aiohttp_client, at_head(settings), capture, httpx.ConnectError("connection refused")
+    )
+    error = answer["result"]["structuredContent"]["error"]
+    assert error["reason"] == "upstream_error"
+    (line,) = [r for r in records if r["message"] == "mcp request"]
+    # GitLab failing is what an operator acts on: WARNING, not INFO.
+    assert (line["level"], line["outcome"], line["gitlab"]) == (
+        "WARNING",
+        "upstream_error",
+        "get_pipeline:ConnectError get_pipeline:ConnectError",
+    )
+    # The retry line keeps GitLab's reason whole, advice included, however long.
+    (retry,) = [r for r in records if r["message"] == "retrying GitLab request"]
+    assert "more characters]" not in retry["reason"]
+    assert retry["reason"].endswith("(its status page; for gitlab.com https://status.gitlab.com).")

@@ -72,10 +72,24 @@ def test_a_quoted_plain_value_keeps_its_text_as_written() -> None:
     configure_logging(LoggingSettings(format="plain"), stream=stream)
     try:
         logging.getLogger("gateway.gitlab").warning(
-            "retrying", extra={"reason": "no answer from Zürich " + "x" * 300, "agent": "dev\x1bä"}
+            "retrying", extra={"detail": "no answer from Zürich " + "x" * 300, "agent": "dev\x1bä"}
         )
     finally:
         unconfigure_logging()
     text = stream.getvalue()
-    assert 'reason="no answer from Zürich ' in text and "…[" in text and "\\u2026" not in text
+    assert 'detail="no answer from Zürich ' in text and "…[" in text and "\\u2026" not in text
     assert "\x1b" not in text and text.count("\n") == 1
+
+
+@pytest.mark.parametrize("fmt", ["plain", "json"])
+def test_a_reason_keeps_its_advice_to_the_end(fmt: str) -> None:
+    # A reason is the gateway's own sentence, ending with what to do: never cut at 256.
+    reason = "Could not connect to GitLab at https://gitlab.example.com: " + "check this, " * 40 + "and that."
+    stream = io.StringIO()
+    configure_logging(LoggingSettings(format=fmt), stream=stream)
+    try:
+        logging.getLogger("gateway.gitlab").info("retrying GitLab request", extra={"reason": reason})
+    finally:
+        unconfigure_logging()
+    text = stream.getvalue()
+    assert "more characters]" not in text and "and that." in text

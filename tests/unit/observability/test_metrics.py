@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import platform
 import re
 
@@ -24,7 +25,7 @@ from tests.unit.mcp.conftest import MakeMcp
 #: The documented metrics, by name (the attribute teammates use → the exposed family).
 REQUIRED = {
     "mcp_requests": ("gateway_mcp_requests", "counter", ["method", "outcome"]),
-    "tool_calls": ("gateway_tool_calls", "counter", ["tool", "outcome", "source"]),
+    "tool_calls": ("gateway_tool_calls", "counter", ["tool", "outcome", "source", "agent"]),
     "tool_latency": ("gateway_tool_call_duration_seconds", "histogram", ["tool"]),
     "gitlab_requests": ("gateway_gitlab_requests", "counter", ["operation", "status_class"]),
     "gitlab_latency": ("gateway_gitlab_request_duration_seconds", "histogram", ["operation"]),
@@ -48,6 +49,9 @@ REQUIRED = {
     "broker_agent_last_seen": ("gateway_broker_agent_last_seen_timestamp_seconds", "gauge", ["agent"]),
     "broker_agent_waiting": ("gateway_broker_agent_waiting", "gauge", ["agent"]),
     "gitlab_rate_limited": ("gateway_gitlab_rate_limited", "counter", ["operation"]),
+    "gitlab_reachable": ("gateway_gitlab_reachable", "gauge", []),
+    "ready": ("gateway_ready", "gauge", []),
+    "gitlab_checked": ("gateway_gitlab_last_check_timestamp_seconds", "gauge", []),
     "console_sign_ins_failed": ("gateway_console_sign_ins_failed", "counter", ["reason"]),
     "build_info": ("gateway_build", "info", []),
 }
@@ -79,18 +83,23 @@ def test_names_follow_prometheus_conventions() -> None:
 
 
 def test_build_info() -> None:
-    from gateway import __version__
+    from gateway import REVISION, __version__
 
     text = generate_latest(Metrics().registry).decode()
-    assert f'gateway_build_info{{python="{platform.python_version()}",version="{__version__}"}} 1.0' in text
+    python = platform.python_version()
+    assert (
+        f'gateway_build_info{{python="{python}",revision="{REVISION}",version="{__version__}"}} 1.0' in text
+    )
+    assert REVISION == "unknown"  # a checkout run as it is: only a build bakes a revision in (setup.py)
 
 
 def test_one_registry_per_app() -> None:
     first, second = Metrics(), Metrics()  # no "Duplicated timeseries" error
-    first.tool_calls.labels("get_pipeline", "ok", "tool").inc()
+    first.tool_calls.labels("get_pipeline", "ok", "tool", "pm").inc()
     assert (
         second.registry.get_sample_value(
-            "gateway_tool_calls_total", {"tool": "get_pipeline", "outcome": "ok", "source": "tool"}
+            "gateway_tool_calls_total",
+            {"tool": "get_pipeline", "outcome": "ok", "source": "tool", "agent": "pm"},
         )
         is None
     )
@@ -171,3 +180,11 @@ async def test_caller_input_never_becomes_a_label(mcp_factory: MakeMcp) -> None:
     assert tools == {"echo"}
     outcomes = {s.labels["outcome"] for s in families["gateway_tool_calls"].samples}
     assert outcomes <= {"ok", "internal_error", "cancelled", *REASONS}
+
+
+def test_gitlab_reachability_and_readiness_are_unknown_before_the_first_check() -> None:
+    registry = Metrics().registry
+    # NaN: "== 0" is false, so no outage alert fires for a gateway that has not checked.
+    for name in ("gateway_gitlab_reachable", "gateway_ready"):
+        value = registry.get_sample_value(name)
+        assert value is not None and math.isnan(value), name

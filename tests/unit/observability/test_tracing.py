@@ -158,7 +158,9 @@ async def test_legacy_call_continues_the_trace_of_its_http_traceparent(
 ) -> None:
     await gateway.initialize()
     answer = await gateway.rpc(
-        "tools/call", {"name": "project", "arguments": {}}, headers={"traceparent": TRACEPARENT}
+        "tools/call",
+        {"name": "project", "arguments": {}},
+        headers={"traceparent": TRACEPARENT, "X-Agent-Id": "dev"},
     )
     assert answer["result"]["structuredContent"] == {"id": 7}, answer
     spans = await exported(receiver, 2)
@@ -166,6 +168,8 @@ async def test_legacy_call_continues_the_trace_of_its_http_traceparent(
     check_trace(spans, gitlab)
     call = by_name(spans, "tools/call project")
     assert isinstance(call.attributes["mcp.session.id"], str)
+    # Which agent made the call, as the access line and the metrics name it.
+    assert call.attributes["gen_ai.agent.id"] == "dev"
 
 
 async def test_meta_wins_over_the_header_which_becomes_a_link(receiver: OtlpReceiver, gateway: Mcp) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ from gateway.gitlab.client import GitLabClient
 from gateway.observability.metrics import Metrics
 from gateway.server import health
 from gateway.server.services import SERVICES, Services
+from gateway.server.startup_check import check_gitlab_at_start
 
 GITLAB = "https://gitlab.example.com/gitlab"
 TOKEN = "glpat-service-token"
@@ -68,10 +71,23 @@ class Readyz:
 
     client: TestClient[Any, Any]
     broker: Broker
+    metrics: Metrics
 
     async def __call__(self) -> tuple[int, dict[str, Any]]:
         response = await self.client.get("/readyz")
         return response.status, await response.json()
+
+
+@pytest.fixture
+def watch_every() -> float | None:
+    """Seconds between the gateway's own checks of GitLab (None: it does not check on its own)."""
+    return None
+
+
+@pytest.fixture
+def start_check() -> bool:
+    """The app sends the start-up check (and then checks GitLab on its own), as a gateway does."""
+    return False
 
 
 @pytest.fixture
@@ -80,6 +96,8 @@ async def readyz(
     make_settings: Callable[..., Settings],
     gitlab: GitLab,
     monkeypatch: pytest.MonkeyPatch,
+    watch_every: float | None,
+    start_check: bool,
 ) -> AsyncIterator[Readyz]:
     """A ``/readyz`` that asks GitLab at each call (no 30 s reuse)."""
     monkeypatch.setattr(health, "GITLAB_CHECK_TTL", 0.0)
@@ -88,6 +106,10 @@ async def readyz(
     async with httpx.AsyncClient(transport=httpx.MockTransport(gitlab)) as gitlab_http:
         app = web.Application()
         health.setup(app)
+        if watch_every is not None:
+            health.watch_gitlab(app, watch_every)
+        if start_check:
+            check_gitlab_at_start(app, settings)
         app[SERVICES] = Services(
             settings=settings,
             gitlab=GitLabClient(settings.gitlab, metrics=metrics, http=gitlab_http),
@@ -95,7 +117,7 @@ async def readyz(
             metrics=metrics,
             broker=cast(Any, broker),
         )
-        yield Readyz(await aiohttp_client(app), broker)
+        yield Readyz(await aiohttp_client(app), broker, metrics)
 
 
 async def test_a_gitlab_that_accepts_the_token_is_ready(readyz: Readyz, gitlab: GitLab) -> None:
@@ -196,3 +218,78 @@ async def test_a_database_that_does_not_answer_is_reported_and_the_pod_stays_rea
     status, body = await readyz()
     assert (status, body["state_store"]) == (200, "open")
     assert "state_store_reason" not in body
+
+
+def _reachable(metrics: Metrics) -> float | None:
+    return metrics.registry.get_sample_value("gateway_gitlab_reachable")
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    while not condition():
+        await asyncio.sleep(0.005)
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize("watch_every", [0.01])
+async def test_an_outage_shows_on_the_gauge_and_in_the_log_without_any_traffic(
+    readyz: Readyz, gitlab: GitLab, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="gateway")
+    # Nobody asks /readyz or calls a tool: the gateway checks on its own.
+    await _until(lambda: _reachable(readyz.metrics) == 1 and len(gitlab.requests) >= 2)
+    checked = readyz.metrics.registry.get_sample_value("gateway_gitlab_last_check_timestamp_seconds")
+    assert checked is not None and checked > 0
+    assert _warnings(caplog) == []  # steady: nothing to say
+
+    gitlab.answer = httpx.ConnectError("connection refused")
+    await _until(lambda: _reachable(readyz.metrics) == 0)
+    seen = len(gitlab.requests)
+    await _until(lambda: len(gitlab.requests) >= seen + 3)  # still down: said once
+    down = _warnings(caplog)
+    assert len(down) == 1
+    # GitLab down leaves the pod ready (the broker tools still work): no readiness flip to say.
+    assert readyz.metrics.registry.get_sample_value("gateway_ready") == 1
+    assert down[0].startswith(f"GitLab became unreachable: Could not connect to GitLab at {GITLAB}")
+
+    gitlab.answer = _graphql("alice")
+    await _until(lambda: _reachable(readyz.metrics) == 1)
+    back = _warnings(caplog)[1:]
+    assert back == [
+        f"GitLab is reachable again: GitLab 18.2.1 at {GITLAB}: reachable, token accepted (user alice)"
+    ]
+    assert all(TOKEN not in line for line in _warnings(caplog))
+
+
+async def test_a_readiness_flip_is_logged_both_ways(readyz: Readyz, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="gateway")
+    assert (await readyz())[0] == 200
+    assert (await readyz())[0] == 200
+    assert _warnings(caplog) == []
+    readyz.broker.open = False
+    assert (await readyz())[0] == 503
+    assert (await readyz())[0] == 503
+    assert readyz.metrics.registry.get_sample_value("gateway_ready") == 0
+    readyz.broker.open = True
+    assert (await readyz())[0] == 200
+    assert _warnings(caplog) == [
+        "readiness: not ready (/readyz answers 503): the broker's database is closed: the gateway is "
+        "stopping, or lost it (see the log)",
+        "readiness: ready again (/readyz answers 200)",
+    ]
+    assert readyz.metrics.registry.get_sample_value("gateway_ready") == 1
+
+
+@pytest.mark.parametrize("start_check", [True])
+async def test_the_start_up_check_is_the_first_check_and_the_next_follows_15_s_later(
+    readyz: Readyz, gitlab: GitLab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _until(lambda: _reachable(readyz.metrics) == 1)  # right from the start-up check
+    assert len(gitlab.requests) == 1
+    monkeypatch.setattr(health, "GITLAB_CHECK_TTL", 30.0)
+    status, body = await readyz()
+    assert (status, body["gitlab"]["state"]) == (200, "ok")
+    assert len(gitlab.requests) == 1  # /readyz reused it: one request at start, not two
+    assert health.GITLAB_PROBE_SECONDS == 15.0  # the next, on its own

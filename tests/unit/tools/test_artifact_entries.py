@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import re
 import zipfile
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -18,8 +18,8 @@ import respx
 
 from gateway.config import Settings
 from gateway.gitlab.zip_directory import TAIL_BYTES
-from gateway.tools.ci import artifact_entries
-from gateway.tools.ci.artifact_entries import MAX_DIRECTORY_BYTES
+from gateway.tools.ci import artifact_directory, artifact_entries
+from gateway.tools.ci.artifact_directory import MAX_DIRECTORY_BYTES
 from tests.unit.gitlab.tool_env import ToolEnv, error, ok
 
 GITLAB = "https://gitlab.example.com"
@@ -99,18 +99,6 @@ class Archive:
         body = self.data[start : end + 1]
         self.served += len(body)
         return httpx.Response(206, content=body, headers={"Content-Range": f"bytes {start}-{end}/{size}"})
-
-
-@pytest.fixture
-def router() -> Iterator[respx.MockRouter]:
-    with respx.mock(assert_all_mocked=True, assert_all_called=False) as mocked:
-        yield mocked
-
-
-@pytest.fixture
-async def env(make_settings: Callable[..., Settings], router: respx.MockRouter) -> AsyncIterator[ToolEnv]:
-    async with httpx.AsyncClient() as http:
-        yield ToolEnv(make_settings(), http)
 
 
 def listing(**extra: Any) -> dict[str, Any]:
@@ -205,8 +193,12 @@ async def test_a_large_directory_is_read_with_a_second_range_and_paged(
     files = ok(await env.call("get_job", listing(first=100, artifact_filter="*_00299/*")), "get_job")[
         "artifact_files"
     ]
-    assert [e["path"] for e in files["entries"]] == ["coverage/src/module_00299/index.html"]
-    assert files["total"] == 1 and not files["page_info"]["has_next_page"]
+    # The zip has no folder entries; the listing has them, as GitLab's tree would.
+    assert [e["path"] for e in files["entries"]] == [
+        "coverage/src/module_00299/",
+        "coverage/src/module_00299/index.html",
+    ]
+    assert files["total"] == 2 and not files["page_info"]["has_next_page"]
     directory = zipfile.ZipFile(io.BytesIO(data)).start_dir
     # The tail, then exactly the directory: from its first header to the end record.
     end = data.rindex(b"PK\x05\x06") - 1
@@ -221,7 +213,8 @@ async def test_a_large_directory_is_read_with_a_second_range_and_paged(
         if not files["page_info"]["has_next_page"]:
             break
         after = files["page_info"]["end_cursor"]
-    assert seen == list(many) and files["total"] == 1200
+    folders = ["coverage/", "coverage/src/"] + [f"coverage/src/module_{i:05d}/" for i in range(1200)]
+    assert seen == sorted([*many, *folders]) and files["total"] == 2402
 
 
 async def test_zip64_archives_are_listed(
@@ -236,7 +229,8 @@ async def test_zip64_archives_are_listed(
     old_gitlab(router)
     router.get(ARCHIVE_URL).mock(side_effect=Archive(data))
     files = ok(await env.call("get_job", listing()), "get_job")["artifact_files"]
-    assert {e["path"]: e["size"] for e in files["entries"]} == {p: len(d) for p, d in FILES.items()}
+    sizes = {e["path"]: e["size"] for e in files["entries"] if e["type"] == "file"}
+    assert sizes == {p: len(d) for p, d in FILES.items()}
 
 
 async def test_an_archive_without_metadata_uses_the_directory_for_that_job_only(
@@ -279,7 +273,7 @@ async def test_when_gitlab_ignores_range_a_large_archive_is_not_downloaded(
 async def test_a_whole_archive_of_unknown_length_is_read_no_further_than_the_bound(
     env: ToolEnv, router: respx.MockRouter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(artifact_entries, "MAX_DIRECTORY_BYTES", 1024 * 1024)
+    monkeypatch.setattr(artifact_directory, "MAX_DIRECTORY_BYTES", 1024 * 1024)
     router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
     old_gitlab(router)
     sent: list[int] = []
@@ -303,7 +297,7 @@ async def test_when_gitlab_ignores_range_a_small_archive_is_read_whole(
     archive = Archive(make_zip(FILES), honour=False)
     router.get(ARCHIVE_URL).mock(side_effect=archive)
     files = ok(await env.call("get_job", listing(artifact_filter="logs/")), "get_job")["artifact_files"]
-    assert [e["path"] for e in files["entries"]] == ["logs/", "logs/integration.log"]
+    assert [e["path"] for e in files["entries"]] == ["logs/integration.log"]
     assert len(archive.ranges) == 1
 
 
@@ -356,6 +350,85 @@ async def test_an_empty_archive_is_said_so(env: ToolEnv, router: respx.MockRoute
     router.get(ARCHIVE_URL).mock(return_value=httpx.Response(416, headers={"Content-Range": "bytes */0"}))
     files = ok(await env.call("get_job", listing()), "get_job")["artifact_files"]
     assert files["entries"] == [] and "archive is empty" in files["unavailable"]
+
+
+async def test_an_archive_gitlab_no_longer_has_leaves_the_job_and_says_why(
+    env: ToolEnv, router: respx.MockRouter
+) -> None:
+    # Erased (or expired before GitLab marked it): an older GitLab's archive download answers 404.
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+    old_gitlab(router)
+    router.get(ARCHIVE_URL).mock(return_value=httpx.Response(404, json={"message": "404 Not Found"}))
+    out = ok(await env.call("get_job", listing()), "get_job")
+    assert out["name"] == "integration" and out["status"] == "failed"  # the job's own data is kept
+    files = out["artifact_files"]
+    assert files["entries"] == [] and files["source"] == "archive_directory"
+    assert "no artifacts archive for job 5024" in files["unavailable"]
+    assert "erased" in files["unavailable"]
+
+
+async def test_expired_artifacts_on_the_tree_are_said_expired(env: ToolEnv, router: respx.MockRouter) -> None:
+    router.get(JOB_URL).mock(
+        return_value=httpx.Response(200, json=job() | {"artifacts_expire_at": "2020-01-01"})
+    )
+    router.get(url__startswith=TREE_URL).mock(
+        return_value=httpx.Response(404, json={"message": "404 Artifacts Not Found"})
+    )
+    out = ok(await env.call("get_job", listing()), "get_job")
+    assert out["id"] == 5024 and out["artifacts"][0]["expired"] is True
+    assert "expired on 2020-01-01" in out["artifact_files"]["unavailable"]
+
+
+def gitlab_tree(files: dict[str, bytes]) -> Callable[[httpx.Request], httpx.Response]:
+    """GitLab's artifacts tree over ``files``: its metadata's entries (every folder, sorted by
+    Workhorse), under ``path`` (the folder itself left out), recursive, one page."""
+    paths = set(files)
+    for path in files:
+        parts = path.split("/")[:-1]
+        paths.update("/".join(parts[: i + 1]) + "/" for i in range(len(parts)))
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        prefix = request.url.params.get("path", "").strip("/")
+        prefix = f"{prefix}/" if prefix else ""
+        if prefix and prefix not in paths:
+            return httpx.Response(404, json={"message": "404 Path Not Found"})
+        below = sorted(p for p in paths if p.startswith(prefix) and p != prefix)
+        return httpx.Response(200, json=[tree_entry(p, len(files.get(p, b""))) for p in below])
+
+    return answer
+
+
+@pytest.mark.parametrize("artifact_filter", [None, "logs/", "re", "*.log", "*/", "missing/"])
+async def test_both_ways_of_listing_answer_a_filter_alike(
+    make_settings: Callable[..., Settings], artifact_filter: str | None
+) -> None:
+    # The archive as a runner may write it: its own order, no folder entries.
+    files = {
+        "zeta/b.txt": b"b",
+        "logs/integration.log": b"x" * 9,
+        "a.txt": b"a",
+        "reports/sub/r.xml": b"<r/>",
+    }
+    seen: list[list[dict[str, Any]]] = []
+    for has_tree in (True, False):
+        with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
+            router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+            if has_tree:
+                router.get(url__startswith=TREE_URL).mock(side_effect=gitlab_tree(files))
+            else:
+                old_gitlab(router)
+                router.get(ARCHIVE_URL).mock(side_effect=Archive(make_zip(files, directories=False)))
+            async with httpx.AsyncClient() as http:
+                env = ToolEnv(make_settings(), http)
+                more = {"artifact_filter": artifact_filter} if artifact_filter else {}
+                out = ok(await env.call("get_job", listing(**more)), "get_job")["artifact_files"]
+                assert out["source"] == ("tree" if has_tree else "archive_directory")
+                seen.append(out["entries"])
+    assert seen[0] == seen[1]
+    if artifact_filter == "logs/":
+        assert [e["path"] for e in seen[0]] == ["logs/integration.log"]
+    if artifact_filter is None:
+        assert [e["path"] for e in seen[0]][:3] == ["a.txt", "logs/", "logs/integration.log"]
 
 
 async def test_distinct_filters_stay_in_a_bounded_cache_and_not_in_fnmatchs() -> None:

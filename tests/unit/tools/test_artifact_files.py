@@ -5,14 +5,13 @@ a job's artifacts archive, in byte windows, with a message of its own for each w
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 import respx
 
-from gateway.config import Settings
 from tests.unit.gitlab.tool_env import ToolEnv, error, ok
 
 GITLAB = "https://gitlab.example.com"
@@ -33,18 +32,6 @@ def job(**overrides: Any) -> dict[str, Any]:
         "artifacts_expire_at": "2099-01-01T00:00:00.000Z",
         **overrides,
     }
-
-
-@pytest.fixture
-def router() -> Iterator[respx.MockRouter]:
-    with respx.mock(assert_all_mocked=True, assert_all_called=False) as mocked:
-        yield mocked
-
-
-@pytest.fixture
-async def env(make_settings: Callable[..., Settings], router: respx.MockRouter) -> AsyncIterator[ToolEnv]:
-    async with httpx.AsyncClient() as http:
-        yield ToolEnv(make_settings(), http)
 
 
 def args(**extra: Any) -> dict[str, Any]:
@@ -172,3 +159,44 @@ async def test_a_window_stops_reading_once_full(env: ToolEnv, router: respx.Mock
     out = ok(await env.call("get_artifact_file", args(byte_limit=5000)), "get_artifact_file")
     assert out["metadata"]["returned"] == {"start": 0, "end": 5000} and out["metadata"]["total_bytes"] is None
     assert sent < 20_000
+
+
+async def test_tail_bytes_reads_the_end_of_a_file_whose_size_is_unknown(
+    env: ToolEnv, router: respx.MockRouter
+) -> None:
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+
+    def whole(request: httpx.Request) -> httpx.Response:
+        # As Workhorse serves an extracted entry: Range ignored, streamed, no Content-Length.
+        assert request.headers["Range"] == "bytes=-100"
+        return httpx.Response(200, stream=httpx.ByteStream(TEXT))
+
+    router.get(FILE_URL).mock(side_effect=whole)
+    out = ok(await env.call("get_artifact_file", args(tail_bytes=100)), "get_artifact_file")
+    meta = out["metadata"]
+    assert meta["total_bytes"] == len(TEXT) and meta["returned"]["end"] == len(TEXT)
+    assert TEXT.endswith(out["content"].encode()) and len(out["content"].encode()) > 96  # whole characters
+    assert out["content"].endswith("049 grüße 日本語 ✓\n")
+    start = meta["returned"]["start"]
+    assert f'{{"byte_offset": {start - 100}, "byte_limit": 100}}' in out["system_instruction"]
+
+
+async def test_tail_bytes_takes_gitlabs_range_when_it_honours_it(
+    env: ToolEnv, router: respx.MockRouter
+) -> None:
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+    size = len(TEXT)
+    router.get(FILE_URL).mock(
+        return_value=httpx.Response(
+            206, content=TEXT[-64:], headers={"Content-Range": f"bytes {size - 64}-{size - 1}/{size}"}
+        )
+    )
+    out = ok(await env.call("get_artifact_file", args(tail_bytes=64)), "get_artifact_file")
+    assert out["metadata"]["total_bytes"] == size and TEXT.endswith(out["content"].encode())
+    # A file shorter than the tail is returned whole.
+    router.get(FILE_URL).mock(return_value=httpx.Response(200, content=b"short\n"))
+    out = ok(await env.call("get_artifact_file", args(tail_bytes=64)), "get_artifact_file")
+    assert out["content"] == "short\n" and out["metadata"]["returned"] == {"start": 0, "end": 6}
+    assert "system_instruction" not in out
+    err = error(await env.call("get_artifact_file", args(tail_bytes=64, byte_offset=10)))
+    assert err["reason"] == "bad_request" and "tail_bytes reads the end" in err["message"]

@@ -7,7 +7,7 @@ so a test sees whether the gateway stopped reading. Results are checked as a cal
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -68,18 +68,6 @@ class Body:
         if self.length:
             headers["Content-Length"] = str(len(self.data))
         return httpx.Response(200, headers=headers, content=self.chunks())
-
-
-@pytest.fixture
-def router() -> Iterator[respx.MockRouter]:
-    with respx.mock(assert_all_mocked=True, assert_all_called=False) as mocked:
-        yield mocked
-
-
-@pytest.fixture
-async def env(make_settings: Callable[..., Settings], router: respx.MockRouter) -> AsyncIterator[ToolEnv]:
-    async with httpx.AsyncClient() as http:
-        yield ToolEnv(make_settings(), http)
 
 
 def serve(router: respx.MockRouter, job_answer: dict[str, Any], body: Body | None = None) -> Body:

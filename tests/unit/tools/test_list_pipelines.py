@@ -54,9 +54,15 @@ def fake() -> FakeGitLab:
 
 
 @pytest.fixture
-def gitlab(fake: FakeGitLab) -> Iterator[respx.Route]:
+def router(fake: FakeGitLab) -> Iterator[respx.MockRouter]:
     with respx.mock(assert_all_called=False) as router:
-        yield router.post(GRAPHQL_URL).mock(side_effect=fake)
+        router.post(GRAPHQL_URL, name="graphql").mock(side_effect=fake)
+        yield router
+
+
+@pytest.fixture
+def gitlab(router: respx.MockRouter) -> respx.Route:
+    return router.routes["graphql"]
 
 
 @pytest.fixture
@@ -117,3 +123,34 @@ async def test_missing_project_and_bad_input(env: ToolEnv, fake: FakeGitLab) -> 
     bad = error(await call(env, id=PROJECT_PATH, status="broken", first=0))
     assert bad["reason"] == "bad_request" and sorted(bad["invalid_arguments"]) == ["first", "status"]
     assert len(fake.requests) == before  # refused before any request
+
+
+def ref_names(router: respx.MockRouter, branches: list[str], tags: list[str]) -> None:
+    rest = f"{GITLAB}/api/v4/projects/{PROJECT_PATH.replace('/', '%2F')}/repository"
+    router.get(f"{rest}/branches", params={"per_page": "100"}).mock(
+        return_value=httpx.Response(200, json=[{"name": n} for n in branches])
+    )
+    router.get(f"{rest}/tags", params={"per_page": "100"}).mock(
+        return_value=httpx.Response(200, json=[{"name": n} for n in tags])
+    )
+
+
+async def test_an_unknown_ref_is_told_with_the_nearest_names(env: ToolEnv, router: respx.MockRouter) -> None:
+    ref_names(router, ["main", "feature/x", "release"], ["v1.0"])
+    out = ok(await call(env, id=PROJECT_PATH, ref="mian"), "list_pipelines")
+    assert out["pipelines"] == [] and out["nearest_refs"] == ["main"]
+    assert "'mian' is no branch or tag" in out["system_instruction"]
+    assert "Nearest branch and tag names: 'main'" in out["system_instruction"]
+    # A real ref without pipelines has no hint: the page is simply empty.
+    ref_names(router, ["main", "quiet"], [])
+    out = ok(await call(env, id=PROJECT_PATH, ref="quiet"), "list_pipelines")
+    assert out["pipelines"] == [] and "system_instruction" not in out and "nearest_refs" not in out
+
+
+async def test_without_pipeline_id_get_pipeline_points_to_the_latest_of_a_ref(env: ToolEnv) -> None:
+    err = error(await env.call("get_pipeline", {"project_id": PROJECT_PATH}))
+    assert err["reason"] == "bad_request" and err["invalid_arguments"] == ["pipeline_id"]
+    assert (
+        f"call list_pipelines with project_id '{PROJECT_PATH}', ref '<branch or tag>' and first 1"
+        in err["message"]
+    )

@@ -386,7 +386,9 @@ async def test_missing_file_is_told_apart_in_one_request(env: ToolEnv, fake: Fak
         "reason": "not_found",
         "message": "File 'lib/nope.rb' does not exist at ref 'main'. The path must be relative to the "
         "repository root, and is case-sensitive. Do not retry the same path; find the file's real path "
-        "first: a link to the file in GitLab's web UI has it, and the url argument takes such a link.",
+        f"first: list_repository_tree with project_id '{PROJECT}', ref 'main' and folder_path 'lib' lists "
+        "the files there (`recursive: true` lists every path below it). A link to the file in GitLab's "
+        "web UI has it too, and the url argument takes such a link.",
         "kind": "file_not_found",
         "path": "lib/nope.rb",
         "ref": "main",

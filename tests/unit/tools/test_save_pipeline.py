@@ -168,6 +168,7 @@ def test_declared_destructive_not_read_only_in_ci_toolset() -> None:
         "ref",
         "variables",
         "inputs",
+        "reason",
     ]
     assert schema.get("required", []) == []
     # "create" is the result's own spelling of a create, so a caller may send it back.

@@ -1,0 +1,209 @@
+"""``list_repository_tree``: the files and folders of a repository at a ref, one folder or all
+below it, paged (``GET /projects/:id/repository/tree``,
+https://docs.gitlab.com/api/repositories/#list-repository-tree).
+
+What ``get_repository_file``'s file-not-found error sends an agent to: the real path of a file,
+found by listing its folder (or, with ``recursive``, every path below one).
+
+REST rather than GraphQL: ``Repository.tree`` answers one folder's ``trees``, ``blobs`` and
+``submodules`` as three separate connections, and ``Repository.paginatedTree`` pages trees of
+entries, where an agent wants one list of paths in pages. GitLab pages the REST tree by number
+(``page``, ``per_page``); the cursor handed out holds the next page's number and its size, so a
+page size once chosen is kept across the pages of one listing.
+
+GitLab answers ``404 Tree Not Found`` for a ref that names no commit, and an empty list for a path
+that is no folder at the ref: both are told (a ref with the nearest branch and tag names).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from gateway.errors import bad_request, not_found
+from gateway.gitlab.errors import GitLabNotFound
+from gateway.gitlab.urls import encode_project
+from gateway.tools.arguments import PROJECT_ALIASES, OptionalText, ProjectId, shown
+from gateway.tools.context import ToolContext
+from gateway.tools.pagination import (
+    PAGING,
+    Cursor,
+    PageInfo,
+    PageSize,
+    after_field,
+    cursor_position,
+    first_field,
+    opaque_cursor,
+)
+from gateway.tools.ref_hints import check_ref
+from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput
+from gateway.tools.visibility import project_not_found_message
+
+TREE_ROUTE = "/projects/{id}/repository/tree"
+MAX_PATH_CHARS = 4096
+
+
+class ListRepositoryTreeInput(ToolInput):
+    """The project, the ref and folder, and the page."""
+
+    #: ``path``: GitLab's REST name for the folder.
+    argument_aliases = {**PROJECT_ALIASES, "path": "folder_path"}
+
+    project_id: ProjectId
+    ref: OptionalText = Field(
+        None, description="Branch, tag or commit SHA to list, e.g. `main`. Default: the default branch."
+    )
+    folder_path: OptionalText = Field(
+        None,
+        description="Folder to list, relative to the repository root, e.g. `src/app`. Default: the root.",
+    )
+    recursive: bool = Field(
+        False, description="List every file and folder below `folder_path`, not only its direct entries."
+    )
+    first: PageSize = first_field("the entries")
+    after: Cursor = after_field("the entries")
+
+    @field_validator("ref")
+    @classmethod
+    def _ref(cls, value: str | None) -> str | None:
+        if value is not None and not 1 <= len(value.strip()) <= 1024:
+            raise ValueError(
+                f"must be a branch, tag or commit SHA of 1 to 1024 characters, not {shown(value)}"
+            )
+        return value.strip() if value is not None else None
+
+    @field_validator("folder_path")
+    @classmethod
+    def _relative(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if len(value) > MAX_PATH_CHARS:
+            raise ValueError(f"is {len(value)} characters long; a folder path of at most {MAX_PATH_CHARS}")
+        if "\\" in value or any(ord(c) < 32 for c in value):
+            raise ValueError(f"must be a plain repository path with `/` separators, not {shown(value)}")
+        segments = [s for s in value.strip("/").split("/") if s]
+        if any(s in (".", "..") for s in segments):
+            raise ValueError("must name a folder inside the repository (no `.` or `..` segments)")
+        return "/".join(segments) or None
+
+
+class TreeEntry(BaseModel):
+    # No docstring: it would be repeated in the outputSchema.
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(description="Path from the repository root: get_repository_file's `file_path`.")
+    name: str
+    type: Literal["blob", "tree", "commit"] = Field(
+        description="`blob`: a file; `tree`: a folder (list it with `folder_path`); `commit`: a submodule."
+    )
+    mode: str | None = Field(description="The git file mode, e.g. `100644`, `100755`, `040000`.")
+
+
+class ListRepositoryTreeOutput(ToolOutput):
+    """One page of the folder's entries, in GitLab's order (folders first)."""
+
+    ref: str | None = Field(description="The ref listed (null: the default branch).")
+    folder_path: str | None = Field(description="The folder listed (null: the root).")
+    entries: list[TreeEntry]
+    page_info: PageInfo
+    nearest_refs: list[str] | None = Field(
+        None, description="For a ref GitLab does not know: the nearest names."
+    )
+    system_instruction: str | None = Field(None, description="What to do next, for the model.")
+
+
+def _cursor(page: int, size: int) -> str:
+    return opaque_cursor(f"p{page}.{size}")
+
+
+def _position(after: str) -> tuple[int, int]:
+    """``(page, per_page)`` of a cursor this tool handed out; ``bad_request`` for anything else."""
+    try:
+        raw = cursor_position(after)
+        page, _, size = raw.removeprefix("p").partition(".")
+        if not raw.startswith("p") or int(page) < 1 or not 1 <= int(size) <= 100:
+            raise ValueError(raw)
+        return int(page), int(size)
+    except ValueError:
+        raise bad_request(
+            "`after` is not a cursor of this listing: pass `page_info.end_cursor` from the previous "
+            "list_repository_tree call, unchanged.",
+            invalid_arguments=["after"],
+        ) from None
+
+
+def _entry(item: Any) -> dict[str, Any] | None:
+    if not isinstance(item, dict) or not isinstance(item.get("path"), str):
+        return None
+    kind = item.get("type")
+    mode = item.get("mode")
+    return {
+        "path": item["path"],
+        "name": item.get("name") if isinstance(item.get("name"), str) else item["path"].rsplit("/", 1)[-1],
+        "type": kind if kind in ("blob", "tree", "commit") else "blob",
+        "mode": mode if isinstance(mode, str) else None,
+    }
+
+
+async def list_repository_tree(ctx: ToolContext, args: ListRepositoryTreeInput) -> dict[str, Any]:
+    page, size = _position(args.after) if args.after else (1, args.first)
+    params: dict[str, Any] = {"per_page": size, "page": page}
+    if args.ref:
+        params["ref"] = args.ref
+    if args.folder_path:
+        params["path"] = args.folder_path
+    if args.recursive:
+        params["recursive"] = "true"
+    try:
+        answer = await ctx.gitlab.rest(
+            "GET", TREE_ROUTE, path_params={"id": encode_project(args.project_id)}, params=params
+        )
+    except GitLabNotFound as err:
+        if "tree" not in err.message.lower() or not args.ref:
+            raise not_found(project_not_found_message(args.project_id, ctx.call.caller.credential)) from None
+        check = await check_ref(ctx, args.project_id, args.ref)
+        hint = check.hint(args.ref) if check.exists is False else f"'{args.ref}' names no commit here."
+        raise not_found(
+            f"Ref '{args.ref}' not found in project '{args.project_id}': {hint} Call again with an existing "
+            "branch, tag or commit SHA, or without `ref` for the default branch.",
+            kind="ref_not_found",
+            ref=args.ref,
+            nearest_refs=list(check.nearest),
+        ) from None
+    items = answer if isinstance(answer, list) else []
+    entries = [e for e in map(_entry, items) if e is not None]
+    more = len(items) >= size
+    out: dict[str, Any] = {
+        "ref": args.ref,
+        "folder_path": args.folder_path,
+        "entries": entries,
+        "page_info": {"has_next_page": more, "end_cursor": _cursor(page + 1, size) if more else None},
+    }
+    if not items and page == 1 and args.folder_path:
+        out["system_instruction"] = (
+            f"Nothing listed: '{args.folder_path}' is no folder at this ref (a file, a misspelt or moved "
+            "folder, or an empty one). Paths are case-sensitive; list its parent folder (or the root) to "
+            "find it."
+        )
+    return out
+
+
+DESCRIPTION = f"""\
+List the files and folders of a project's repository at a ref (default: the default branch): \
+one folder's entries (`folder_path`, default the root), or with `recursive` every path below it. Each \
+entry has its `path` (get_repository_file's `file_path`), `name`, `type` (`blob` a file, `tree` \
+a folder, `commit` a submodule) and `mode`. Use it to find a file's real path. {PAGING}"""
+
+TOOLS: list[Tool] = [
+    Tool(
+        name="list_repository_tree",
+        title="List a repository's files",
+        description=DESCRIPTION,
+        input_model=ListRepositoryTreeInput,
+        output_model=ListRepositoryTreeOutput,
+        handler=list_repository_tree,
+        annotations=READ_ONLY,
+        toolset="repository",
+    )
+]

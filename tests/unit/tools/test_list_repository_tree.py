@@ -1,0 +1,94 @@
+"""``list_repository_tree`` (https://docs.gitlab.com/api/repositories/#list-repository-tree): a
+folder's entries or every path below it, paged; an unknown ref and a path that is no folder told."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import respx
+
+from tests.unit.gitlab.tool_env import ToolEnv, error, ok
+
+GITLAB = "https://gitlab.example.com"
+PROJECT = "grp/sub/proj"
+REPO = f"{GITLAB}/api/v4/projects/grp%2Fsub%2Fproj/repository"
+TREE = [
+    {"id": "a1", "name": "app", "type": "tree", "path": "app", "mode": "040000"},
+    {"id": "a2", "name": "lib", "type": "tree", "path": "lib", "mode": "040000"},
+    {"id": "a3", "name": "README.md", "type": "blob", "path": "README.md", "mode": "100644"},
+    {"id": "a4", "name": "run.sh", "type": "blob", "path": "run.sh", "mode": "100755"},
+    {"id": "a5", "name": "vendor", "type": "commit", "path": "vendor", "mode": "160000"},
+]
+
+
+def paged(items: list[dict[str, Any]]) -> Callable[[httpx.Request], httpx.Response]:
+    def answer(request: httpx.Request) -> httpx.Response:
+        page, size = int(request.url.params["page"]), int(request.url.params["per_page"])
+        return httpx.Response(200, json=items[(page - 1) * size : page * size])
+
+    return answer
+
+
+async def test_the_entries_come_in_pages_with_their_types(env: ToolEnv, router: respx.MockRouter) -> None:
+    route = router.get(f"{REPO}/tree").mock(side_effect=paged(TREE))
+    out = ok(
+        await env.call("list_repository_tree", {"project_id": PROJECT, "first": 2}), "list_repository_tree"
+    )
+    assert [e["path"] for e in out["entries"]] == ["app", "lib"] and out["entries"][0]["type"] == "tree"
+    seen = [e["path"] for e in out["entries"]]
+    while out["page_info"]["has_next_page"]:
+        after = out["page_info"]["end_cursor"]
+        # The page size of the first call is kept, whatever `first` says now.
+        out = ok(
+            await env.call("list_repository_tree", {"project_id": PROJECT, "after": after, "first": 50}),
+            "list_repository_tree",
+        )
+        seen += [e["path"] for e in out["entries"]]
+    assert seen == [e["path"] for e in TREE]
+    assert {e["type"] for e in out["entries"]} <= {"blob", "commit"}
+    assert "ref" not in route.calls[0].request.url.params  # the default branch
+
+
+async def test_ref_path_and_recursive_are_sent(env: ToolEnv, router: respx.MockRouter) -> None:
+    route = router.get(f"{REPO}/tree").mock(
+        return_value=httpx.Response(
+            200, json=[{"name": "user.rb", "type": "blob", "path": "app/models/user.rb"}]
+        )
+    )
+    args = {
+        "project_id": PROJECT,
+        "ref": "feature/x",
+        "path": "/app/",
+        "recursive": True,
+    }  # `path`: GitLab's name
+    out = ok(await env.call("list_repository_tree", args), "list_repository_tree")
+    params = route.calls.last.request.url.params
+    assert (params["ref"], params["path"], params["recursive"]) == ("feature/x", "app", "true")
+    assert out["folder_path"] == "app" and out["entries"][0]["path"] == "app/models/user.rb"
+    err = error(await env.call("list_repository_tree", {"project_id": PROJECT, "folder_path": "../etc"}))
+    assert err["reason"] == "bad_request" and route.call_count == 1
+
+
+async def test_an_unknown_ref_names_the_nearest_branches(env: ToolEnv, router: respx.MockRouter) -> None:
+    router.get(f"{REPO}/tree").mock(return_value=httpx.Response(404, json={"message": "404 Tree Not Found"}))
+    router.get(f"{REPO}/branches").mock(return_value=httpx.Response(200, json=[{"name": "main"}]))
+    router.get(f"{REPO}/tags").mock(return_value=httpx.Response(200, json=[{"name": "v1.0"}]))
+    err = error(await env.call("list_repository_tree", {"project_id": PROJECT, "ref": "mian"}))
+    assert err["reason"] == "not_found" and err["kind"] == "ref_not_found" and err["nearest_refs"] == ["main"]
+    assert "Nearest branch and tag names: 'main'" in err["message"]
+
+
+async def test_a_path_that_is_no_folder_is_said_so(env: ToolEnv, router: respx.MockRouter) -> None:
+    router.get(f"{REPO}/tree").mock(return_value=httpx.Response(200, json=[]))
+    out = ok(
+        await env.call("list_repository_tree", {"project_id": PROJECT, "folder_path": "ap"}),
+        "list_repository_tree",
+    )
+    assert out["entries"] == [] and "'ap' is no folder at this ref" in out["system_instruction"]
+    router.get(f"{REPO}/tree").mock(
+        return_value=httpx.Response(404, json={"message": "404 Project Not Found"})
+    )
+    err = error(await env.call("list_repository_tree", {"project_id": PROJECT}))
+    assert err["reason"] == "not_found" and "Project 'grp/sub/proj' not found" in err["message"]
