@@ -17,3 +17,6 @@ def _revision() -> str:
 
 #: The git commit this build was made from (``+dirty``: with changes not committed), or ``unknown``.
 REVISION = _revision()
+
+#: The command's name (``gitlab-mcp-gateway``): its messages start with it.
+PROG = "gitlab-mcp-gateway"

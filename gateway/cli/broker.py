@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import sqlalchemy as sa
 
-from gateway.broker.activity_log import PIPELINE_LOG, ActivityLogs
+from gateway.broker.activity_log import ActivityLogs
 from gateway.broker.errors import BrokerError
 from gateway.broker.formats import seconds_since
 from gateway.broker.operator import ACTIONS as OPERATOR_ACTIONS
@@ -70,80 +70,6 @@ class ThroughGateway(Exception):
     def __init__(self, socket: Path) -> None:
         super().__init__(str(socket))
         self.socket = socket
-
-
-def add_parser(subparsers: Any, prog: str) -> None:
-    """Add ``broker`` and its subcommands to the main parser's subparsers."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--json", action="store_true", help="print JSON instead of text")
-    common.add_argument(
-        "--as",
-        dest="operator",
-        metavar="NAME",
-        help="your name in the activity log (default: your login name)",
-    )
-    common.add_argument(
-        "--config", type=Path, default=argparse.SUPPRESS, help="TOML configuration file (as before 'broker')"
-    )
-    broker = subparsers.add_parser(
-        "broker",
-        help="watch and steer the phase broker from the command line",
-        description="Watch and steer the phase broker, against the configured state store (the SQLite "
-        "file in GATEWAY_STATE_DIR, or broker.database_url). The same actions as the console at /broker.",
-        epilog=f"Example: {prog} broker status; {prog} broker instruct 'Keep v1; add v2 beside it.'",
-    )
-    commands = broker.add_subparsers(dest="broker_command", metavar="COMMAND", required=True)
-    commands.add_parser("status", parents=[common], help="the pipeline's state, issues, agents, plan")
-    history = commands.add_parser("history", parents=[common], help="the message history, newest page first")
-    history.add_argument("--limit", type=int, default=50, help="messages per page (1-1000, default 50)")
-    history.add_argument("--issue", help="only messages whose body.issue is this")
-    history.add_argument("--before", metavar="CURSOR", help="an older page: the end_cursor a page gave")
-    history.add_argument(
-        "--pipeline",
-        type=int,
-        metavar="N",
-        help="an archived pipeline's messages (its number from 'broker status' or 'broker reset')",
-    )
-    log = commands.add_parser("log", parents=[common], help="an activity log's last lines")
-    log.add_argument("agent", metavar="AGENT", help=f"an agent id, or {PIPELINE_LOG!r} for the broker's own")
-    log.add_argument("--lines", type=int, default=40, help="how many lines (default 40)")
-    instruct = commands.add_parser(
-        "instruct",
-        parents=[common],
-        help="send the PM an instruction (it reads it at its next wait; to answer a HUMAN_NEEDED or "
-        "PAUSED pipeline, the PM then calls resume)",
-    )
-    instruct.add_argument("text", metavar="TEXT", help="what the PM should do")
-    switch = commands.add_parser(
-        "auto-advance",
-        parents=[common],
-        help="pause (off) or resume (on) auto-advance: the console's Pause/Resume auto-advance",
-    )
-    switch.add_argument("switch", choices=("on", "off"), help="on: resume it (needs a plan); off: pause it")
-    commands.add_parser(
-        "cancel-advance",
-        parents=[common],
-        help="cancel the advance under way (PAUSED until the PM resumes)",
-    )
-    for name, text in (
-        ("stop", "stop the pipeline (every agent is told; until someone starts over)"),
-        ("reset", "start over after a stop: archive the stopped pipeline, a new one starts in IDLE"),
-    ):
-        sub = commands.add_parser(name, parents=[common], help=text)
-        sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    commands.add_parser(
-        "confirmations",
-        parents=[common],
-        help='the destructive actions agents asked for that wait for an operator (confirm_by = "operator"): '
-        "ticket, who asked, what, why",
-    )
-    for name, text in (
-        ("approve", "approve the destructive action of a pending confirmation: the waiting call acts, once"),
-        ("refuse", "refuse it: the call ends declined, and nothing is done"),
-    ):
-        sub = commands.add_parser(name, parents=[common], help=text)
-        sub.add_argument("ticket", metavar="TICKET", help="the ticket 'broker confirmations' lists")
-        sub.add_argument("--note", help="a sentence for the agent (why, or what to do instead)")
 
 
 def claim_state_dir(settings: Settings, *, act: bool) -> int | None:

@@ -26,7 +26,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from gateway import REVISION, __version__
 from gateway.broker.database import DatabaseUnusable, StoreError
@@ -44,59 +44,6 @@ PROG = "gitlab-mcp-gateway"
 
 class Refused(StoreError):
     """The command will not run as asked; the message says why and what to do (exit status 1)."""
-
-
-def add_parser(subparsers: Any) -> None:
-    """Add ``database`` and its subcommands to the main parser's subparsers."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--config",
-        type=Path,
-        default=argparse.SUPPRESS,
-        help="TOML configuration file (as before 'database')",
-    )
-    database = subparsers.add_parser(
-        "database",
-        help="the broker database's schema: status, upgrade, downgrade, backup, restore",
-        description="The broker database's schema and copies (the SQLite file in GATEWAY_STATE_DIR, or "
-        "broker.database_url). docs/operations.md, 'Schema migrations', gives the upgrade and rollback "
-        "steps.",
-    )
-    commands = database.add_subparsers(dest="database_command", metavar="COMMAND", required=True)
-    commands.add_parser("status", parents=[common], help="the schema revision, this install's, who uses it")
-    force = argparse.ArgumentParser(add_help=False)
-    force.add_argument(
-        "--force",
-        action="store_true",
-        help="PostgreSQL: migrate although connections that may be gateways of another schema are open",
-    )
-    commands.add_parser(
-        "upgrade", parents=[common, force], help=f"migrate to this install's newest revision ({HEAD})"
-    )
-    down = commands.add_parser(
-        "downgrade",
-        parents=[common, force],
-        help="roll the schema back by one revision (stop the gateways first; what it added is dropped)",
-    )
-    down.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    save = commands.add_parser(
-        "backup",
-        parents=[common],
-        help="copy the database to FILE (SQLite: while gateways run; PostgreSQL: pg_dump)",
-    )
-    save.add_argument("file", type=Path, metavar="FILE", help="the copy to write (must not exist)")
-    load = commands.add_parser(
-        "restore",
-        parents=[common],
-        help="replace the database with a backup (stop the gateways first)",
-    )
-    load.add_argument("file", type=Path, metavar="FILE", help="a file 'database backup' wrote")
-    load.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    load.add_argument(
-        "--force",
-        action="store_true",
-        help="PostgreSQL: restore although connections that may be gateways are open",
-    )
 
 
 def run(

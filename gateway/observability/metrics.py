@@ -110,6 +110,12 @@ class Metrics:
         )
 
         # GitLab client
+        self.gitlab_info = Gauge(
+            "gateway_gitlab_info",
+            "The configured GitLab's version and edition (ce, ee), as last learnt; 1",
+            ["version", "edition"],
+            registry=r,
+        )
         self.gitlab_requests = Counter(
             "gateway_gitlab_requests_total",
             "GitLab requests by operation (GraphQL operation or REST route template) and status class",

@@ -14,7 +14,9 @@ gateway serves that band the test passes (XPASS) and the mark can go.
 
 from __future__ import annotations
 
+import asyncio
 import re
+import time
 from typing import Any
 
 import pytest
@@ -34,32 +36,6 @@ def gap(request: pytest.FixtureRequest, missing: bool, reason: str) -> None:
     """Mark the running test an expected failure on this band when today's gateway cannot serve it."""
     if missing:
         request.applymarker(pytest.mark.xfail(strict=False, reason=reason))
-
-
-#: Today's gateway fails a tool on a GitLab that lacks one of these coordinates: (coordinates, why).
-GAPS: dict[str, tuple[tuple[str, ...], str]] = {
-    "get_pipeline": (
-        ("Project.pipeline(id:)", "CiJob.exitCode"),
-        "the gateway's get_pipeline document asks for Project.pipeline(id:) (17.4) and CiJob.exitCode "
-        "(17.9) on every version",
-    ),
-    "save_pipeline": (
-        ("PipelineCancelPayload.pipeline", "Mutation.pipelineCreate"),
-        "save_pipeline's one document holds all three mutations, and PipelineCancelPayload.pipeline "
-        "(18.6) or Mutation.pipelineCreate (17.8) is missing",
-    ),
-    "get_repository_file": (
-        ("Repository.commit",),
-        "get_repository_file asks for Repository.commit(ref:) (17.11) and, on EE, "
-        "Project.duoContextExclusionSettings (18.2) at once, so its CE fallback is not taken",
-    ),
-}
-
-
-def tool_gap(request: pytest.FixtureRequest, band: Band, tool: str) -> None:
-    """:func:`gap` for ``tool`` as :data:`GAPS` describes it."""
-    coordinates, why = GAPS[tool]
-    gap(request, not all(band.has(c) for c in coordinates), f"GitLab {band.id}: {why}")
 
 
 def no_raw_validation(result: CallToolResult) -> None:
@@ -87,7 +63,12 @@ def sent(band: Band, field: str, rest_route: str | None = None) -> int:
 
 
 async def test_start_up_line_names_gitlabs_version(band: Band) -> None:
-    assert versions.version_string(band.version, band.edition) in band.gateway.log()
+    shown = versions.version_string(band.version, band.edition).removesuffix("-ee")
+    named = f"GitLab {shown} ({band.edition.upper()}) at "
+    deadline = time.monotonic() + 10  # the check runs in the background once the gateway serves
+    while named not in band.gateway.log() and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert named in band.gateway.log()
 
 
 # -- CI ---------------------------------------------------------------------------------------------
@@ -99,8 +80,7 @@ async def test_list_pipelines(band: Band) -> None:
     assert out["pipelines"][-1]["sha"] == ds.REF_SHAS["main"]
 
 
-async def test_get_pipeline_jobs(band: Band, request: pytest.FixtureRequest) -> None:
-    tool_gap(request, band, "get_pipeline")
+async def test_get_pipeline_jobs(band: Band) -> None:
     args = {"project_id": P, "pipeline_id": ds.PIPELINE_ID, "include": ["jobs"]}
     out = ok(await band.call("get_pipeline", args))
     assert (out["id"], out["status"], out["sha"]) == (ds.PIPELINE_ID, "failed", ds.REF_SHAS["main"])
@@ -108,8 +88,7 @@ async def test_get_pipeline_jobs(band: Band, request: pytest.FixtureRequest) -> 
     assert len(ids) >= 20 and ids == ds.BUILD_JOB_IDS[: len(ids)]
 
 
-async def test_get_pipeline_failures(band: Band, request: pytest.FixtureRequest) -> None:
-    tool_gap(request, band, "get_pipeline")
+async def test_get_pipeline_failures(band: Band) -> None:
     args = {"project_id": P, "pipeline_id": ds.PIPELINE_ID, "include": ["failures"]}
     out = ok(await band.call("get_pipeline", args))
     exit_code = 1 if band.has("CiJob.exitCode") else None  # GitLab has no exit code before 17.9
@@ -120,8 +99,7 @@ async def test_get_pipeline_failures(band: Band, request: pytest.FixtureRequest)
     ]
 
 
-async def test_save_pipeline_creates_once(band: Band, request: pytest.FixtureRequest) -> None:
-    tool_gap(request, band, "save_pipeline")
+async def test_save_pipeline_creates_once(band: Band) -> None:
     out = ok(await band.call("save_pipeline", {"project_id": P, "ref": "main"}))
     assert (out["action"], out["id"], out["status"], out["ref"]) == (
         "create",
@@ -133,21 +111,22 @@ async def test_save_pipeline_creates_once(band: Band, request: pytest.FixtureReq
     assert sent(band, "pipelineCreate", "POST /projects/:id/pipeline") == 1
 
 
-async def test_save_pipeline_retries_once(band: Band, request: pytest.FixtureRequest) -> None:
-    tool_gap(request, band, "save_pipeline")
+async def test_save_pipeline_retries_once(band: Band) -> None:
     out = ok(await band.call("save_pipeline", {"pipeline_id": ds.PIPELINE_ID, "action": "retry"}))
     assert (out["action"], out["id"], out["status"]) == ("retry", ds.PIPELINE_ID, "running")
     assert sent(band, "pipelineRetry", "POST /projects/:id/pipelines/:pipeline_id/retry") == 1
 
 
-async def test_save_pipeline_cancels_once(band: Band, request: pytest.FixtureRequest) -> None:
-    tool_gap(request, band, "save_pipeline")
+async def test_save_pipeline_cancels_once(band: Band) -> None:
     out = ok(await band.call("save_pipeline", {"pipeline_id": ds.RUNNING_PIPELINE_ID, "action": "cancel"}))
+    # Before 18.6 GitLab answers a cancel without the pipeline, and has no query for a pipeline by
+    # its ID alone: named without its project, the cancelled pipeline's status and ref are unknown.
+    answered = band.has("PipelineCancelPayload.pipeline")
     assert (out["action"], out["id"], out["status"], out["ref"]) == (
         "cancel",
         ds.RUNNING_PIPELINE_ID,
-        "canceled",
-        "feature",
+        "canceled" if answered else None,
+        "feature" if answered else None,
     )
     assert sent(band, "pipelineCancel", "POST /projects/:id/pipelines/:pipeline_id/cancel") == 1
 
@@ -184,15 +163,13 @@ async def test_get_artifact_file(band: Band) -> None:
 # -- repository -----------------------------------------------------------------------------------
 
 
-async def test_get_repository_file(band: Band, request: pytest.FixtureRequest) -> None:
-    tool_gap(request, band, "get_repository_file")
+async def test_get_repository_file(band: Band) -> None:
     args = {"project_id": P, "file_path": ds.FILES["readme"], "ref": "main"}
     out = ok(await band.call("get_repository_file", args))
     assert (out["content"], out["commit_sha"]) == (ds.README_MAIN, ds.REF_SHAS["main"])
 
 
-async def test_exclusion_rules_where_gitlab_has_them(band: Band, request: pytest.FixtureRequest) -> None:
-    tool_gap(request, band, "get_repository_file")
+async def test_exclusion_rules_where_gitlab_has_them(band: Band) -> None:
     result = await band.call("get_repository_file", {"project_id": P, "file_path": ds.FILES["secret"]})
     no_raw_validation(result)
     if band.has("Project.duoContextExclusionSettings"):
@@ -204,18 +181,9 @@ async def test_exclusion_rules_where_gitlab_has_them(band: Band, request: pytest
 # -- Duo ------------------------------------------------------------------------------------------
 
 
-async def test_get_duo_session_works_or_says_what_it_needs(
-    band: Band, request: pytest.FixtureRequest
-) -> None:
-    reads_all = band.edition == "ee" and all(
-        band.has(c)
-        for c in ("DuoWorkflow.latestCheckpoint", "DuoWorkflow.webUrl", "DuoWorkflowEvent.lastDuoMessage")
-    )
-    gap(
-        request,
-        not reads_all,
-        f"GitLab {band.id}: get_duo_session is listed and answers GitLab's validation error (bad_request)",
-    )
+async def test_get_duo_session_works_or_says_what_it_needs(band: Band) -> None:
+    # What it cannot do without (webUrl and lastDuoMessage, newer, have fallbacks).
+    reads_all = band.edition == "ee" and band.has("DuoWorkflow.latestCheckpoint")
     if "get_duo_session" not in await band.tool_names():
         assert not reads_all, "get_duo_session is left out of tools/list on a GitLab that has all it reads"
         return

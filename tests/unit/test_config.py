@@ -648,7 +648,7 @@ def test_unknown_tool_and_toolset_names_are_refused_at_start(
 
 
 def test_unknown_gateway_variables_are_named() -> None:
-    from gateway.config_errors import unknown_environment
+    from gateway.cli.config_errors import unknown_environment
 
     env = {
         "GATEWAY_STATE_DIR": "/x",
@@ -662,7 +662,7 @@ def test_unknown_gateway_variables_are_named() -> None:
 
 
 def test_misspelt_gitlab_url_and_token_are_named_but_other_programs_gitlab_variables_are_not() -> None:
-    from gateway.config_errors import refused_environment, unknown_environment, unknown_environment_line
+    from gateway.cli.config_errors import refused_environment, unknown_environment, unknown_environment_line
 
     others = {
         "GITLAB_CI": "true",
@@ -682,7 +682,7 @@ def test_misspelt_gitlab_url_and_token_are_named_but_other_programs_gitlab_varia
 
 
 def test_other_gitlab_mcp_servers_variables_get_a_hint_naming_ours() -> None:
-    from gateway.config_errors import refused_environment, unknown_environment, unknown_environment_line
+    from gateway.cli.config_errors import refused_environment, unknown_environment, unknown_environment_line
 
     env = {"GITLAB_API_URL": "https://gitlab.example.com/api/v4", "GITLAB_PERSONAL_ACCESS_TOKEN": "glpat-x"}
     assert unknown_environment(env) == ["GITLAB_API_URL", "GITLAB_PERSONAL_ACCESS_TOKEN"]

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import pytest
 from pydantic import BaseModel
 
+from gateway.cli.config_errors import OTHER_SERVERS_ENVIRONMENT
 from gateway.config import CONTRACT_ENVIRONMENT, Settings
-from gateway.config_errors import OTHER_SERVERS_ENVIRONMENT
 from tests.conftest import REPO
 
 #: The settings' sections: the top-level fields that are tables of options.

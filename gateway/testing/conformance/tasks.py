@@ -22,8 +22,8 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gateway.conformance_fixtures import FixtureTool
 from gateway.mcp.protocol.task_parts import TASKS_EXTENSION
+from gateway.testing.conformance.fixtures import FixtureTool
 from gateway.tools.context import ToolContext
 from gateway.tools.input_requests import CannotAsk, elicit
 from gateway.tools.registry import Annotations, Tool, ToolResult

@@ -2,7 +2,7 @@
 the environment variable or flag the bad value came from) and, for a misspelt name, the option it
 most likely meant.
 
-``gateway.__main__`` prints these lines (exit status 2); the options themselves are in
+``gateway.cli.configuration`` prints these lines (exit status 2); the options themselves are in
 ``gateway.config``.
 """
 
