@@ -9,6 +9,8 @@ costs) and, with --peer, a community GitLab MCP server.
     .venv/bin/python -m bench compare --base REV   # REV's wheel against the working tree's, paired
                                                    # (bench/compare.py)
     .venv/bin/python -m bench job-logs             # get_job's log tails and windows (bench/bench_job_log.py)
+    .venv/bin/python -m bench attacks              # one request's or one caller's attacks: peak RSS,
+                                                   # worst /healthz (bench/attacks.py)
     .venv/bin/python -m bench tracing-sdk          # OpenTelemetry's SDK alone per traced call
                                                    # (bench/bench_tracing_sdk.py)
     .venv/bin/python -m bench start                # CPU from exec to a healthy /healthz, idle RSS
@@ -449,6 +451,10 @@ def main() -> int:
         from bench.bench_job_log import main as job_logs
 
         return job_logs(sys.argv[2:])
+    if sys.argv[1:2] == ["attacks"]:  # one request's or one caller's attacks, bounded (bench/attacks.py)
+        from bench.attacks import main as attacks
+
+        return attacks(sys.argv[2:])
     if sys.argv[1:2] == ["start"]:  # CPU to a healthy /healthz and idle RSS (bench/start.py)
         from bench.start import main as start_figures
 

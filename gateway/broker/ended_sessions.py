@@ -98,6 +98,8 @@ class EndedSessions:
         self._max_per_caller = max_per_caller
         #: caller's owner key -> expiries of the sessions it ended here (unexpired only).
         self._by_caller: dict[str, list[float]] = {}
+        #: DELETEs between their checks and their rows (counted against the total meanwhile).
+        self._writing = 0
         #: id hash -> expiry (Unix seconds).
         self._ended: dict[str, float] = {}
         #: When the copy was last known complete by a reload (Unix seconds); None: never loaded.
@@ -122,23 +124,34 @@ class EndedSessions:
                 f"this caller ended {len(mine)} sessions within their lifetime, the most this gateway "
                 f"records per caller (server.max_ended_sessions_per_caller)"
             )
-        if len(self._ended) >= self._max_total and (
-            sum(1 for e in self._ended.values() if e > now) >= self._max_total
+        if len(self._ended) + self._writing >= self._max_total and (
+            sum(1 for e in self._ended.values() if e > now) + self._writing >= self._max_total
         ):
             raise TooManyEnded(
                 f"the gateway already records {self._max_total} ended sessions, its limit "
                 "(server.max_ended_sessions)"
             )
-        hashed = id_hash(number)
-        async with self._store.write() as q:
-            await q.end_session(hashed, expires)
-            if self._store.postgres:
-                await q.notify(f"{ENDED} {hashed} {expires!r}")
-            # From the table, as prune() sets it: adding 1 here raced a prune's count under way.
-            ended = await q.ended_sessions_count(self._clock())
-        self._ended[hashed] = expires
+        # The slot is taken before the database write, not after it: DELETEs under way at once
+        # each read the count before any of them had added to it, and all went past the bound.
         mine.append(expires)
         self._by_caller[owner] = mine
+        self._writing += 1
+        hashed = id_hash(number)
+        try:
+            async with self._store.write() as q:
+                await q.end_session(hashed, expires)
+                if self._store.postgres:
+                    await q.notify(f"{ENDED} {hashed} {expires!r}")
+                # From the table, as prune() sets it: adding 1 here raced a prune's count under way.
+                ended = await q.ended_sessions_count(self._clock())
+        except BaseException:
+            held = self._by_caller.get(owner)
+            if held is not None and expires in held:
+                held.remove(expires)
+            raise
+        finally:
+            self._writing -= 1
+        self._ended[hashed] = expires
         self._metrics.sessions_ended.set(ended)
 
     def is_ended(self, number: str) -> bool:

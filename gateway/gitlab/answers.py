@@ -43,6 +43,10 @@ RETRY_STATUSES = frozenset({429, 502, 503, 504})
 #: count requests per 60-second period; GitLab docs "Rate limits").
 DEFAULT_RATE_LIMIT_WAIT = 60
 #: GitLab's wording when a GraphQL resource is missing or not visible to the caller.
+#: The most of GitLab's own error words kept, per error and in all (its messages are a sentence;
+#: a hostile answer's may be megabytes), and the most GraphQL ``errors`` entries read.
+MAX_ERROR_CHARS = 500
+MAX_GRAPHQL_ERRORS = 10
 _GRAPHQL_NOT_FOUND = ("does not exist or you don't have permission", "not found")
 #: GitLab failing while it ran the query: its GraphQL controller's "Internal server error" and
 #: "Request timed out" (a cancelled database statement), graphql-ruby's "Timeout on Type.field".
@@ -218,7 +222,9 @@ def graphql_data(call: GitLabCall, payload: Any) -> dict[str, Any]:
     if errors:
         if not isinstance(errors, list):
             errors = [errors]
-        messages = "; ".join(map(_graphql_message, errors))
+        # GitLab's own words, briefly (as a REST error's): an answer of one 63 MiB message would
+        # otherwise be searched, formatted, logged and sent back whole.
+        messages = "; ".join(map(_graphql_message, errors[:MAX_GRAPHQL_ERRORS]))[:MAX_ERROR_CHARS]
         lowered = messages.lower()
         if any(marker in lowered for marker in _GRAPHQL_NOT_FOUND):
             # GitLab authorizes (and finds) the object before a mutation changes anything.
@@ -284,9 +290,11 @@ def schema_mismatch(errors: list[Any]) -> tuple[str, ...]:
 
 def _graphql_message(error: Any) -> str:
     """An ``errors`` entry's ``message`` (GraphQL spec, "Errors"), or the entry as JSON when it
-    has none (never Python's ``None`` or a dict's repr)."""
+    has none (never Python's ``None`` or a dict's repr), at most :data:`MAX_ERROR_CHARS` of it."""
     message = error.get("message") if isinstance(error, dict) else error
-    return message if isinstance(message, str) and message else json.dumps(error, default=str)
+    if isinstance(message, str) and message:
+        return message[:MAX_ERROR_CHARS]
+    return json.dumps(error, default=str)[:MAX_ERROR_CHARS]
 
 
 def _looks_like_html(response: HttpReply) -> bool:
@@ -336,6 +344,6 @@ def _error_message(response: HttpReply) -> str:
                 f"{k} {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in msg.items()
             )
         if isinstance(msg, list):
-            return "; ".join(map(str, msg))[:500]
-        return str(msg)[:500]
+            return "; ".join(map(str, msg))[:MAX_ERROR_CHARS]
+        return str(msg)[:MAX_ERROR_CHARS]
     return ""

@@ -7,7 +7,9 @@ costs about 70 bytes of Python objects per 3 bytes of text, so a gzip answer of 
 answer is therefore decoded only when it holds at most :data:`MAX_ANSWER_VALUES` values, counted
 as the separators and containers that make them (``,``, ``{``, ``[``), which C-speed
 ``bytes.count`` finds in milliseconds. Text inside strings (a file's contents) is told apart only
-when the rough count is over the bound (:func:`check_json_budget`).
+when the rough count is over the bound (:func:`check_json_budget`). While a JSON answer arrives,
+:class:`ArrivingBudget` counts the same way and refuses it as soon as the end could only be
+refused too, so ``[{},{},...]`` stops after about 3 MiB instead of 64 MiB read and scanned.
 Depth is bounded by the decoder: orjson refuses nesting past 1,024 levels (the stdlib's decoder,
 its fallback, raises ``RecursionError``, read here as the same refusal).
 """
@@ -30,8 +32,37 @@ class AnswerTooComplex(ValueError):
     """A JSON answer holds more values, or deeper nesting, than the gateway decodes."""
 
 
-def _values(content: bytes, start: int = 0, end: int | None = None) -> int:
+def _values(content: bytes | bytearray, start: int = 0, end: int | None = None) -> int:
     return content.count(b",", start, end) + content.count(b"{", start, end) + content.count(b"[", start, end)
+
+
+def _too_complex() -> AnswerTooComplex:
+    return AnswerTooComplex(
+        f"more than {MAX_ANSWER_VALUES:,} JSON values in one answer (the gateway's limit on what "
+        "one GitLab answer may decode to)"
+    )
+
+
+class ArrivingBudget:
+    """:func:`check_json_budget`'s counts kept as a JSON answer's chunks arrive: refuses it once
+    what has arrived is refused whatever follows. Values past the bound before any ``"`` are all
+    outside strings; past it with more than :data:`MAX_STRINGS_SCANNED` strings, the whole answer
+    is refused in any case. Counts only grow, so an answer it lets through is then checked whole.
+    """
+
+    __slots__ = ("quotes", "values")
+
+    def __init__(self) -> None:
+        self.values = 0
+        self.quotes = 0
+
+    def feed(self, chunk: bytes | bytearray) -> None:
+        """Count ``chunk``; raise :class:`AnswerTooComplex` when the answer is already refused."""
+        self.values += _values(chunk)
+        if b'"' in chunk:
+            self.quotes += max(1, chunk.count(b'"') - chunk.count(b'\\"'))
+        if self.values > MAX_ANSWER_VALUES and (self.quotes == 0 or self.quotes // 2 > MAX_STRINGS_SCANNED):
+            raise _too_complex()
 
 
 def check_json_budget(content: bytes) -> None:
@@ -52,7 +83,4 @@ def check_json_budget(content: bytes) -> None:
             inside += _values(content, *match.span())
         if rough - inside <= MAX_ANSWER_VALUES:
             return
-    raise AnswerTooComplex(
-        f"more than {MAX_ANSWER_VALUES:,} JSON values in one answer (the gateway's limit on what "
-        "one GitLab answer may decode to)"
-    )
+    raise _too_complex()

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import io
 import ssl
 from collections.abc import Mapping
 from typing import Any
@@ -43,6 +44,8 @@ import aiohttp
 import httpx
 from multidict import CIMultiDictProxy
 from yarl import URL
+
+from gateway.gitlab.json_budget import AnswerTooComplex, ArrivingBudget
 
 #: How long an idle pooled connection is kept. Below the usual keep-alive of GitLab's front
 #: (NGINX: 65 s) so that a mutation rarely meets a connection the server is closing.
@@ -232,14 +235,25 @@ def too_large(max_bytes: int) -> str:
 async def _read_capped(
     response: aiohttp.ClientResponse, request: httpx.Request | None, max_bytes: int
 ) -> bytes:
-    """The whole body, or :class:`AnswerTooLarge` (and the connection closed, not pooled)."""
-    body = bytearray()
+    """The whole body, or :class:`AnswerTooLarge` (and the connection closed, not pooled): past
+    ``max_bytes``, or a JSON answer past the JSON budget (:class:`ArrivingBudget`) as it arrives.
+
+    Held once: ``BytesIO.getvalue()`` hands over its buffer rather than copying it, so a body
+    near the bound costs the bound, not twice it."""
+    body = io.BytesIO()
+    budget = ArrivingBudget() if "json" in response.headers.get("Content-Type", "") else None
     async for chunk in response.content.iter_any():
-        body += chunk
-        if len(body) > max_bytes:
+        body.write(chunk)
+        if body.tell() > max_bytes:
             response.close()
             raise AnswerTooLarge(too_large(max_bytes), request=request)
-    return bytes(body)
+        if budget is not None:
+            try:
+                budget.feed(chunk)
+            except AnswerTooComplex as err:
+                response.close()
+                raise AnswerTooLarge(f"its answer held {err}", request=request) from None
+    return body.getvalue()
 
 
 def map_error(exc: BaseException, request: httpx.Request | None) -> httpx.TransportError | None:

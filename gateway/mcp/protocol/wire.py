@@ -21,6 +21,7 @@ import json
 import math
 import re
 import sys
+from collections.abc import Iterator
 from typing import Any, Final, TypeGuard
 
 import orjson
@@ -230,21 +231,36 @@ def check_text(decoded: Any) -> None:
         RpcError: ``-32600`` naming where and what was found; it echoes the request's
             id unless the id itself is the bad string.
     """
-    stack: list[tuple[str, Any]] = [("", decoded)]
+    if isinstance(decoded, str) and (found := _BAD_TEXT.search(decoded)) is not None:
+        raise _bad_text("", found.group())
+    # One iterator per container being walked: memory follows the nesting, not the width, and a
+    # path is spelled out only for a container entered or a string refused (a batch of 520,000
+    # items must not cost 520,000 path strings).
+    stack: list[tuple[str, Iterator[tuple[str | int, Any]]]] = []
+    _enter(stack, "", decoded)
     while stack:
-        path, value = stack.pop()
-        if isinstance(value, str):
-            found = _BAD_TEXT.search(value)
-            if found is not None:
-                raise _bad_text(path, found.group())
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                found = _BAD_TEXT.search(key)
-                if found is not None:
-                    raise _bad_text(f"{path}.{key}".lstrip("."), found.group())
-                stack.append((f"{path}.{key}".lstrip("."), item))
-        elif isinstance(value, list):
-            stack.extend((f"{path}[{i}]", item) for i, item in enumerate(value))
+        path, items = stack[-1]
+        for key, value in items:
+            if isinstance(key, str) and (found := _BAD_TEXT.search(key)) is not None:
+                raise _bad_text(_child(path, key), found.group())
+            if isinstance(value, str) and (found := _BAD_TEXT.search(value)) is not None:
+                raise _bad_text(_child(path, key), found.group())
+            if isinstance(value, dict | list):
+                _enter(stack, _child(path, key), value)
+                break
+        else:
+            stack.pop()
+
+
+def _child(path: str, key: str | int) -> str:
+    return f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}".lstrip(".")
+
+
+def _enter(stack: list[tuple[str, Iterator[tuple[str | int, Any]]]], path: str, value: Any) -> None:
+    if isinstance(value, dict):
+        stack.append((path, iter(value.items())))
+    elif isinstance(value, list):
+        stack.append((path, enumerate(value)))
 
 
 def _bad_text(path: str, char: str) -> RpcError:

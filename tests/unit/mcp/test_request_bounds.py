@@ -5,6 +5,7 @@ bound with a clear error, and nothing of a refused batch run."""
 from __future__ import annotations
 
 import asyncio
+import tracemalloc
 from typing import Any
 
 from pydantic import Field
@@ -78,6 +79,26 @@ async def test_a_batch_past_the_cap_is_refused_whole_and_none_of_it_runs(mcp_fac
     assert resp.status == 200 and len(await resp.json()) == 5 and counter.ran == 5
 
 
+async def test_a_batch_of_countless_trivial_items_is_refused_holding_little(mcp_factory: MakeMcp) -> None:
+    # 520,000 items in one body under the 1 MiB limit: refused by its size before anything is
+    # made per item (the text check walks it without a path string per item).
+    counter = Counter()
+    client = await old_session(mcp_factory, counter)
+    body = ("[" + ",".join(["0"] * 520_000) + "]").encode()
+    assert len(body) < 1024 * 1024
+    tracemalloc.start()
+    try:
+        resp = await client.post(body, headers=OLD)  # type: ignore[arg-type]
+        answer = await resp.json()
+        peak = tracemalloc.get_traced_memory()[1] / (1024 * 1024)
+    finally:
+        tracemalloc.stop()
+    assert resp.status == 400 and answer["error"]["code"] == -32600
+    assert "a batch of 520000 messages" in answer["error"]["message"]
+    assert peak < 16, f"{peak:.1f} MiB held to refuse a 1 MiB batch"
+    assert counter.ran == 0
+
+
 async def test_a_batch_runs_a_few_calls_at_a_time(mcp_factory: MakeMcp) -> None:
     counter = Counter()
     client = await old_session(mcp_factory, counter, server={"batch_concurrency": 2})
@@ -121,6 +142,15 @@ async def test_ended_sessions_are_capped_per_caller_and_a_refused_one_stays_usab
     # What was ended stays ended; the session refused an end is still the caller's own.
     assert await status(client, first) == 404 and await status(client, second) == 404
     assert await status(client, third) == 200
+
+
+async def test_ended_sessions_ended_at_once_are_capped_as_one_after_another(mcp_factory: MakeMcp) -> None:
+    # Each DELETE waits for the database: ones under way together must not each see the count
+    # from before the others (an attack of 16 at a time ended 4,872 with a cap of 1,000).
+    client = await mcp_factory(server={"max_ended_sessions_per_caller": 2})
+    sessions = [await open_session(client) for _ in range(6)]
+    statuses = await asyncio.gather(*(end(client, sid) for sid in sessions))
+    assert sorted(statuses) == [204, 204, 429, 429, 429, 429]
 
 
 async def test_ended_sessions_are_capped_in_all(mcp_factory: MakeMcp) -> None:
