@@ -2,8 +2,9 @@
 
 Documents live in ``gateway/gitlab/operations/<domain>/<file>.graphql`` (validated against
 GitLab's published schema by the tests). Every file is self-contained, exactly what GitLab
-receives: it holds the fragments it spreads, and operations that share a fragment share a file
-(``ci/pipeline_mutations.graphql``). An operation is known by the snake_case form of its GraphQL
+receives: it holds the fragments it spreads (``ci/pipeline_create.graphql``, ``pipeline_retry`` and
+``pipeline_cancel`` each carry their own copy of ``SavedPipeline``, so one document's field that a
+GitLab lacks fails no other). An operation is known by the snake_case form of its GraphQL
 name (``query GetPipeline`` is ``get_pipeline``), unique across files; that is what the client is
 asked for and what metrics label. :func:`graphql_body` builds the request body GitLab's
 ``/api/graphql`` takes: ``{"query", "operationName", "variables"}``, the query being the whole file.

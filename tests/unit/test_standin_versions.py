@@ -22,7 +22,20 @@ from tests.standin.server import create_app
 
 ALICE = {"PRIVATE-TOKEN": ds.ALICE_TOKEN}
 BY_ID = '{ project(fullPath: "grp/sub/proj") { pipeline(id: "gid://gitlab/Ci::Pipeline/1001") { id } } }'
-MUTATIONS = (OPERATIONS_DIR / "ci" / "pipeline_mutations.graphql").read_text()
+# One document holding three mutations, as the gateway sent before it split them: GitLab validates
+# the whole document, so one mutation's missing field refuses the others too (and runs none).
+MUTATIONS = """
+fragment SavedPipeline on Pipeline { id status ref path project { fullPath webUrl } }
+mutation PipelineCreate($input: PipelineCreateInput!) {
+  pipelineCreate(input: $input) { pipeline { ...SavedPipeline } errors }
+}
+mutation PipelineRetry($id: CiPipelineID!) {
+  pipelineRetry(input: {id: $id}) { pipeline { ...SavedPipeline } errors }
+}
+mutation PipelineCancel($id: CiPipelineID!) {
+  pipelineCancel(input: {id: $id}) { pipeline { ...SavedPipeline } errors }
+}
+"""
 
 
 @cache

@@ -45,7 +45,8 @@ class SavedProject(GraphQLData):
 
 
 class SavedPipeline(GraphQLData):
-    """``fragment SavedPipeline on Pipeline`` (``operations/ci/pipeline_mutations.graphql``)."""
+    """``fragment SavedPipeline on Pipeline``, in each of ``operations/ci/pipeline_create.graphql``,
+    ``pipeline_retry.graphql`` and ``pipeline_cancel.graphql``."""
 
     id: str | None = None
     status: str | None = None

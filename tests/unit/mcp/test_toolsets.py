@@ -94,7 +94,10 @@ async def test_same_gateway_shows_the_reviewer_ci_and_repository_read_only(mcp_f
             {"X-MCP-Readonly": "true"},
             [t.name for t in TOOLS if t.annotations.read_only and t.toolset != "duo_agent_platform"],
         ),
-        ({"X-MCP-Toolsets": "repository", "X-MCP-Tools": "get_job"}, ["get_job", "get_repository_file"]),
+        (
+            {"X-MCP-Toolsets": "repository", "X-MCP-Tools": "get_job"},
+            ["get_job", *(t.name for t in TOOLS if t.toolset == "repository")],
+        ),
         # unknown names are ignored: what is left narrows
         ({"X-MCP-Toolsets": "ci,actions,no_such"}, None),
         ({"X-MCP-Toolsets": " "}, CI_AND_REPOSITORY + BROKER),  # empty: as if not sent
