@@ -2,9 +2,9 @@
 #
 # gitlab-mcp-gateway container image.
 #
-#   docker build -t gitlab-mcp-gateway:0.1.0 .
+#   docker build -t gitlab-mcp-gateway:0.2.0 --build-arg GATEWAY_REVISION="$(git rev-parse --short=12 HEAD)" .
 #   docker run --rm -p 127.0.0.1:8080:8080 -e GITLAB_TOKEN -e GATEWAY_CLIENT_TOKENS \
-#       -v gateway-state:/var/lib/gitlab-mcp-gateway gitlab-mcp-gateway:0.1.0 --host 0.0.0.0
+#       -v gateway-state:/var/lib/gitlab-mcp-gateway gitlab-mcp-gateway:0.2.0 --host 0.0.0.0
 #
 # PYTHON_IMAGE is any image with Python 3.11+ as `python3` (and its venv module): the tests
 # (tests/container/test_image.py) build this file with podman on a base made from Debian's
@@ -26,7 +26,10 @@ ENV PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
 RUN python3 -m venv /opt/venv
-COPY pyproject.toml README.md MANIFEST.in ./
+# The git revision the image is built from (the build context has no .git): setup.py bakes it
+# into the package, for gateway_build_info{revision} and --version.
+ARG GATEWAY_REVISION=unknown
+COPY pyproject.toml setup.py README.md MANIFEST.in ./
 COPY gateway ./gateway
 # An empty PIP_CERT is unset: pip would otherwise take it over a pip.conf of the base image.
 RUN if [ -z "$PIP_CERT" ]; then unset PIP_CERT; fi \
@@ -42,9 +45,11 @@ FROM ${PYTHON_IMAGE}
 RUN if python3 -m pip --version >/dev/null 2>&1; then \
       python3 -m pip uninstall --yes --root-user-action=ignore pip setuptools wheel; \
     fi
+ARG GATEWAY_REVISION=unknown
 LABEL org.opencontainers.image.title="gitlab-mcp-gateway" \
       org.opencontainers.image.description="MCP gateway to GitLab (Streamable HTTP on /mcp) with a phase broker for agents" \
-      org.opencontainers.image.version="0.1.0" \
+      org.opencontainers.image.version="0.2.0" \
+      org.opencontainers.image.revision="${GATEWAY_REVISION}" \
       org.opencontainers.image.licenses="MIT"
 RUN groupadd --system --gid 10001 gateway \
     && useradd --system --uid 10001 --gid gateway --no-create-home --home-dir /nonexistent \

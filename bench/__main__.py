@@ -11,6 +11,8 @@ costs) and, with --peer, a community GitLab MCP server.
     .venv/bin/python -m bench job-logs             # get_job's log tails and windows (bench/bench_job_log.py)
     .venv/bin/python -m bench tracing-sdk          # OpenTelemetry's SDK alone per traced call
                                                    # (bench/bench_tracing_sdk.py)
+    .venv/bin/python -m bench start                # CPU from exec to a healthy /healthz, idle RSS
+                                                   # (bench/start.py; printed before the table too)
     .venv/bin/python -m bench --tools-list         # only the bytes of tools/list (printed first anyway)
 
 Every row is measured in the same run against the same loopback GitLab stub (``bench/stub.py``:
@@ -56,9 +58,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -79,10 +79,12 @@ from bench.load import (  # noqa: E402
     post_call,
     tool_call,
 )
+from bench.peer import PEER, PEER_FILE, PEER_PIPELINE, start_peer  # noqa: E402
 from bench.rig import (  # noqa: E402
     LOAD_CPU,
+    PIPELINE_ARGS,
     SERVER_CPU,
-    Rig,
+    Help,
     interpreter,
     load_average,
     rig,
@@ -95,76 +97,11 @@ from tests.e2e.harness import GatewayProcess, free_port  # noqa: E402
 from tests.standin import dataset as ds  # noqa: E402
 from tests.standin.job_logs import BENCH_LOG_JOB_ID  # noqa: E402
 
-PEER = "@zereight/mcp-gitlab"
 JOB_ARGS = {"id": ds.PROJECT_PATH, "job_id": BENCH_LOG_JOB_ID, "include": ["log"], "tail_lines": 50}
 JOB_LABEL = "get_job, 10 MB log tail 50"
 #: Calls per round of the get_job row (at most ``--calls``).
 JOB_LOG_CALLS = 40
-PIPELINE_ARGS = {"id": ds.PROJECT_PATH, "pipeline_id": ds.PIPELINE_ID, "include": ["jobs"], "first": 20}
 FILE_ARGS = {"project_id": ds.PROJECT_PATH, "file_path": ds.FILES["app"], "ref": "main"}
-PEER_PIPELINE = ("list_pipeline_jobs", {"project_id": ds.PROJECT_PATH, "pipeline_id": str(ds.PIPELINE_ID)})
-PEER_FILE = (
-    "get_file_contents",
-    {"project_id": ds.PROJECT_PATH, "file_path": ds.FILES["app"], "ref": "main"},
-)
-
-
-def _cache_dir() -> Path:
-    return (
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gitlab-mcp-gateway" / "bench-peer"
-    )
-
-
-def install_peer(version: str) -> Path:
-    """The peer's entry point, installed with npm into the cache folder on first use."""
-    prefix = _cache_dir() / version
-    entry = prefix / "node_modules" / "@zereight" / "mcp-gitlab" / "build" / "index.js"
-    if not entry.exists():
-        print(f"installing {PEER}@{version} into {prefix} (once)", flush=True)
-        subprocess.run(
-            [
-                "npm",
-                "install",
-                "--silent",
-                "--no-audit",
-                "--no-fund",
-                "--prefix",
-                str(prefix),
-                f"{PEER}@{version}",
-            ],
-            check=True,
-            timeout=900,
-        )
-    return entry
-
-
-async def start_peer(version: str, running: Rig, workdir: Path) -> tuple[str, int, dict[str, str]]:
-    """The peer started on the rig's stub (pinned to the server CPU) with an MCP session open: its
-    MCP URL, its pid and the headers of its session's requests."""
-    entry = install_peer(version)
-    peer_port = free_port()
-    peer_env = {
-        **running.env,
-        "STREAMABLE_HTTP": "true",
-        "HOST": "127.0.0.1",
-        "PORT": str(peer_port),
-        "GITLAB_API_URL": f"{running.stub_url}/api/v4",
-        "GITLAB_PERSONAL_ACCESS_TOKEN": ds.ALICE_TOKEN,  # the stub's fake token
-        "USE_PIPELINE": "true",
-        "MAX_REQUESTS_PER_MINUTE": "1000",  # its highest; calls come from 64 addresses
-        "LOG_LEVEL": "silent",
-        # It refuses to serve HTTP with a server-side token unless callers present a secret.
-        "STREAMABLE_HTTP_AUTH_TOKEN": "bench-client-secret",
-        "GITLAB_DISABLE_VERSION_CHECK": "true",
-    }
-    peer = start(["node", str(entry)], peer_env, workdir / "peer.log")
-    running.procs.append(peer)
-    await wait_listening(peer_port, peer, workdir / "peer.log")
-    peer_url = f"http://127.0.0.1:{peer_port}/mcp"
-    session = await mcp_session(
-        running.clients.sessions[0], peer_url, {"Authorization": "Bearer bench-client-secret"}
-    )
-    return peer_url, peer.pid, session
 
 
 async def run(args: argparse.Namespace, workdir: Path) -> list[Row]:
@@ -503,10 +440,6 @@ def plot(rows: list[Row], path: Path) -> None:
     print(f"plot written to {path}")
 
 
-class _Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """--help shows the module's docs as written (the rows and columns) and every default."""
-
-
 def main() -> int:
     if sys.argv[1:2] == ["compare"]:
         from bench.compare import main as compare
@@ -516,11 +449,15 @@ def main() -> int:
         from bench.bench_job_log import main as job_logs
 
         return job_logs(sys.argv[2:])
+    if sys.argv[1:2] == ["start"]:  # CPU to a healthy /healthz and idle RSS (bench/start.py)
+        from bench.start import main as start_figures
+
+        return start_figures(sys.argv[2:])
     if sys.argv[1:2] == ["tracing-sdk"]:  # OpenTelemetry's SDK alone, per traced call
         from bench.bench_tracing_sdk import main as tracing_sdk
 
         return tracing_sdk(sys.argv[2:])
-    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__, formatter_class=_Help)
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__, formatter_class=Help)
     ap.add_argument("--peer", action="store_true", help=f"also measure {PEER} (npm; Node 18+)")
     ap.add_argument("--peer-version", default="2.1.64", help=f"the {PEER} release to measure")
     ap.add_argument("--calls", type=int, default=1000, help="measured calls per row and round")
@@ -558,6 +495,11 @@ def main() -> int:
     print(tools_list.table())
     if args.tools_list:
         return 0
+    print()
+    from bench.start import table as start_table
+
+    for line in start_table(runs=3, cpu=min(SERVER_CPU)):
+        print(line, flush=True)
     print()
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         rows = asyncio.run(run(args, Path(tmp)))

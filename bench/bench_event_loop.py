@@ -23,9 +23,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.__main__ import PIPELINE_ARGS  # noqa: E402
 from bench.load import Row, mcp_session, measure, pin, tool_call  # noqa: E402
-from bench.rig import SERVER_CPU, load_average, rig  # noqa: E402
+from bench.rig import (  # noqa: E402
+    PIPELINE_ARGS,
+    SERVER_CPU,
+    load_average,
+    rig,
+)
 from tests.e2e.harness import GatewayProcess  # noqa: E402
 from tests.standin import dataset as ds  # noqa: E402
 

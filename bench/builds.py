@@ -24,6 +24,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.rig import cache_root
 from tests.shipped import SOURCES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,9 +49,7 @@ class Build:
 
 
 def cache_dir() -> Path:
-    from bench.__main__ import _cache_dir
-
-    return _cache_dir().parent / "bench-builds"
+    return cache_root() / "bench-builds"
 
 
 def _run(args: list[str], what: str, cwd: Path | None = None) -> None:

@@ -48,14 +48,13 @@ from typing import Any
 
 from bench.builds import Build, build_revision, build_working_tree
 from bench.load import Call, Row, mcp_session, measure, modern_headers, modern_meta, pin, tool_call
-from bench.rig import LOAD_CPU, interpreter, load_average, rig, start, wait_listening
+from bench.rig import LOAD_CPU, PIPELINE_ARGS, Help, interpreter, load_average, rig, start, wait_listening
 from tests.e2e.harness import GatewayProcess, free_port
 from tests.standin import dataset as ds
 
 SESSION, STATELESS = "2025-11-25", "2026-07-28"
 DEFAULTS, CONFIGURED, TRACING = "defaults", "tokens+toolsets+limits", "tracing on"
 CONFIGS = (DEFAULTS, CONFIGURED, TRACING)
-PIPELINE_ARGS = {"id": ds.PROJECT_PATH, "pipeline_id": ds.PIPELINE_ID, "include": ["jobs"], "first": 20}
 #: The client token of the configured gateways (its agent narrowed to two toolsets).
 CLIENT_TOKEN = "bench-client-token-dev-0000000001"
 TRACEPARENT = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
@@ -165,7 +164,7 @@ async def run(args: argparse.Namespace, base: Build, head: Build, workdir: Path)
                 tool_call(gateway.mcp_url, modern, "get_pipeline", PIPELINE_ARGS, {**modern_meta(), **trace}),
             )
         if args.peer:
-            from bench.__main__ import PEER_PIPELINE, start_peer
+            from bench.peer import PEER_PIPELINE, start_peer
 
             peer_url, peer_pid, peer_headers = await start_peer(args.peer_version, running, workdir)
             calls[("peer", CONFIGURED, SESSION)] = (
@@ -263,9 +262,7 @@ def report(cells: list[Cell]) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    from bench.__main__ import _Help
-
-    ap = argparse.ArgumentParser(prog="python -m bench compare", description=__doc__, formatter_class=_Help)
+    ap = argparse.ArgumentParser(prog="python -m bench compare", description=__doc__, formatter_class=Help)
     ap.add_argument("--base", required=True, help="the git revision to compare the working tree with")
     ap.add_argument("--calls", type=int, default=600, help="calls per measurement at c>1 (a third at c=1)")
     ap.add_argument("--rounds", type=int, default=1, help="ABBA rounds per cell (each: 4 measurements)")

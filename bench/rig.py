@@ -7,6 +7,7 @@ the stub on CPU 1 (:data:`LOAD_CPU`), so that the server's CPU per call is its o
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import shlex
@@ -21,10 +22,22 @@ from pathlib import Path
 
 from bench.load import Clients, pin
 from tests.e2e.harness import free_port
+from tests.standin import dataset as ds
 from tests.standin.fixtures import StandinProcess
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER_CPU, LOAD_CPU = {0}, {1}
+#: ``get_pipeline`` with 20 jobs: the call the tables measure.
+PIPELINE_ARGS = {"id": ds.PROJECT_PATH, "pipeline_id": ds.PIPELINE_ID, "include": ["jobs"], "first": 20}
+
+
+class Help(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """--help shows the module's docs as written (the rows and columns) and every default."""
+
+
+def cache_root() -> Path:
+    """Where the benchmarks keep what they install (the peer, the compared builds)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gitlab-mcp-gateway"
 
 
 def _pinned(cmd: list[str]) -> list[str]:

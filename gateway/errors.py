@@ -14,6 +14,8 @@ The reasons are part of the gateway's outside contract (README, "One real call")
 - ``conflict``: the call is not allowed in the current state (the broker's state machine).
 - ``upstream_error``: GitLab failed (5xx, timeouts, an HTML page instead of JSON).
 - ``declined``: a person (or an operator) said no to a destructive action; nothing was done.
+- ``unsupported_by_gitlab``: the configured GitLab's version or edition cannot serve what was asked;
+  the message names what it needs and what the instance is (README, "GitLab versions").
 
 Handlers never return stack traces; unexpected exceptions are turned into a generic
 ``upstream_error``-free internal error by the dispatcher (JSON-RPC -32603) and logged.
@@ -21,13 +23,9 @@ Handlers never return stack traces; unexpected exceptions are turned into a gene
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 Reason = Literal[
-    "bad_request", "unauthorized", "not_found", "rate_limited", "conflict", "upstream_error", "declined"
-]
-
-REASONS: tuple[Reason, ...] = (
     "bad_request",
     "unauthorized",
     "not_found",
@@ -35,7 +33,10 @@ REASONS: tuple[Reason, ...] = (
     "conflict",
     "upstream_error",
     "declined",
-)
+    "unsupported_by_gitlab",
+]
+
+REASONS: tuple[Reason, ...] = get_args(Reason)
 
 
 class ToolError(Exception):

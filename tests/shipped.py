@@ -62,10 +62,11 @@ def _one(folder: Path, pattern: str) -> Path:
     return found[0]
 
 
-def _run(args: list[str], what: str) -> None:
+def _run(args: list[str], what: str, env: dict[str, str] | None = None) -> None:
     result = subprocess.run(
         args,
         cwd=REPO,
+        env=env,
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -78,7 +79,21 @@ def _run(args: list[str], what: str) -> None:
 
 
 #: What a build reads: the Dockerfile's build context holds the same (and LICENSE).
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in", "gateway")
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "MANIFEST.in", "gateway")
+
+
+def _revision(checkout: Path) -> str:
+    """The checkout's commit, as setup.py bakes it (the copy built from has no ``.git``)."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(checkout), *args], capture_output=True, text=True, timeout=30, check=False
+        ).stdout.strip()
+
+    commit = git("rev-parse", "--short=12", "HEAD")
+    if not commit:
+        return "unknown"
+    return commit + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def build(folder: Path, checkout: Path = REPO) -> Shipped:
@@ -101,7 +116,11 @@ def build(folder: Path, checkout: Path = REPO) -> Shipped:
             shutil.copy2(checkout / name, source / name)
     # --no-isolation: the build backend pinned by the test extras (setuptools, wheel) instead of
     # a fresh download per run. The wheel is built from the sdist, so both must carry the files.
-    _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(source)], "building")
+    _run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(source)],
+        "building",
+        env={**os.environ, "GATEWAY_REVISION": _revision(checkout)},
+    )
     shipped = Shipped(folder)
     # pip installs into the new virtualenv from outside it (``--python``): the same install, without
     # unpacking a second pip into the virtualenv first, and run by this environment's newer pip,

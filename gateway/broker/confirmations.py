@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from gateway.broker.errors import BrokerError
 from gateway.broker.schema import confirmations
@@ -97,11 +96,15 @@ class ConfirmationStore:
         self._clock = clock
 
     def _insert(self, values: dict[str, Any]) -> Any:
-        dialect = postgresql if self._store.postgres else sqlite
+        # The dialect's module loads when first used: a gateway on SQLite never loads PostgreSQL's.
+        if self._store.postgres:
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
         # RETURNING says whether the row went in: a driver may not count the rows of an insert
         # that did nothing (psycopg answers -1).
         return (
-            dialect.insert(confirmations)
+            insert(confirmations)
             .values(**values)
             .on_conflict_do_nothing()
             .returning(confirmations.c.key_hash)

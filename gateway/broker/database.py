@@ -17,13 +17,15 @@ import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, make_url
 
+from gateway import __version__
 from gateway.broker.errors import BrokerError
+from gateway.broker.migrations import HEAD
 from gateway.observability.redaction import MIN_SECRET_LENGTH, REDACTED
 
 if TYPE_CHECKING:
@@ -62,6 +64,23 @@ def engine_url(database_url: str | None, state_dir: Path) -> URL:
         return URL.create("sqlite+aiosqlite", database=str((state_dir / "broker.db").absolute()))
     url = make_url(database_url)
     return url.set(drivername="postgresql+psycopg")
+
+
+#: Who holds a connection: a gateway serving, or a command line (``broker``, ``database``).
+Role = Literal["gateway", "cli"]
+#: The start of every ``application_name`` this project's connections give PostgreSQL.
+APPLICATION = "gitlab-mcp-gateway/"
+
+
+def application_name(role: Role) -> str:
+    """``gitlab-mcp-gateway/0.2.0 gateway schema 0008``: what ``pg_stat_activity`` shows of a
+    connection (``gateway.cli.schema`` reads it to tell which gateways use a database)."""
+    return f"{APPLICATION}{__version__} {role} schema {HEAD}"
+
+
+def postgres_connect_args(url: URL, role: Role) -> dict[str, Any]:
+    """psycopg's connection arguments: the ``application_name``, unless the URL sets its own."""
+    return {} if "application_name" in url.query else {"application_name": application_name(role)}
 
 
 def shown_url(database_url: str) -> str:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -37,13 +38,14 @@ from alembic.util.exc import CommandError
 from sqlalchemy.engine import URL, make_url
 
 from gateway.broker.database import (
-    OPTION,
     DatabaseUnusable,
     StoreError,
     describe,
+    postgres_connect_args,
     refusal,
     sqlite_pragmas,
 )
+from gateway.broker.migrations import newer_refusal
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 #: ``pg_advisory_xact_lock`` key of the migration (any constant the gateway owns: "gmcpmig").
@@ -66,17 +68,64 @@ def script_head() -> str | None:
 
 def upgrade(url: URL, to: str = "head") -> tuple[str | None, str | None]:
     """Migrate the database at ``url`` (an engine URL of ``gateway.broker.database``) to the head
-    (``to``: an older revision, for tests of later migrations).
+    (``to``: an older revision, for tests of later migrations and of upgrades from a release).
+
+    Returns:
+        The revision before and after (the same: nothing to do).
+
+    Raises:
+        DatabaseUnusable, StoreError: the message says why and what to do.
+    """
+    return _under_lock(url, lambda conn, before: command.upgrade(_config(conn), to))
+
+
+def downgrade(url: URL) -> tuple[str | None, str | None]:
+    """Roll the database at ``url`` back by one revision (its migration's ``downgrade()``), in one
+    transaction under the migration lock.
 
     Returns:
         The revision before and after.
 
     Raises:
-        DatabaseUnusable, StoreError: the message says why and what to do.
+        DatabaseUnusable: no broker schema, or one newer than this install's (no script for it).
+        StoreError: at the first revision (nothing older), or the downgrade failed (nothing changed).
     """
+    where = describe(url)
+
+    def step_down(conn: sa.Connection, before: str | None) -> None:
+        if before is None:
+            raise DatabaseUnusable(f"{where} has no broker schema: nothing to roll back")
+        older = previous(before)
+        if older is None:
+            raise StoreError(
+                f"{where} is at the first broker schema revision, {before}: nothing older to roll back to"
+            )
+        command.downgrade(_config(conn), older)
+
+    return _under_lock(url, step_down)
+
+
+def previous(revision: str) -> str | None:
+    """The revision ``revision``'s migration starts from; None for the first one."""
+    down = ScriptDirectory.from_config(_config(None)).get_revision(revision).down_revision
+    return down if isinstance(down, str) else None
+
+
+def described(revision: str) -> str:
+    """What the migration to ``revision`` does: its script's first docstring line."""
+    doc = ScriptDirectory.from_config(_config(None)).get_revision(revision).doc
+    return " ".join(doc.split()).rstrip(".") if doc else revision
+
+
+def _under_lock(
+    url: URL, change: Callable[[sa.Connection, str | None], None]
+) -> tuple[str | None, str | None]:
+    """``change`` in one transaction under the migration lock; the revision before and after."""
     sync_url = url.set(drivername="sqlite") if url.get_backend_name() == "sqlite" else url
-    engine = sa.create_engine(sync_url, poolclass=sa.NullPool)
-    postgres = engine.dialect.name == "postgresql"
+    postgres = sync_url.get_backend_name() == "postgresql"
+    engine = sa.create_engine(
+        sync_url, poolclass=sa.NullPool, connect_args=postgres_connect_args(url, "cli") if postgres else {}
+    )
     if not postgres:
         sqlite_pragmas(engine)
     where = describe(url)
@@ -88,7 +137,7 @@ def upgrade(url: URL, to: str = "head") -> tuple[str | None, str | None]:
                 conn.execute(sa.select(sa.func.pg_advisory_xact_lock(MIGRATION_LOCK)))
             before = _current(conn, where, postgres)
             migrating = True
-            command.upgrade(_config(conn), to)
+            change(conn, before)
             after = MigrationContext.configure(conn).get_current_revision()
     except sa.exc.DBAPIError as err:
         if not migrating:  # reaching or reading the database
@@ -120,15 +169,7 @@ def _current(conn: sa.Connection, where: str, postgres: bool) -> str | None:
         try:
             script.get_revision(current)
         except CommandError:
-            raise DatabaseUnusable(
-                f"{where} has broker schema revision {current}, newer than this gateway's "
-                f"{script.get_current_head()}: run the newer gateway that wrote it (or a later one)"
-                + (
-                    f"; {OPTION} names the database"
-                    if postgres
-                    else ", or move the file aside to start afresh"
-                )
-            ) from None
+            raise DatabaseUnusable(newer_refusal(where, current, postgres=postgres)) from None
     return current
 
 

@@ -47,6 +47,7 @@ from gateway.broker.changes import Changes
 from gateway.broker.confirmations import ConfirmationStore
 from gateway.broker.console_sign_outs import ConsoleSignOuts
 from gateway.broker.control import Control
+from gateway.broker.database import postgres_connect_args
 from gateway.broker.effects import After, Effects, Facts
 from gateway.broker.ended_sessions import EndedSessions
 from gateway.broker.formats import BROKER, iso
@@ -253,6 +254,7 @@ class BrokerService:
         from sqlalchemy.engine import make_url
 
         url = make_url(self.settings.broker.database_url.get_secret_value()).set(drivername="postgresql")
+        url = url.update_query_dict(postgres_connect_args(url, "gateway"))
         self._listener = Listener(
             url.render_as_string(hide_password=False),
             CHANNEL,

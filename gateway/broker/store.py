@@ -10,8 +10,10 @@ SQLite pragmas: ``gateway.broker.database.sqlite_pragmas``.
 
 Schema: at start the store reads the database's Alembic revision (the ``alembic_version`` table)
 with SQLAlchemy alone. At the newest one (``gateway.broker.migrations.HEAD``: every restart but
-the first after an upgrade) that is all; otherwise ``gateway.broker.migrate`` upgrades it in a
-child process, so that Alembic never stays in the gateway's memory.
+the first after an upgrade) that is all; a revision this install has no script for (a newer
+gateway's) is refused before anything runs; otherwise ``gateway.broker.migrate`` upgrades it in a
+child process, so that Alembic never stays in the gateway's memory. The ``broker`` and
+``database`` commands open it with ``migrate=False``: they read the revision and never change it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import os
 import select
 import sqlite3
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -35,16 +38,18 @@ from gateway.broker.database import (
     OPTION,
     DatabaseUnavailable,
     DatabaseUnusable,
+    Role,
     StoreError,
     connect_with_retry,
     describe,
     engine_url,
     failure_text,
+    postgres_connect_args,
     refusal,
     sqlite_pragmas,
     without_password,
 )
-from gateway.broker.migrations import HEAD
+from gateway.broker.migrations import HEAD, Standing, newer_refusal, standing
 from gateway.broker.queries import IssueRow, MessageRow, PipelineRow, PlanRow, Queries
 
 if TYPE_CHECKING:
@@ -100,10 +105,19 @@ class Store:
         #: While the database keeps failing: the failure logged last (waits look again every
         #: fraction of a second through an outage; the same failure is logged once).
         self._failing: str | None = None
+        #: The schema revision found at open (after migrating, when the store migrated).
+        self.revision: str | None = None
 
     @classmethod
-    async def open(cls, config: BrokerSettings, state_dir: Path) -> Store:
-        """Connect (retrying a PostgreSQL not up yet) and migrate.
+    async def open(
+        cls, config: BrokerSettings, state_dir: Path, *, migrate: bool = True, role: Role = "gateway"
+    ) -> Store:
+        """Connect (retrying a PostgreSQL not up yet) and migrate; with ``migrate=False`` only read
+        the schema revision (:attr:`revision`), whatever it is, for the caller to judge.
+
+        ``role`` is what PostgreSQL's ``pg_stat_activity`` shows of the connections (their
+        ``application_name``: ``gitlab-mcp-gateway/<version> <role> schema <HEAD>``), so that a
+        migration can tell which gateways use the database.
 
         Raises:
             DatabaseUnusable: bad URL, credentials, unreachable server, newer schema (exit 2).
@@ -124,7 +138,12 @@ class Store:
             engine = create_async_engine(url, pool_size=5, max_overflow=5, pool_reset_on_return=None)
             sqlite_pragmas(engine.sync_engine)
         else:
-            engine = create_async_engine(url, pool_size=config.pool_size, max_overflow=config.pool_size)
+            engine = create_async_engine(
+                url,
+                pool_size=config.pool_size,
+                max_overflow=config.pool_size,
+                connect_args=postgres_connect_args(url, role),
+            )
             _drop_ended_sessions(engine)
         store = cls(engine, describe(url))
         if store.postgres:
@@ -132,7 +151,10 @@ class Store:
         try:
             if store.postgres:
                 await connect_with_retry(store._ping, url, config)
-            await store._migrate(url)
+            if migrate:
+                await store._migrate(url)
+            else:
+                store.revision = await store.schema_revision()
         except sa.exc.DBAPIError as err:
             await engine.dispose()
             raise refusal(err, url) from None
@@ -146,20 +168,41 @@ class Store:
             await conn.execute(sa.text("SELECT 1"))
 
     async def _migrate(self, url: URL) -> None:
-        """Bring the schema to :data:`HEAD`: nothing to do at every restart, a child process otherwise."""
-        current = await self.schema_revision()
-        if current == HEAD:
+        """Bring the schema to :data:`HEAD`: nothing to do at every restart, a child process
+        otherwise; either way one line says where the schema stands.
+
+        Raises:
+            DatabaseUnusable: the schema is newer than this install's (nothing was run).
+        """
+        before = await self.schema_revision()
+        found = standing(before)
+        if found is Standing.CURRENT:
+            self.revision = before
+            log.info("broker database %s is at schema revision %s, this version's newest", self.where, HEAD)
             return
+        if found is Standing.NEWER:
+            assert before is not None
+            raise DatabaseUnusable(newer_refusal(self.where, before, postgres=self.postgres))
         log.info(
             "broker database %s is at schema revision %s; migrating it to %s",
             self.where,
-            current or "(none: new)",
+            before or "(none: new)",
             HEAD,
         )
+        started = time.monotonic()
         await _run_migration_process(url, self.where)
-        current = await self.schema_revision()
-        if current != HEAD:  # the migrations and HEAD disagree: a packaging or release mistake
-            raise StoreError(f"{self.where} is at schema revision {current} after migrating, not {HEAD}")
+        self.revision = await self.schema_revision()
+        if self.revision != HEAD:  # the migrations and HEAD disagree: a packaging or release mistake
+            raise StoreError(
+                f"{self.where} is at schema revision {self.revision} after migrating, not {HEAD}"
+            )
+        log.info(
+            "broker database %s migrated from schema revision %s to %s in %.1f s",
+            self.where,
+            before or "(none: new)",
+            HEAD,
+            time.monotonic() - started,
+        )
 
     @property
     def is_open(self) -> bool:

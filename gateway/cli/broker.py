@@ -15,6 +15,11 @@ Where it can act:
   ``gateway.cli.remote``), so the gateway makes the change and wakes the agents' waits itself.
   Nobody has to stop the gateway, nor set a console token in advance.
 
+Schema: never migrated here (``gateway.cli.schema``). A database at another revision than this
+install's is read as it is after a note on stderr; a read that fails on it, and every action taken
+on the database itself, is refused with what to do (the gateway's own install, or ``database
+upgrade``). Acting through a running gateway's socket is that gateway's own write.
+
 Exit status: 0 done; 1 the broker refused (a wrong state, say) or cannot be opened; 2 a bad
 command line or configuration. With ``--json``, an error is a JSON object on stdout too:
 ``{"error": {"reason", "message"}}``.
@@ -34,14 +39,16 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from gateway.broker.activity_log import PIPELINE_LOG, ActivityLogs
+import sqlalchemy as sa
+
+from gateway.broker.activity_log import ActivityLogs
 from gateway.broker.errors import BrokerError
 from gateway.broker.formats import seconds_since
 from gateway.broker.operator import ACTIONS as OPERATOR_ACTIONS
 from gateway.broker.operator import operator_name
 from gateway.broker.state_dir import DB_FILE, StateDirInUse, lock_state_dir
 from gateway.broker.store import Store, StoreError
-from gateway.cli import remote
+from gateway.cli import remote, schema
 from gateway.cli.broker_text import confirmations_text, count, history_text, instructed, status_text
 
 if TYPE_CHECKING:
@@ -63,80 +70,6 @@ class ThroughGateway(Exception):
     def __init__(self, socket: Path) -> None:
         super().__init__(str(socket))
         self.socket = socket
-
-
-def add_parser(subparsers: Any, prog: str) -> None:
-    """Add ``broker`` and its subcommands to the main parser's subparsers."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--json", action="store_true", help="print JSON instead of text")
-    common.add_argument(
-        "--as",
-        dest="operator",
-        metavar="NAME",
-        help="your name in the activity log (default: your login name)",
-    )
-    common.add_argument(
-        "--config", type=Path, default=argparse.SUPPRESS, help="TOML configuration file (as before 'broker')"
-    )
-    broker = subparsers.add_parser(
-        "broker",
-        help="watch and steer the phase broker from the command line",
-        description="Watch and steer the phase broker, against the configured state store (the SQLite "
-        "file in GATEWAY_STATE_DIR, or broker.database_url). The same actions as the console at /broker.",
-        epilog=f"Example: {prog} broker status; {prog} broker instruct 'Keep v1; add v2 beside it.'",
-    )
-    commands = broker.add_subparsers(dest="broker_command", metavar="COMMAND", required=True)
-    commands.add_parser("status", parents=[common], help="the pipeline's state, issues, agents, plan")
-    history = commands.add_parser("history", parents=[common], help="the message history, newest page first")
-    history.add_argument("--limit", type=int, default=50, help="messages per page (1-1000, default 50)")
-    history.add_argument("--issue", help="only messages whose body.issue is this")
-    history.add_argument("--before", metavar="CURSOR", help="an older page: the end_cursor a page gave")
-    history.add_argument(
-        "--pipeline",
-        type=int,
-        metavar="N",
-        help="an archived pipeline's messages (its number from 'broker status' or 'broker reset')",
-    )
-    log = commands.add_parser("log", parents=[common], help="an activity log's last lines")
-    log.add_argument("agent", metavar="AGENT", help=f"an agent id, or {PIPELINE_LOG!r} for the broker's own")
-    log.add_argument("--lines", type=int, default=40, help="how many lines (default 40)")
-    instruct = commands.add_parser(
-        "instruct",
-        parents=[common],
-        help="send the PM an instruction (it reads it at its next wait; to answer a HUMAN_NEEDED or "
-        "PAUSED pipeline, the PM then calls resume)",
-    )
-    instruct.add_argument("text", metavar="TEXT", help="what the PM should do")
-    switch = commands.add_parser(
-        "auto-advance",
-        parents=[common],
-        help="pause (off) or resume (on) auto-advance: the console's Pause/Resume auto-advance",
-    )
-    switch.add_argument("switch", choices=("on", "off"), help="on: resume it (needs a plan); off: pause it")
-    commands.add_parser(
-        "cancel-advance",
-        parents=[common],
-        help="cancel the advance under way (PAUSED until the PM resumes)",
-    )
-    for name, text in (
-        ("stop", "stop the pipeline (every agent is told; until someone starts over)"),
-        ("reset", "start over after a stop: archive the stopped pipeline, a new one starts in IDLE"),
-    ):
-        sub = commands.add_parser(name, parents=[common], help=text)
-        sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    commands.add_parser(
-        "confirmations",
-        parents=[common],
-        help='the destructive actions agents asked for that wait for an operator (confirm_by = "operator"): '
-        "ticket, who asked, what, why",
-    )
-    for name, text in (
-        ("approve", "approve the destructive action of a pending confirmation: the waiting call acts, once"),
-        ("refuse", "refuse it: the call ends declined, and nothing is done"),
-    ):
-        sub = commands.add_parser(name, parents=[common], help=text)
-        sub.add_argument("ticket", metavar="TICKET", help="the ticket 'broker confirmations' lists")
-        sub.add_argument("--note", help="a sentence for the agent (why, or what to do instead)")
 
 
 def claim_state_dir(settings: Settings, *, act: bool) -> int | None:
@@ -170,36 +103,33 @@ def claim_state_dir(settings: Settings, *, act: bool) -> int | None:
         ) from None
 
 
-def gateway_running(settings: Settings) -> bool | None:
-    """SQLite: whether a gateway runs on the state folder now (None on PostgreSQL: replicas may
-    run anywhere). Asked of its operator socket, else of the folder's lock (taken and let go)."""
-    if settings.broker.database_url is not None:
-        return None
-    state_dir = Path(settings.state_dir).resolve()
-    if remote.answers(remote.socket_of(state_dir)):
-        return True
-    try:
-        os.close(lock_state_dir(state_dir))
-    except StateDirInUse:
-        return True
-    except StoreError:
-        return None
-    return False
-
-
 @asynccontextmanager
 async def open_broker_for(settings: Settings, *, act: bool) -> AsyncIterator[BrokerService]:
     """The broker on the configured store, without serving: no timer, no listener, no start-up
-    line. Call :func:`claim_state_dir` first.
+    line, and never a migration. Call :func:`claim_state_dir` first. A database at another schema
+    revision than this install's is read as it is, after a note on stderr, and a read that fails
+    on it says what to do; acting (``act``) on it is refused.
 
     Raises:
         StoreError: the database cannot be used.
+        CliError: the schema does not allow what the command does.
     """
     from gateway.broker.service import BrokerService
     from gateway.observability.metrics import Metrics
 
     state_dir = Path(settings.state_dir)
-    store = await Store.open(settings.broker, state_dir)
+    store = await Store.open(settings.broker, state_dir, migrate=False, role="cli")
+    try:
+        refusal = schema.acting_refusal(store) if act else None
+        notice = None if act else schema.reading_notice(store)
+    except StoreError:
+        await store.close()
+        raise
+    if refusal is not None:
+        await store.close()
+        raise CliError(refusal)
+    if notice is not None:
+        print(notice, file=sys.stderr)
     logs = ActivityLogs(
         state_dir / "logs",
         settings.broker.agents,
@@ -214,6 +144,10 @@ async def open_broker_for(settings: Settings, *, act: bool) -> AsyncIterator[Bro
             service.roster.restore(await q.last_seen())
         yield service
         await service.changes.drain()
+    except (StoreError, sa.exc.DBAPIError) as err:
+        if notice is None:
+            raise
+        raise CliError(schema.unreadable(store)) from err
     finally:
         logs.close()
         await store.close()
@@ -317,7 +251,7 @@ async def _run(
             status = await broker.monitoring.status()
             for key in ("uptime", "uptimeSeconds"):  # this command's, not the gateway's
                 status.pop(key, None)
-            running = gateway_running(settings)
+            running = schema.gateway_running(settings)
             now = time.time()
             for agent in status["agents"].values():
                 agent["secondsAgo"] = seconds_since(agent["lastSeen"], now)

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from gateway.config import MIN_CONSOLE_TOKEN_CHARS
-from gateway.console.routes import BrokerOf, ConsoleRoutes, GitLabHealthOf
 
 if TYPE_CHECKING:
     from gateway.config import Settings
+    from gateway.console.routes import BrokerOf, GitLabHealthOf
 
 __all__ = ["setup"]
 
@@ -35,6 +35,9 @@ def setup(
         gitlab: returns what the gateway's last check of GitLab found (shown on the page).
     """
     if settings.console.enabled:
+        # Its pages (jinja2, the templates) load only on a gateway that serves them.
+        from gateway.console.routes import ConsoleRoutes
+
         ConsoleRoutes(settings, broker, gitlab).add_routes(app)
     else:
         app.router.add_route("*", "/broker", _off)

@@ -31,6 +31,7 @@ from gateway.gitlab.errors import (
     GitLabCursorRefused,
     GitLabNotFound,
     GitLabRateLimited,
+    GitLabSchemaMismatch,
     GitLabUnauthorized,
     GitLabUpstreamError,
 )
@@ -239,10 +240,46 @@ def graphql_data(call: GitLabCall, payload: Any) -> dict[str, Any]:
             # request failed before execution; GitLab's mutation fields are nullable): an
             # error raised while the mutation ran may come after part of the change was made.
             raise call.maybe_sent(f"GitLab answered with errors: {messages}")
+        missing = schema_mismatch(errors)
+        if missing and data is None:
+            raise GitLabSchemaMismatch(missing, request_id=rid)
         raise GitLabBadRequest(f"GitLab rejected the request: {messages}", request_id=rid)
     if not isinstance(data, dict):
         raise GitLabNotFound("GitLab returned no data for this request.", request_id=rid)
     return data
+
+
+#: graphql-ruby's validation messages for what a schema lacks, and the coordinate each names.
+_MISSING = (
+    (re.compile(r"Field '(\w+)' doesn't exist on type '(\w+)'"), "{1}.{0}"),
+    (re.compile(r"Field '(\w+)' doesn't accept argument '(\w+)'"), "{0}({1}:)"),
+    (re.compile(r"InputObject '(\w+)' doesn't accept argument '(\w+)'"), "{0}.{1}"),
+    (re.compile(r"No such type (\w+), so it can't be a fragment condition"), "{0}"),
+    (re.compile(r"(\w+) isn't a defined input type \(on \$\w+\)"), "{0}"),
+    (
+        re.compile(
+            r"Variable \$\w+ of type \S+ was provided invalid value for (\w+) "
+            r"\(Field is not defined on (\w+)\)"
+        ),
+        "{1}.{0}",
+    ),
+)
+
+
+def schema_mismatch(errors: list[Any]) -> tuple[str, ...]:
+    """The coordinates GitLab's ``errors`` say its schema lacks, when every error says that
+    (else empty: another refusal, told as GitLab said it)."""
+    found: list[str] = []
+    for error in errors:
+        message = _graphql_message(error)
+        for pattern, coordinate in _MISSING:
+            match = pattern.fullmatch(message.strip())
+            if match:
+                found.append(coordinate.format(*match.groups()))
+                break
+        else:
+            return ()
+    return tuple(dict.fromkeys(found))
 
 
 def _graphql_message(error: Any) -> str:

@@ -41,6 +41,7 @@ from gateway.gitlab.call import GitLabCall, HttpReply
 from gateway.gitlab.credentials import Credential
 from gateway.gitlab.errors import GitLabUpstreamError
 from gateway.gitlab.http import build_http_client, build_transport
+from gateway.gitlab.instance import GitLabInstance, InstanceInfo
 from gateway.gitlab.operation_loader import graphql_body
 from gateway.gitlab.retries import SleepFn, with_retries
 from gateway.gitlab.streaming import BodyStream, open_stream
@@ -102,6 +103,16 @@ class GitLabClient:
             "Accept": "application/json",
         }
         self._json_headers = {**self._static_headers, "Content-Type": "application/json"}
+        #: The GitLab's version and edition, which choose the documents operations send.
+        self.instance = GitLabInstance(on_learnt=self._learnt)
+
+    def _learnt(self, info: InstanceInfo) -> None:
+        log.info(
+            "GitLab version learnt", extra={"gitlab_version": info.version, "edition": info.edition.value}
+        )
+        if self.metrics is not None:
+            self.metrics.gitlab_info.clear()
+            self.metrics.gitlab_info.labels(info.version or "unknown", info.edition.value).set(1)
 
     async def aclose(self) -> None:
         """Close the shared HTTP client (when the gateway built it)."""

@@ -75,6 +75,51 @@ class GitLabCursorRefused(GitLabBadRequest):
         self.said = said
 
 
+class GitLabSchemaMismatch(GitLabBadRequest):
+    """GitLab refused a GraphQL document as not valid for its schema (a field, argument or type
+    it does not have: graphql-ruby's ``undefinedField``, ``argumentNotAccepted``,
+    ``undefinedType``). GitLab validates before it runs anything, so nothing ran, a mutation
+    included. Never shown as is: :class:`~gateway.gitlab.operation.Operation` reads GitLab's
+    version again and sends the right document, or answers :class:`GitLabUnsupported`.
+
+    Attributes:
+        missing: the schema coordinates GitLab named (``CiJob.exitCode``, ``pipeline(id:)``).
+    """
+
+    def __init__(self, missing: tuple[str, ...], *, request_id: str | None = None) -> None:
+        super().__init__(f"GitLab does not have {', '.join(missing)}", request_id=request_id)
+        self.missing = missing
+
+
+class GitLabUnsupported(GitLabError):
+    """What was asked needs a GitLab version or edition the configured GitLab is not.
+
+    Attributes:
+        needed: ``GitLab EE 18.4 or later``, or None when GitLab lacks a field it should have (a
+            feature flag turned off).
+        instance: the instance's version and edition (``GitLab 17.11.2 (EE)``).
+    """
+
+    reason: Reason = "unsupported_by_gitlab"
+
+    def __init__(
+        self, message: str, *, needed: str | None, instance: str, missing: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(message)
+        self.needed = needed
+        self.instance = instance
+        self.missing = missing
+
+    def details(self) -> dict[str, Any]:
+        out = super().details()
+        out["gitlab"] = self.instance
+        if self.needed:
+            out["needs"] = self.needed
+        if self.missing:
+            out["missing"] = list(self.missing)
+        return out
+
+
 class GitLabConflict(GitLabError):
     """409: GitLab refused because of the resource's current state (e.g. "Resource lock")."""
 

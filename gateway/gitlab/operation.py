@@ -9,12 +9,20 @@ a ``KeyError`` in a handler.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
-from gateway.gitlab.errors import GitLabMaybeSent, GitLabUpstreamError
+from gateway.gitlab.errors import (
+    GitLabMaybeSent,
+    GitLabSchemaMismatch,
+    GitLabUnsupported,
+    GitLabUpstreamError,
+)
+from gateway.gitlab.instance import InstanceInfo
+from gateway.gitlab.needs import Choice, Need, choose, choose_lacking, declared_variables, is_derived
 from gateway.gitlab.operation_loader import load_operation
 from gateway.gitlab.urls import global_id_number
 
@@ -64,31 +72,106 @@ class Operation(Generic[DataT]):
         name: the document's file stem under ``operations/<domain>/``.
         answer: the model ``data`` is read into.
         mutation: True for a mutation: never resent once it may have reached GitLab.
+        needs: the schema coordinates it uses that not every supported GitLab has, and what to do
+            without each (:mod:`gateway.gitlab.needs`).
     """
 
     name: str
     answer: type[DataT]
     mutation: bool = False
+    needs: tuple[Need, ...] = ()
 
     @property
     def document(self) -> str:
-        """The document text sent to GitLab (fragments included)."""
+        """The document text sent to the newest GitLab (fragments included)."""
         return load_operation(self.name)
 
+    def choice(self, info: InstanceInfo) -> Choice:
+        """What to send to ``info``'s GitLab: a dict lookup once made for that instance."""
+        found: Choice | None = info.choices.get(self.name)
+        if found is None:
+            found = info.choices[self.name] = choose(self.name, self.needs, info)
+        return found
+
+    async def available(self, gitlab: GitLabSession) -> Need | None:
+        """None when this GitLab can be sent the operation, else the need it lacks (an
+        ``elsewhere`` need: the tool reads the same data another way)."""
+        return self.choice(await gitlab.client.instance.current(gitlab)).refused
+
+    async def check_option(self, gitlab: GitLabSession, option: str) -> None:
+        """Refuse ``option`` (a tool argument) when this GitLab cannot serve it.
+
+        Raises:
+            GitLabUnsupported: it names the version or edition the option needs.
+        """
+        info = await gitlab.client.instance.current(gitlab)
+        need = self.choice(info).missing_option(option)
+        if need is not None:
+            raise unsupported(info, need, what=f"`{option}`")
+
     async def run(
-        self, gitlab: GitLabSession, variables: Mapping[str, Any], *, mutation: bool | None = None
+        self,
+        gitlab: GitLabSession,
+        variables: Mapping[str, Any],
+        *,
+        mutation: bool | None = None,
+        iid_of: Callable[[], Awaitable[int]] | None = None,
     ) -> DataT:
-        """Send the operation; return its ``data`` as :attr:`answer`.
+        """Send the operation (the document this GitLab takes); return its ``data`` as :attr:`answer`.
+
+        A document GitLab refuses as invalid for its schema ran nothing (a mutation included), so
+        the version is read again and, when that changes the document, it is sent once more.
 
         Args:
             mutation: override :attr:`mutation` (a cancel resent as safe to retry).
+            iid_of: the pipeline's ``iid``, for a GitLab that addresses pipelines by ``iid`` only
+                (a declared ``by_iid`` need); the variables hold ``pipelineId``.
 
         Raises:
+            GitLabUnsupported: this GitLab cannot serve the operation (its version or edition, or
+                a field it lacks anyway).
             GitLabError: whatever the client raises; ``GitLabUpstreamError`` when ``data`` does not
                 have the shape the document asked for.
         """
+        instance = gitlab.client.instance
+        info = await instance.current(gitlab)
+        choice = self.choice(info)
+        try:
+            return await self._send(gitlab, info, choice, variables, mutation, iid_of)
+        except GitLabSchemaMismatch as refused:
+            reread = await instance.recheck(gitlab)
+            again: Choice | None = self.choice(reread)
+            if not reread.known:
+                # Still unknown (no caller with a token yet): what GitLab refused tells.
+                again = choose_lacking(self.name, self.needs, refused.missing)
+            if again is None or again.document == choice.document:
+                raise _lacking(reread, refused.missing) from None
+        try:
+            return await self._send(gitlab, reread, again, variables, mutation, iid_of)
+        except GitLabSchemaMismatch as refused:
+            raise _lacking(reread, refused.missing) from None
+
+    async def _send(
+        self,
+        gitlab: GitLabSession,
+        info: InstanceInfo,
+        choice: Choice,
+        variables: Mapping[str, Any],
+        mutation: bool | None,
+        iid_of: Callable[[], Awaitable[int]] | None,
+    ) -> DataT:
+        if choice.refused is not None:
+            raise unsupported(info, choice.refused)
+        if choice.by_iid and variables.get("pipelineId") is not None:
+            if iid_of is None:
+                raise RuntimeError(f"{self.name} addresses the pipeline by iid here: pass iid_of")
+            variables = {k: v for k, v in variables.items() if k != "pipelineId"}
+            variables["pipelineIid"] = str(await iid_of())
+        if is_derived(choice.document):
+            declared = declared_variables(load_operation(choice.document))
+            variables = {k: v for k, v in variables.items() if k in declared}
         data = await gitlab.graphql(
-            self.name, variables, mutation=self.mutation if mutation is None else mutation
+            choice.document, variables, mutation=self.mutation if mutation is None else mutation
         )
         return self.read(data, request_id=gitlab.request_id)
 
@@ -111,3 +194,31 @@ class Operation(Generic[DataT]):
                 "report it if it persists.",
                 request_id=request_id,
             ) from None
+
+
+def unsupported(info: InstanceInfo, need: Need, *, what: str = "This") -> GitLabUnsupported:
+    """The refusal of what ``need`` serves, naming the version or edition it needs and the
+    instance's."""
+    return GitLabUnsupported(
+        f"{what} needs {need.needed} ({need.coordinate}); this GitLab is {_shown(info)}. It becomes "
+        "available when GitLab is upgraded; until then, do without it.",
+        needed=need.needed,
+        instance=info.label,
+        missing=(need.coordinate,),
+    )
+
+
+def _lacking(info: InstanceInfo, missing: tuple[str, ...]) -> GitLabUnsupported:
+    """GitLab lacks fields its version should have (a feature flag turned off, a backport)."""
+    return GitLabUnsupported(
+        f"This GitLab ({_shown(info)}) does not offer {', '.join(missing)}, which this request needs: "
+        "the feature may be turned off on it (a feature flag) or not in this release. Ask its "
+        "administrator; other tools are not affected.",
+        needed=None,
+        instance=info.label,
+        missing=missing,
+    )
+
+
+def _shown(info: InstanceInfo) -> str:
+    return info.label.removeprefix("GitLab ") if info.known else "of a version not known yet"

@@ -18,6 +18,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from gateway.gitlab.needs import base_name, derive_document, is_derived
+
 OPERATIONS_DIR = Path(__file__).parent / "operations"
 _OPERATION_NAME = re.compile(r"^\s*(?:query|mutation|subscription)\s+([_A-Za-z][_0-9A-Za-z]*)", re.MULTILINE)
 _WORD_START = re.compile(r"(?<!^)(?=[A-Z])")
@@ -49,7 +51,7 @@ def _operations() -> dict[str, _Operation]:
 
 
 def _operation(name: str) -> _Operation:
-    found = _operations().get(name)
+    found = _operations().get(base_name(name))
     if found is None:
         raise FileNotFoundError(f"no GraphQL operation {name!r} under {OPERATIONS_DIR}")
     return found
@@ -66,12 +68,14 @@ def operation_path(name: str) -> Path:
 
 @cache
 def load_operation(name: str) -> str:
-    """The document sent for operation ``name``: the whole file that holds it.
+    """The document sent for operation ``name``: the whole file that holds it, or for a derived
+    name (``get_pipeline[-exitCode]``, :mod:`gateway.gitlab.needs`) the document made from it.
 
     Raises:
         FileNotFoundError: no such operation.
     """
-    return operation_path(name).read_text(encoding="utf-8")
+    text = operation_path(name).read_text(encoding="utf-8")
+    return derive_document(name, text) if is_derived(name) else text
 
 
 def operation_name(name: str) -> str:

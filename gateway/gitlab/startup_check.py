@@ -2,10 +2,13 @@
 
 A gateway pointed at the wrong URL, or given an expired token, otherwise only tells on the first
 tool call, which an agent may make hours later. So at start the gateway sends one GraphQL query
-(``operations/instance/startup_check.graphql``: ``currentUser`` and ``metadata.version``, GitLab's
-``/api/graphql``) with its own token, and logs one line on the ``gateway`` logger:
+(``operations/instance/startup_check.graphql``: ``currentUser`` and ``metadata { version
+enterprise }``, GitLab's ``/api/graphql``) with its own token, and logs one line on the ``gateway``
+logger:
 
-- INFO ``GitLab 18.2.1 at https://gitlab.example.com: reachable, token accepted (user alice)``;
+- INFO ``GitLab 18.2.1 (EE) at https://gitlab.example.com: reachable, token accepted (user alice)``;
+  on a GitLab older than the newest documents, the line goes on to say what differs there
+  (``gateway.server.startup_check``);
 - WARNING when GitLab is not reachable, refuses the token, or does not answer like GitLab,
   naming what to check (``GITLAB_URL``, ``GITLAB_TOKEN`` and its scope, ``gitlab.ca_bundle``);
   ``/readyz`` shows the same sentence as its ``reason``.
@@ -21,7 +24,7 @@ passthrough mode there is no gateway token: only reachability is checked.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx
@@ -30,6 +33,7 @@ from gateway.gitlab.attempt_errors import NOT_SENT, UNREACHABLE_HINT, connect_fa
 from gateway.gitlab.client import USER_AGENT, GitLabClient
 from gateway.gitlab.connect_hints import tls_hint
 from gateway.gitlab.credentials import service_credential
+from gateway.gitlab.instance import InstanceInfo
 from gateway.gitlab.operation_loader import load_operation, operation_name
 from gateway.observability.logging import redact
 
@@ -52,11 +56,13 @@ class GitLabCheck:
         level: the logging level of ``line`` (INFO when ``ok``, else WARNING).
         line: one sentence naming the URL and, when not ``ok``, what to check. It never holds a
             token; it names the token's user and GitLab's version only when ``ok``.
+        instance: GitLab's version and edition, when it told them (an authenticated check).
     """
 
     state: CheckState
     level: int
     line: str
+    instance: InstanceInfo = field(default_factory=InstanceInfo)
 
     @property
     def reachable(self) -> bool:
@@ -107,13 +113,19 @@ async def check_gitlab(
         )
     raw = data.get("data")
     fields: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    version = (fields.get("metadata") or {}).get("version")
+    metadata = fields.get("metadata") or {}
+    instance = InstanceInfo.of(metadata.get("version"), metadata.get("enterprise"))
     user = (fields.get("currentUser") or {}).get("username")
     if passthrough:
-        return GitLabCheck("ok", logging.INFO, f"{_named(version, url)}: reachable; {_PASSTHROUGH}")
+        return GitLabCheck(
+            "ok", logging.INFO, f"{_named(instance, url)}: reachable; {_PASSTHROUGH}", instance
+        )
     if not credential.token:
         return GitLabCheck(
-            "ok", logging.INFO, f"{_named(version, url)}: reachable; no GITLAB_TOKEN, so public projects only"
+            "ok",
+            logging.INFO,
+            f"{_named(instance, url)}: reachable; no GITLAB_TOKEN, so public projects only",
+            instance,
         )
     if user is None:
         return _warn(
@@ -121,7 +133,9 @@ async def check_gitlab(
             f"GitLab at {url}: reachable, but the token was not accepted: check GITLAB_TOKEN "
             "(expired, revoked, or without the api / read_api scope)",
         )
-    return GitLabCheck("ok", logging.INFO, f"{_named(version, url)}: reachable, token accepted (user {user})")
+    return GitLabCheck(
+        "ok", logging.INFO, f"{_named(instance, url)}: reachable, token accepted (user {user})", instance
+    )
 
 
 _SERVES_ANYWAY = ". The gateway serves anyway; GitLab tools fail until it answers"
@@ -144,8 +158,8 @@ def _warn(state: CheckState, line: str) -> GitLabCheck:
     return GitLabCheck(state, logging.WARNING, line)
 
 
-def _named(version: object, url: str) -> str:
-    return f"GitLab {version} at {url}" if version else f"GitLab at {url}"
+def _named(instance: InstanceInfo, url: str) -> str:
+    return f"{instance.label} at {url}" if instance.known else f"GitLab at {url}"
 
 
 def _json(response: httpx.Response) -> dict[str, Any] | None:

@@ -24,7 +24,7 @@ import platform
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, ProcessCollector
 
-from gateway import __version__
+from gateway import REVISION, __version__
 
 #: Labels that say who called, after a metric's own (``gateway.mcp.protocol.telemetry.CallerLabels``
 #: gives their values): the agent, from the configured agents only. A ``user`` label joins here
@@ -44,8 +44,12 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.build_info = Info("gateway_build", "Gateway version and Python version", registry=r)
-        self.build_info.info({"version": __version__, "python": platform.python_version()})
+        self.build_info = Info(
+            "gateway_build", "Gateway version, git revision of the build, and Python version", registry=r
+        )
+        self.build_info.info(
+            {"version": __version__, "revision": REVISION, "python": platform.python_version()}
+        )
         # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds... (Linux).
         ProcessCollector(registry=r)
 
@@ -106,6 +110,12 @@ class Metrics:
         )
 
         # GitLab client
+        self.gitlab_info = Gauge(
+            "gateway_gitlab_info",
+            "The configured GitLab's version and edition (ce, ee), as last learnt; 1",
+            ["version", "edition"],
+            registry=r,
+        )
         self.gitlab_requests = Counter(
             "gateway_gitlab_requests_total",
             "GitLab requests by operation (GraphQL operation or REST route template) and status class",

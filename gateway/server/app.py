@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from aiohttp import web
 
-from gateway import conformance_fixtures, conformance_tasks, console
+from gateway import console
 from gateway.broker.ended_sessions import EndedSessions
 from gateway.config import Settings
 from gateway.mcp.http.delivery import finish_read_checks
@@ -65,10 +65,13 @@ def create_app(
     )
     app[METRICS] = metrics
     served = list(all_tools() if tools is None else tools)
-    fixtures = server.conformance_fixtures
-    if fixtures:
-        served += conformance_fixtures.TOOLS
-        served += conformance_tasks.TOOLS
+    extension = None
+    if server.conformance_fixtures:  # a test mode: its modules load only when it is on
+        from gateway.testing.conformance import fixtures, tasks
+
+        served += fixtures.TOOLS
+        served += tasks.TOOLS
+        extension = fixtures.EXTENSION
 
     def limited(agent: str) -> None:
         metrics.rate_limited.labels(agent=agent).inc()
@@ -132,7 +135,7 @@ def create_app(
         calls=calls,
         services=lambda: app[SERVICES],
         page_size=server.tools_page_size,
-        extension=conformance_fixtures.EXTENSION if fixtures else None,
+        extension=extension,
         state_sealer=StateSealer(*sealer.root_keys),
         batch_concurrency=server.batch_concurrency,
     )

@@ -69,7 +69,8 @@ async def readyz(request: web.Request) -> web.Response:
 
     Body: ``{"status": "ready"|"not_ready", "state_store": "open"|"unreachable"|"closed",
     "state_store_reason"?: str, "reason"?: str,
-    "gitlab": {"url", "reachable", "state", "reason"?, "checked_at"}}``; ``state`` is ``ok``,
+    "gitlab": {"url", "reachable", "state", "version"?, "edition"?, "reason"?, "checked_at"}}``;
+    ``version`` and ``edition`` (``ce``, ``ee``) once GitLab told them; ``state`` is ``ok``,
     ``unreachable``, ``not_gitlab`` or ``token_refused``, ``checked_at`` ISO 8601 UTC.
     """
     services = request.app.get(SERVICES)
@@ -120,6 +121,9 @@ def _gitlab_object(found: GitLabCheck, checked_at: float, services: Services) ->
         "reachable": found.reachable,
         "state": found.state,
     }
+    info = services.gitlab.instance.info
+    if info.known:
+        gitlab["version"], gitlab["edition"] = info.version, info.edition.value
     if found.state != "ok":
         gitlab["reason"] = found.line
     gitlab["checked_at"] = iso(checked_at)
@@ -215,9 +219,11 @@ async def _check(readiness: _Readiness, services: Services, *, fresh: bool = Fal
 
 
 def _record(readiness: _Readiness, services: Services, found: GitLabCheck) -> None:
-    """Keep ``found`` as the last check: the gauges, and one WARNING line when GitLab's
-    reachability changed."""
+    """Keep ``found`` as the last check: the gauges, GitLab's version and edition when it told
+    them, and one WARNING line when GitLab's reachability changed."""
     before = readiness.found
+    if found.instance.known:
+        services.gitlab.instance.learnt(found.instance)
     readiness.found, readiness.checked_at, readiness.checked_mono = found, time.time(), time.monotonic()
     readiness.seen_gitlab = readiness.seen_gitlab or found.reachable
     services.metrics.gitlab_reachable.set(1 if found.reachable else 0)

@@ -34,7 +34,7 @@ class Services:
     caches: CacheRegistry
     metrics: Metrics
     broker: BrokerService | None = None
-    #: What the configured GitLab offers (CE or EE), learnt from its answers.
+    #: What the configured GitLab's answers told (whether it lists artifacts archives).
     capabilities: Capabilities = field(default_factory=Capabilities)
     #: Server-side waits (``wait_seconds``), one shared poll per resource and credential.
     polls: SharedPolls = field(default_factory=SharedPolls)

@@ -6,7 +6,9 @@ when a committed file is stale; a test runs it).
   operations the module declares, then the module's hand-written notes, a sidecar Markdown file
   beside it (``get_pipeline.py`` → ``get_pipeline.md``) for examples, mappings and rationale.
 - ``docs/tools/index.md``: every tool in one table.
-- ``README.md``: the tool table between ``<!-- tools:begin -->`` and ``<!-- tools:end -->``.
+- ``README.md``: the tool table between ``<!-- tools:begin -->`` and ``<!-- tools:end -->``, and
+  the GitLab versions each tool works on between ``<!-- compatibility:begin -->`` and ``end``
+  (:mod:`gateway.tools.compatibility`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 from gateway.gitlab.operation import Operation
 from gateway.gitlab.operation_loader import operation_path
-from gateway.tools import all_tools, tool_modules
+from gateway.tools import all_tools, compatibility, tool_modules
 from gateway.tools.registry import Tool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -268,7 +270,10 @@ def outputs() -> dict[Path, str]:
     readme = README.read_text(encoding="utf-8")
     head, _, rest = readme.partition(BEGIN)
     _, _, tail = rest.partition(END)
-    files[README] = head + render_readme_table() + tail
+    readme = head + render_readme_table() + tail
+    head, _, rest = readme.partition(compatibility.BEGIN)
+    _, _, tail = rest.partition(compatibility.END)
+    files[README] = head + compatibility.render_table(all_tools()) + tail
     return files
 
 

@@ -32,111 +32,33 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ValidationError
 
 from gateway.config import DEFAULT_TOOLSETS, TOOLSETS, expand_toolsets
-from gateway.errors import REASONS, ToolError
+from gateway.errors import ToolError
 from gateway.gitlab.errors import GitLabUnauthorized
 from gateway.gitlab.operation import Operation
-from gateway.gitlab.urls import MAX_ID
 from gateway.tools.access import NO_LIMITS, ToolAccess
 from gateway.tools.argument_errors import argument_name, describe_validation_error
 from gateway.tools.call_limits import CallsInFlight, RejectedTokens
+
+# Re-exported: tool modules declare with them.
+from gateway.tools.declaration import NAME_PATTERN as NAME_PATTERN
+from gateway.tools.declaration import READ_ONLY as READ_ONLY
+from gateway.tools.declaration import Annotations as Annotations
+from gateway.tools.declaration import ResultSchemaError as ResultSchemaError
+from gateway.tools.declaration import ToolInput as ToolInput
+from gateway.tools.declaration import ToolOutput as ToolOutput
 from gateway.tools.failures import CURSOR_ARGUMENT, HANDLED, as_tool_error
 from gateway.tools.rate_limits import AgentLimiter
 from gateway.tools.result import ToolResult as ToolResult  # re-exported: handlers and the transport use it
 from gateway.tools.result_redaction import redact_result, result_secrets
+from gateway.tools.schemas import ERROR_SCHEMA, json_schema, without_descriptions
 
 if TYPE_CHECKING:
     from gateway.tools.context import ToolContext
-
-NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
-
-#: ``structuredContent.error`` of an ``isError: true`` result (see :meth:`ToolError.to_structured`).
-ERROR_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "reason": {"type": "string", "enum": list(REASONS)},
-        "message": {"type": "string"},
-    },
-    "required": ["reason", "message"],
-}
-
-
-class ToolInput(BaseModel):
-    """Base of every tool's input model: unknown arguments are refused.
-
-    ``argument_aliases`` maps another name of an argument to the one listed in ``inputSchema``
-    (``{"id": "project_id"}``): a call written with the other name (for GitLab's built-in MCP
-    server, or an older release of this gateway) is read as if it used the listed one. Aliases are
-    never listed, so an agent reading ``tools/list`` sees one name per thing; the tool's docs page
-    names them.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    argument_aliases: ClassVar[Mapping[str, str]] = {}
-
-    @model_validator(mode="before")
-    @classmethod
-    def _read_aliases(cls, data: Any) -> Any:
-        if not cls.argument_aliases or not isinstance(data, dict):
-            return data
-        data = dict(data)
-        for alias, name in cls.argument_aliases.items():
-            if alias not in data:
-                continue
-            value = data.pop(alias)
-            if value is None:  # null: not given (as for any optional argument)
-                continue
-            if data.get(name) is not None and data[name] != value:
-                raise ValueError(
-                    f"`{alias}` and `{name}` are two names of one argument and were given different "
-                    f"values; give `{name}` only"
-                )
-            data[name] = value
-        return data
-
-
-class ToolOutput(BaseModel):
-    """Base of output models: ``outputSchema`` is derived from one, and every result is checked
-    against it. A handler returns an instance (only the fields it set are sent) or a dict."""
-
-    model_config = ConfigDict(extra="allow")
-
-
-class ResultSchemaError(RuntimeError):
-    """A handler's result does not match its tool's output model: a bug in the gateway, reported as
-    an internal error rather than sent to an agent that was promised the ``outputSchema``."""
-
-
-@dataclass(frozen=True)
-class Annotations:
-    """MCP ``ToolAnnotations`` (hints; MCP 2025-11-25 server/tools#tool-annotations)."""
-
-    read_only: bool
-    destructive: bool = False
-    idempotent: bool = False
-    open_world: bool = True
-    title: str | None = None
-
-    def to_mcp(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "readOnlyHint": self.read_only,
-            "destructiveHint": self.destructive,
-            "idempotentHint": self.idempotent,
-            "openWorldHint": self.open_world,
-        }
-        if self.title:
-            out["title"] = self.title
-        return out
-
-
-#: A GitLab read.
-READ_ONLY = Annotations(read_only=True, destructive=False, idempotent=True, open_world=True)
-
 
 Handler = Callable[["ToolContext", Any], Awaitable[ToolResult | dict[str, Any] | BaseModel]]
 
@@ -238,7 +160,7 @@ class Tool:
             return None
         schema = json_schema(self.output_model, share_repeated=True)
         if not described:
-            schema = _without_descriptions(schema)
+            schema = without_descriptions(schema)
         schema.setdefault("properties", {})["error"] = ERROR_SCHEMA
         required = schema.pop("required", None)
         if required:
@@ -325,7 +247,12 @@ class Registry:
         else:
             self._served_toolsets = frozenset(DEFAULT_TOOLSETS) | unnamed
         self._listed = [t for t in self._all.values() if self._why_hidden(t) is None]
-        self._listed_mcp = [t.to_mcp() for t in self._listed]
+
+    @functools.cached_property
+    def _listed_mcp(self) -> list[dict[str, Any]]:
+        # Built at the first tools/list, not at start: the schemas of 25 tools are a fifth of
+        # the CPU a start costs, and a gateway may serve calls from clients that never list.
+        return [t.to_mcp() for t in self._listed]
 
     def _why_hidden(self, tool: Tool) -> str | None:
         if self.read_only and not tool.annotations.read_only:
@@ -496,122 +423,3 @@ def parse_arguments(tool: Tool, arguments: dict[str, Any]) -> BaseModel:
             describe_validation_error(tool.name, tool.argument_schemas, err),
             invalid_arguments=sorted({argument_name(e["loc"]) for e in err.errors()}),
         ) from None
-
-
-def json_schema(model: type[BaseModel], *, share_repeated: bool = False) -> dict[str, Any]:
-    """``model``'s JSON Schema, as small as it can be without saying less.
-
-    Local ``$ref``s are inlined (non-recursive ones): a model reading an ``inputSchema`` should not
-    have to resolve references, and some model APIs refuse them. With ``share_repeated`` (output
-    schemas, which validators read), a definition that would be inlined more than once is kept
-    once in ``$defs`` instead. Titles are dropped, and ``anyOf`` of bare types
-    (``[{"type": "string"}, {"type": "null"}]``) becomes one ``type`` list: the same schema in
-    JSON Schema 2020-12, a quarter of the bytes.
-    """
-    raw = model.model_json_schema()
-    defs = raw.pop("$defs", {})
-    inlined: dict[str, Any] = {}
-
-    def walk(node: Any, seen: tuple[str, ...]) -> Any:
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#/$defs/"):
-                name = ref.split("/")[-1]
-                if name in seen:
-                    return {"type": "object"}
-                if name not in inlined and name not in seen:
-                    inlined[name] = walk(defs[name], (*seen, name))
-                extra = {k: walk(v, seen) for k, v in node.items() if k not in ("$ref", "title")}
-                return {**inlined[name], **extra}
-            out = {k: walk(v, seen) for k, v in node.items() if not _says_nothing(k, v)}
-            return _bare_types(out)
-        if isinstance(node, list):
-            return [walk(v, seen) for v in node]
-        return node
-
-    out: dict[str, Any] = walk(raw, ())
-    assert isinstance(out, dict)
-    return _share_repeated(out, inlined) if share_repeated else out
-
-
-def _says_nothing(key: str, value: Any) -> bool:
-    """A keyword that adds nothing a reader or validator uses: a title (the property's name,
-    reworded), ``additionalProperties: true`` (JSON Schema's default) and ``default: null`` (no
-    value of the declared type; leaving the argument out is how it is not given), and an id's
-    ``maximum`` of 2**63 - 1 (GitLab's ids are 64-bit; no agent meets the bound, and the
-    gateway still refuses a larger one)."""
-    return (
-        (key == "title" and isinstance(value, str))
-        or (key == "additionalProperties" and value is True)
-        or (key == "default" and value is None)
-        or (key == "maximum" and value == MAX_ID)
-    )
-
-
-def _without_descriptions(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {
-            k: _without_descriptions(v)
-            for k, v in node.items()
-            # a field named description or additionalProperties stays: only the keywords go
-            if not (k == "description" and isinstance(v, str))
-            and not (k == "additionalProperties" and v is False)
-        }
-    if isinstance(node, list):
-        return [_without_descriptions(v) for v in node]
-    return node
-
-
-def _bare_types(node: dict[str, Any]) -> dict[str, Any]:
-    branches = node.get("anyOf")
-    if (
-        isinstance(branches, list)
-        and len(branches) > 1
-        and all(isinstance(b, dict) and set(b) == {"type"} and isinstance(b["type"], str) for b in branches)
-        and "type" not in node
-    ):
-        rest = {k: v for k, v in node.items() if k != "anyOf"}
-        return {"type": [b["type"] for b in branches], **rest}
-    return node
-
-
-def _share_repeated(schema: dict[str, Any], definitions: Mapping[str, Any]) -> dict[str, Any]:
-    """``schema`` with each definition that appears in it more than once moved to ``$defs``."""
-    import json
-
-    def key(node: Any) -> str:
-        return json.dumps(node, sort_keys=True)
-
-    counts: dict[str, int] = {}
-
-    def count(node: Any) -> None:
-        if isinstance(node, dict):
-            counts[key(node)] = counts.get(key(node), 0) + 1
-            for v in node.values():
-                count(v)
-        elif isinstance(node, list):
-            for v in node:
-                count(v)
-
-    count(schema)
-    shared = {key(d): name for name, d in definitions.items() if counts.get(key(d), 0) > 1}
-    if not shared:
-        return schema
-    kept: dict[str, Any] = {}
-
-    def replace(node: Any, top: bool = False) -> Any:
-        if isinstance(node, dict):
-            name = None if top else shared.get(key(node))
-            if name is not None:
-                if name not in kept:
-                    kept[name] = None  # reserve: a definition never refers to itself here
-                    kept[name] = {k: replace(v) for k, v in node.items()}
-                return {"$ref": f"#/$defs/{name}"}
-            return {k: replace(v) for k, v in node.items()}
-        if isinstance(node, list):
-            return [replace(v) for v in node]
-        return node
-
-    out: dict[str, Any] = replace(schema, top=True)
-    out["$defs"] = kept
-    return out

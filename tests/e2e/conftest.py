@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.gitlab_bands import band, gitlab_band  # noqa: F401  (fixtures)
+from tests.e2e.gitlab_bands import band, band_matrix, gitlab_band  # noqa: F401  (fixtures)
 from tests.e2e.harness import GatewayProcess
 from tests.standin.fixtures import (  # noqa: F401  (fixtures)
     fresh_standin,

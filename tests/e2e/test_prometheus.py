@@ -237,6 +237,7 @@ async def test_prometheus_reads_the_tool_call_counter(
     assert count and float(count[0]["value"][1]) == 3
     build = await asyncio.to_thread(prom.query, f'gateway_build_info{{job="{JOB}"}}')
     assert build and build[0]["metric"]["version"]
+    assert build[0]["metric"]["revision"] not in ("", "unknown")  # the wheel was built from the checkout
     # The GitLab requests behind get_pipeline, labelled by GraphQL operation, never by a path.
     await _wait_for(prom, f'sum(gateway_gitlab_requests_total{{job="{JOB}"}})', 1, at_least=True)
     series = await asyncio.to_thread(

@@ -10,7 +10,7 @@ GitLab's tool documents, LFS, exclusions, and the cache (a window re-read at a c
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,9 +27,20 @@ TOOL = "get_repository_file"
 P = ds.PROJECT_PATH
 
 
-@pytest.fixture
-def gateway(fresh_standin: Standin, start_gateway: Callable[..., GatewayProcess]) -> GatewayProcess:  # noqa: F811
-    return start_gateway(env=fresh_standin.env())
+@pytest.fixture(scope="module")
+def gateway(standin: Standin, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:  # noqa: F811
+    """One gateway for the module (a start costs more than every call here): each test resets
+    the stand-in (``fresh_standin``, below); the gateway caches reads at a commit SHA, which the
+    seed never changes, and the one test that counts cached reads reads a file no other test
+    reads."""
+    proc = GatewayProcess(env=standin.env(), state_dir=tmp_path_factory.mktemp("files") / "state").start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(autouse=True)
+def _seed_data(fresh_standin: Standin) -> None:  # noqa: F811
+    """Every test starts from the stand-in's seed data, no faults, an empty request log."""
 
 
 async def call(client: Client, **arguments: Any) -> tuple[bool, dict[str, Any]]:

@@ -170,3 +170,39 @@ def version_string(version: str, edition: Edition) -> str:
 def band_id(version: str, edition: Edition) -> str:
     """A test id for a band: ``17.11-ce``."""
     return f"{version}-{edition}"
+
+
+def telling_bands(
+    coordinates: tuple[str, ...] = (), routes: tuple[str, ...] = ()
+) -> list[tuple[str, Edition]]:
+    """The bands (of :data:`BANDS`, in its order) that can tell apart what ``coordinates`` and REST
+    ``routes`` a test depends on: bands are alike when they have the same of them (and, when one is
+    EE-only, the same edition); of each group of alike bands, the oldest and the newest.
+
+    A band's schema differs from the newest only by :data:`ARRIVALS` and :data:`EE_ONLY_TYPES`,
+    and its REST routes only by :data:`REST_ARRIVALS`, so alike bands answer a tool that reads
+    only these the same; the group's two ends still catch a gateway that draws the line at
+    another version than GitLab did. With nothing declared: the oldest and the newest band.
+
+    Raises:
+        KeyError: a coordinate or route this module does not declare.
+    """
+    declared = {a.coordinate: a for a in ARRIVALS}
+    for coordinate in coordinates:
+        if coordinate not in declared:
+            raise KeyError(f"{coordinate}: not in ARRIVALS (a coordinate every band has needs no band)")
+    arrivals = [declared[c] for c in coordinates]
+    for route in routes:
+        if route not in REST_ARRIVALS:
+            raise KeyError(f"{route}: not in REST_ARRIVALS")
+    by_edition = any(a.ee_only for a in arrivals)
+    groups: dict[tuple[object, ...], list[tuple[str, Edition]]] = {}
+    for version, edition in BANDS:
+        key = (
+            tuple(has(a, version, edition) for a in arrivals),
+            tuple(has_route(r, version) for r in routes),
+            edition if by_edition else None,
+        )
+        groups.setdefault(key, []).append((version, edition))
+    chosen = {band for group in groups.values() for band in (group[0], group[-1])}
+    return [band for band in BANDS if band in chosen]

@@ -65,10 +65,19 @@ class StandinProcess:
     Args:
         workdir: where the ready file and the log (``standin.log``) go.
         prefix: serve GitLab under this sub-path (``/gitlab``) or at the root (``""``).
+        module: what to run, ``tests.standin`` or ``tests.standin.bands`` (many GitLab bands).
     """
 
-    def __init__(self, workdir: Path, *, prefix: str = "", gitlab: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        prefix: str = "",
+        gitlab: tuple[str, str] | None = None,
+        module: str = "tests.standin",
+    ) -> None:
         self.workdir = workdir
+        self.module = module
         self.prefix = prefix
         self.gitlab = gitlab
         """The GitLab version and edition to answer as (``("17.5", "ce")``); None: the newest EE."""
@@ -86,7 +95,7 @@ class StandinProcess:
         """
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.ready_file.unlink(missing_ok=True)
-        args = [sys.executable, "-m", "tests.standin", "--port", "0", "--ready-file", str(self.ready_file)]
+        args = [sys.executable, "-m", self.module, "--port", "0", "--ready-file", str(self.ready_file)]
         if self.prefix:
             args += ["--prefix", self.prefix]
         if self.gitlab is not None:

@@ -119,3 +119,28 @@ def _no_child_processes(
     if refused:
         # Also when the code under test caught the refusal and the test passed anyway.
         pytest.fail(refused[0], pytrace=False)
+
+
+#: The GitLab the unit tests' GitLab plays: the newest, whose schema they validate against
+#: (tests/gitlab/gitlab_schema.graphql). A test of another version marks itself
+#: ``@pytest.mark.gitlab_version("16.11.2", enterprise=False)``, or ``gitlab_version(None)`` for a
+#: gateway that has not learnt it yet (it asks on the first call).
+NEWEST_GITLAB = "19.4.0-ee"
+
+
+@pytest.fixture(autouse=True)
+def _gitlab_version(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway.gitlab.instance import GitLabInstance, InstanceInfo
+
+    marker = request.node.get_closest_marker("gitlab_version")
+    version = marker.args[0] if marker is not None and marker.args else NEWEST_GITLAB
+    if version is None:
+        return
+    info = InstanceInfo.of(version, marker.kwargs.get("enterprise") if marker is not None else None)
+    original = GitLabInstance.__init__
+
+    def known(self: GitLabInstance, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        self.learnt(info)
+
+    monkeypatch.setattr(GitLabInstance, "__init__", known)

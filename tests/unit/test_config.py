@@ -648,7 +648,7 @@ def test_unknown_tool_and_toolset_names_are_refused_at_start(
 
 
 def test_unknown_gateway_variables_are_named() -> None:
-    from gateway.config_errors import unknown_environment
+    from gateway.cli.config_errors import unknown_environment
 
     env = {
         "GATEWAY_STATE_DIR": "/x",
@@ -662,7 +662,7 @@ def test_unknown_gateway_variables_are_named() -> None:
 
 
 def test_misspelt_gitlab_url_and_token_are_named_but_other_programs_gitlab_variables_are_not() -> None:
-    from gateway.config_errors import refused_environment, unknown_environment, unknown_environment_line
+    from gateway.cli.config_errors import refused_environment, unknown_environment, unknown_environment_line
 
     others = {
         "GITLAB_CI": "true",
@@ -682,7 +682,7 @@ def test_misspelt_gitlab_url_and_token_are_named_but_other_programs_gitlab_varia
 
 
 def test_other_gitlab_mcp_servers_variables_get_a_hint_naming_ours() -> None:
-    from gateway.config_errors import refused_environment, unknown_environment, unknown_environment_line
+    from gateway.cli.config_errors import refused_environment, unknown_environment, unknown_environment_line
 
     env = {"GITLAB_API_URL": "https://gitlab.example.com/api/v4", "GITLAB_PERSONAL_ACCESS_TOKEN": "glpat-x"}
     assert unknown_environment(env) == ["GITLAB_API_URL", "GITLAB_PERSONAL_ACCESS_TOKEN"]
@@ -713,19 +713,22 @@ def test_broker_agents_need_pm_and_not_broker(agents: list[str], expected: str) 
 @pytest.mark.spawns_process(
     reason="runs gitlab-mcp-gateway as a user does: its exit status and what it prints"
 )
-def test_migrate_beside_a_running_gateway_says_there_is_nothing_to_do(tmp_path: Path) -> None:
+def test_migrate_beside_a_running_gateway_of_this_version_says_there_is_nothing_to_do(
+    tmp_path: Path, broker_at_head_sqlite: Path
+) -> None:
+    """(Beside an older one it refuses: tests/unit/console/test_database_cli.py.)"""
+    from gateway.broker.migrations import HEAD
     from gateway.broker.state_dir import lock_state_dir
 
+    _at_head(tmp_path, broker_at_head_sqlite)
     held = lock_state_dir(tmp_path / "state")  # as a gateway serving from that folder holds it
     try:
         result = _gateway(tmp_path, "--migrate")
     finally:
         os.close(held)
-    assert result.returncode == 1
-    assert "Traceback" not in result.stderr
-    last = result.stderr.splitlines()[-1]
-    assert last.startswith("gitlab-mcp-gateway: cannot migrate: a gateway is running on the state folder")
-    assert "nothing to do" in last and "stop that gateway first" in last
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"SQLite file {(tmp_path / 'state' / 'broker.db').resolve()}: ")
+    assert f"already at {HEAD}, nothing to do (in use by: a gateway runs on the state folder" in result.stdout
 
 
 @pytest.mark.spawns_process(

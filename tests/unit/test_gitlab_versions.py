@@ -85,3 +85,32 @@ def test_artifacts_tree_route_arrived_in_18_8() -> None:
     assert not versions.has_route(route, "18.5")
     assert versions.has_route(route, "18.8")
     assert versions.has_route("GET /projects/:id/jobs/:job_id", "16.11")
+
+
+def test_a_test_that_reads_no_arriving_coordinate_runs_on_the_oldest_and_newest_band() -> None:
+    assert versions.telling_bands() == [versions.BANDS[0], versions.BANDS[-1]]
+
+
+def test_telling_bands_keep_both_ends_of_each_group_of_alike_bands() -> None:
+    # exitCode (17.9) splits the bands in two: 16.11…17.8 and 17.11…19.4 (CE alike: not EE-only).
+    assert versions.telling_bands(("CiJob.exitCode",)) == [
+        ("16.11", "ee"),
+        ("17.8", "ee"),
+        ("17.11", "ee"),
+        (versions.NEWEST, "ee"),
+    ]
+    # An EE-only coordinate sets CE apart; the artifacts tree route (18.8) splits 18.5 | 18.8.
+    assert ("17.11", "ce") in versions.telling_bands(("Project.duoContextExclusionSettings",))
+    assert versions.telling_bands(routes=("GET /projects/:id/jobs/:job_id/artifacts/tree",)) == [
+        ("16.11", "ee"),
+        ("18.5", "ee"),
+        ("18.8", "ee"),
+        (versions.NEWEST, "ee"),
+    ]
+
+
+def test_telling_bands_refuses_what_versions_does_not_declare() -> None:
+    with pytest.raises(KeyError, match=r"Project\.nothing"):
+        versions.telling_bands(("Project.nothing",))
+    with pytest.raises(KeyError):
+        versions.telling_bands(routes=("GET /nothing",))

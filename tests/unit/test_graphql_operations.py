@@ -56,7 +56,7 @@ def _operations(path: Path) -> list[OperationDefinitionNode]:
 
 def test_there_are_documents_to_check() -> None:
     assert OPERATIONS_DIR / "ci" / "get_pipeline.graphql" in DOCUMENTS
-    assert OPERATIONS_DIR / "ci" / "pipeline_mutations.graphql" in DOCUMENTS
+    assert OPERATIONS_DIR / "ci" / "pipeline_cancel.graphql" in DOCUMENTS
 
 
 # The schema files are read at collection, before the autouse fixture clears GITLAB_* variables.

@@ -37,4 +37,19 @@ def test_the_contracts_see_type_only_imports_and_imports_inside_functions() -> N
     # Under `if TYPE_CHECKING:`.
     assert graph.direct_import_exists(importer="gateway.tools.context", imported="gateway.broker.service")
     # Inside main().
-    assert graph.direct_import_exists(importer="gateway.__main__", imported="gateway.server.app")
+    assert graph.direct_import_exists(importer="gateway.__main__", imported="gateway.server.serve")
+
+
+def test_no_benchmark_module_imports_itself_back() -> None:
+    """bench/ is code we keep too: no module of it reaches itself through its imports (the
+    command line, ``bench.__main__``, imports the comparison; nothing imports the command line)."""
+    graph = grimp.build_graph("bench", exclude_type_checking_imports=False, cache_dir=None)
+    ours = {m for m in graph.modules if m == "bench" or m.startswith("bench.")}
+    cycles = sorted(
+        (importer, imported)
+        for importer in ours
+        for imported in graph.find_modules_directly_imported_by(importer) & ours
+        if graph.chain_exists(importer=imported, imported=importer)
+    )
+    assert cycles == [], cycles
+    assert not any("bench.__main__" in graph.find_modules_directly_imported_by(m) for m in ours)

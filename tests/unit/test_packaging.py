@@ -76,6 +76,35 @@ def test_twine_check_passes_on_the_wheel_and_the_sdist(dist: Shipped) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_the_build_names_the_git_revision_it_was_made_from(dist: Shipped, tmp_path: Path) -> None:
+    """setup.py bakes the revision into the sdist, and the wheel (built from the sdist, where there
+    is no .git) carries it on: gateway_build_info{revision} and --version name it."""
+    with tarfile.open(dist.sdist) as sdist:
+        member = next(m for m in sdist.getmembers() if m.name.endswith("/gateway/REVISION"))
+        extracted = sdist.extractfile(member)
+        assert extracted is not None
+        in_sdist = extracted.read().decode().strip()
+    with zipfile.ZipFile(dist.wheel) as wheel:
+        in_wheel = wheel.read("gateway/REVISION").decode().strip()
+    assert in_sdist == in_wheel and re.fullmatch(r"[0-9a-f]{12}(\+dirty)?", in_wheel), (in_sdist, in_wheel)
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert in_wheel.startswith(commit)
+    shown = subprocess.run(
+        [str(dist.console_script), "--version"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert shown.strip() == f"gitlab-mcp-gateway {gateway.__version__} (revision {in_wheel})"
+
+
 def test_the_version_lives_in_gateway_init_alone(dist: Shipped) -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert "version" not in project and "version" in project["dynamic"]

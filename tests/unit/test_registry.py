@@ -143,9 +143,9 @@ async def test_invalid_calls_build_the_input_schema_once(monkeypatch: pytest.Mon
     from dataclasses import replace
 
     import gateway.tools.registry as registry
+    from gateway.tools.schemas import json_schema as real
 
     builds: list[object] = []
-    real = registry.json_schema
 
     def counting(model: Any) -> dict[str, Any]:
         builds.append(model)

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import pytest
 from pydantic import BaseModel
 
+from gateway.cli.config_errors import OTHER_SERVERS_ENVIRONMENT
 from gateway.config import CONTRACT_ENVIRONMENT, Settings
-from gateway.config_errors import OTHER_SERVERS_ENVIRONMENT
 from tests.conftest import REPO
 
 #: The settings' sections: the top-level fields that are tables of options.
@@ -67,8 +67,11 @@ def _messages() -> Iterator[tuple[str, int, str]]:
 
 def _flags() -> frozenset[str]:
     """Every flag the gateway's command lines declare (``gitlab-mcp-gateway`` and its
-    subcommands, ``python -m gateway.tools.docs``...): the ``--`` arguments of ``add_argument``."""
-    flags: set[str] = set()
+    subcommands, ``python -m gateway.tools.docs``...): the ``--`` arguments of ``add_argument``;
+    and those of the PostgreSQL client programs ``database backup|restore`` runs."""
+    from gateway.cli.backup import PG_FLAGS
+
+    flags: set[str] = set(PG_FLAGS)
     for path in (REPO / "gateway").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
@@ -160,8 +163,9 @@ def test_the_docs_name_only_real_settings() -> None:
     """The README and docs/ name options and ``GATEWAY_*`` variables as the models do (other
     ``GITLAB_*`` variables are GitLab CI's and the tests' own)."""
     # What a misspelt option gets, shown; a client's own variable for its token, read by the
-    # client (``${GATEWAY_CLIENT_TOKEN}``); the fields of /readyz's answer.
-    others = {"server.prot", "GATEWAY_CLIENT_TOKEN", "gitlab.state", "gitlab.reachable"}
+    # client (``${GATEWAY_CLIENT_TOKEN}``); the fields of /readyz's answer; the build's revision
+    # (setup.py reads it when the package is built, never the gateway).
+    others = {"server.prot", "GATEWAY_CLIENT_TOKEN", "gitlab.state", "gitlab.reachable", "GATEWAY_REVISION"}
     docs = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
     wrong = [
         f"{path.relative_to(REPO)}:{number}: {name}"

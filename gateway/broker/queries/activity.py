@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from gateway.broker.queries.base import Statements
 from gateway.broker.schema import activity_log, agents
@@ -29,8 +28,7 @@ class ActivityQueries(Statements):
         """
         if not seen:
             return
-        insert = postgresql.insert if self.postgres else sqlite.insert
-        ins = insert(agents)
+        ins = self.insert(agents)
         stmt = ins.on_conflict_do_update(
             index_elements=[agents.c.id],
             set_={"last_seen": ins.excluded.last_seen},

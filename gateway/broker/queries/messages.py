@@ -7,7 +7,6 @@ import secrets
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from gateway.broker.prepared import (
     ACKNOWLEDGE,
@@ -163,8 +162,7 @@ class MessageQueries(Statements):
 
     async def set_acknowledges(self, agent: str) -> None:
         """Remember that ``agent`` acknowledges its messages (for good, on every replica)."""
-        insert = postgresql.insert if self.postgres else sqlite.insert
-        ins = insert(agents).values(id=agent, acknowledges=1)
+        ins = self.insert(agents).values(id=agent, acknowledges=1)
         await self.conn.execute(
             ins.on_conflict_do_update(
                 index_elements=[agents.c.id], set_={"acknowledges": 1}, where=agents.c.acknowledges == 0

@@ -4,7 +4,6 @@ sessions (``gateway.broker.console_sign_outs``)."""
 from __future__ import annotations
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from gateway.broker.prepared import CHANNEL
 from gateway.broker.queries.base import Statements
@@ -16,9 +15,8 @@ class SessionQueries(Statements):
 
     async def end_session(self, id_hash: str, expires: float) -> None:
         """Record ``id_hash`` as ended; ending it again (another replica, a retry) changes nothing."""
-        insert = postgresql.insert if self.postgres else sqlite.insert
         await self.conn.execute(
-            insert(ended_sessions).values(id_hash=id_hash, expires=expires).on_conflict_do_nothing()
+            self.insert(ended_sessions).values(id_hash=id_hash, expires=expires).on_conflict_do_nothing()
         )
 
     async def ended_sessions_since(self, now: float) -> dict[str, float]:
@@ -54,9 +52,10 @@ class SessionQueries(Statements):
 
     async def sign_out_console(self, nonce_hash: str, expires: float) -> None:
         """Record console session ``nonce_hash`` as signed out; again changes nothing."""
-        insert = postgresql.insert if self.postgres else sqlite.insert
         await self.conn.execute(
-            insert(console_sign_outs).values(nonce_hash=nonce_hash, expires=expires).on_conflict_do_nothing()
+            self.insert(console_sign_outs)
+            .values(nonce_hash=nonce_hash, expires=expires)
+            .on_conflict_do_nothing()
         )
 
     async def console_signed_out(self, nonce_hash: str) -> bool:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hmac
 import json
 import logging
@@ -36,10 +37,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cachetools import LRUCache
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from gateway.observability.metrics import Metrics
 
@@ -61,6 +58,9 @@ _OWNER_LABEL = b"gitlab-mcp-gateway session owner v1"
 
 
 def _owner_key(key: bytes) -> bytes:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_OWNER_LABEL).derive(key)
 
 
@@ -68,6 +68,8 @@ class _Key:
     """One session key: its cipher and the key its owner hashes are made with."""
 
     def __init__(self, key: bytes) -> None:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         self.cipher = AESGCM(key)
         self._owner = _owner_key(key)
 
@@ -156,8 +158,6 @@ class SessionSealer:
         #: The keys themselves: other sealed values (a request's ``requestState``) derive their
         #: own keys from them, so they rotate with the session key and span the same replicas.
         self.root_keys: tuple[bytes, bytes | None] = (key, previous_key)
-        self._current = _Key(key)
-        self._keys = [self._current] + ([_Key(previous_key)] if previous_key else [])
         self.ttl = ttl_seconds
         self._clock = clock
         #: Sessions opened lately, by id (:meth:`_unseal`); only ids that opened are kept.
@@ -165,6 +165,17 @@ class SessionSealer:
         self._metrics = metrics
         if metrics is not None:
             metrics.session_ttl_seconds.set(ttl_seconds)
+
+    @functools.cached_property
+    def _keys(self) -> list[_Key]:
+        # Made at the first session (OpenSSL's ciphers, about 8 MiB, load then): a gateway whose
+        # clients all speak 2026-07-28 never seals a session id.
+        key, previous_key = self.root_keys
+        return [_Key(key)] + ([_Key(previous_key)] if previous_key else [])
+
+    @property
+    def _current(self) -> _Key:
+        return self._keys[0]
 
     def issue(self, protocol_version: str, capabilities: dict[str, Any], owner: str) -> Session:
         """A new session for ``owner`` (the caller's :attr:`Caller.owner`)."""
@@ -243,6 +254,8 @@ class SessionSealer:
             return None
         if base64.urlsafe_b64encode(blob).decode().rstrip("=") != raw:
             return None  # not how we wrote it: a changed character that decodes the same is refused too
+        from cryptography.exceptions import InvalidTag
+
         nonce, sealed = blob[:_NONCE_BYTES], blob[_NONCE_BYTES:]
         for key in self._keys:
             try:

@@ -26,22 +26,20 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from mcp_types import methods as wire_methods
+from typing import TYPE_CHECKING, Any, Final
 
 from gateway.mcp.protocol.wire import invalid_params
 from gateway.tools.input_requests import Answers, CannotAsk, InputRequest, InputRequired
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 #: How long a client has to answer: a person reads the question and decides.
 STATE_TTL_SECONDS: Final = 900.0
@@ -94,9 +92,16 @@ class StateSealer:
         ttl_seconds: float = STATE_TTL_SECONDS,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._ciphers = [AESGCM(_derive(k)) for k in (key, previous_key) if k is not None]
+        self._keys = [k for k in (key, previous_key) if k is not None]
         self._ttl = ttl_seconds
         self._clock = clock
+
+    @functools.cached_property
+    def _ciphers(self) -> list[AESGCM]:
+        # Made at the first input-required round: OpenSSL's ciphers (about 8 MiB) load then.
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        return [AESGCM(_derive(k)) for k in self._keys]
 
     def seal(self, owner: str, digest: bytes, answers: Mapping[str, Any], asked: frozenset[str]) -> str:
         claims = {
@@ -143,6 +148,8 @@ class StateSealer:
             return None
         if base64.urlsafe_b64encode(blob).decode().rstrip("=") != raw:
             return None  # not how it was written: a changed character that decodes the same
+        from cryptography.exceptions import InvalidTag
+
         for cipher in self._ciphers:
             try:
                 return cipher.decrypt(blob[:_NONCE_BYTES], blob[_NONCE_BYTES:], aad)
@@ -152,6 +159,9 @@ class StateSealer:
 
 
 def _derive(key: bytes) -> bytes:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_LABEL).derive(key)
 
 
@@ -221,6 +231,8 @@ class InputRound:
 
     def result(self, sealer: StateSealer, asked: InputRequired, version: str, method: str) -> dict[str, Any]:
         """The ``InputRequiredResult`` asking ``asked.requests``, shaped by revision ``version``."""
+        from mcp_types import methods as wire_methods  # loaded at the first request (server._parse)
+
         state = sealer.seal(self.owner, self.digest, asked.answered, frozenset(asked.requests))
         return wire_methods.serialize_server_result(
             method,

@@ -42,7 +42,6 @@ from mcp_types import (
     ServerCapabilities,
     ToolsCapability,
 )
-from mcp_types import methods as wire_methods
 from pydantic import ValidationError
 
 from gateway import __version__
@@ -285,6 +284,10 @@ class McpServer:
             RpcError: -32601 for a method the revision does not have, -32602 for bad params.
         """
         assert ctx.version is not None, "a request is parsed in the revision it speaks"
+        # Both revisions' models (about 7 MiB, a tenth of a second to build) load at the first
+        # request that needs them, not at start; afterwards this import is a dictionary lookup.
+        from mcp_types import methods as wire_methods
+
         try:
             return wire_methods.parse_client_request(msg.method, ctx.version, msg.params)
         except KeyError:

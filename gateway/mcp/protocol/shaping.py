@@ -6,8 +6,6 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from mcp_types import methods as wire_methods
-
 from gateway.mcp.protocol.eras import HANDSHAKE_VERSIONS
 from gateway.tools.registry import ToolResult
 
@@ -32,6 +30,8 @@ def paginate(tools: list[dict[str, Any]], size: int) -> dict[str | None, dict[st
 
 def shaped(method: str, version: str, result: dict[str, Any]) -> dict[str, Any]:
     """``result`` validated and dumped as ``method``'s result type of revision ``version``."""
+    from mcp_types import methods as wire_methods  # loaded at the first request (server._parse)
+
     if version not in HANDSHAKE_VERSIONS:
         result = {**result, "resultType": "complete"}
     return wire_methods.serialize_server_result(method, version, result)

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
-from mcp_types.methods import MONOLITH_RESULTS
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
 from gateway.broker.tasks import COMPLETED, FAILED, INPUT_REQUIRED, TaskRow
@@ -183,6 +182,8 @@ def _content_model(schema: Mapping[str, Any]) -> type[BaseModel]:
 
 @functools.cache
 def _result_shape(method: str) -> TypeAdapter[Any]:
+    from mcp_types.methods import MONOLITH_RESULTS
+
     shape: Any = MONOLITH_RESULTS[method]
     return TypeAdapter(shape)
 
@@ -196,6 +197,9 @@ def check_responses(questions: Mapping[str, Any], responses: Mapping[str, Any]) 
     Raises:
         RpcError: -32602 naming the key and what was wrong.
     """
+    # Both revisions' models load at the first request that needs them, not at start.
+    from mcp_types.methods import MONOLITH_RESULTS
+
     for key, answer in responses.items():
         question = questions.get(key)
         if not isinstance(question, Mapping):

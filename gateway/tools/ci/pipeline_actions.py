@@ -19,9 +19,11 @@ from urllib.parse import quote
 from pydantic import Field
 
 from gateway.errors import ToolError, bad_request, not_found
-from gateway.gitlab.errors import GitLabMaybeSent, GitLabNotFound
+from gateway.gitlab.errors import GitLabBadRequest, GitLabMaybeSent, GitLabNotFound, GitLabUnsupported
+from gateway.gitlab.needs import Need
 from gateway.gitlab.operation import ByPathOrId, GraphQLData, Operation
 from gateway.gitlab.urls import (
+    encode_project,
     global_id,
     global_id_number_or_none,
     is_numeric_id,
@@ -29,6 +31,7 @@ from gateway.gitlab.urls import (
     project_address,
     project_full_path,
 )
+from gateway.tools.ci.pipeline_address import PIPELINE_BY_ID, iid_reader
 from gateway.tools.context import ToolContext
 from gateway.tools.registry import ToolOutput
 from gateway.tools.visibility import ANONYMOUS_READS, anonymous_note, is_anonymous
@@ -81,10 +84,39 @@ class SavePipelineProjectAnswer(ByPathOrId[ProjectWithPipeline]):
     """``data`` of ``SavePipelineProject``."""
 
 
-PIPELINE_CREATE = Operation("pipeline_create", PipelineCreateAnswer, mutation=True)
+#: Before GitLab 17.8 there is no ``pipelineCreate``: the tool creates with REST (:func:`create`).
+PIPELINE_CREATE = Operation(
+    "pipeline_create",
+    PipelineCreateAnswer,
+    mutation=True,
+    needs=(
+        Need(
+            "Mutation.pipelineCreate",
+            since=(17, 8),
+            without="elsewhere",
+            note="created with REST `POST /projects/:id/pipeline`",
+            differs=False,
+        ),
+        Need("PipelineCreateInput.inputs", since=(17, 10), option="inputs", note="`inputs` is refused"),
+    ),
+)
 PIPELINE_RETRY = Operation("pipeline_retry", PipelineRetryAnswer, mutation=True)
-PIPELINE_CANCEL = Operation("pipeline_cancel", PipelineCancelAnswer, mutation=True)
-SAVE_PIPELINE_PROJECT = Operation("save_pipeline_project", SavePipelineProjectAnswer)
+#: Before GitLab 18.6 ``pipelineCancel`` answers without the pipeline: it is read back.
+PIPELINE_CANCEL = Operation(
+    "pipeline_cancel",
+    PipelineCancelAnswer,
+    mutation=True,
+    needs=(
+        Need(
+            "PipelineCancelPayload.pipeline",
+            since=(18, 6),
+            without="drop",
+            note="a cancel without `project_id` or `url` answers `status`, `ref` and `web_url` null "
+            "(with them, the pipeline is read back)",
+        ),
+    ),
+)
+SAVE_PIPELINE_PROJECT = Operation("save_pipeline_project", SavePipelineProjectAnswer, needs=(PIPELINE_BY_ID,))
 
 Action = Literal["create", "retry", "cancel"]
 
@@ -132,18 +164,25 @@ async def lookup_project(
         f"Project '{named}' not found or inaccessible. Check the ID or full path (e.g. group/project)."
         + anonymous_note(ctx.call.caller.credential)
     )
+
+    def no_pipeline() -> ToolError:
+        return not_found(
+            f"Pipeline {pipeline_id} not found in project '{named}', or inaccessible. Check `pipeline_id`; "
+            "pipeline IDs are global, so you may also omit `url`/`project_id`."
+        )
+
+    iid_of = iid_reader(
+        ctx.gitlab, full_path if full_path is not None else str(numeric), pipeline_id or 0, no_pipeline
+    )
     try:
-        project = (await SAVE_PIPELINE_PROJECT.run(ctx.gitlab, variables)).project_node()
+        project = (await SAVE_PIPELINE_PROJECT.run(ctx.gitlab, variables, iid_of=iid_of)).project_node()
     except GitLabNotFound:
         raise not_found(missing) from None
     if project is None or not project.fullPath:
         raise not_found(missing)
     resolved = ResolvedProject(project.fullPath, project.webUrl, project.pipeline)
     if pipeline_id is not None and not resolved.pipeline:
-        raise not_found(
-            f"Pipeline {pipeline_id} not found in project '{named}', or inaccessible. Check `pipeline_id`; "
-            "pipeline IDs are global, so you may also omit `url`/`project_id`."
-        )
+        raise no_pipeline()
     return resolved
 
 
@@ -264,10 +303,21 @@ def _retry_unknown(
 async def create(
     ctx: ToolContext, project: ResolvedProject, ref: str, pipeline_input: dict[str, Any]
 ) -> SavePipelineOutput:
-    """Send ``pipelineCreate`` once; ``pipeline_input`` is the rest of ``PipelineCreateInput``."""
-    pipeline_input = {"projectPath": project.full_path, "ref": ref, **pipeline_input}
+    """Send ``pipelineCreate`` once (REST's create on a GitLab without it); ``pipeline_input`` is
+    the rest of ``PipelineCreateInput``."""
+    if pipeline_input.get("inputs"):
+        await PIPELINE_CREATE.check_option(ctx.gitlab, "inputs")
+    if await PIPELINE_CREATE.available(ctx.gitlab) is not None:
+        return await create_with_rest(ctx, project, ref, pipeline_input.get("variables") or [])
+    variables = {"input": {"projectPath": project.full_path, "ref": ref, **pipeline_input}}
     try:
-        payload = (await PIPELINE_CREATE.run(ctx.gitlab, {"input": pipeline_input})).pipelineCreate
+        payload = (await PIPELINE_CREATE.run(ctx.gitlab, variables)).pipelineCreate
+    except GitLabUnsupported:
+        # GitLab refused the document as invalid (so nothing ran) and turned out to be older
+        # than pipelineCreate: create with REST, as on any GitLab known to be that old.
+        if await PIPELINE_CREATE.available(ctx.gitlab) is None:
+            raise
+        return await create_with_rest(ctx, project, ref, pipeline_input.get("variables") or [])
     except GitLabMaybeSent as err:
         raise _create_unknown(
             ctx,
@@ -278,16 +328,7 @@ async def create(
             err.request_id,
         ) from None
     except GitLabNotFound:
-        if is_anonymous(ctx.call.caller.credential):
-            raise not_found(
-                f"Project '{project.full_path}' not found, or GitLab does not let a caller without a token "
-                f"run pipelines in it. {ANONYMOUS_READS}"
-            ) from None
-        raise not_found(
-            f"Project '{project.full_path}' not found, or this token may not run pipelines in it "
-            "(GitLab does not say which). Check the project and the token's access (Developer role or "
-            "higher)."
-        ) from None
+        raise _no_project_to_run(ctx, project) from None
     if payload is None:
         raise _create_unknown(
             ctx,
@@ -308,6 +349,76 @@ async def create(
             ctx.call.request_id,
         )
     return _result(ctx, "create", pipeline, pipeline_id=None, project=project)
+
+
+def _no_project_to_run(ctx: ToolContext, project: ResolvedProject) -> ToolError:
+    if is_anonymous(ctx.call.caller.credential):
+        return not_found(
+            f"Project '{project.full_path}' not found, or GitLab does not let a caller without a token "
+            f"run pipelines in it. {ANONYMOUS_READS}"
+        )
+    return not_found(
+        f"Project '{project.full_path}' not found, or this token may not run pipelines in it "
+        "(GitLab does not say which). Check the project and the token's access (Developer role or "
+        "higher)."
+    )
+
+
+class RestPipeline(GraphQLData):
+    """REST's pipeline (https://docs.gitlab.com/api/pipelines/#create-a-new-pipeline)."""
+
+    id: int | None = None
+    status: str | None = None
+    ref: str | None = None
+    web_url: str | None = None
+
+
+async def create_with_rest(
+    ctx: ToolContext, project: ResolvedProject, ref: str, variables: list[dict[str, str]]
+) -> SavePipelineOutput:
+    """Create with REST ``POST /projects/:id/pipeline`` (GitLab before 17.8): sent once, as the
+    mutation is (the client resends it only when it provably never reached GitLab), and the same
+    result and errors."""
+    body: dict[str, Any] = {"ref": ref}
+    if variables:
+        body["variables"] = [
+            {"key": v["key"], "value": v["value"], "variable_type": v["variableType"].lower()}
+            for v in variables
+        ]
+    try:
+        answer = await ctx.gitlab.rest(
+            "POST",
+            "/projects/{id}/pipeline",
+            path_params={"id": encode_project(project.full_path)},
+            json=body,
+        )
+    except GitLabMaybeSent as err:
+        raise _create_unknown(
+            ctx,
+            project.full_path,
+            ref,
+            "GitLab did not confirm the pipeline creation (the request failed after it may have "
+            "reached GitLab)",
+            err.request_id,
+        ) from None
+    except GitLabNotFound:
+        raise _no_project_to_run(ctx, project) from None
+    except GitLabBadRequest as err:
+        # "GitLab rejected the request (400): base Reference not found." → GitLab's own reason.
+        said = err.message.partition("): ")[2].rstrip(".").removeprefix("base ") or err.message
+        raise _not_created(project.full_path, ref, [said]) from None
+    pipeline = RestPipeline.model_validate(answer) if isinstance(answer, dict) else RestPipeline()
+    if pipeline.id is None:
+        raise _create_unknown(
+            ctx, project.full_path, ref, "GitLab answered the create without a pipeline", ctx.call.request_id
+        )
+    return SavePipelineOutput(
+        action="create",
+        id=pipeline.id,
+        status=pipeline.status.lower() if pipeline.status else None,
+        ref=pipeline.ref,
+        web_url=pipeline.web_url or ctx.gitlab.web_url(f"/{project.full_path}/-/pipelines/{pipeline.id}"),
+    )
 
 
 def _hidden_pipeline(ctx: ToolContext, pipeline_id: int, verb: str) -> ToolError:

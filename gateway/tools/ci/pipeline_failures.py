@@ -30,6 +30,7 @@ from gateway.gitlab.job_log import failing_section
 from gateway.gitlab.operation import ByPathOrId, GraphQLData, Operation
 from gateway.gitlab.urls import encode_project
 from gateway.tools.ci.log_reads import read_tail
+from gateway.tools.ci.pipeline_address import PIPELINE_BY_ID, IidOf
 from gateway.tools.registry import ToolOutput
 
 #: Failed jobs per page of the facet (each costs a log read); a larger ``first`` is lowered to it.
@@ -118,7 +119,9 @@ class GetPipelineTestCasesAnswer(ByPathOrId[CasesProject]):
     """``data`` of ``getPipelineTestCases``."""
 
 
-GET_PIPELINE_TEST_CASES = Operation("get_pipeline_test_cases", GetPipelineTestCasesAnswer)
+GET_PIPELINE_TEST_CASES = Operation(
+    "get_pipeline_test_cases", GetPipelineTestCasesAnswer, needs=(PIPELINE_BY_ID,)
+)
 
 # -- the facet's results --------------------------------------------------------------------------------
 
@@ -154,7 +157,10 @@ class PipelineFailure(_Out):
     failure_message: str | None = Field(
         description="GitLab's reason, e.g. `The script failed with exit code 1`."
     )
-    exit_code: int | None
+    exit_code: int | None = Field(
+        description="The job's exit code; filled from GitLab 17.9 on (null on older GitLab, and when the "
+        "job did not run a script)."
+    )
     test_suite: str | None = Field(
         description="The test suite its JUnit report belongs to (see failed_tests); null when it has none."
     )
@@ -196,6 +202,7 @@ async def read_failures(
     variables: dict[str, Any],
     jobs: list[Any],
     summary: ReportSummaryNode | None,
+    iid_of: IidOf,
 ) -> tuple[list[PipelineFailure], list[FailedTest], ReportSummary | None]:
     """The facet for this page of failed ``jobs`` (``JobNode``s with failureMessage/exitCode).
 
@@ -209,7 +216,7 @@ async def read_failures(
         for build in suite.buildIds or []:
             if build.isdigit() and int(build) in job_ids:
                 suite_of.setdefault(int(build), suite.name)
-    tests_task = asyncio.ensure_future(_failed_tests(gitlab, variables, suites, job_ids))
+    tests_task = asyncio.ensure_future(_failed_tests(gitlab, variables, suites, job_ids, iid_of))
     semaphore = asyncio.Semaphore(LOG_READ_CONCURRENCY)
 
     async def log_of(job_id: int) -> tuple[FailureLog | None, str | None]:
@@ -269,7 +276,11 @@ def _suites_with_failures(summary: ReportSummaryNode | None, job_ids: set[int]) 
 
 
 async def _failed_tests(
-    gitlab: GitLabSession, variables: dict[str, Any], suites: list[SuiteSummaryNode], job_ids: set[int]
+    gitlab: GitLabSession,
+    variables: dict[str, Any],
+    suites: list[SuiteSummaryNode],
+    job_ids: set[int],
+    iid_of: IidOf,
 ) -> tuple[list[FailedTest], int]:
     """The failed cases of ``suites`` (one request), and how many were left out."""
     if not suites:
@@ -285,7 +296,7 @@ async def _failed_tests(
         builds = read[index].buildIds or [] if index < len(read) else []
         test_vars[f"suite{index}"] = builds
         test_vars[f"read{index}"] = bool(builds)
-    node = (await GET_PIPELINE_TEST_CASES.run(gitlab, test_vars)).project_node()
+    node = (await GET_PIPELINE_TEST_CASES.run(gitlab, test_vars, iid_of=iid_of)).project_node()
     pipeline = node.pipeline if node else None
     tests: list[FailedTest] = []
     for index, summary in enumerate(read):

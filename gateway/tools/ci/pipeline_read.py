@@ -16,11 +16,13 @@ from typing import Any, Generic, Literal, TypeVar, get_args
 from pydantic import ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
-from gateway.errors import not_found
+from gateway.errors import ToolError, not_found
 from gateway.gitlab.client import GitLabSession
+from gateway.gitlab.needs import Need
 from gateway.gitlab.operation import ByPathOrId, GlobalIdNumber, GraphQLData, Operation
 from gateway.gitlab.urls import global_id, is_numeric_id, project_address, project_full_path
 from gateway.tools.arguments import schema_extra, shown
+from gateway.tools.ci.pipeline_address import PIPELINE_BY_ID, iid_reader
 from gateway.tools.ci.pipeline_failures import (
     MAX_FAILURES_PAGE,
     FailedTest,
@@ -144,7 +146,9 @@ class GetPipelineAnswer(ByPathOrId[ProjectNode]):
     """``data`` of ``getPipeline``."""
 
 
-GET_PIPELINE = Operation("get_pipeline", GetPipelineAnswer)
+#: ``CiJob.exitCode`` arrived in GitLab 17.9: before, ``exit_code`` is null.
+EXIT_CODE = Need("CiJob.exitCode", since=(17, 9), without="drop", note="`exit_code` is null")
+GET_PIPELINE = Operation("get_pipeline", GetPipelineAnswer, needs=(PIPELINE_BY_ID, EXIT_CODE))
 
 # -- the tools' results -----------------------------------------------------------------------
 
@@ -323,21 +327,26 @@ async def read_pipeline(
         first=first,
         after=after,
     )
-    node = (await GET_PIPELINE.run(gitlab, variables)).project_node()
-    if node is None:
-        raise not_found(project_not_found_message(project, gitlab.credential))
-    pipeline = node.pipeline
-    if pipeline is None:
-        raise not_found(
+
+    def missing() -> ToolError:
+        return not_found(
             f"Pipeline {pipeline_id} not found or inaccessible in project '{project}'. Check that "
             f"{pipeline_id} is the pipeline ID (the number in `/-/pipelines/<id>`, not the per-project IID)"
             + and_token_can(gitlab.credential, "read the project's pipelines")
         )
+
+    iid_of = iid_reader(gitlab, project, pipeline_id, missing)
+    node = (await GET_PIPELINE.run(gitlab, variables, iid_of=iid_of)).project_node()
+    if node is None:
+        raise not_found(project_not_found_message(project, gitlab.credential))
+    pipeline = node.pipeline
+    if pipeline is None:
+        raise missing()
     out = GetPipelineOutput(**_pipeline_fields(gitlab, pipeline))
     if facet == "failures":
         failed = pipeline.failedJobs or Connection[JobNode]()
         out.failures, out.failed_tests, out.test_summary = await read_failures(
-            gitlab, project, variables, failed.readable(), pipeline.testReportSummary
+            gitlab, project, variables, failed.readable(), pipeline.testReportSummary, iid_of
         )
         out.page_info = page_info(failed.pageInfo)
         out.more = _more(out)

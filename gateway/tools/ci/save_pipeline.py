@@ -98,7 +98,7 @@ class SavePipelineInput(ToolInput):
     inputs: dict[str, Any] | None = Field(
         None,
         description='CI/CD inputs for the new pipeline, name → value, e.g. {"environment": "staging"} '
-        "(create only; the pipeline configuration must declare them in spec:inputs).",
+        "(create only; the pipeline configuration must declare them in spec:inputs; GitLab 17.10 or later).",
     )
     reason: OptionalText = Field(
         None,

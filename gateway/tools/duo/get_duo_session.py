@@ -41,6 +41,8 @@ from pydantic import BeforeValidator, Field
 from gateway.cache import credential_key
 from gateway.errors import ToolError, not_found
 from gateway.gitlab.errors import GitLabNotFound
+from gateway.gitlab.instance import Edition
+from gateway.gitlab.needs import Need
 from gateway.gitlab.operation import GraphQLData, Operation
 from gateway.gitlab.urls import MAX_ID, global_id, global_id_number_or_none
 from gateway.tools.context import ToolContext
@@ -186,7 +188,32 @@ class GetDuoSessionAnswer(GraphQLData):
     duoWorkflowWorkflows: Workflows | None = None
 
 
-GET_DUO_SESSION = Operation("get_duo_session", GetDuoSessionAnswer)
+#: Duo Agent Platform sessions are GitLab EE's; what this tool reads of them came in 18.4
+#: (``statusGroup``, ``latestCheckpoint``). Newer fields have fallbacks (see session_web_url,
+#: agent_answer), so older GitLabs are sent the document without them.
+GET_DUO_SESSION = Operation(
+    "get_duo_session",
+    GetDuoSessionAnswer,
+    needs=(
+        Need("Query.duoWorkflowWorkflows(workflowId:)", since=(17, 5), edition=Edition.EE),
+        Need("DuoWorkflow.latestCheckpoint", since=(18, 4), edition=Edition.EE),
+        Need("DuoWorkflow.statusGroup", since=(18, 4), edition=Edition.EE),
+        Need(
+            "DuoWorkflow.webUrl",
+            since=(19, 0),
+            without="drop",
+            note="`web_url` is built from the project's URL",
+            differs=False,
+        ),
+        Need(
+            "DuoWorkflowEvent.lastDuoMessage",
+            since=(19, 3),
+            without="drop",
+            note="the answer is the newest agent message of the checkpoint",
+            differs=False,
+        ),
+    ),
+)
 
 
 async def fetch_workflow(ctx: ToolContext, workflow_id: int) -> Workflow:
@@ -358,7 +385,8 @@ long, then call again (or pass wait_seconds, up to 300, to have the gateway wait
 soon as the session stops running). "finished" or "input required" both mean the current turn is \
 complete and include the agent's answer ("input required" is the normal resting state of chat-style \
 sessions). Approval-required statuses will not progress by polling - use approve_duo_agent_action \
-(GitLab's built-in MCP server) instead."""
+(GitLab's built-in MCP server) instead. Needs GitLab EE 18.4 or later; elsewhere it answers \
+unsupported_by_gitlab."""
 
 TOOLS: list[Tool] = [
     Tool(

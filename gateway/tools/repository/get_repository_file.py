@@ -24,8 +24,8 @@ same arguments, same ``structuredContent`` (``path``, ``ref``, ``content``, ``me
   settles the split without fetching ref names.
 - Files GitLab truncated (``rawSize`` larger than the text returned) say so in ``metadata``
   (``fetch_truncated``) and in ``system_instruction``, with both sizes in bytes.
-- GitLab CE has no ``Project.duoContextExclusionSettings``: the first query that GitLab refuses
-  for that field switches this process to the ``_ce`` operations (no rules, as on CE itself).
+- GitLab CE, and EE before 18.2, have no ``Project.duoContextExclusionSettings``: they are sent
+  the documents without it (no rules, as on CE itself), chosen by GitLab's version and edition.
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ from gateway.tools.repository.checks import check_excluded, check_project
 from gateway.tools.repository.file_window import MAX_WINDOW_BYTES, CapReason, Window, window
 from gateway.tools.repository.reads import (
     GET_REPOSITORY_FILE,
-    GET_REPOSITORY_FILE_CE,
     GET_REPOSITORY_FILE_EXCLUSIONS,
     FileRead,
     Missing,
@@ -276,7 +275,6 @@ TOOLS: list[Tool] = [
         reference_hint="Or pass project_id, file_path and ref.",
         operations=(
             GET_REPOSITORY_FILE,
-            GET_REPOSITORY_FILE_CE,
             GET_REPOSITORY_FILE_EXCLUSIONS,
             BRANCH_NAMES,
         ),

@@ -1,9 +1,10 @@
 """The GitLab side of ``get_repository_file``: one GraphQL read of the project, its exclusion
 rules, the commit and the file, cached under the commit SHA.
 
-GitLab CE has no ``Project.duoContextExclusionSettings``: the first query GitLab refuses for that
-field records CE in :class:`~gateway.gitlab.capabilities.Capabilities`, and the ``_ce`` documents
-(no rules, as on CE itself) are sent from then on.
+GitLab CE, and EE before 18.2, have no ``Project.duoContextExclusionSettings``: they are sent the
+documents without it (no rules, as on CE itself). Before GitLab 17.11 there is no
+``Repository.commit(ref:)``: the commit the ref names is read with REST
+(``GET /projects/:id/repository/commits/:sha``, https://docs.gitlab.com/api/commits/#get-a-single-commit).
 """
 
 from __future__ import annotations
@@ -12,10 +13,13 @@ import posixpath
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import quote
 
 from gateway.cache import AsyncTTLCache, credential_key
 from gateway.errors import ToolError, bad_request, not_found
 from gateway.gitlab.errors import GitLabBadRequest, GitLabNotFound
+from gateway.gitlab.instance import Edition
+from gateway.gitlab.needs import Need
 from gateway.gitlab.operation import ByPathOrId, GlobalIdNumber, GraphQLData, Operation
 from gateway.tools.repository.file_window import TextFile
 from gateway.tools.repository.target import FileTarget, ProjectRef
@@ -77,13 +81,34 @@ class FileAnswer(ByPathOrId[FileProject]):
     """``data`` of ``GetRepositoryFile``, ``GetRepositoryFileCe`` and the exclusions document."""
 
 
-GET_REPOSITORY_FILE = Operation("get_repository_file", FileAnswer)
-#: The same read without the EE-only exclusion rules, sent once GitLab said it is CE.
-GET_REPOSITORY_FILE_CE = Operation("get_repository_file_ce", FileAnswer)
+#: Duo context exclusion rules: GitLab EE 18.2 and later (on CE, as before, there are none).
+EXCLUSION_RULES = Need(
+    "Project.duoContextExclusionSettings",
+    since=(18, 2),
+    edition=Edition.EE,
+    without="drop",
+    note="no Duo context exclusion rules (GitLab has none)",
+    differs=False,
+)
+GET_REPOSITORY_FILE = Operation(
+    "get_repository_file",
+    FileAnswer,
+    needs=(
+        EXCLUSION_RULES,
+        Need(
+            "Repository.commit(ref:)",
+            since=(17, 11),
+            without="drop",
+            note="the commit SHA is read with REST (one more request)",
+            differs=False,
+        ),
+    ),
+)
 #: Before a read served from the content cache: the caller still reads the project's code, and
-#: the project's exclusion rules (its CE twin without them).
-GET_REPOSITORY_FILE_EXCLUSIONS = Operation("get_repository_file_exclusions", FileAnswer)
-GET_REPOSITORY_FILE_EXCLUSIONS_CE = Operation("get_repository_file_exclusions_ce", FileAnswer)
+#: the project's exclusion rules.
+GET_REPOSITORY_FILE_EXCLUSIONS = Operation(
+    "get_repository_file_exclusions", FileAnswer, needs=(EXCLUSION_RULES,)
+)
 
 
 @dataclass(frozen=True)
@@ -193,6 +218,8 @@ async def fetch_file(ctx: ToolContext, session: GitLabSession, target: FileTarge
     _remember_rules(ctx, session, project, project_id, full_path, rules)
     repository = node.repository
     commit = repository.commit
+    if "commit" not in repository.model_fields_set:  # a GitLab before Repository.commit(ref:)
+        commit = await _commit_with_rest(session, project_id, commit_ref)
     blob = next((b for b in (repository.blobs.nodes if repository.blobs else None) or [] if b), None)
     if blob is None:
         raise Missing(commit is not None, bool(repository.empty), project_id, rules)
@@ -218,19 +245,22 @@ async def fetch_file(ctx: ToolContext, session: GitLabSession, target: FileTarge
 async def _read_project(
     ctx: ToolContext, session: GitLabSession, variables: dict[str, Any]
 ) -> FileProject | None:
-    """Send the file read (its CE twin on GitLab CE) and return the project."""
-    capabilities = ctx.services.capabilities
-    operation = GET_REPOSITORY_FILE_CE if capabilities.is_ce else GET_REPOSITORY_FILE
+    """Send the file read (the document this GitLab takes) and return the project."""
+    return (await GET_REPOSITORY_FILE.run(session, variables)).project_node()
+
+
+async def _commit_with_rest(session: GitLabSession, project_id: int, commit_ref: str) -> Commit | None:
+    """The commit ``commit_ref`` names, or None when it names none (404)."""
     try:
-        answer = await operation.run(session, variables)
-    except GitLabBadRequest as err:
-        if operation is GET_REPOSITORY_FILE_CE or not capabilities.learn_from(
-            err, type_name="Project", field="duoContextExclusionSettings"
-        ):
-            raise
-        # CE: the field is EE-only, so GitLab rejected the whole query; ask again without it.
-        answer = await GET_REPOSITORY_FILE_CE.run(session, variables)
-    return answer.project_node()
+        answer = await session.rest(
+            "GET",
+            "/projects/{id}/repository/commits/{sha}",
+            path_params={"id": project_id, "sha": quote(commit_ref, safe="")},
+        )
+    except GitLabNotFound:
+        return None
+    sha = answer.get("id") if isinstance(answer, dict) else None
+    return Commit(sha=sha) if isinstance(sha, str) else None
 
 
 def read_blob(node: BlobNode, target: FileTarget) -> FileBlob:
@@ -301,18 +331,7 @@ async def exclusion_rules(ctx: ToolContext, session: GitLabSession, project: Pro
     cache = _access_cache(ctx)
 
     async def load() -> tuple[str, ...]:
-        capabilities = ctx.services.capabilities
-        operation = (
-            GET_REPOSITORY_FILE_EXCLUSIONS_CE if capabilities.is_ce else GET_REPOSITORY_FILE_EXCLUSIONS
-        )
-        try:
-            answer = await operation.run(session, project.address)
-        except GitLabBadRequest as err:
-            if operation is GET_REPOSITORY_FILE_EXCLUSIONS_CE or not capabilities.learn_from(
-                err, type_name="Project", field="duoContextExclusionSettings"
-            ):
-                raise
-            answer = await GET_REPOSITORY_FILE_EXCLUSIONS_CE.run(session, project.address)
+        answer = await GET_REPOSITORY_FILE_EXCLUSIONS.run(session, project.address)
         node = answer.project_node()
         if node is None or node.repository is None:
             raise project_not_found(project, session)

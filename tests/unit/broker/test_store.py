@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -14,13 +15,14 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from alembic.script import ScriptDirectory
 from pydantic import SecretStr
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from gateway.broker import migrate
 from gateway.broker.database import engine_url, without_password
-from gateway.broker.migrations import HEAD
+from gateway.broker.migrations import HEAD, RELEASED, REVISIONS
 from gateway.broker.store import DatabaseUnusable, Store, StoreError
 from gateway.config import BrokerSettings
 
@@ -112,6 +114,10 @@ async def test_a_new_sqlite_file_is_private_and_named_by_its_absolute_path(
 def test_head_is_the_newest_migration() -> None:
     """The revision the gateway compares with at start is the one Alembic finds in the scripts."""
     assert migrate.script_head() == HEAD
+    script = ScriptDirectory.from_config(migrate._config(None))
+    # The revisions the gateway knows without loading Alembic, oldest first, are Alembic's.
+    assert tuple(reversed([s.revision for s in script.walk_revisions()])) == REVISIONS
+    assert set(RELEASED.values()) <= set(REVISIONS)
 
 
 #: Opens the store twice on one database (the URL on stdin, None for SQLite in argv[1]) and says
@@ -163,13 +169,16 @@ def test_alembic_never_loads_in_the_gateway(tmp_path: Path, broker_database: str
 
 
 @MIGRATES
-async def test_database_behind_is_upgraded(tmp_path: Path, broker_database: str | None) -> None:
+async def test_database_behind_is_upgraded(
+    tmp_path: Path, broker_database: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
     url = engine_url(broker_database, tmp_path)
     assert migrate.upgrade(url, to="0002") == (None, "0002")
     async with _store_session(url) as conn:
         await conn.exec_driver_sql(
             "INSERT INTO agents (id, last_seen) VALUES ('dev', '2026-01-01T00:00:00Z')"
         )
+    caplog.set_level("INFO", logger="gateway.broker.store")
     store = await Store.open(config(broker_database), tmp_path)
     try:
         assert await store.schema_revision() == HEAD
@@ -178,6 +187,15 @@ async def test_database_behind_is_upgraded(tmp_path: Path, broker_database: str 
         assert [tuple(r) for r in rows] == [("dev", 0)]  # the column 0003 adds, on the row kept
     finally:
         await store.close()
+    said = [r.getMessage() for r in caplog.records]
+    assert any(f"is at schema revision 0002; migrating it to {HEAD}" in line for line in said), said
+    assert any(
+        re.search(rf"migrated from schema revision 0002 to {HEAD} in [\d.]+ s$", line) for line in said
+    )
+    caplog.clear()
+    await (await Store.open(config(broker_database), tmp_path)).close()
+    said = [r.getMessage() for r in caplog.records if r.name == "gateway.broker.store"]
+    assert [line.split(" is at ")[1] for line in said] == [f"schema revision {HEAD}, this version's newest"]
 
 
 @MIGRATES
@@ -228,14 +246,23 @@ async def test_existing_sqlite_database_is_migrated_with_nothing_lost(tmp_path: 
         await store.close()
 
 
-@MIGRATES  # the migration process is what refuses a revision it does not know
-async def test_newer_schema_is_refused(tmp_path: Path, broker_database_at_head: str | None) -> None:
+async def test_newer_schema_is_refused(
+    tmp_path: Path, broker_database_at_head: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
     store = await Store.open(config(broker_database_at_head), tmp_path / "state")
     async with store.write() as q:
         await q.conn.exec_driver_sql("UPDATE alembic_version SET version_num = '9999'")
     await store.close()
-    with pytest.raises(DatabaseUnusable, match="schema revision 9999, newer than this gateway's"):
+    caplog.set_level("INFO", logger="gateway.broker.store")
+    caplog.clear()
+    with pytest.raises(DatabaseUnusable, match="schema revision 9999, newer than this gateway's") as caught:
         await Store.open(config(broker_database_at_head), tmp_path / "state")
+    assert "database downgrade" in str(caught.value)  # how to roll it back, with the newer install
+    # Refused before any migration, and no "migrating it to" an older revision said first.
+    assert not [r.getMessage() for r in caplog.records if "schema revision" in r.getMessage()]
+    # The migration process refuses it too (--migrate, or a start racing another replica's).
+    with pytest.raises(DatabaseUnusable, match="schema revision 9999, newer than this gateway's"):
+        migrate.upgrade(engine_url(broker_database_at_head, tmp_path / "state"))
 
 
 @MIGRATES

@@ -44,6 +44,13 @@ def as_json(capsys: pytest.CaptureFixture[str], *args: str) -> Any:
     return json.loads(out)
 
 
+def test_the_command_line_names_the_broker_s_own_log_as_the_broker_does() -> None:
+    from gateway.broker import activity_log
+    from gateway.cli import arguments
+
+    assert arguments.PIPELINE_LOG == activity_log.PIPELINE_LOG
+
+
 def test_existing_flags_still_parse() -> None:
     args = parse_args(["--port", "9", "--read-only", "--host", "0.0.0.0"])
     assert (args.port, args.read_only, args.host, args.command) == (9, True, "0.0.0.0", None)

@@ -25,7 +25,7 @@ def answer(user: str | None, version: str | None = "18.2.1") -> httpx.Response:
         json={
             "data": {
                 "currentUser": {"username": user} if user else None,
-                "metadata": {"version": version} if version else None,
+                "metadata": {"version": version, "enterprise": True} if version else None,
             }
         },
     )
@@ -56,7 +56,7 @@ async def check(
 async def test_reachable_and_the_token_accepted() -> None:
     assert await check(answer("alice")) == (
         logging.INFO,
-        f"GitLab 18.2.1 at {GITLAB}: reachable, token accepted (user alice)",
+        f"GitLab 18.2.1 (EE) at {GITLAB}: reachable, token accepted (user alice)",
     )
 
 

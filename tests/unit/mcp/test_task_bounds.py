@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 
-from gateway import conformance_tasks
 from gateway.broker.tasks import NewTask, id_hash
 from gateway.mcp.http.auth import client_token_owner
 from gateway.mcp.protocol.task_parts import task_owner
+from gateway.testing.conformance import tasks as conformance_tasks
 from gateway.tools.caller import Caller
 from tests.unit.mcp.conftest import MakeMcp
 from tests.unit.mcp.test_tasks import (

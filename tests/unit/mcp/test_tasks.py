@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from gateway import conformance_tasks
 from gateway.broker.database import DatabaseUnavailable
 from gateway.broker.tasks import NewTask, TaskStore, id_hash
 from gateway.mcp.http.auth import client_token_owner
 from gateway.mcp.protocol.task_parts import task_owner
 from gateway.server.services import SERVICES
+from gateway.testing.conformance import tasks as conformance_tasks
 from gateway.tools.caller import Caller
 from tests.unit.mcp.conftest import MakeMcp
 from tests.unit.mcp.helpers import Mcp, modern_headers, modern_meta

@@ -83,10 +83,14 @@ def test_names_follow_prometheus_conventions() -> None:
 
 
 def test_build_info() -> None:
-    from gateway import __version__
+    from gateway import REVISION, __version__
 
     text = generate_latest(Metrics().registry).decode()
-    assert f'gateway_build_info{{python="{platform.python_version()}",version="{__version__}"}} 1.0' in text
+    python = platform.python_version()
+    assert (
+        f'gateway_build_info{{python="{python}",revision="{REVISION}",version="{__version__}"}} 1.0' in text
+    )
+    assert REVISION == "unknown"  # a checkout run as it is: only a build bakes a revision in (setup.py)
 
 
 def test_one_registry_per_app() -> None:

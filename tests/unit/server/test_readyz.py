@@ -131,6 +131,21 @@ async def test_a_gitlab_that_accepts_the_token_is_ready(readyz: Readyz, gitlab: 
     assert gitlab.requests[-1].headers["PRIVATE-TOKEN"] == TOKEN
 
 
+@pytest.mark.gitlab_version(None)
+async def test_readyz_names_the_version_and_edition_gitlab_told(readyz: Readyz, gitlab: GitLab) -> None:
+    gitlab.answer = httpx.Response(
+        200,
+        json={
+            "data": {
+                "currentUser": {"username": "alice"},
+                "metadata": {"version": "17.5.2-ee", "enterprise": True},
+            }
+        },
+    )
+    _, body = await readyz()
+    assert (body["gitlab"]["version"], body["gitlab"]["edition"]) == ("17.5.2-ee", "ee")
+
+
 async def test_checked_at_is_iso_8601_utc_like_the_brokers_times(readyz: Readyz) -> None:
     before = datetime.now(UTC).replace(microsecond=0)
     _, body = await readyz()
@@ -258,7 +273,7 @@ async def test_an_outage_shows_on_the_gauge_and_in_the_log_without_any_traffic(
     await _until(lambda: _reachable(readyz.metrics) == 1)
     back = _warnings(caplog)[1:]
     assert back == [
-        f"GitLab is reachable again: GitLab 18.2.1 at {GITLAB}: reachable, token accepted (user alice)"
+        f"GitLab is reachable again: GitLab 18.2.1 (CE) at {GITLAB}: reachable, token accepted (user alice)"
     ]
     assert all(TOKEN not in line for line in _warnings(caplog))
 

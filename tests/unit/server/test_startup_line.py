@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gateway.__main__ import _limits_shown
 from gateway.config import Settings
 from gateway.observability.tracing import traces_endpoint
+from gateway.server.serve import limits_shown as _limits_shown
 
 
 def test_the_start_up_line_says_whether_limits_are_on(make_settings: Callable[..., Settings]) -> None:

@@ -77,7 +77,8 @@ class FakeRepoGitLab:
     """The repository model, the GraphQL/REST handlers and the log of requests."""
 
     exclusion_rules: list[str] | None = None
-    ce: bool = False
+    ce: bool = False  # GitLab CE: refuses documents that name EE fields, and says so in metadata
+    version: str = "19.4.0"
     empty: bool = False
     requests: list[dict[str, Any]] = field(default_factory=list)
     branches: dict[str, str] = field(default_factory=dict)
@@ -162,7 +163,8 @@ class FakeRepoGitLab:
             nodes = [self._project()] if ids and f"gid://gitlab/Project/{PROJECT_ID}" in ids else []
             return {"nodes": nodes}
 
-        return {"project": project, "projects": projects}
+        metadata = {"version": self.version, "enterprise": not self.ce}
+        return {"project": project, "projects": projects, "metadata": metadata}
 
     def graphql(self, request: httpx.Request) -> httpx.Response:
         """respx side effect for ``POST /api/graphql``."""

@@ -538,15 +538,42 @@ def test_exclusion_rules_are_gitignore_style(rules: tuple[str, ...], path: str, 
     assert is_excluded(rules, path) is excluded
 
 
-async def test_gitlab_ce_without_the_exclusions_field(env: ToolEnv, fake: FakeRepoGitLab) -> None:
+@pytest.mark.gitlab_version("18.2.1", enterprise=False)
+async def test_gitlab_ce_is_sent_the_document_without_the_exclusions_field(
+    env: ToolEnv, fake: FakeRepoGitLab
+) -> None:
     fake.ce = True
     fake.add("a.txt", "ce\n")
     assert ok(await call(env, project_id=PROJECT, file_path="a.txt", ref="main"))["content"] == "ce\n"
-    assert fake.operations == ["GetRepositoryFile", "GetRepositoryFileCe"]
+    assert fake.operations == ["GetRepositoryFile"]  # one request: no refusal first
+    assert "duoContextExclusionSettings" not in fake.requests[0]["query"]
+    assert ok(await call(env, project_id=PROJECT_ID, file_path="a.txt", ref="main"))["content"] == "ce\n"
+    assert fake.variables()["byId"] is True
+
+
+@pytest.mark.gitlab_version("17.11.3-ee", enterprise=True)
+async def test_gitlab_ee_before_the_exclusions_field_is_not_taken_for_ce(
+    env: ToolEnv, fake: FakeRepoGitLab
+) -> None:
+    fake.version = "17.11.3-ee"
+    fake.add("a.txt", "ee\n")
+    assert ok(await call(env, project_id=PROJECT, file_path="a.txt", ref="main"))["content"] == "ee\n"
+    assert "duoContextExclusionSettings" not in fake.requests[0]["query"]
+    assert env.services.gitlab.instance.info.edition.value == "ee"
+
+
+async def test_a_ce_refusal_makes_the_gateway_read_the_version_and_send_the_ce_document(
+    env: ToolEnv, fake: FakeRepoGitLab
+) -> None:
+    # The gateway believed the newest EE; GitLab refuses the EE field and says it is CE.
+    fake.ce = True
+    fake.add("a.txt", "ce\n")
+    assert ok(await call(env, project_id=PROJECT, file_path="a.txt", ref="main"))["content"] == "ce\n"
+    assert fake.operations == ["GetRepositoryFile", "InstanceMetadata", "GetRepositoryFile"]
+    assert "duoContextExclusionSettings" not in fake.requests[2]["query"]
     # Remembered: the next read goes straight to the CE document.
     assert ok(await call(env, project_id=PROJECT_ID, file_path="a.txt", ref="main"))["content"] == "ce\n"
-    assert fake.operations[2:] == ["GetRepositoryFileCe"]
-    assert fake.variables()["byId"] is True
+    assert fake.operations[3:] == ["GetRepositoryFile"]
 
 
 @pytest.mark.parametrize(
@@ -554,7 +581,6 @@ async def test_gitlab_ce_without_the_exclusions_field(env: ToolEnv, fake: FakeRe
     [
         "duoContextExclusionSettings is temporarily unavailable",
         "Field 'duoContextExclusionSettings' doesn't exist on type 'Project'; Argument 'x' is invalid",
-        "Field 'duoContextExclusionSettings' doesn't exist on type 'Group'",
     ],
 )
 async def test_other_errors_naming_the_exclusions_field_keep_exclusions_on(
@@ -567,6 +593,21 @@ async def test_other_errors_naming_the_exclusions_field_keep_exclusions_on(
     assert fake.operations == ["GetRepositoryFile"]
     assert ok(await call(env, project_id=PROJECT, file_path="a.txt", ref="main"))["content"] == "ee\n"
     assert fake.operations[1:] == ["GetRepositoryFile"]  # not the CE document: rules still read
+    assert "duoContextExclusionSettings" in fake.requests[1]["query"]
+
+
+async def test_a_field_the_version_should_have_but_lacks_is_unsupported_by_gitlab(
+    env: ToolEnv, fake: FakeRepoGitLab
+) -> None:
+    # A GitLab that says it is the newest EE and still refuses a field (a feature flag turned off):
+    # the version is read again, and the caller is told in the gateway's words, not GitLab's.
+    fake.graphql_errors.append("Field 'duoContextExclusionSettings' doesn't exist on type 'Project'")
+    fake.add("a.txt", "ee\n")
+    err = error(await call(env, project_id=PROJECT, file_path="a.txt", ref="main"))
+    assert err["reason"] == "unsupported_by_gitlab"
+    assert "doesn't exist" not in err["message"]
+    assert "Project.duoContextExclusionSettings" in err["message"] and "19.4.0 (EE)" in err["message"]
+    assert fake.operations == ["GetRepositoryFile", "InstanceMetadata"]
 
 
 # -- refs GitLab refuses, and the documents themselves ---------------------------------------
@@ -615,4 +656,4 @@ def test_every_operation_is_valid_against_gitlabs_schema(path: Path) -> None:
 
 
 def test_there_are_operations() -> None:
-    assert len(OPERATIONS) == 5  # file and access+exclusions (each also on CE), branch names
+    assert len(OPERATIONS) == 3  # file, access+exclusions, branch names

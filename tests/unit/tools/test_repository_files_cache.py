@@ -158,14 +158,12 @@ async def test_a_read_leaves_no_garbage_cycle_holding_the_body(env: ToolEnv, fak
 
 
 @RECHECK_EVERY_READ
+@pytest.mark.gitlab_version("19.4.0", enterprise=False)
 async def test_on_gitlab_ce_the_access_check_uses_the_ce_document(env: ToolEnv, fake: FakeRepoGitLab) -> None:
-    # CE has no exclusion rules: the access check is a document of its own.
+    # CE has no exclusion rules: the access check is sent without them.
     fake.ce = True
     fake.add("f.txt", TEXT)
     ok(await call(env, project_id=PROJECT, file_path="f.txt", ref=MAIN_SHA))
     ok(await call(env, project_id=PROJECT, file_path="f.txt", ref=MAIN_SHA))
-    assert fake.operations == [
-        "GetRepositoryFile",
-        "GetRepositoryFileCe",
-        "GetRepositoryFileExclusionsCe",
-    ]
+    assert fake.operations == ["GetRepositoryFile", "GetRepositoryFileExclusions"]
+    assert all("duoContextExclusionSettings" not in r["query"] for r in fake.requests)
