@@ -72,12 +72,18 @@ async def test_a_job_id_is_enough_to_find_and_read_a_file(
     control = fresh_standin.control
     archive = job_artifacts.archive()
 
-    # GitLab 18.8+: the tree API, and the archive is never touched.
-    for mode in ("auto", "legacy"):  # both MCP eras
+    # GitLab 18.8+: the tree API, and the archive is never touched; whether its recursive=true
+    # lists every entry (as documented) or one level (as GitLab's code does), the listing is whole.
+    for mode, recursive in (("auto", "all"), ("legacy", "children")):  # both MCP eras
+        control.settings(artifacts_tree_recursive=recursive)
         control.clear_requests()
         async with mcp_client(gateway.mcp_url, mode=mode) as client:
             files = await find_and_read_in_two_calls(client)
+            is_error, job = await call(client, "get_job", id=P, job_id=JOB, include=["artifacts"], first=100)
         assert files["source"] == "tree"
+        assert not is_error and [e["path"] for e in job["artifact_files"]["entries"]] == list(
+            job_artifacts.entries()
+        )
         assert archive_reads(fresh_standin) == [] and control.rest_requests(TREE)
 
     # An older GitLab: the tree path is the single-file route's 404; the zip directory is read

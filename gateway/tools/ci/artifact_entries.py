@@ -5,20 +5,24 @@ Two ways, the first GitLab offers:
 
 - **GitLab's artifacts tree** (``GET /projects/:id/jobs/:job_id/artifacts/tree``, GitLab 18.8 and
   later, https://docs.gitlab.com/api/job_artifacts/#list-all-files-in-the-artifacts-archive):
-  read from the metadata GitLab wrote when the archive was uploaded; ``recursive=true``, 100
-  entries a page. An older GitLab routes that path to the single-file download, which answers 404
-  for a file named ``tree``: the first such answer makes the gateway use the second way for the
-  rest of its life (:class:`~gateway.gitlab.capabilities.Capabilities`); a job whose archive has no
-  metadata (GitLab says so) uses it for that job only.
+  read from the metadata GitLab wrote when the archive was uploaded, one directory at a time
+  (:mod:`gateway.tools.ci.artifact_tree`: GitLab's ``recursive=true`` lists one level). An older
+  GitLab routes that path to the single-file download, which answers 404 for a file named
+  ``tree``: the first such answer makes the gateway use the second way for the rest of its life
+  (:class:`~gateway.gitlab.capabilities.Capabilities`); a job whose archive has no metadata
+  (GitLab says so) uses it for that job only.
 - **The archive's zip directory**, read with HTTP ``Range`` on the archive download
   (:mod:`gateway.tools.ci.artifact_directory`).
 
 Both ways answer alike: sorted by path, with an entry for every folder (``logs/``), paged with
 ``first`` and an opaque ``after`` cursor that says which way it came from and where it stopped. A
-filter is a glob (``*`` matches across ``/``) or, without ``*``, ``?`` or ``[``, a path prefix; a
-prefix that names a folder (``logs/``) lists what is under it, not the folder itself (as the tree
-answers its ``path``). ``get_job``'s listing and ``get_artifact_file``'s nearest paths are read by
-the same code (:func:`list_files` and :func:`file_paths`).
+call reads at most :data:`~gateway.tools.ci.artifact_tree.MAX_TREE_PAGES` of GitLab's tree
+pages: a page cut there has fewer than ``first`` entries, ``has_next_page`` and no ``total``, and
+the next call goes on. A filter is a glob (``*`` matches across ``/``) or, without ``*``, ``?``
+or ``[``, a path prefix; a prefix that names a folder (``logs/``) lists what is under it, not the
+folder itself (as the tree answers its ``path``), and the tree is walked only on a prefix's way.
+``get_job``'s listing and ``get_artifact_file``'s nearest paths are read by the same code
+(:func:`list_files` and :func:`file_paths`).
 
 An archive GitLab no longer has (expired, or erased: 404) is a listing that says so, never a
 failed call: the job's own fields stay the answer.
@@ -42,23 +46,15 @@ from cachetools import LRUCache
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.errors import bad_request
-from gateway.gitlab.errors import GitLabError, GitLabNotFound, GitLabUnauthorized, GitLabUpstreamError
-from gateway.gitlab.urls import encode_project
+from gateway.gitlab.errors import GitLabError, GitLabNotFound, GitLabUnauthorized
 from gateway.tools.ci.artifact_directory import read_directory
+from gateway.tools.ci.artifact_tree import Frame, frames_position, no_tree, parse_frames, walk
 from gateway.tools.ci.job_read import JobAnswer
 from gateway.tools.context import ToolContext
 from gateway.tools.pagination import PageInfo, cursor_position, opaque_cursor
 
 log = logging.getLogger("gateway.tools.ci")
 
-TREE_ROUTE = "/projects/{id}/jobs/{job_id}/artifacts/tree"
-#: GitLab's largest page (``per_page``), and the most tree pages read for one call.
-TREE_PAGE_SIZE = 100
-MAX_TREE_PAGES = 10
-#: The most of one tree page read (decoded): 100 entries are a few KB to a few hundred; a GitLab
-#: or proxy that sends more (a compressed answer that decodes to millions of entries) gets an
-#: upstream error naming the bound, not gigabytes of memory.
-MAX_TREE_PAGE_BYTES = 4 * 1024 * 1024
 #: The most paths read when a path is missing (files of its name are found among all of them),
 #: the nearest ones named, and the bounds of the similarity (:func:`closest`): paths compared,
 #: characters of each compared, and paths given difflib's quadratic ``ratio``. A crafted listing
@@ -127,43 +123,50 @@ def matcher(pattern: str | None) -> Callable[[str], bool]:
     return lambda path: path.startswith(pattern) and path != pattern
 
 
-def _directory_of(pattern: str | None) -> str | None:
-    """The tree API's ``path`` for a prefix that names a directory (``logs/``), else None."""
+def _directory_of(pattern: str | None) -> str:
+    """Where the tree walk starts: the directory a prefix names (``logs/``), else the root (``""``)."""
     if pattern and pattern.endswith("/") and not _GLOB & set(pattern) and pattern.strip("/"):
-        return pattern.strip("/")
-    return None
+        return pattern.strip("/") + "/"
+    return ""
+
+
+def _may_hold(pattern: str | None) -> Callable[[str], bool]:
+    """Whether a folder may hold paths ``pattern`` matches: for a prefix, only a folder on its way."""
+    if not pattern or _GLOB & set(pattern):
+        return lambda _folder: True
+    return lambda folder: folder.startswith(pattern) or pattern.startswith(folder)
 
 
 @dataclass(frozen=True, slots=True)
 class Position:
-    """Where a page stopped: a tree page and the index in it, or the index in the zip directory."""
+    """Where a page stopped: the tree walk's frames (:mod:`~gateway.tools.ci.artifact_tree`), or
+    the index in the zip directory."""
 
     source: Source
-    page: int = 1
+    frames: tuple[Frame, ...] = ()
     index: int = 0
 
     def cursor(self) -> str:
-        return opaque_cursor(f"t{self.page}.{self.index}" if self.source == "tree" else f"z{self.index}")
+        return opaque_cursor(
+            f"t{frames_position(self.frames)}" if self.source == "tree" else f"z{self.index}"
+        )
 
     @classmethod
-    def parse(cls, cursor: str) -> Position:
-        """The position of an ``after`` this module handed out; ``bad_request`` for anything else."""
+    def parse(cls, cursor: str, pattern: str | None) -> Position:
+        """The position of an ``after`` this module handed out for ``pattern``; ``bad_request``
+        for anything else."""
         try:
             raw = cursor_position(cursor)
             if raw.startswith("t"):
-                page, _, index = raw[1:].partition(".")
-                position = cls("tree", int(page), int(index))
-            elif raw.startswith("z"):
-                position = cls("archive_directory", 1, int(raw[1:]))
-            else:
-                raise ValueError(raw)
-            if position.page < 1 or position.index < 0:
-                raise ValueError(raw)
-            return position
+                return cls("tree", parse_frames(raw[1:], _directory_of(pattern)))
+            if raw.startswith("z") and (index := int(raw[1:])) >= 0:
+                return cls("archive_directory", index=index)
+            raise ValueError(raw)
         except ValueError:
             raise bad_request(
                 "`after` is not a cursor of this archive's listing: pass `artifact_files.page_info."
-                'end_cursor` from the previous get_job call with include: ["artifacts"], unchanged.',
+                'end_cursor` from the previous get_job call with include: ["artifacts"] and the same '
+                "`artifact_filter`, unchanged.",
                 invalid_arguments=["after"],
             ) from None
 
@@ -208,7 +211,7 @@ async def list_files(
         GitLabError: GitLab failing (not a missing tree API, a missing archive, a refusal, nor a
             redirect or an ignored ``Range``: those are told in ``unavailable``).
     """
-    position = Position.parse(after) if after else None
+    position = Position.parse(after, pattern) if after else None
     return (await _page(ctx, project, job, pattern, first, position)).result()
 
 
@@ -222,7 +225,7 @@ async def _page(
     )
     try:
         if use_tree:
-            page = await _tree_page(ctx, project, job, pattern, match, first, position or Position("tree"))
+            page = await _tree_page(ctx, project, job, pattern, match, first, position)
             if page is not None:
                 return page
             position, use_tree = None, False  # no tree here after all: the directory, from its start
@@ -260,46 +263,6 @@ def _archive_gone(job: JobAnswer, err: GitLabNotFound) -> str:
     )
 
 
-def _no_tree(ctx: ToolContext, err: GitLabNotFound) -> bool:
-    """Whether a 404 from the tree route means "read the zip directory instead" (True), and, when
-    it came from a GitLab without the route, record that for every later call.
-
-    GitLab's tree says ``404 Artifacts metadata Not Found`` for an archive uploaded without
-    metadata (this job only), ``404 Path Not Found`` and ``404 Artifacts Not Found`` for what is
-    not there; an older GitLab's single-file route answers anything else (a file named ``tree``
-    is missing from the archive).
-    """
-    said = err.message.lower()
-    if "metadata" in said:
-        return True
-    if "path not found" in said or "artifacts not found" in said:
-        return False
-    if ctx.services.capabilities.artifacts_tree is not False:
-        log.info(
-            "GitLab has no artifacts tree API (it is older than 18.8): archives are listed with Range reads"
-        )
-    ctx.services.capabilities.artifacts_tree = False
-    return True
-
-
-async def _tree(
-    ctx: ToolContext, project: str, job: JobAnswer, page: int, directory: str | None
-) -> list[Any]:
-    params: dict[str, Any] = {"recursive": "true", "per_page": TREE_PAGE_SIZE, "page": page}
-    if directory:
-        params["path"] = directory
-    answer = await ctx.gitlab.rest(
-        "GET",
-        TREE_ROUTE,
-        path_params={"id": encode_project(project), "job_id": job.id},
-        params=params,
-        max_bytes=MAX_TREE_PAGE_BYTES,
-    )
-    if not isinstance(answer, list):
-        raise GitLabUpstreamError("GitLab's artifacts tree answered something other than a list of entries.")
-    return answer
-
-
 async def _tree_page(
     ctx: ToolContext,
     project: str,
@@ -307,43 +270,26 @@ async def _tree_page(
     pattern: str | None,
     match: Callable[[str], bool],
     first: int,
-    position: Position,
+    position: Position | None,
 ) -> _Page | None:
     """A page from GitLab's tree, or None when this GitLab (or this job's archive) has none."""
     out = _Page("tree")
-    directory = _directory_of(pattern)
-    page, skip = position.page, position.index
-    for _ in range(MAX_TREE_PAGES):
-        try:
-            items = await _tree(ctx, project, job, page, directory)
-        except GitLabNotFound as err:
-            if directory and "path" in err.message.lower():
-                out.total = 0
-                return out  # no such directory in the archive: nothing matches
-            if _no_tree(ctx, err):
-                return None
-            out.unavailable = _archive_gone(job, err)
-            return out
-        ctx.services.capabilities.artifacts_tree = True
-        for index in range(skip, len(items)):
-            item = items[index]
-            path = item.get("path") if isinstance(item, dict) else None
-            if not isinstance(path, str) or not match(path):
-                continue
-            if len(out.entries) == first:
-                out.next = Position("tree", page, index)
-                return out
-            size = item.get("size")
-            out.entries.append(
-                _entry(path, item.get("type") == "directory", size if isinstance(size, int) else None)
-            )
-        skip = 0
-        if len(items) < TREE_PAGE_SIZE:
-            if page == 1 and position.index == 0 and position.page == 1:
-                out.total = len(out.entries)
-            return out
-        page += 1
-    out.next = Position("tree", page, 0)  # pages left unread: the next call goes on from there
+    frames = position.frames if position else (Frame(_directory_of(pattern)),)
+    try:
+        walked = await walk(ctx, project, job, frames, match, first, descend=_may_hold(pattern))
+    except GitLabNotFound as err:
+        if frames[0].directory and "path not found" in err.message.lower():
+            out.total = 0
+            return out  # no such directory in the archive: nothing matches
+        if no_tree(ctx, err):
+            return None
+        out.unavailable = _archive_gone(job, err)
+        return out
+    out.entries = [_entry(*found) for found in walked.entries]
+    if walked.next:
+        out.next = Position("tree", walked.next)
+    elif position is None:
+        out.total = len(out.entries)
     return out
 
 
@@ -374,9 +320,9 @@ async def _directory_page(
 
 
 async def file_paths(ctx: ToolContext, project: str, job: JobAnswer) -> list[str]:
-    """The archive's file paths, read as :func:`list_files` reads a listing: from the tree, its
-    first :data:`MAX_TREE_PAGES` pages; from the zip directory, the first
-    :data:`MAX_SUGGESTION_PATHS`. Empty when the archive cannot be listed.
+    """The archive's file paths, read as :func:`list_files` reads a listing: from the tree, what
+    its first :data:`~gateway.tools.ci.artifact_tree.MAX_TREE_PAGES` pages hold; from the zip
+    directory, the first :data:`MAX_SUGGESTION_PATHS`. Empty when the archive cannot be listed.
 
     Raises:
         GitLabError: GitLab failing.

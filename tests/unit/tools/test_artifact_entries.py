@@ -7,6 +7,7 @@ has it, else from the archive's zip directory read with HTTP Range, never the wh
 from __future__ import annotations
 
 import io
+import itertools
 import re
 import zipfile
 from collections.abc import AsyncIterator, Callable
@@ -18,8 +19,9 @@ import respx
 
 from gateway.config import Settings
 from gateway.gitlab.zip_directory import TAIL_BYTES
-from gateway.tools.ci import artifact_directory, artifact_entries
+from gateway.tools.ci import artifact_directory, artifact_entries, artifact_tree
 from gateway.tools.ci.artifact_directory import MAX_DIRECTORY_BYTES
+from tests.unit.gitlab.artifacts_tree import gitlab_tree
 from tests.unit.gitlab.tool_env import ToolEnv, error, ok
 
 GITLAB = "https://gitlab.example.com"
@@ -60,19 +62,6 @@ def job(size: int = 4096) -> dict[str, Any]:
     }
 
 
-def tree_entry(path: str, size: int | None) -> dict[str, Any]:
-    is_dir = path.endswith("/")
-    out: dict[str, Any] = {
-        "name": path.rstrip("/").rsplit("/", 1)[-1],
-        "path": path,
-        "type": "directory" if is_dir else "file",
-        "mode": "040755" if is_dir else "100644",
-    }
-    if not is_dir:
-        out["size"] = size
-    return out
-
-
 class Archive:
     """The archive download: honours Range (or not), records each Range asked and bytes served."""
 
@@ -110,18 +99,15 @@ def old_gitlab(router: respx.MockRouter) -> respx.Route:
     return router.get(url__startswith=TREE_URL).mock(return_value=httpx.Response(404, text="404 Not Found\n"))
 
 
-async def test_the_tree_lists_paths_sizes_and_types_in_pages(env: ToolEnv, router: respx.MockRouter) -> None:
+@pytest.mark.parametrize("deep", [False, True], ids=["one_level", "documented_deep"])
+async def test_the_tree_lists_paths_sizes_and_types_in_pages(
+    env: ToolEnv, router: respx.MockRouter, deep: bool
+) -> None:
     router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
     paths = [f"logs/part-{i:03d}.log" for i in range(130)]
-    items = [tree_entry("logs/", None)] + [tree_entry(p, 100 + i) for i, p in enumerate(paths)]
-
-    def tree(request: httpx.Request) -> httpx.Response:
-        q = request.url.params
-        assert q["recursive"] == "true" and q["per_page"] == "100"
-        page = int(q["page"])
-        return httpx.Response(200, json=items[(page - 1) * 100 : page * 100])
-
-    route = router.get(url__startswith=TREE_URL).mock(side_effect=tree)
+    route = router.get(url__startswith=TREE_URL).mock(
+        side_effect=gitlab_tree({p: 100 + i for i, p in enumerate(paths)}, deep=deep)
+    )
     archive = router.get(ARCHIVE_URL)
     out = ok(await env.call("get_job", listing(first=2)), "get_job")
     files = out["artifact_files"]
@@ -139,18 +125,57 @@ async def test_the_tree_lists_paths_sizes_and_types_in_pages(env: ToolEnv, route
         after = files["page_info"]["end_cursor"]
     assert seen == ["logs/", *paths]  # every entry once, in order, across GitLab's pages of 100
     assert not archive.called and route.call_count >= 2
+    assert all(call.request.url.params["per_page"] == "100" for call in route.calls)
+
+
+@pytest.mark.parametrize("deep", [False, True], ids=["one_level", "documented_deep"])
+async def test_a_walk_cut_at_its_request_bound_goes_on_with_the_cursor(
+    env: ToolEnv, router: respx.MockRouter, deep: bool
+) -> None:
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+    # More folders than one call reads pages, nested, with one folder of more than a page.
+    files = {f"coverage/m{i:02d}/index.html": 7 for i in range(25)}
+    files |= {f"coverage/m03/deep/er/f{i:03d}.txt": i for i in range(120)} | {"z.txt": 1, "a-b/c.txt": 2}
+    expected = sorted(
+        set(files) | {p.rsplit("/", n)[0] + "/" for p in files for n in range(1, p.count("/") + 1)}
+    )
+    route = router.get(url__startswith=TREE_URL).mock(side_effect=gitlab_tree(files, deep=deep))
+    files_out = ok(await env.call("get_job", listing(first=100)), "get_job")["artifact_files"]
+    seen, calls, counts = [e["path"] for e in files_out["entries"]], [route.call_count], []
+    assert files_out["page_info"]["has_next_page"] and files_out["total"] is None
+    while files_out["page_info"]["has_next_page"]:
+        counts.append(len(files_out["entries"]))
+        after = files_out["page_info"]["end_cursor"]
+        files_out = ok(await env.call("get_job", listing(first=100, after=after)), "get_job")[
+            "artifact_files"
+        ]
+        seen += [e["path"] for e in files_out["entries"]]
+        calls.append(route.call_count)
+    assert seen == expected  # sorted by path, every folder, each entry once
+    assert all(b - a <= artifact_tree.MAX_TREE_PAGES for a, b in itertools.pairwise([0, *calls]))
+    assert any(n < 100 for n in counts)  # some pages were cut by the request bound, not by `first`
+    # A cursor of the walk deep in one folder is refused for another filter.
+    first = ok(await env.call("get_job", listing(first=30)), "get_job")["artifact_files"]
+    err = error(
+        await env.call("get_job", listing(after=first["page_info"]["end_cursor"], artifact_filter="z/"))
+    )
+    assert err["reason"] == "bad_request" and "the same `artifact_filter`" in err["message"]
 
 
 async def test_a_glob_or_a_prefix_filters_the_paths(env: ToolEnv, router: respx.MockRouter) -> None:
     router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
-    items = [tree_entry(p, len(d)) for p, d in FILES.items()]
-    route = router.get(url__startswith=TREE_URL).mock(return_value=httpx.Response(200, json=items))
+    route = router.get(url__startswith=TREE_URL).mock(side_effect=gitlab_tree(FILES))
     files = ok(await env.call("get_job", listing(artifact_filter="*.log")), "get_job")["artifact_files"]
     assert [e["path"] for e in files["entries"]] == ["logs/integration.log"] and files["total"] == 1
     files = ok(await env.call("get_job", listing(artifact_filter="reports/")), "get_job")["artifact_files"]
     assert [e["path"] for e in files["entries"]] == ["reports/summary.txt"]
-    # A directory prefix narrows GitLab's tree.
-    assert route.calls.last.request.url.params["path"] == "reports"
+    # A directory prefix narrows GitLab's tree: the walk starts there.
+    assert route.calls.last.request.url.params["path"] == "reports/"
+    before = route.call_count
+    files = ok(await env.call("get_job", listing(artifact_filter="logs/int")), "get_job")["artifact_files"]
+    assert [e["path"] for e in files["entries"]] == ["logs/integration.log"]
+    # A prefix is walked only on its way: the root, then logs/ (never reports/ nor screenshots/).
+    assert [c.request.url.params.get("path") for c in route.calls[before:]] == [None, "logs/"]
     err = error(await env.call("get_job", {"id": PROJECT, "job_id": 5024, "artifact_filter": "*.log"}))
     assert 'add include: ["artifacts"]' in err["message"]
     err = error(await env.call("get_job", listing(after="bm90LWEtY3Vyc29y")))
@@ -321,8 +346,7 @@ async def test_a_missing_path_names_the_nearest_ones(env: ToolEnv, router: respx
     router.get(f"{JOB_URL}/artifacts/integration.log").mock(
         return_value=httpx.Response(404, json={"message": "404 Not Found"})
     )
-    items = [tree_entry("logs/", None)] + [tree_entry(p, len(d)) for p, d in FILES.items()]
-    router.get(url__startswith=TREE_URL).mock(return_value=httpx.Response(200, json=items))
+    router.get(url__startswith=TREE_URL).mock(side_effect=gitlab_tree(FILES))
     args = {"project_id": PROJECT, "job_id": 5024, "artifact_path": "integration.log"}
     err = error(await env.call("get_artifact_file", args))
     assert err["kind"] == "file_not_found" and err["nearest_paths"][0] == "logs/integration.log"
@@ -379,28 +403,10 @@ async def test_expired_artifacts_on_the_tree_are_said_expired(env: ToolEnv, rout
     assert "expired on 2020-01-01" in out["artifact_files"]["unavailable"]
 
 
-def gitlab_tree(files: dict[str, bytes]) -> Callable[[httpx.Request], httpx.Response]:
-    """GitLab's artifacts tree over ``files``: its metadata's entries (every folder, sorted by
-    Workhorse), under ``path`` (the folder itself left out), recursive, one page."""
-    paths = set(files)
-    for path in files:
-        parts = path.split("/")[:-1]
-        paths.update("/".join(parts[: i + 1]) + "/" for i in range(len(parts)))
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        prefix = request.url.params.get("path", "").strip("/")
-        prefix = f"{prefix}/" if prefix else ""
-        if prefix and prefix not in paths:
-            return httpx.Response(404, json={"message": "404 Path Not Found"})
-        below = sorted(p for p in paths if p.startswith(prefix) and p != prefix)
-        return httpx.Response(200, json=[tree_entry(p, len(files.get(p, b""))) for p in below])
-
-    return answer
-
-
-@pytest.mark.parametrize("artifact_filter", [None, "logs/", "re", "*.log", "*/", "missing/"])
+@pytest.mark.parametrize("deep", [False, True], ids=["one_level", "documented_deep"])
+@pytest.mark.parametrize("artifact_filter", [None, "logs/", "re", "*.log", "*/", "missing/", "reports/sub/"])
 async def test_both_ways_of_listing_answer_a_filter_alike(
-    make_settings: Callable[..., Settings], artifact_filter: str | None
+    make_settings: Callable[..., Settings], artifact_filter: str | None, deep: bool
 ) -> None:
     # The archive as a runner may write it: its own order, no folder entries.
     files = {
@@ -408,13 +414,15 @@ async def test_both_ways_of_listing_answer_a_filter_alike(
         "logs/integration.log": b"x" * 9,
         "a.txt": b"a",
         "reports/sub/r.xml": b"<r/>",
+        "reports/sub/deeper/d.txt": b"d",
+        "reports-old/x.txt": b"x",
     }
     seen: list[list[dict[str, Any]]] = []
     for has_tree in (True, False):
         with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
             router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
             if has_tree:
-                router.get(url__startswith=TREE_URL).mock(side_effect=gitlab_tree(files))
+                router.get(url__startswith=TREE_URL).mock(side_effect=gitlab_tree(files, deep=deep))
             else:
                 old_gitlab(router)
                 router.get(ARCHIVE_URL).mock(side_effect=Archive(make_zip(files, directories=False)))
@@ -481,8 +489,7 @@ async def test_the_nearest_paths_are_compared_off_the_event_loop(
     router.get(f"{JOB_URL}/artifacts/integration.log").mock(
         return_value=httpx.Response(404, json={"message": "404 Not Found"})
     )
-    items = [tree_entry(p, len(d)) for p, d in FILES.items()]
-    router.get(url__startswith=TREE_URL).mock(return_value=httpx.Response(200, json=items))
+    router.get(url__startswith=TREE_URL).mock(side_effect=gitlab_tree(FILES))
     args = {"project_id": PROJECT, "job_id": 5024, "artifact_path": "integration.log"}
     assert error(await env.call("get_artifact_file", args))["kind"] == "file_not_found"
     assert threads and threads[0] is not threading.main_thread()
@@ -492,7 +499,7 @@ async def test_a_tree_page_past_its_bound_is_an_upstream_error_naming_it(
     env: ToolEnv, router: respx.MockRouter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A hostile GitLab or proxy ignoring per_page: the page is cut at its bound, never decoded.
-    monkeypatch.setattr(artifact_entries, "MAX_TREE_PAGE_BYTES", 64 * 1024)
+    monkeypatch.setattr(artifact_tree, "MAX_TREE_PAGE_BYTES", 64 * 1024)
     router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
     flood = b"[" + b"{}," * 40_000 + b"{}]"
     router.get(url__startswith=TREE_URL).mock(return_value=httpx.Response(200, content=flood))

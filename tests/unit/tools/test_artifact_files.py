@@ -12,6 +12,7 @@ import httpx
 import pytest
 import respx
 
+from tests.unit.gitlab.artifacts_tree import gitlab_tree
 from tests.unit.gitlab.tool_env import ToolEnv, error, ok
 
 GITLAB = "https://gitlab.example.com"
@@ -92,8 +93,9 @@ async def test_a_missing_file_a_job_without_archive_and_expired_artifacts_differ
 ) -> None:
     job_route = router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
     router.get(FILE_URL).mock(return_value=httpx.Response(404, json={"message": "404 Not Found"}))
-    tree = [{"name": "test run.log", "path": "log/test run.log", "type": "file", "size": 9, "mode": "100644"}]
-    router.get(url__startswith=f"{JOB_URL}/artifacts/tree").mock(return_value=httpx.Response(200, json=tree))
+    router.get(url__startswith=f"{JOB_URL}/artifacts/tree").mock(
+        side_effect=gitlab_tree({"log/test run.log": 9})
+    )
     err = error(await env.call("get_artifact_file", args()))
     assert (
         err["kind"] == "file_not_found" and "not found in the artifacts archive of job 5024" in err["message"]
