@@ -13,7 +13,6 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.gitlab.operation_loader import OPERATIONS_DIR
 from tests.gitlab.band_schema import SCHEMA_FILE
 from tests.gitlab.versions import Edition
 from tests.standin import dataset as ds
