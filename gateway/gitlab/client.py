@@ -35,6 +35,7 @@ from opentelemetry.trace import Span
 
 from gateway import __version__
 from gateway.config import GitLabSettings
+from gateway.gitlab import transport
 from gateway.gitlab.answers import check_status, decode_json, graphql_data
 from gateway.gitlab.attempt_errors import NOT_SENT, not_answered, not_connected, what_failed
 from gateway.gitlab.call import GitLabCall, HttpReply
@@ -45,7 +46,7 @@ from gateway.gitlab.instance import GitLabInstance, InstanceInfo
 from gateway.gitlab.operation_loader import graphql_body
 from gateway.gitlab.retries import SleepFn, with_retries
 from gateway.gitlab.streaming import BodyStream, open_stream
-from gateway.gitlab.transport import AiohttpTransport, AnswerTooLarge, too_large
+from gateway.gitlab.transport import MAX_GRAPHQL_ANSWER_BYTES, AiohttpTransport, AnswerTooLarge, too_large
 from gateway.gitlab.urls import EncodedId, GitLabBase, normalize_base_url
 from gateway.observability import tracing
 from gateway.observability.access import note_gitlab_request
@@ -173,6 +174,8 @@ class GitLabClient:
             request_id=request_id,
             graphql=True,
             content=graphql_body(operation, variables),
+            # Read at call time: the general cap may be set lower (tests do).
+            max_bytes=min(transport.MAX_ANSWER_BYTES, MAX_GRAPHQL_ANSWER_BYTES),
         )
         data: dict[str, Any] = await self._call(call)
         return data

@@ -54,6 +54,11 @@ KEEPALIVE_SECONDS = 15.0
 #: answers are file contents, cut at 10 MiB (``MAX_DATA_DISPLAY_SIZE``); JSON-escaped, every
 #: ``<``, ``>``, ``&`` or control character costs 6 bytes, so 64 MiB holds any of them.
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
+#: The cap on a GraphQL answer. The largest honest one is a repository file's text (GitLab sends at
+#: most 10 MiB of it), JSON-escaped; decoding holds the bytes and the text at once, so a hostile
+#: answer of one huge string at 64 MiB would take the gateway past 256 MiB (``python -m bench
+#: attacks``, row gzip_string).
+MAX_GRAPHQL_ANSWER_BYTES = 24 * 1024 * 1024
 
 
 class AnswerTooLarge(httpx.TransportError):

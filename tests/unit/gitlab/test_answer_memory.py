@@ -124,7 +124,7 @@ async def test_a_graphql_error_of_megabytes_is_told_briefly(client_of: Callable[
     # Within every bound on what an answer decodes to, but nothing a person reads: the caller
     # (and the log) get GitLab's first words, not 8 MiB of them searched and formatted.
     message = "a" * (8 * MIB)
-    body = json.dumps({"data": None, "errors": [{"message": message}] * 3 + [{"message": "b"}] * 100})
+    body = json.dumps({"data": None, "errors": [{"message": message}] * 2 + [{"message": "b"}] * 100})
     gitlab = serving(body.encode(), {"Content-Type": "application/json"})
     await gitlab.start()
     client = client_of(gitlab.url)
@@ -135,3 +135,19 @@ async def test_a_graphql_error_of_megabytes_is_told_briefly(client_of: Callable[
         await gitlab.stop()
     assert caught.value.message.startswith("GitLab rejected the request: aaa")
     assert len(caught.value.message) < 600
+
+
+async def test_a_graphql_answer_of_one_huge_string_is_refused_at_its_own_cap(
+    client_of: Callable[[str], GitLabClient],
+) -> None:
+    # One string passes the count of values; decoding it would hold the bytes and the text at once.
+    # GraphQL answers stop at 24 MiB, below the 64 MiB every other answer may reach.
+    body = json.dumps({"data": {"x": "a" * (25 * MIB)}}).encode()
+    gitlab = serving(body, {"Content-Type": "application/json"})
+    await gitlab.start()
+    client = client_of(gitlab.url)
+    try:
+        with pytest.raises(GitLabUpstreamError, match=r"answer was larger than 24 MiB"):
+            await client.graphql("get_pipeline", QUERY_VARS, credential=service_credential("glpat-x"))
+    finally:
+        await gitlab.stop()
