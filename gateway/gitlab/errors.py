@@ -98,14 +98,23 @@ class GitLabUnsupported(GitLabError):
         needed: ``GitLab EE 18.4 or later``, or None when GitLab lacks a field it should have (a
             feature flag turned off).
         instance: the instance's version and edition (``GitLab 17.11.2 (EE)``).
+        unnamed: the message after its subject when the subject is the tool, which only the
+            registry knows (it puts the tool's name first).
     """
 
     reason: Reason = "unsupported_by_gitlab"
 
     def __init__(
-        self, message: str, *, needed: str | None, instance: str, missing: tuple[str, ...] = ()
+        self,
+        message: str,
+        *,
+        needed: str | None,
+        instance: str,
+        missing: tuple[str, ...] = (),
+        unnamed: str | None = None,
     ) -> None:
         super().__init__(message)
+        self.unnamed = unnamed
         self.needed = needed
         self.instance = instance
         self.missing = missing

@@ -88,6 +88,13 @@ class Need:
         since = f" {release_text(self.since)} or later" if self.since else ""
         return f"GitLab{edition}{since}"
 
+    @property
+    def needed_in_words(self) -> str:
+        """:attr:`needed` for a message: ``GitLab Enterprise Edition (EE) 18.4 or later``."""
+        edition = " Enterprise Edition (EE)" if self.edition is Edition.EE else ""
+        since = f" {release_text(self.since)} or later" if self.since else ""
+        return f"GitLab{edition}{since}"
+
 
 @dataclass(frozen=True)
 class Choice:

@@ -21,7 +21,7 @@ from gateway.gitlab.errors import (
     GitLabUnsupported,
     GitLabUpstreamError,
 )
-from gateway.gitlab.instance import InstanceInfo
+from gateway.gitlab.instance import Edition, InstanceInfo
 from gateway.gitlab.needs import Choice, Need, choose, choose_lacking, declared_variables, is_derived
 from gateway.gitlab.operation_loader import load_operation
 from gateway.gitlab.urls import global_id_number
@@ -196,15 +196,27 @@ class Operation(Generic[DataT]):
             ) from None
 
 
-def unsupported(info: InstanceInfo, need: Need, *, what: str = "This") -> GitLabUnsupported:
-    """The refusal of what ``need`` serves, naming the version or edition it needs and the
-    instance's."""
+def unsupported(info: InstanceInfo, need: Need, *, what: str | None = None) -> GitLabUnsupported:
+    """The refusal of what ``need`` serves (``what``: an argument; None: the tool, which the
+    registry names), naming the version or edition it needs and the instance's. On CE an EE need
+    is not promised by an upgrade of the version: it takes Enterprise Edition."""
+    needs = f"needs {need.needed_in_words} ({need.coordinate})"
+    if need.edition is Edition.EE and info.edition is Edition.CE:
+        body = (
+            f"{needs}; this instance is GitLab {info.version} Community Edition (CE), which does "
+            "not have it; do without it here."
+        )
+    else:
+        body = (
+            f"{needs}; this GitLab is {_shown(info)}. It becomes available when GitLab is upgraded; "
+            "until then, do without it."
+        )
     return GitLabUnsupported(
-        f"{what} needs {need.needed} ({need.coordinate}); this GitLab is {_shown(info)}. It becomes "
-        "available when GitLab is upgraded; until then, do without it.",
+        f"{what or 'This'} {body}",
         needed=need.needed,
         instance=info.label,
         missing=(need.coordinate,),
+        unnamed=body if what is None else None,
     )
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from gateway.broker.errors import BrokerError
 from gateway.errors import ToolError
-from gateway.gitlab.errors import GitLabCursorRefused, GitLabError, InvalidReference
+from gateway.gitlab.errors import GitLabCursorRefused, GitLabError, GitLabUnsupported, InvalidReference
 
 #: What the edge turns into tool results; anything else propagates.
 HANDLED: tuple[type[Exception], ...] = (ToolError, GitLabError, InvalidReference, BrokerError)
@@ -26,7 +26,11 @@ CURSOR_ARGUMENT = "after"
 
 
 def as_tool_error(
-    err: Exception, *, reference_hint: str | None = None, cursor_sent: bool = False
+    err: Exception,
+    *,
+    reference_hint: str | None = None,
+    cursor_sent: bool = False,
+    tool: str | None = None,
 ) -> ToolError:
     """The tool error for a failure of a type in :data:`HANDLED`.
 
@@ -35,6 +39,7 @@ def as_tool_error(
             (``Tool.reference_hint``), appended to an :class:`InvalidReference` message.
         cursor_sent: the call carried a :data:`CURSOR_ARGUMENT`, so a cursor GitLab refuses
             is that argument (otherwise it is the gateway's own, a plain ``bad_request``).
+        tool: the tool's name, put first in a refusal of the whole tool by this GitLab.
 
     Raises:
         TypeError: ``err`` is of no type the edge handles (a bug: let it propagate instead).
@@ -51,6 +56,8 @@ def as_tool_error(
             invalid_arguments=[name],
             **err.details(),
         )
+    if isinstance(err, GitLabUnsupported) and err.unnamed and tool:
+        return ToolError(err.reason, f"{tool} {err.unnamed}", **err.details())
     if isinstance(err, GitLabError):
         return ToolError(err.reason, err.message, **err.details())
     if isinstance(err, InvalidReference):

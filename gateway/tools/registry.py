@@ -355,7 +355,9 @@ class Registry:
             ):
                 self._rejected_tokens.rejected(ctx.call.caller)
             cursor_sent = getattr(args, CURSOR_ARGUMENT, None) is not None
-            error = as_tool_error(err, reference_hint=tool.reference_hint, cursor_sent=cursor_sent)
+            error = as_tool_error(
+                err, reference_hint=tool.reference_hint, cursor_sent=cursor_sent, tool=tool.name
+            )
             return ToolResult.from_error(_with_request_id(error, ctx))
         finally:
             if held is not None:

@@ -245,11 +245,15 @@ async def test_cancel_before_the_payload_has_the_pipeline_reads_it_back(
 
 
 @pytest.mark.parametrize(
-    ("version", "enterprise", "shown"),
-    [("18.5.0", False, "18.5.0 (CE)"), ("18.2.0-ee", True, "18.2.0 (EE)")],
+    ("version", "enterprise", "instance"),
+    [
+        # CE: a newer version would not help, so none is promised.
+        ("18.5.0", False, "; this instance is GitLab 18.5.0 Community Edition (CE), which does not have it;"),
+        ("18.2.0-ee", True, "; this GitLab is 18.2.0 (EE). It becomes available when GitLab is upgraded;"),
+    ],
 )
 async def test_get_duo_session_where_gitlab_cannot_serve_it_says_what_it_needs(
-    make_settings: Callable[..., Settings], version: str, enterprise: bool, shown: str
+    make_settings: Callable[..., Settings], version: str, enterprise: bool, instance: str
 ) -> None:
     with respx.mock(assert_all_mocked=True, assert_all_called=False) as mock:
         graphql = mock.post(f"{GITLAB}/api/graphql")
@@ -258,7 +262,9 @@ async def test_get_duo_session_where_gitlab_cannot_serve_it_says_what_it_needs(
             env.gitlab.instance.learnt(InstanceInfo.of(version, enterprise))
             err = error(await env.call("get_duo_session", {"workflow_id": 7}))
     assert err["reason"] == "unsupported_by_gitlab" and err["needs"] == "GitLab EE 18.4 or later"
-    assert f"this GitLab is {shown}" in err["message"] and "doesn't exist" not in err["message"]
+    assert err["message"].startswith("get_duo_session needs GitLab Enterprise Edition (EE) 18.4 or later (")
+    assert instance in err["message"] and "doesn't exist" not in err["message"]
+    assert enterprise or "upgrade" not in err["message"]
     assert graphql.call_count == 0
 
 
