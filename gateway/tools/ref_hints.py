@@ -34,12 +34,17 @@ class RefCheck:
     exists: bool | None
     nearest: tuple[str, ...] = ()
 
-    def hint(self, ref: str) -> str:
-        """A sentence for the caller ("" when the ref exists or nothing is known)."""
+    def hint(self, ref: str, *, takes_sha: bool = False) -> str:
+        """A sentence for the caller ("" when the ref exists or nothing is known); ``takes_sha``: the
+        ref may name a commit too (a tree's), not only a branch or tag (a pipeline's)."""
         if self.exists is not False:
             return ""
         names = ", ".join(f"'{n}'" for n in self.nearest)
         nearest = f" Nearest branch and tag names: {names}." if names else ""
+        if takes_sha:
+            return (
+                f"'{ref}' is no branch, tag or commit SHA of the project (refs are case-sensitive).{nearest}"
+            )
         return (
             f"'{ref}' is no branch or tag of the project (refs are case-sensitive; a pipeline's ref is a "
             f"branch or tag name, not a commit SHA or a merge request).{nearest}"

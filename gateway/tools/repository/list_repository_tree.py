@@ -13,6 +13,10 @@ page size once chosen is kept across the pages of one listing.
 
 GitLab answers ``404 Tree Not Found`` for a ref that names no commit, and an empty list for a path
 that is no folder at the ref: both are told (a ref with the nearest branch and tag names).
+
+Entries the project's Duo context exclusion rules exclude from AI context (GitLab EE 18.2 and
+later) are left out, as ``get_repository_file`` refuses them: the rules are read and matched the
+same way (a folder as ``path/``), and the result counts what was left out.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from gateway.errors import bad_request, not_found
+from gateway.errors import ToolError, bad_request, not_found
 from gateway.gitlab.errors import GitLabNotFound
 from gateway.gitlab.urls import encode_project
 from gateway.tools.arguments import PROJECT_ALIASES, OptionalText, ProjectId, shown
@@ -38,6 +42,9 @@ from gateway.tools.pagination import (
 )
 from gateway.tools.ref_hints import check_ref
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput
+from gateway.tools.repository.checks import is_excluded
+from gateway.tools.repository.reads import exclusion_rules
+from gateway.tools.repository.target import project_ref
 from gateway.tools.visibility import project_not_found_message
 
 TREE_ROUTE = "/projects/{id}/repository/tree"
@@ -110,6 +117,11 @@ class ListRepositoryTreeOutput(ToolOutput):
     nearest_refs: list[str] | None = Field(
         None, description="For a ref GitLab does not know: the nearest names."
     )
+    excluded_from_ai_context: int | None = Field(
+        None,
+        description="How many entries of this page were left out: the project's Duo context exclusion "
+        "rules exclude them from AI context (get_repository_file refuses them too).",
+    )
     system_instruction: str | None = Field(None, description="What to do next, for the model.")
 
 
@@ -146,6 +158,21 @@ def _entry(item: Any) -> dict[str, Any] | None:
     }
 
 
+def _excluded(rules: tuple[str, ...], entry: dict[str, Any]) -> bool:
+    """Whether the exclusion rules exclude ``entry`` (a folder matched as ``path/``, so that a
+    folder rule such as ``secrets/`` hides the folder too)."""
+    path = f"{entry['path']}/" if entry["type"] == "tree" else entry["path"]
+    try:
+        return is_excluded(rules, path)
+    except ToolError as err:
+        raise ToolError(
+            "unauthorized",
+            "The listing cannot be returned: this project's Duo context exclusion rules could not be "
+            "applied, so the gateway refuses rather than risk listing excluded files.",
+            kind="excluded",
+        ) from err
+
+
 async def list_repository_tree(ctx: ToolContext, args: ListRepositoryTreeInput) -> dict[str, Any]:
     page, size = _position(args.after) if args.after else (1, args.first)
     params: dict[str, Any] = {"per_page": size, "page": page}
@@ -163,7 +190,11 @@ async def list_repository_tree(ctx: ToolContext, args: ListRepositoryTreeInput) 
         if "tree" not in err.message.lower() or not args.ref:
             raise not_found(project_not_found_message(args.project_id, ctx.call.caller.credential)) from None
         check = await check_ref(ctx, args.project_id, args.ref)
-        hint = check.hint(args.ref) if check.exists is False else f"'{args.ref}' names no commit here."
+        hint = (
+            check.hint(args.ref, takes_sha=True)
+            if check.exists is False
+            else f"'{args.ref}' names no commit here."
+        )
         raise not_found(
             f"Ref '{args.ref}' not found in project '{args.project_id}': {hint} Call again with an existing "
             "branch, tag or commit SHA, or without `ref` for the default branch.",
@@ -172,7 +203,9 @@ async def list_repository_tree(ctx: ToolContext, args: ListRepositoryTreeInput) 
             nearest_refs=list(check.nearest),
         ) from None
     items = answer if isinstance(answer, list) else []
-    entries = [e for e in map(_entry, items) if e is not None]
+    listed = [e for e in map(_entry, items) if e is not None]
+    rules = await exclusion_rules(ctx, ctx.gitlab, project_ref(args.project_id)) if listed else ()
+    entries = [e for e in listed if not _excluded(rules, e)]
     more = len(items) >= size
     out: dict[str, Any] = {
         "ref": args.ref,
@@ -180,6 +213,8 @@ async def list_repository_tree(ctx: ToolContext, args: ListRepositoryTreeInput) 
         "entries": entries,
         "page_info": {"has_next_page": more, "end_cursor": _cursor(page + 1, size) if more else None},
     }
+    if len(entries) < len(listed):
+        out["excluded_from_ai_context"] = len(listed) - len(entries)
     if not items and page == 1 and args.folder_path:
         out["system_instruction"] = (
             f"Nothing listed: '{args.folder_path}' is no folder at this ref (a file, a misspelt or moved "
@@ -193,7 +228,7 @@ DESCRIPTION = f"""\
 List the files and folders of a project's repository at a ref (default: the default branch): \
 one folder's entries (`folder_path`, default the root), or with `recursive` every path below it. Each \
 entry has its `path` (get_repository_file's `file_path`), `name`, `type` (`blob` a file, `tree` \
-a folder, `commit` a submodule) and `mode`. Use it to find a file's real path. {PAGING}"""
+a folder, `commit` a submodule) and `mode`. Use it to find a file's real path. Files and folders the project excludes from AI context (GitLab Duo context exclusion rules) are left out; `excluded_from_ai_context` counts those of the page. {PAGING}"""
 
 TOOLS: list[Tool] = [
     Tool(

@@ -126,7 +126,7 @@ async def resolve_target(
             if ref.startswith(prefix) and len(ref) > len(prefix):
                 ref, ref_type = ref[len(prefix) :], kind
         return FileTarget(
-            project=_project(args.project_id),
+            project=project_ref(args.project_id),
             path=normalize_file_path(args.file_path),
             ref=ref,
             ref_type=ref_type,
@@ -216,7 +216,8 @@ def _url_part(blob_url: BlobUrl, part: Literal["ref", "path"]) -> str:
     return ref if part == "ref" else path
 
 
-def _project(value: str) -> ProjectRef:
+def project_ref(value: str) -> ProjectRef:
+    """The project a ``project_id`` argument names (a numeric ID or a full path)."""
     if is_numeric_id(value):
         return ProjectRef(shown=value, number=int(value))
     return ProjectRef(shown=value, full_path=project_full_path(value))

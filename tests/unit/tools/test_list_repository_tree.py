@@ -3,13 +3,16 @@ folder's entries or every path below it, paged; an unknown ref and a path that i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
+import pytest
 import respx
 
+from gateway.config import Settings
 from tests.unit.gitlab.tool_env import ToolEnv, error, ok
+from tests.unit.tools.repository_files_fake import GRAPHQL_URL, FakeRepoGitLab
 
 GITLAB = "https://gitlab.example.com"
 PROJECT = "grp/sub/proj"
@@ -21,6 +24,21 @@ TREE = [
     {"id": "a4", "name": "run.sh", "type": "blob", "path": "run.sh", "mode": "100755"},
     {"id": "a5", "name": "vendor", "type": "commit", "path": "vendor", "mode": "160000"},
 ]
+
+
+@pytest.fixture
+def fake() -> FakeRepoGitLab:
+    """GitLab's GraphQL side: the project's Duo context exclusion rules (none unless a test sets them)."""
+    return FakeRepoGitLab()
+
+
+@pytest.fixture
+async def env(
+    make_settings: Callable[..., Settings], router: respx.MockRouter, fake: FakeRepoGitLab
+) -> AsyncIterator[ToolEnv]:
+    router.post(GRAPHQL_URL).mock(side_effect=fake.graphql)
+    async with httpx.AsyncClient() as http:
+        yield ToolEnv(make_settings(), http)
 
 
 def paged(items: list[dict[str, Any]]) -> Callable[[httpx.Request], httpx.Response]:
@@ -46,7 +64,7 @@ async def test_the_entries_come_in_pages_with_their_types(env: ToolEnv, router: 
             "list_repository_tree",
         )
         seen += [e["path"] for e in out["entries"]]
-    assert seen == [e["path"] for e in TREE]
+    assert seen == [e["path"] for e in TREE]  # no exclusion rules: nothing left out
     assert {e["type"] for e in out["entries"]} <= {"blob", "commit"}
     assert "ref" not in route.calls[0].request.url.params  # the default branch
 
@@ -77,7 +95,10 @@ async def test_an_unknown_ref_names_the_nearest_branches(env: ToolEnv, router: r
     router.get(f"{REPO}/tags").mock(return_value=httpx.Response(200, json=[{"name": "v1.0"}]))
     err = error(await env.call("list_repository_tree", {"project_id": PROJECT, "ref": "mian"}))
     assert err["reason"] == "not_found" and err["kind"] == "ref_not_found" and err["nearest_refs"] == ["main"]
-    assert "Nearest branch and tag names: 'main'" in err["message"]
+    assert (
+        "'mian' is no branch, tag or commit SHA of the project (refs are case-sensitive)." in err["message"]
+    )
+    assert "Nearest branch and tag names: 'main'" in err["message"] and "pipeline" not in err["message"]
 
 
 async def test_a_path_that_is_no_folder_is_said_so(env: ToolEnv, router: respx.MockRouter) -> None:
@@ -92,3 +113,29 @@ async def test_a_path_that_is_no_folder_is_said_so(env: ToolEnv, router: respx.M
     )
     err = error(await env.call("list_repository_tree", {"project_id": PROJECT}))
     assert err["reason"] == "not_found" and "Project 'grp/sub/proj' not found" in err["message"]
+
+
+async def test_entries_excluded_from_ai_context_are_left_out_and_counted(
+    env: ToolEnv, router: respx.MockRouter, fake: FakeRepoGitLab
+) -> None:
+    fake.exclusion_rules = ["*.pem", "secrets/", "!secrets/README.md"]
+    tree = [
+        {"name": "certs", "type": "tree", "path": "certs", "mode": "040000"},
+        {"name": "secrets", "type": "tree", "path": "secrets", "mode": "040000"},
+        {"name": "server.pem", "type": "blob", "path": "certs/server.pem", "mode": "100644"},
+        {"name": "api-key.txt", "type": "blob", "path": "secrets/api-key.txt", "mode": "100644"},
+        {"name": "README.md", "type": "blob", "path": "README.md", "mode": "100644"},
+    ]
+    router.get(f"{REPO}/tree").mock(return_value=httpx.Response(200, json=tree))
+    out = ok(
+        await env.call("list_repository_tree", {"project_id": PROJECT, "recursive": True}),
+        "list_repository_tree",
+    )
+    assert [e["path"] for e in out["entries"]] == ["certs", "README.md"]
+    assert out["excluded_from_ai_context"] == 3
+    # The same rules as get_repository_file, which refuses what the listing left out.
+    fake.add("certs/server.pem", "-----BEGIN CERTIFICATE-----\n")
+    err = error(
+        await env.call("get_repository_file", {"project_id": PROJECT, "file_path": "certs/server.pem"})
+    )
+    assert err["kind"] == "excluded"
