@@ -43,7 +43,7 @@ from gateway.tools.pagination import (
 from gateway.tools.ref_hints import check_ref
 from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput
 from gateway.tools.repository.checks import is_excluded
-from gateway.tools.repository.reads import exclusion_rules
+from gateway.tools.repository.reads import GET_REPOSITORY_FILE_EXCLUSIONS, exclusion_rules
 from gateway.tools.repository.target import project_ref
 from gateway.tools.visibility import project_not_found_message
 
@@ -240,5 +240,6 @@ TOOLS: list[Tool] = [
         handler=list_repository_tree,
         annotations=READ_ONLY,
         toolset="repository",
+        operations=(GET_REPOSITORY_FILE_EXCLUSIONS,),
     )
 ]
