@@ -14,6 +14,11 @@ The job is read first (``GET /projects/:id/jobs/:job_id``), so a job that is mis
 from one GitLab will not retry, and the unknown-outcome message can name the job and its pipeline.
 REST rather than GraphQL's ``jobRetry``: the job is named by its project and its id, as in
 ``get_job`` (the REST path checks it belongs to the project), and the answer is the new job.
+
+When GitLab will not retry a finished job, the usual cause is that it was retried already: only a
+job's newest run can be. The pipeline's jobs without their retried runs
+(``GET /projects/:id/pipelines/:pipeline_id/jobs``, https://docs.gitlab.com/api/jobs/#list-pipeline-jobs)
+then name the newest run, one read on that error only.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any
 from pydantic import Field
 
 from gateway.errors import ToolError, bad_request
-from gateway.gitlab.errors import GitLabMaybeSent, GitLabNotFound, GitLabUnauthorized
+from gateway.gitlab.errors import GitLabError, GitLabMaybeSent, GitLabNotFound, GitLabUnauthorized
 from gateway.gitlab.urls import JobRef, encode_project
 from gateway.tools.ci.job_read import (
     JobAnswer,
@@ -38,6 +43,7 @@ from gateway.tools.context import ToolContext
 from gateway.tools.registry import Annotations, Tool
 
 RETRY_ROUTE = "/projects/{id}/jobs/{job_id}/retry"
+PIPELINE_JOBS_ROUTE = "/projects/{id}/pipelines/{pipeline_id}/jobs"
 
 #: Changes something (a new run of the job), not destructive (the earlier run stays), not
 #: idempotent (each call is a new run). MCP
@@ -74,6 +80,49 @@ def _unknown(target: JobRef, job: JobAnswer, what: str, request_id: str | None) 
     )
 
 
+async def _newest_run(ctx: ToolContext, target: JobRef, job: JobAnswer) -> JobAnswer | None:
+    """The newest run of ``job``'s name in its pipeline (None: not known, or GitLab failed: the
+    refusal is told without it)."""
+    if job.running or job.pipeline is None or job.pipeline.id is None:
+        return None
+    try:
+        answer = await ctx.gitlab.rest(
+            "GET",
+            PIPELINE_JOBS_ROUTE,
+            path_params={"id": encode_project(target.project), "pipeline_id": job.pipeline.id},
+            params={"per_page": 100},  # without include_retried: each job's newest run only
+        )
+    except GitLabError:
+        return None
+    for item in answer if isinstance(answer, list) else []:
+        if isinstance(item, dict) and item.get("name") == job.name and isinstance(item.get("id"), int):
+            return JobAnswer.model_validate(item)
+    return None
+
+
+async def _not_retryable(ctx: ToolContext, target: JobRef, job: JobAnswer) -> ToolError:
+    refused = f"GitLab will not retry job {job.id} ('{job.name}', status {job.status})"
+    newest = await _newest_run(ctx, target, job)
+    if newest is not None and newest.id != job.id:
+        return bad_request(
+            f"{refused}: it was retried already, so it is not the newest run of '{job.name}'; job "
+            f"{newest.id} (status {newest.status}) is. Retry that one (job_id {newest.id}) if it is "
+            "finished.",
+            kind="already_retried",
+            job_id=job.id,
+            status=job.status,
+            newest_job_id=newest.id,
+        )
+    return bad_request(
+        f"{refused}: it retries the latest run of a finished job (failed, canceled or success), not one "
+        "still going, one already retried (retry its newest run: get_pipeline with include ['jobs'] "
+        "lists it), or one of an archived pipeline.",
+        kind="not_retryable",
+        job_id=job.id,
+        status=job.status,
+    )
+
+
 async def retry_job(ctx: ToolContext, args: RetryJobInput) -> dict[str, Any]:
     target = job_target(ctx, args.url, args.project_id, args.job_id, project_arg="project_id")
     job = await read_job(ctx, target)
@@ -94,15 +143,7 @@ async def retry_job(ctx: ToolContext, args: RetryJobInput) -> dict[str, Any]:
         if err.status != 403:
             raise
         if "retryable" in err.message.lower():
-            raise bad_request(
-                f"GitLab will not retry job {job.id} ('{job.name}', status {job.status}): it retries the "
-                "latest run of a finished job (failed, canceled or success), not one still going, one "
-                "already retried (retry its newest run: get_pipeline with include ['jobs'] lists it), or "
-                "one of an archived pipeline.",
-                kind="not_retryable",
-                job_id=job.id,
-                status=job.status,
-            ) from None
+            raise await _not_retryable(ctx, target, job) from None
         raise ToolError(
             "unauthorized",
             f"This token may read job {job.id} but not retry it (GitLab answered 403): retrying needs "

@@ -77,6 +77,30 @@ async def test_a_job_gitlab_will_not_retry_says_why(env: ToolEnv, router: respx.
     assert err["reason"] == "unauthorized" and "Developer role" in err["message"]
 
 
+async def test_a_job_retried_already_names_its_newest_run(env: ToolEnv, router: respx.MockRouter) -> None:
+    router.get(JOB_URL).mock(return_value=httpx.Response(200, json=job()))
+    router.post(RETRY_URL).mock(
+        return_value=httpx.Response(403, json={"message": "403 Forbidden - Job is not retryable"})
+    )
+    jobs = router.get(f"{GITLAB}/api/v4/projects/grp%2Fsub%2Fproj/pipelines/1001/jobs").mock(
+        return_value=httpx.Response(
+            200, json=[job(id=5023, name="lint", status="success"), job(id=5031, status="pending")]
+        )
+    )
+    err = error(await env.call("retry_job", {"project_id": PROJECT, "job_id": 5024}))
+    assert err["reason"] == "bad_request" and err["kind"] == "already_retried"
+    assert err["newest_job_id"] == 5031 and "job 5031 (status pending) is" in err["message"]
+    assert "it was retried already, so it is not the newest run of 'rspec 21/30'" in err["message"]
+    # The newest run itself refused (an archived pipeline): the general reasons.
+    jobs.mock(return_value=httpx.Response(200, json=[job()]))
+    err = error(await env.call("retry_job", {"project_id": PROJECT, "job_id": 5024}))
+    assert err["kind"] == "not_retryable" and "newest_job_id" not in err
+    # GitLab failing the lookup leaves the refusal told without it.
+    jobs.mock(return_value=httpx.Response(500))
+    err = error(await env.call("retry_job", {"project_id": PROJECT, "job_id": 5024}))
+    assert err["kind"] == "not_retryable"
+
+
 async def test_a_missing_job_is_told_and_nothing_is_sent(env: ToolEnv, router: respx.MockRouter) -> None:
     router.get(JOB_URL).mock(return_value=httpx.Response(404, json={"message": "404 Not found"}))
     retry = router.post(RETRY_URL)
