@@ -228,7 +228,9 @@ DESCRIPTION = f"""\
 List the files and folders of a project's repository at a ref (default: the default branch): \
 one folder's entries (`folder_path`, default the root), or with `recursive` every path below it. Each \
 entry has its `path` (get_repository_file's `file_path`), `name`, `type` (`blob` a file, `tree` \
-a folder, `commit` a submodule) and `mode`. Use it to find a file's real path. Files and folders the project excludes from AI context (GitLab Duo context exclusion rules) are left out; `excluded_from_ai_context` counts those of the page. {PAGING}"""
+a folder, `commit` a submodule) and `mode`. Use it to find a file's real path. Files and folders \
+the project excludes from AI context (GitLab Duo context exclusion rules) are left out; \
+`excluded_from_ai_context` counts those of the page. {PAGING}"""
 
 TOOLS: list[Tool] = [
     Tool(
