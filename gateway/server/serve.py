@@ -184,6 +184,8 @@ def serve(settings: Settings, *, gitlab_url: str, warnings: list[str]) -> int:
             "limits": limits_shown(settings),
             "tracing": "on" if tracing.ENABLED else "off",
             "console": "on" if settings.console.enabled else "off",
+            # Shown only when set: it changes what a confirmed tool waits for.
+            **({"confirm_by": "operator"} if settings.confirm_by == "operator" else {}),
         },
     )
     for line in warnings:

@@ -106,6 +106,17 @@ def test_a_schema_the_command_cannot_read_is_refused_with_what_to_do(
     assert revision(url) == "0003"
 
 
+@pytest.mark.parametrize("broker_backend", ["sqlite"], indirect=True)
+def test_reading_what_an_older_schema_lacks_says_what_to_do_without_a_log_line(
+    url: sa.URL, capsys: pytest.CaptureFixture[str]
+) -> None:
+    migrate.upgrade(url, to="0008")  # before the operator's confirmations
+    code, out, err = run(capsys, "broker", "confirmations")
+    assert code == 1 and out == ""
+    assert "'gitlab-mcp-gateway database upgrade'" in err
+    assert "no such table" not in err and "WARNING" not in err
+
+
 def test_acting_on_another_schema_is_refused(url: sa.URL, capsys: pytest.CaptureFixture[str]) -> None:
     migrate.upgrade(url, to="0007")
     code, _, err = run(capsys, "broker", "stop", "--yes")
