@@ -248,6 +248,26 @@ def test_backup_and_restore_refusals(
     assert sorted(p.name for p in state.iterdir() if p.name.startswith("broker.db.")) == []
 
 
+@pytest.mark.parametrize("broker_backend", ["sqlite"], indirect=True)
+def test_a_refused_restore_into_a_new_folder_touches_nothing_and_asks_the_right_question(
+    url: sa.URL, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    migrate.upgrade(url)
+    backup = tmp_path / "good.db"
+    assert run(capsys, "database", "backup", str(backup))[0] == 0
+    fresh = tmp_path / "fresh"
+    monkeypatch.setenv("GATEWAY_STATE_DIR", str(fresh))
+    code, _, err = run(capsys, "database", "status")
+    assert code == 1 and "no broker database in" in err and "GATEWAY_STATE_DIR, or state_dir in --config" in err
+    code, _, err = run(capsys, "database", "restore", str(backup))
+    assert code == 1 and "nothing was changed" in err and "Add --yes to confirm" in err
+    assert "Replace" not in err and "There is no broker database there yet" in err
+    assert not fresh.exists()  # no folder, no lock file
+    code, out, err = run(capsys, "database", "restore", str(backup), "--yes")
+    assert code == 0 and "restored" in out and "kept as" not in out
+    assert revision(engine_url(None, fresh)) == HEAD
+
+
 @pytest.mark.parametrize("broker_backend", ["postgresql"], indirect=True)
 def test_postgresql_backup_without_pg_dump_says_what_to_run(
     url: sa.URL, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
