@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import getpass
 import json
 import logging
@@ -276,6 +277,10 @@ async def _run(
                 "waitSeenEverySeconds": settings.broker.connected_window_seconds / 4,
                 "connectedWindowSeconds": settings.broker.connected_window_seconds,
             }
+            if settings.confirm_by == "operator":
+                # A database older than the approvals (another schema) has none to count.
+                with contextlib.suppress(StoreError, sa.exc.DBAPIError):
+                    result["confirmationsPending"] = await broker.confirmations.pending_count()
             text = status_text
         elif command == "confirmations":
             result = await broker.operator.pending_confirmations()
