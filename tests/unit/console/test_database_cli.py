@@ -258,7 +258,8 @@ def test_a_refused_restore_into_a_new_folder_touches_nothing_and_asks_the_right_
     fresh = tmp_path / "fresh"
     monkeypatch.setenv("GATEWAY_STATE_DIR", str(fresh))
     code, _, err = run(capsys, "database", "status")
-    assert code == 1 and "no broker database in" in err and "GATEWAY_STATE_DIR, or state_dir in --config" in err
+    assert code == 1 and "no broker database in" in err
+    assert "GATEWAY_STATE_DIR, or state_dir in --config" in err
     code, _, err = run(capsys, "database", "restore", str(backup))
     assert code == 1 and "nothing was changed" in err and "Add --yes to confirm" in err
     assert "Replace" not in err and "There is no broker database there yet" in err

@@ -280,7 +280,8 @@ async def test_in_operator_mode_the_agent_cannot_answer_its_own_question(make_ap
 async def test_a_wait_that_runs_out_names_only_the_ways_this_gateway_offers(
     make_app: MakeApp, console: bool
 ) -> None:
-    overrides: dict[str, Any] = {"console": {"operator_token": "operator-secret-0123456789"}} if console else {}
+    on = {"console": {"operator_token": "operator-secret-0123456789"}}
+    overrides: dict[str, Any] = on if console else {}
     client = await make_app(GitLab(), confirm_by="operator", confirm_wait_seconds=0.1, **overrides)
     result = await call(client, "save_pipeline", CANCEL, capabilities={})
     text = result["content"][0]["text"]

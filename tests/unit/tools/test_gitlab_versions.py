@@ -312,9 +312,7 @@ async def test_the_first_call_learns_the_version_and_the_metric_shows_it(
     ok(await env.call("get_pipeline", {"project_id": PROJECT, "pipeline_id": PIPELINE_ID}))
     assert band.names() == ["InstanceMetadata", "getPipeline"]
     assert (
-        env.metrics.registry.get_sample_value(
-            "gateway_gitlab_info", {"version": "17.5.0", "edition": "ee"}
-        )
+        env.metrics.registry.get_sample_value("gateway_gitlab_info", {"version": "17.5.0", "edition": "ee"})
         == 1.0
     )
 
