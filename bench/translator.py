@@ -24,6 +24,7 @@ import orjson
 from aiohttp import web
 
 from gateway.event_loop import new_event_loop
+from gateway.gitlab.instance import InstanceInfo
 from gateway.gitlab.operation_loader import graphql_body
 from gateway.gitlab.urls import GitLabBase, normalize_base_url
 from gateway.mcp.protocol.shaping import shaped_tool_result
@@ -35,13 +36,27 @@ HTTP: web.AppKey[aiohttp.ClientSession] = web.AppKey("http", aiohttp.ClientSessi
 VERSION = "2025-06-18"
 
 
+class NewestGitLab:
+    """The instance as the gateway knows it before it has read GitLab's version: the newest
+    documents are sent (the translator asks GitLab nothing but the tool's own request)."""
+
+    async def current(self, session: Any) -> InstanceInfo:
+        return InstanceInfo()
+
+    async def recheck(self, session: Any) -> InstanceInfo:
+        return InstanceInfo()
+
+
 class BareGitLab:
-    """What ``get_pipeline`` asks of its GitLab session: one GraphQL request, and web URLs."""
+    """What ``get_pipeline`` asks of its GitLab session: one GraphQL request, web URLs, and the
+    instance its documents are chosen for (``client.instance``)."""
 
     request_id = None
 
     def __init__(self, http: aiohttp.ClientSession, base: GitLabBase, token: str) -> None:
         self.http, self.base = http, base
+        self.client = self
+        self.instance = NewestGitLab()
         self.headers = {
             "PRIVATE-TOKEN": token,
             "Content-Type": "application/json",

@@ -49,6 +49,10 @@ class GitLabSession(Protocol):
 REFRESH_SECONDS = 3600.0
 #: Seconds between two reads forced by a refusal, or tried while the version is unknown.
 RECHECK_SECONDS = 30.0
+#: Seconds a tool call waits for a due read of the version before it goes on with what is known
+#: (the read goes on for the next call). A GitLab slow to answer ``metadata`` must not spend the
+#: call's own deadline: without this, a call's version read and its own request each had one.
+READ_WAIT_SECONDS = 0.5
 
 #: ``(major, minor)``: what decides which fields GitLab has (patch releases add none, bar backports).
 Release = tuple[int, int]
@@ -159,7 +163,11 @@ class GitLabInstance:
         that fails keeps what was known, and while nothing is, the newest documents are sent)."""
         if self._clock() < self._next_read:
             return self.info
-        return await self._read(session)
+        try:
+            return await asyncio.wait_for(self._read(session), READ_WAIT_SECONDS)
+        except TimeoutError:
+            # The read is shielded: it goes on, and a refusal's recheck waits for it in full.
+            return self.info
 
     async def recheck(self, session: GitLabSession) -> InstanceInfo:
         """Read again now (GitLab refused a document), unless read for that reason within

@@ -9,8 +9,10 @@ unknown, and then learnt from GitLab's ``metadata``).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,7 +23,7 @@ from graphql import get_operation_ast, parse, validate
 
 from gateway.config import Settings
 from gateway.gitlab.credentials import ANONYMOUS
-from gateway.gitlab.instance import REFRESH_SECONDS, GitLabInstance, InstanceInfo
+from gateway.gitlab.instance import READ_WAIT_SECONDS, REFRESH_SECONDS, GitLabInstance, InstanceInfo
 from gateway.tools import all_tools
 from gateway.tools.compatibility import limits_line
 from tests.gitlab import versions
@@ -383,6 +385,32 @@ async def test_the_version_is_read_again_after_the_refresh_interval(caplog: pyte
     assert (await instance.current(Session())).release == (18, 5) and len(asked) == 2
     changed = [r.getMessage() for r in caplog.records if "GitLab version changed" in r.getMessage()]
     assert changed == ["GitLab version changed from 18.2.1 to 18.5.0"]
+
+
+@pytest.mark.gitlab_version(None)
+async def test_a_call_waits_half_a_second_at_most_for_a_slow_version_read() -> None:
+    # GitLab slow to answer `metadata` must not spend the call's own deadline: the call goes on
+    # with what is known (the newest documents), and the read finishes for the next call.
+    answer = asyncio.Event()
+
+    class Session:
+        async def graphql(self, operation: str, variables: Any, *, mutation: bool = False) -> dict[str, Any]:
+            await answer.wait()
+            return {"metadata": {"version": "17.5.0", "enterprise": False}}
+
+        async def rest(self, method: str, route: str, **kwargs: Any) -> Any:
+            raise AssertionError("GraphQL answered")
+
+    instance = GitLabInstance()
+    started = time.monotonic()
+    assert not (await instance.current(Session())).known
+    assert time.monotonic() - started < READ_WAIT_SECONDS + 0.5
+    answer.set()
+    for _ in range(100):  # the read goes on without the call
+        await asyncio.sleep(0.01)
+        if instance.info.known:
+            break
+    assert instance.info.release == (17, 5)
 
 
 def test_the_start_up_line_says_what_differs_on_an_older_gitlab() -> None:
