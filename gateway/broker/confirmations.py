@@ -256,6 +256,16 @@ class ConfirmationStore:
             ).all()
         return [_approval(row) for row in rows]
 
+    async def pending_count(self) -> int:
+        """How many approvals wait for an operator (``broker status``, the metric)."""
+        async with self._store.read() as q:
+            found = await q.conn.execute(
+                sa.select(sa.func.count())
+                .select_from(confirmations)
+                .where(confirmations.c.status == "pending", confirmations.c.expires > self._clock())
+            )
+        return int(found.scalar_one())
+
     async def decide(self, ticket: str, *, approve: bool, operator: str, note: str | None) -> Approval:
         """Approve or refuse the pending approval ``ticket`` as ``operator``.
 

@@ -7,7 +7,8 @@ Every chore is best-effort: one that fails is logged by the timer and done again
 The broker's gauges are also read from the database at each ``/metrics`` scrape
 (:meth:`Housekeeping.refresh_for_scrape`): every replica then reports what the database says
 (state, time in state, queue depths, every replica's ``lastSeen``) whichever replica made the
-change, at the cost of one short read transaction per scrape. That read has a time limit well
+change, at the cost of one short read transaction per scrape (two with ``confirm_by = "operator"``:
+the approvals waiting are counted too). That read has a time limit well
 inside Prometheus's scrape timeout and never fails the scrape: a database that fails or is slow
 sets ``gateway_broker_database_up`` to 0 and leaves the other gauges at their last values.
 """
@@ -33,6 +34,7 @@ from gateway.broker.roster import Roster
 from gateway.broker.store import Store, StoreError
 
 if TYPE_CHECKING:
+    from gateway.broker.confirmations import ConfirmationStore
     from gateway.config import BrokerSettings
     from gateway.observability.metrics import Metrics
 
@@ -61,6 +63,8 @@ class Housekeeping:
         clock: Unix time source.
         ended_sessions: the MCP sessions ended by DELETE.
         console_sign_outs: the console sessions signed out.
+        confirmations: the approvals to count for ``gateway_confirmations_pending``
+            (``confirm_by = "operator"``; None: not counted).
     """
 
     def __init__(
@@ -74,6 +78,7 @@ class Housekeeping:
         clock: Callable[[], float],
         ended_sessions: EndedSessions,
         console_sign_outs: ConsoleSignOuts,
+        confirmations: ConfirmationStore | None = None,
     ) -> None:
         self._store = store
         self._changes = changes
@@ -84,6 +89,7 @@ class Housekeeping:
         self._clock = clock
         self._ended_sessions = ended_sessions
         self._console_sign_outs = console_sign_outs
+        self._confirmations = confirmations
         self._ticks = 0
         self._next_purge = 0.0
         self._scrape_lock = asyncio.Lock()
@@ -132,7 +138,8 @@ class Housekeeping:
 
     async def refresh_depths(self) -> None:
         """The broker's gauges as the database has them (any replica's changes): state, time in
-        state, queue depths, agents' last calls; and this replica's open waits per agent."""
+        state, queue depths, agents' last calls, approvals waiting for an operator; and this replica's
+        open waits per agent."""
         async with self._store.read() as q:
             depths = await q.queue_depths()
             state = await q.state()
@@ -149,6 +156,8 @@ class Housekeeping:
             seen = self._roster.last_call.get(agent)
             if seen is not None:
                 self._metrics.broker_agent_last_seen.labels(agent).set(seen)
+        if self._confirmations is not None:
+            self._metrics.confirmations_pending.set(await self._confirmations.pending_count())
 
     async def refresh_for_scrape(self) -> None:
         """:meth:`refresh_depths` for a ``/metrics`` scrape: bounded by :data:`SCRAPE_READ_TIMEOUT`,

@@ -162,6 +162,8 @@ class BrokerService:
             clock,
             self.ended_sessions,
             self.console_sign_outs,
+            # Counted only where an operator answers them (the metric and its alert).
+            self.confirmations if settings.confirm_by == "operator" else None,
         )
         self.auto_advance = AutoAdvance(
             self.changes,

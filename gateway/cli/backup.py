@@ -30,7 +30,7 @@ from sqlalchemy.engine import URL
 
 from gateway.broker.database import describe, engine_url, without_password
 from gateway.broker.migrations import HEAD, Standing, standing
-from gateway.broker.state_dir import DB_FILE, StateDirInUse, lock_state_dir
+from gateway.broker.state_dir import DB_FILE, LOCK_FILE, StateDirInUse, lock_state_dir
 from gateway.cli import schema
 
 if TYPE_CHECKING:
@@ -95,20 +95,24 @@ def restore(settings: Settings, file: Path, *, confirmed: Confirm, force: bool =
     revision = _backup_revision(file)
     state_dir = Path(settings.state_dir).resolve()
     target = state_dir / DB_FILE
-    try:
-        lock_fd = lock_state_dir(state_dir)
-    except StateDirInUse:
-        raise BackupError(
-            f"a gateway is running on the state folder {state_dir} (it holds its lock file): stop it, "
-            "restore, then start the release the backup's schema belongs to; nothing was changed"
-        ) from None
+    # A refusal touches nothing: without a lock file no gateway runs there, so the folder and its
+    # lock are made only once the restore is confirmed.
+    lock_fd = _lock(state_dir) if (state_dir / LOCK_FILE).exists() else None
     try:
         aside = target.with_name(f"{DB_FILE}.replaced-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+        if target.exists():
+            confirmed(
+                f"Replace {target} with {file} (broker schema revision {revision})? "
+                f"The database it replaces is kept as {aside}."
+            )
+        else:
+            confirmed(
+                f"Restore {file} (broker schema revision {revision}) as {target}? "
+                "There is no broker database there yet."
+            )
+        if lock_fd is None:
+            lock_fd = _lock(state_dir)
         kept = f"; the database it replaced is kept as {aside}" if target.exists() else ""
-        confirmed(
-            f"Replace {target} with {file} (broker schema revision {revision})?"
-            + (f" The database it replaces is kept as {aside}." if kept else "")
-        )
         try:
             if target.exists():
                 os.close(os.open(aside, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
@@ -120,10 +124,21 @@ def restore(settings: Settings, file: Path, *, confirmed: Confirm, force: bool =
         except (OSError, sqlite3.Error) as err:
             raise BackupError(f"cannot restore {file} into {target}: {err}{kept}") from None
     finally:
-        os.close(lock_fd)
+        if lock_fd is not None:
+            os.close(lock_fd)
     return (
         f"restored {file} into {describe(url)} (broker schema revision {revision}){kept}; {_next(revision)}"
     )
+
+
+def _lock(state_dir: Path) -> int:
+    try:
+        return lock_state_dir(state_dir)
+    except StateDirInUse:
+        raise BackupError(
+            f"a gateway is running on the state folder {state_dir} (it holds its lock file): stop it, "
+            "restore, then start the release the backup's schema belongs to; nothing was changed"
+        ) from None
 
 
 def _next(revision: str | None) -> str:

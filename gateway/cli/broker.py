@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import getpass
 import json
+import logging
 import os
 import sys
 import time
@@ -41,6 +43,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import sqlalchemy as sa
 
+from gateway.broker import store as store_module
 from gateway.broker.activity_log import ActivityLogs
 from gateway.broker.errors import BrokerError
 from gateway.broker.formats import seconds_since
@@ -138,6 +141,12 @@ async def open_broker_for(settings: Settings, *, act: bool) -> AsyncIterator[Bro
         files=settings.broker.database_url is None and act,
     )
     service = BrokerService(settings, Metrics(), store, logs)
+    # On another revision a read may fail on what that schema lacks: the CliError below says
+    # so and what to do, so the store's own warning line would only be noise on the terminal.
+    quiet = logging.getLogger(store_module.__name__)
+    level = quiet.level
+    if notice is not None:
+        quiet.setLevel(logging.ERROR)
     try:
         async with store.read() as q:
             service.changes.state = (await q.pipeline()).state
@@ -149,6 +158,7 @@ async def open_broker_for(settings: Settings, *, act: bool) -> AsyncIterator[Bro
             raise
         raise CliError(schema.unreadable(store)) from err
     finally:
+        quiet.setLevel(level)
         logs.close()
         await store.close()
 
@@ -267,6 +277,10 @@ async def _run(
                 "waitSeenEverySeconds": settings.broker.connected_window_seconds / 4,
                 "connectedWindowSeconds": settings.broker.connected_window_seconds,
             }
+            if settings.confirm_by == "operator":
+                # A database older than the approvals (another schema) has none to count.
+                with contextlib.suppress(StoreError, sa.exc.DBAPIError):
+                    result["confirmationsPending"] = await broker.confirmations.pending_count()
             text = status_text
         elif command == "confirmations":
             result = await broker.operator.pending_confirmations()

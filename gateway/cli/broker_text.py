@@ -35,6 +35,12 @@ def status_text(r: dict[str, Any]) -> str:
                 f"  Answered by {answered['by']} at {answered['at']} ({answered['messageId']}): "
                 + answer_state(answered)
             )
+    waiting = r.get("confirmationsPending")
+    if waiting:
+        lines.append(
+            f"{count(waiting, 'confirmation')} {'waits' if waiting == 1 else 'wait'} for an operator: "
+            "run broker confirmations"
+        )
     if "stopped" in s:
         lines.append(
             f"STOPPED by {s['stopped']['by']} at {s['stopped']['at']}; start over with: broker reset"

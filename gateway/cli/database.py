@@ -94,7 +94,10 @@ async def _run(
     state_dir = Path(settings.state_dir).resolve()  # noqa: ASYNC240 - a command line, before any task
     sqlite = settings.broker.database_url is None
     if sqlite and command != "upgrade" and not (state_dir / DB_FILE).exists():
-        raise Refused(f"no broker database in {state_dir} ({DB_FILE}): give the gateway's state folder")
+        raise Refused(
+            f"no broker database in {state_dir} ({DB_FILE}): give the gateway's state folder "
+            "(GATEWAY_STATE_DIR, or state_dir in --config)"
+        )
     lock_fd: int | None = None
     held = False
     if sqlite and command != "status":

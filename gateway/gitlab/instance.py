@@ -22,6 +22,7 @@ The request path pays two attribute reads and a comparison (:meth:`GitLabInstanc
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from collections.abc import Mapping
@@ -30,6 +31,8 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from gateway.gitlab.errors import GitLabError
+
+log = logging.getLogger("gateway.gitlab")
 
 
 class GitLabSession(Protocol):
@@ -81,7 +84,8 @@ class InstanceInfo:
     it (:attr:`choices`) never outlive the version they were made for.
 
     Attributes:
-        version: GitLab's own version text (``17.11.2-ee``), or None while unknown.
+        version: GitLab's version without the ``-ee`` suffix (``17.11.2``; a ``-pre`` stays: it
+            says a pre-release), or None while unknown. The edition is :attr:`edition`.
         release: ``(major, minor)`` of ``version``.
         edition: CE, EE, or UNKNOWN.
         choices: per operation, what :mod:`gateway.gitlab.needs` chose for this instance (filled on
@@ -103,7 +107,7 @@ class InstanceInfo:
         if self.version is None:
             return "GitLab (version not known yet)"
         edition = f" ({self.edition.value.upper()})" if self.edition is not Edition.UNKNOWN else ""
-        return f"GitLab {self.version.removesuffix('-ee')}{edition}"
+        return f"GitLab {self.version}{edition}"
 
     @classmethod
     def of(cls, version: str | None, enterprise: bool | None) -> InstanceInfo:
@@ -113,7 +117,8 @@ class InstanceInfo:
             return cls()
         if enterprise is None:
             enterprise = str(version).strip().lower().endswith("-ee")
-        return cls(str(version).strip(), release, Edition.EE if enterprise else Edition.CE)
+        plain = re.sub(r"-ee$", "", str(version).strip(), flags=re.IGNORECASE)
+        return cls(plain, release, Edition.EE if enterprise else Edition.CE)
 
 
 class GitLabInstance:
@@ -141,6 +146,13 @@ class GitLabInstance:
             return self.info
         self._next_read = now + REFRESH_SECONDS
         if info != self.info:
+            if self.info.known and info.version != self.info.version:
+                log.info(
+                    "GitLab version changed from %s to %s",
+                    self.info.version,
+                    info.version,
+                    extra={"gitlab_version": info.version, "edition": info.edition.value},
+                )
             self.info = info
             if self._on_learnt is not None:
                 self._on_learnt(info)

@@ -209,6 +209,11 @@ class Metrics:
             "1 when the broker's database answered this scrape's read, 0 when it failed or timed out",
             registry=r,
         )
+        self.confirmations_pending = Gauge(
+            "gateway_confirmations_pending",
+            'Approvals waiting for an operator (confirm_by = "operator"; 0 otherwise)',
+            registry=r,
+        )
         self.broker_state_since = Gauge(
             "gateway_broker_state_since_timestamp_seconds",
             "Unix time the broker entered its current state (the last transition's time)",

@@ -59,6 +59,12 @@ def limits_shown(settings: Settings) -> str:
     return "; ".join(parts) or "off"
 
 
+def confirm_by_shown(settings: Settings) -> dict[str, str]:
+    """``confirm_by=operator`` on the start-up line when set (it changes what a confirmed tool
+    waits for: a person at the console or the CLI); nothing for the default."""
+    return {"confirm_by": settings.confirm_by} if settings.confirm_by != "client" else {}
+
+
 def _bind_error(err: OSError) -> bool:
     # socket.gaierror: server.host is no address and no name the resolver knows.
     return isinstance(err, socket.gaierror) or err.errno in (
@@ -184,6 +190,7 @@ def serve(settings: Settings, *, gitlab_url: str, warnings: list[str]) -> int:
             "limits": limits_shown(settings),
             "tracing": "on" if tracing.ENABLED else "off",
             "console": "on" if settings.console.enabled else "off",
+            **confirm_by_shown(settings),
         },
     )
     for line in warnings:

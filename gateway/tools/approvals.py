@@ -92,11 +92,13 @@ async def operator_approval(
     while approval.status == "pending":
         left = waited_until - time.monotonic()
         if left <= 0:
+            # Only the ways this gateway offers: the console is named only when it is served.
+            where = "in the gateway's console (/broker) or " if ctx.settings.console.enabled else ""
             raise ToolError(
                 "conflict",
                 f"{tool} waits for an operator's approval (ticket {approval.ticket}), and none came within "
                 f"{int(ctx.settings.confirm_wait_seconds)} s. Nothing was done yet. Ask a person to approve "
-                f"or refuse ticket {approval.ticket} in the gateway's console (/broker) or with "
+                f"or refuse ticket {approval.ticket} {where}with "
                 f"`gitlab-mcp-gateway broker approve {approval.ticket}`, then call {tool} again with the "
                 "same arguments: it picks up the decision.",
                 ticket=approval.ticket,

@@ -13,7 +13,7 @@ import pytest
 
 from gateway.broker import housekeeping
 from gateway.broker.database import DatabaseUnavailable
-from tests.unit.broker.conftest import Env
+from tests.unit.broker.conftest import Env, EnvFactory
 
 
 async def _scrape(env: Env) -> None:
@@ -54,6 +54,21 @@ async def test_a_scrape_reads_state_time_in_state_queues_and_last_calls(env: Env
     assert reg.get_sample_value("gateway_broker_agent_waiting", {"agent": "reviewer"}) == 1
     await env.ok("pm", "send_message", {"to": "reviewer", "subject": "s", "body": {}})
     await waiting
+
+
+async def test_a_scrape_counts_the_confirmations_waiting_for_an_operator(make_env: EnvFactory) -> None:
+    env = await make_env(confirm_by="operator")
+    reg = env.metrics.registry
+    await _scrape(env)
+    assert reg.get_sample_value("gateway_confirmations_pending") == 0
+    asked = await env.broker.confirmations.request(
+        "approval:1", agent="pm", tool="save_pipeline", what="Cancel 1?", why=None, ttl_seconds=600
+    )
+    await _scrape(env)
+    assert reg.get_sample_value("gateway_confirmations_pending") == 1
+    await env.broker.confirmations.decide(asked.ticket, approve=False, operator="operator:alice", note=None)
+    await _scrape(env)
+    assert reg.get_sample_value("gateway_confirmations_pending") == 0
 
 
 async def test_a_failing_database_makes_the_gauge_zero_not_the_scrape_fail(

@@ -221,3 +221,17 @@ def test_confirmations_are_listed_approved_and_refused(
     assert as_json(capsys, "confirmations") == {"pending": []}
     code, out, _ = run(capsys, "confirmations")
     assert out.strip() == "No confirmation waits for an operator."
+
+
+def test_status_counts_the_confirmations_waiting_in_operator_mode(
+    state: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state.mkdir()
+    shutil.copyfile(migrated_sqlite_broker(), state / "broker.db")
+    asyncio.run(_ask_for_approvals(state))
+    code, out, err = run(capsys, "status")
+    assert code == 0 and "wait for an operator" not in out, err  # confirm_by = "client": none asked
+    monkeypatch.setenv("GATEWAY_CONFIRM_BY", "operator")
+    code, out, err = run(capsys, "status")
+    assert code == 0 and "2 confirmations wait for an operator: run broker confirmations" in out, err
+    assert as_json(capsys, "status")["confirmationsPending"] == 2

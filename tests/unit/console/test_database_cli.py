@@ -106,6 +106,17 @@ def test_a_schema_the_command_cannot_read_is_refused_with_what_to_do(
     assert revision(url) == "0003"
 
 
+@pytest.mark.parametrize("broker_backend", ["sqlite"], indirect=True)
+def test_reading_what_an_older_schema_lacks_says_what_to_do_without_a_log_line(
+    url: sa.URL, capsys: pytest.CaptureFixture[str]
+) -> None:
+    migrate.upgrade(url, to="0008")  # before the operator's confirmations
+    code, out, err = run(capsys, "broker", "confirmations")
+    assert code == 1 and out == ""
+    assert "'gitlab-mcp-gateway database upgrade'" in err
+    assert "no such table" not in err and "WARNING" not in err
+
+
 def test_acting_on_another_schema_is_refused(url: sa.URL, capsys: pytest.CaptureFixture[str]) -> None:
     migrate.upgrade(url, to="0007")
     code, _, err = run(capsys, "broker", "stop", "--yes")
@@ -235,6 +246,27 @@ def test_backup_and_restore_refusals(
     code, _, err = run(capsys, "database", "restore", str(backup))
     assert code == 1 and "Add --yes to confirm" in err and "kept as" in err
     assert sorted(p.name for p in state.iterdir() if p.name.startswith("broker.db.")) == []
+
+
+@pytest.mark.parametrize("broker_backend", ["sqlite"], indirect=True)
+def test_a_refused_restore_into_a_new_folder_touches_nothing_and_asks_the_right_question(
+    url: sa.URL, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    migrate.upgrade(url)
+    backup = tmp_path / "good.db"
+    assert run(capsys, "database", "backup", str(backup))[0] == 0
+    fresh = tmp_path / "fresh"
+    monkeypatch.setenv("GATEWAY_STATE_DIR", str(fresh))
+    code, _, err = run(capsys, "database", "status")
+    assert code == 1 and "no broker database in" in err
+    assert "GATEWAY_STATE_DIR, or state_dir in --config" in err
+    code, _, err = run(capsys, "database", "restore", str(backup))
+    assert code == 1 and "nothing was changed" in err and "Add --yes to confirm" in err
+    assert "Replace" not in err and "There is no broker database there yet" in err
+    assert not fresh.exists()  # no folder, no lock file
+    code, out, err = run(capsys, "database", "restore", str(backup), "--yes")
+    assert code == 0 and "restored" in out and "kept as" not in out
+    assert revision(engine_url(None, fresh)) == HEAD
 
 
 @pytest.mark.parametrize("broker_backend", ["postgresql"], indirect=True)

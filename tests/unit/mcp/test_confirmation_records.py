@@ -276,6 +276,19 @@ async def test_in_operator_mode_the_agent_cannot_answer_its_own_question(make_ap
     assert pending["agent"].startswith("pm") and "cancel GitLab pipeline 77" in pending["what"]
 
 
+@pytest.mark.parametrize("console", [False, True])
+async def test_a_wait_that_runs_out_names_only_the_ways_this_gateway_offers(
+    make_app: MakeApp, console: bool
+) -> None:
+    on = {"console": {"operator_token": "operator-secret-0123456789"}}
+    overrides: dict[str, Any] = on if console else {}
+    client = await make_app(GitLab(), confirm_by="operator", confirm_wait_seconds=0.1, **overrides)
+    result = await call(client, "save_pipeline", CANCEL, capabilities={})
+    text = result["content"][0]["text"]
+    assert reason(result) == "conflict" and "gitlab-mcp-gateway broker approve" in text
+    assert ("console (/broker)" in text) is console
+
+
 async def test_an_operators_approval_acts_once_and_a_refusal_is_declined(make_app: MakeApp) -> None:
     gitlab = GitLab()
     client = await make_app(gitlab, confirm_by="operator", confirm_wait_seconds=10)

@@ -1,4 +1,4 @@
-"""What the start-up log says of per-agent limits and tracing."""
+"""What the start-up log says of per-agent limits, tracing and who confirms."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from gateway.config import Settings
 from gateway.observability.tracing import traces_endpoint
+from gateway.server.serve import confirm_by_shown
 from gateway.server.serve import limits_shown as _limits_shown
 
 
@@ -22,3 +23,8 @@ def test_the_tracing_line_says_where_spans_go() -> None:
     assert traces_endpoint(base) == "http://collector:4318/v1/traces"
     full = {**base, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://otel.example.com/traces"}
     assert traces_endpoint(full) == "https://otel.example.com/traces"
+
+
+def test_the_start_up_line_says_confirm_by_operator_when_set(make_settings: Callable[..., Settings]) -> None:
+    assert confirm_by_shown(make_settings()) == {}
+    assert confirm_by_shown(make_settings(confirm_by="operator")) == {"confirm_by": "operator"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -319,9 +320,7 @@ async def test_the_first_call_learns_the_version_and_the_metric_shows_it(
     ok(await env.call("get_pipeline", {"project_id": PROJECT, "pipeline_id": PIPELINE_ID}))
     assert band.names() == ["InstanceMetadata", "getPipeline"]
     assert (
-        env.metrics.registry.get_sample_value(
-            "gateway_gitlab_info", {"version": "17.5.0-ee", "edition": "ee"}
-        )
+        env.metrics.registry.get_sample_value("gateway_gitlab_info", {"version": "17.5.0", "edition": "ee"})
         == 1.0
     )
 
@@ -351,8 +350,25 @@ async def test_a_caller_gitlab_tells_nothing_gets_the_newest_documents_and_is_no
     assert not env.gitlab.instance.info.known
 
 
+@pytest.mark.parametrize(
+    ("version", "enterprise", "plain", "edition"),
+    [
+        ("17.5.0-ee", True, "17.5.0", "ee"),
+        ("17.5.0-EE", None, "17.5.0", "ee"),
+        ("17.5.0", False, "17.5.0", "ce"),
+        ("19.4.0-pre", True, "19.4.0-pre", "ee"),
+    ],
+)
+def test_the_version_is_plain_and_the_edition_apart(
+    version: str, enterprise: bool | None, plain: str, edition: str
+) -> None:
+    info = InstanceInfo.of(version, enterprise)
+    assert (info.version, info.edition.value) == (plain, edition)
+
+
 @pytest.mark.gitlab_version(None)
-async def test_the_version_is_read_again_after_the_refresh_interval() -> None:
+async def test_the_version_is_read_again_after_the_refresh_interval(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "gateway.gitlab")
     now = [0.0]
     asked: list[str] = []
 
@@ -370,8 +386,11 @@ async def test_the_version_is_read_again_after_the_refresh_interval() -> None:
     assert (await instance.current(Session())).release == (18, 2)
     now[0] = REFRESH_SECONDS - 1
     assert (await instance.current(Session())).release == (18, 2) and len(asked) == 1
+    assert "GitLab version changed" not in caplog.text  # learnt, not changed
     now[0] = REFRESH_SECONDS + 1  # upgraded under the running gateway
     assert (await instance.current(Session())).release == (18, 5) and len(asked) == 2
+    changed = [r.getMessage() for r in caplog.records if "GitLab version changed" in r.getMessage()]
+    assert changed == ["GitLab version changed from 18.2.1 to 18.5.0"]
 
 
 @pytest.mark.gitlab_version(None)
