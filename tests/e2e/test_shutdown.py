@@ -47,7 +47,10 @@ async def test_sigterm_answers_open_calls_and_exits_zero(
     fresh_standin: Standin, start_gateway: Callable[..., GatewayProcess]
 ) -> None:
     gateway = start_gateway(env=fresh_standin.env(GATEWAY_SERVER__SHUTDOWN_TIMEOUT_SECONDS="10"))
-    fresh_standin.control.delay(GITLAB_DELAY_SECONDS, match={"path": "/api/graphql"})
+    # The tool's own request (the gateway's first call also reads GitLab's version; that is not held).
+    fresh_standin.control.delay(
+        GITLAB_DELAY_SECONDS, match={"path": "/api/graphql", "operation": "getPipeline"}
+    )
 
     async with (
         mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}) as waiter,
