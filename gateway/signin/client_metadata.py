@@ -134,6 +134,7 @@ class ClientMetadataFetcher:
         transport: the httpx transport to send through (tests); by default a direct one that
             keeps no connection alive.
         resolver: how host names are resolved (tests); by default the system's resolver.
+        timer: the cache's clock (seconds, monotonic); tests pass a fake one.
     """
 
     def __init__(
@@ -146,6 +147,7 @@ class ClientMetadataFetcher:
         allow_private_addresses: bool = False,
         transport: httpx.AsyncBaseTransport | None = None,
         resolver: Resolver | None = None,
+        timer: Callable[[], float] = time.monotonic,
     ) -> None:
         self._timeout = timeout_seconds
         self._max_bytes = max_bytes
@@ -153,7 +155,7 @@ class ClientMetadataFetcher:
         self._allow_private = allow_private_addresses
         self._resolve = resolver or _resolve
         self._cache: TLRUCache[str, _Outcome] = TLRUCache(
-            maxsize=cache_size, ttu=lambda _key, outcome, now: now + outcome.ttl, timer=time.monotonic
+            maxsize=cache_size, ttu=lambda _key, outcome, now: now + outcome.ttl, timer=timer
         )
         # Only for its single-flight: ttl=0 stores nothing (the TLRU cache above keeps results,
         # each with its own lifetime). The key is the public URL: the data is the same for everyone.
@@ -288,7 +290,7 @@ class ClientMetadataFetcher:
             if length.isdigit() and int(length) > self._max_bytes:
                 raise ClientMetadataError(too_large)
             body = bytearray()
-            async for chunk in response.aiter_raw():
+            async for chunk in response.aiter_bytes():  # identity: as read
                 body += chunk
                 if len(body) > self._max_bytes:
                     raise ClientMetadataError(too_large)
