@@ -155,7 +155,7 @@ class ClientMetadataFetcher:
         self._allow_private = allow_private_addresses
         self._resolve = resolver or _resolve
         self._cache: TLRUCache[str, _Outcome] = TLRUCache(
-            maxsize=cache_size, ttu=lambda _key, outcome, now: now + outcome.ttl, timer=timer
+            maxsize=max(cache_size, 1), ttu=lambda _key, outcome, now: now + outcome.ttl, timer=timer
         )
         # Only for its single-flight: ttl=0 stores nothing (the TLRU cache above keeps results,
         # each with its own lifetime). The key is the public URL: the data is the same for everyone.

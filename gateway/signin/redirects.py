@@ -13,9 +13,10 @@
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from urllib.parse import urlsplit
+
+from gateway.config import is_loopback
 
 __all__ = ["LOOPBACK_HOSTS", "redirect_uri_matches", "validate_redirect_uri"]
 
@@ -78,15 +79,6 @@ def redirect_uri_matches(registered: str, presented: str) -> bool:
     return ours is not None and ours == theirs
 
 
-def _is_loopback_host(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def validate_redirect_uri(uri: str) -> str | None:
     """None when ``uri`` may be registered as a redirect URI, else why not (one sentence, fit
     for an OAuth ``error_description``: plain ASCII, no quotes).
@@ -123,7 +115,7 @@ def validate_redirect_uri(uri: str) -> str | None:
     if lowered == "https":
         return None if host else "an https redirect URI must name a host"
     if lowered == "http":
-        if host and _is_loopback_host(host):
+        if host and is_loopback(host):
             return None
         return (
             "http redirect URIs are allowed only to loopback hosts (127.0.0.1, [::1], localhost): use https"

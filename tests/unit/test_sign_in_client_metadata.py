@@ -9,7 +9,6 @@ pinning, SNI and certificate checks) with ``allow_private_addresses``.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import json
 import ssl
 import time
@@ -20,10 +19,6 @@ from typing import Any
 import httpx
 import pytest
 from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from gateway.signin.client_metadata import (
     NEGATIVE_CACHE_SECONDS,
@@ -32,6 +27,7 @@ from gateway.signin.client_metadata import (
     ClientMetadataFetcher,
     is_public_address,
 )
+from tests.local_http import self_signed_certificate, tls_site
 
 CLIENT_ID = "https://client.example/oauth/client.json"
 PUBLIC_V4 = "93.184.215.14"
@@ -497,38 +493,11 @@ async def test_the_cache_is_bounded(host: ClientHost, clock: FakeClock) -> None:
 # A real HTTPS server on loopback: the network path, end to end.
 
 
-def _certificate(directory: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for ``localhost`` (cert path, key path)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "client.pem", directory / "client.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return cert_path, key_path
-
-
 @pytest.fixture
 async def loopback_client(tmp_path: Path) -> AsyncIterator[tuple[str, ssl.SSLContext, list[str]]]:
     """An HTTPS server on 127.0.0.1 serving a metadata document at ``https://localhost:<port>/client.json``:
     (client_id, a TLS context trusting its certificate, the Host headers it received)."""
-    cert, key = _certificate(tmp_path)
+    cert, key = self_signed_certificate(tmp_path, "localhost")
     hosts: list[str] = []
     client_id = ""
 
@@ -540,19 +509,9 @@ async def loopback_client(tmp_path: Path) -> AsyncIterator[tuple[str, ssl.SSLCon
 
     app = web.Application()
     app.router.add_get("/client.json", document)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    server_context.load_cert_chain(cert, key)
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_context)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    client_id = f"https://localhost:{port}/client.json"
-    trusting = ssl.create_default_context(cafile=str(cert))
-    try:
-        yield client_id, trusting, hosts
-    finally:
-        await runner.cleanup()
+    async with tls_site(app, cert, key) as port:
+        client_id = f"https://localhost:{port}/client.json"
+        yield client_id, ssl.create_default_context(cafile=str(cert)), hosts
 
 
 async def test_a_real_loopback_server_is_reached_only_when_private_addresses_are_allowed(
