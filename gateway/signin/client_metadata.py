@@ -132,7 +132,8 @@ class ClientMetadataFetcher:
         allow_private_addresses: test-only: fetch from loopback and private addresses too
             (``sign_in.allow_loopback_client_metadata``, off by default).
         transport: the httpx transport to send through (tests); by default a direct one that
-            keeps no connection alive.
+            keeps no connection alive (one given should not either: a kept connection to an IP
+            would serve the next host name on that IP without a new TLS handshake).
         resolver: how host names are resolved (tests); by default the system's resolver.
         timer: the cache's clock (seconds, monotonic); tests pass a fake one.
     """
