@@ -64,7 +64,6 @@ MIN_CACHE_SECONDS = 60
 
 #: ``(host, port) -> IP addresses``: how the fetcher resolves host names (tests pass their own).
 Resolver = Callable[[str, int], Awaitable[Sequence[str]]]
-
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 
 
@@ -180,8 +179,7 @@ class ClientMetadataFetcher:
 
     @staticmethod
     def is_metadata_client_id(client_id: str) -> bool:
-        """Whether ``client_id`` is URL-formatted (https, a host, a path other than ``/``): such
-        ids are fetched, any other is a registered one (:func:`is_metadata_client_id`)."""
+        """Whether ``client_id`` names a metadata document (https, a host, a path but ``/``)."""
         return is_metadata_client_id(client_id)
 
     async def fetch(self, client_id: str) -> ClientMetadata:
@@ -278,6 +276,12 @@ class ClientMetadataFetcher:
                 raise ClientMetadataError(
                     f"the client_id URL answered with a redirect (HTTP {status}), which is not followed: "
                     "serve the client metadata document at the client_id URL itself"
+                )
+            if status in (401, 403, 429, 503):
+                # claude.ai's document, for one, sits behind a bot challenge some networks get.
+                raise ClientMetadataError(
+                    f"the client_id URL answered HTTP {status}, not 200: its host refused the gateway "
+                    "(a bot challenge?); an operator can pre-register this client_id with its redirect URIs"
                 )
             if status != 200:
                 raise ClientMetadataError(f"the client_id URL answered HTTP {status}, not 200")

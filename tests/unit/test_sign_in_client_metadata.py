@@ -225,6 +225,10 @@ async def test_a_document_breaking_a_rule_is_refused_with_the_rule(
         ),
         (httpx.Response(404, json={"error": "not found"}), "answered HTTP 404, not 200"),
         (httpx.Response(204), "answered HTTP 204, not 200"),
+        (
+            httpx.Response(403, text="<html>Just a moment...</html>", headers={"Content-Type": "text/html"}),
+            "HTTP 403, not 200: its host refused the gateway (a bot challenge?)",
+        ),
     ],
 )
 async def test_an_answer_that_is_not_a_json_document_is_refused(
