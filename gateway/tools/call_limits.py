@@ -120,8 +120,8 @@ class FailureWindows:
 
 
 class CallsInFlight(Slots):
-    """GitLab tool calls under way per caller, at most ``cap`` each (its slots: every tool call
-    enters and leaves, so nothing stands between them and the count)."""
+    """GitLab tool calls under way per caller, at most ``cap`` each: :class:`Slots` keyed by
+    :func:`~gateway.tools.caller.rate_limit_key`."""
 
     __slots__ = ("_on_limited",)
 

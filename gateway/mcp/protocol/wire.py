@@ -235,7 +235,7 @@ def check_text(decoded: Any) -> None:
         raise _bad_text("", found.group())
     # One iterator per container being walked, and the key each was entered by: memory follows
     # the nesting, not the width, and a path is spelled out only for a string refused (a batch of
-    # 520,000 items must not cost 520,000 path strings, nor a message a call per container).
+    # 520,000 items must not cost 520,000 path strings).
     stack: list[Iterator[tuple[str | int, Any]]] = []
     keys: list[str | int] = []  # stack[i + 1] walks the container at keys[i] of stack[i]
     if isinstance(decoded, dict):
