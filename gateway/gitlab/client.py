@@ -30,7 +30,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
-from opentelemetry.trace import Span
 
 from gateway import __version__
 from gateway.config import GitLabSettings
@@ -332,10 +331,10 @@ class GitLabClient:
             async with asyncio.timeout_at(deadline + _DEADLINE_GRACE):
                 response = await self._exchange(call, headers, deadline)
         except NOT_SENT as exc:
-            self.record(call, "error", started, error=type(exc).__name__, span=span)
+            record_attempt(self.metrics, call, "error", started, error=type(exc).__name__, span=span)
             raise not_connected(call, self.base.url, exc) from None
         except AnswerTooLarge as exc:
-            self.record(call, "error", started, error="AnswerTooLarge", span=span)
+            record_attempt(self.metrics, call, "error", started, error="AnswerTooLarge", span=span)
             what = str(exc)
             if not call.idempotent:
                 raise call.maybe_sent(what) from None
@@ -349,30 +348,24 @@ class GitLabClient:
         except asyncio.CancelledError:
             # The MCP call was cancelled (its client went away, shutdown) with this attempt under
             # way: GitLab may have it, a mutation may have been made, so the access line says so.
-            self.record(call, "cancelled", started, error="cancelled", span=span)
+            record_attempt(self.metrics, call, "cancelled", started, error="cancelled", span=span)
             raise
         except (httpx.HTTPError, TimeoutError) as exc:
-            self.record(call, "error", started, error=type(exc).__name__, span=span)
+            record_attempt(self.metrics, call, "error", started, error=type(exc).__name__, span=span)
             if not call.idempotent:
                 raise call.maybe_sent(what_failed(exc)) from None
             raise not_answered(call, exc) from None
-        self.record(call, f"{response.status_code // 100}xx", started, status=response.status_code, span=span)
+        record_attempt(
+            self.metrics,
+            call,
+            f"{response.status_code // 100}xx",
+            started,
+            status=response.status_code,
+            span=span,
+        )
         return check_status(
             call, response, where=self.base.url, max_retry_after=self.settings.max_retry_after_seconds
         )
-
-    def record(
-        self,
-        call: GitLabCall,
-        status_class: str,
-        started: float,
-        *,
-        status: int | None = None,
-        error: str | None = None,
-        span: Span | None = None,
-    ) -> None:
-        """Count and time one attempt (:func:`~gateway.gitlab.attempt_log.record_attempt`)."""
-        record_attempt(self.metrics, call, status_class, started, status=status, error=error, span=span)
 
 
 class GitLabSession:
