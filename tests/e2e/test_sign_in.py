@@ -163,16 +163,24 @@ async def test_dynamic_registration_signs_in_and_every_tool_runs_as_the_user(
     gateway: SignInGateway, fresh_standin: Standin, mode: str
 ) -> None:
     browser, storage = HeadlessBrowser(), MemoryStorage()
+    seen: list[str] = []  # everything the client was sent back
     async with signed_in_client(gateway.mcp_url, provider(gateway.mcp_url, browser, storage), mode) as client:
         assert client.protocol_version == ERAS[mode]
         assert set(HAPPY) <= {t.name for t in (await client.list_tools()).tools}
         for name, arguments in HAPPY.items():
             result = await client.call_tool(name, arguments)
             assert not result.is_error, (name, result.content)
+            seen.append(result.model_dump_json())
     assert len(browser.urls) == 1
     assert storage.client_info is not None and storage.client_info.client_id  # registered dynamically
     assert_as_alice(api_requests(fresh_standin, 0))
     assert fresh_standin.control.pipelines(created=True)[0]["user"] == "alice"
+    # GitLab's tokens never leave the gateway: not in answers, the client's tokens, nor its log.
+    assert storage.tokens is not None
+    seen += [storage.tokens.model_dump_json(), gateway.process.log()]
+    for issued in fresh_standin.control.oauth_tokens():
+        for value in (issued["access_token"], issued["refresh_token"]):
+            assert not any(value in text for text in seen)
 
 
 @pytest.mark.parametrize("mode", sorted(ERAS))

@@ -452,6 +452,11 @@ class StandinControl:
         """``{"refreshes": {username: n}, "invalid_grants": n, "token_requests": n, "active_tokens": n}``."""
         return self.call("GET", "/oauth/counts")
 
+    def oauth_tokens(self) -> list[dict[str, Any]]:
+        """Every OAuth token issued: ``{access_token, refresh_token, client_id, username, scopes,
+        revoked, expired}`` (values included, so a test can check none leaked)."""
+        return _items(self.call("GET", "/oauth/tokens"), "tokens")
+
     def oauth_clear(self) -> None:
         """Forget every OAuth application, added user and token, and zero the counts."""
         self.call("DELETE", "/oauth")

@@ -191,6 +191,22 @@ class OAuthState:
             raise LookupError(f"user {username}")
         return [t for t in self.tokens if not t.revoked and (user is None or t.user_id == user.id)]
 
+    def issued(self, world: World) -> list[dict[str, Any]]:
+        """Every token issued, values included: for tests that check a token never leaks."""
+        now = time.time()
+        return [
+            {
+                "access_token": t.access,
+                "refresh_token": t.refresh,
+                "client_id": t.client_id,
+                "username": world.users[t.user_id].username if t.user_id in world.users else None,
+                "scopes": list(t.scopes),
+                "revoked": t.revoked,
+                "expired": t.expired(now),
+            }
+            for t in self.tokens
+        ]
+
     def counts(self, world: World) -> dict[str, Any]:
         return {
             "refreshes": dict(self.refreshes),

@@ -256,6 +256,9 @@ def control_routes(app: web.Application, state: OAuthState, world: Any) -> None:
     async def counts(_: web.Request) -> web.Response:
         return web.json_response(state.counts(world()))
 
+    async def tokens(_: web.Request) -> web.Response:
+        return web.json_response({"tokens": state.issued(world())})
+
     async def clear(_: web.Request) -> web.Response:
         state.clear()
         return web.json_response({"ok": True})
@@ -267,4 +270,5 @@ def control_routes(app: web.Application, state: OAuthState, world: Any) -> None:
     app.router.add_post("/oauth/revoke", revoke)
     app.router.add_post("/oauth/settings", settings)
     app.router.add_get("/oauth/counts", counts)
+    app.router.add_get("/oauth/tokens", tokens)
     app.router.add_delete("/oauth", clear)

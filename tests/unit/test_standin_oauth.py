@@ -168,6 +168,11 @@ async def test_a_refresh_rotates_both_tokens_and_the_old_pair_stops_working(aioh
     assert (await client.get("/api/v4/user", headers=bearer(second))).status == 200
     counts = await (await client.get("/_standin/oauth/counts")).json()
     assert counts["refreshes"] == {"dana": 1} and counts["invalid_grants"] == 1
+    issued = (await (await client.get("/_standin/oauth/tokens")).json())["tokens"]
+    assert [(t["access_token"], t["revoked"]) for t in issued] == [
+        (first["access_token"], True),
+        (second["access_token"], False),
+    ]
 
 
 async def test_expired_and_revoked_tokens_get_gitlabs_401(aiohttp_client: Any) -> None:
