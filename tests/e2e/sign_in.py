@@ -8,13 +8,11 @@ to the client's loopback ``redirect_uri``, whose ``code``, ``state`` and ``iss``
 callback handler. No callback server listens: nothing is ever sent to that redirect URI.
 
 :class:`DocumentServer` serves a Client ID Metadata Document over https on loopback, with a
-certificate made for the test (the gateway trusts it through ``SSL_CERT_FILE``).
+self-signed certificate (the gateway trusts it through ``SSL_CERT_FILE``).
 """
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import json
 import ssl
 import threading
@@ -28,10 +26,6 @@ from urllib.parse import parse_qs, urlencode, urljoin, urlsplit, urlunsplit
 
 import httpx
 import httpx2
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from mcp import Client
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
@@ -42,7 +36,7 @@ from mcp.shared.auth import (
     OAuthToken,
 )
 
-from tests.local_http import TLS
+from tests.local_http import TLS, self_signed_certificate
 
 #: The client's loopback redirect URI: a port no one listens on (the browser stops before it).
 REDIRECT_URI = "http://127.0.0.1:33418/callback"
@@ -200,43 +194,13 @@ async def signed_in_client(url: str, auth: OAuthClientProvider, mode: str = "aut
 # -- a Client ID Metadata Document over https -----------------------------------------------------
 
 
-def loopback_certificate(folder: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 (its own CA) and its key, as PEM files."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sign-in e2e client documents")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "documents.pem", folder / "documents.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return cert_path, key_path
-
-
 class DocumentServer:
     """``https://127.0.0.1:N/clients/e2e.json``: a Client ID Metadata Document, in a thread."""
 
     PATH = "/clients/e2e.json"
 
     def __init__(self, folder: Path, redirect_uris: list[str]) -> None:
-        self.cert, key = loopback_certificate(folder)
+        self.cert, key = self_signed_certificate(folder, "127.0.0.1")
         self.fetches = 0
         outer = self
 
