@@ -137,11 +137,15 @@ def last_seq(standin: Standin) -> int:
     return int(log[-1]["seq"]) if log else 0
 
 
-def assert_as_alice(requests: list[dict[str, Any]]) -> None:
-    """Every GitLab API request acted as alice, with an OAuth token (never a personal one)."""
+def assert_as_alice(requests: list[dict[str, Any]], *, expired: bool = False) -> None:
+    """Every GitLab API request acted as alice, with an OAuth token (never a personal one); with
+    ``expired``, GitLab may also have refused the expired one (401, acting as nobody)."""
     assert requests
-    wrong = [(r["method"], r["path"], r["auth"], r["user"], r["oauth"]) for r in requests]
-    assert all(r["user"] == "alice" and r["oauth"] for r in requests), wrong
+    wrong = [(r["method"], r["path"], r["status"], r["auth"], r["user"], r["oauth"]) for r in requests]
+    assert all(
+        r["oauth"] and (r["user"] == "alice" or (expired and r["status"] == 401 and r["user"] is None))
+        for r in requests
+    ), wrong
 
 
 def test_discovery_and_the_challenge_name_the_gateway(gateway: SignInGateway) -> None:
@@ -276,9 +280,9 @@ async def test_the_client_keeps_working_past_gitlab_and_gateway_token_expiries(
             since = last_seq(gateway.standin)
             result = await client.call_tool("get_pipeline", HAPPY["get_pipeline"])
             assert not result.is_error, result.content
+            assert len(browser.urls) == 1  # never asked the person again
             assert control.oauth_counts()["refreshes"].get("alice", 0) == refreshes + 1
-            assert_as_alice(api_requests(gateway.standin, since))
-    assert len(browser.urls) == 1  # never asked the person again
+            assert_as_alice(api_requests(gateway.standin, since), expired=True)
     assert control.oauth_counts()["invalid_grants"] == 0
 
 
