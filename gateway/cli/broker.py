@@ -258,7 +258,7 @@ async def _run(
         return 0
     async with open_broker_for(settings, act=False) as broker:
         if command == "status":
-            status = await broker.monitoring.status()
+            status = await broker.monitoring.status(replicas=True)
             for key in ("uptime", "uptimeSeconds"):  # this command's, not the gateway's
                 status.pop(key, None)
             running = schema.gateway_running(settings)
