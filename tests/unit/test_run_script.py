@@ -24,7 +24,12 @@ INSTALLED_ALREADY = pytest.mark.skipif(
 def run(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GATEWAY_", "GITLAB_"))}
     return subprocess.run(
-        [str(REPO / "scripts" / "run"), *args], cwd=folder, env=env, capture_output=True, text=True, timeout=60
+        [str(REPO / "scripts" / "run"), *args],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 

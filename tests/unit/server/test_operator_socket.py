@@ -47,8 +47,12 @@ def test_a_state_folder_too_deep_for_a_unix_socket_is_told() -> None:
 async def test_a_socket_left_off_names_the_console_only_when_it_is_served(
     console: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
-    overrides: dict[str, Any] = {"console": {"operator_token": "operator-secret-0123456789"}} if console else {}
-    settings = load_settings(gitlab={"url": "https://gitlab.example.com"}, state_dir="/" + "x" * 100, **overrides)
+    overrides: dict[str, Any] = (
+        {"console": {"operator_token": "operator-secret-0123456789"}} if console else {}
+    )
+    settings = load_settings(
+        gitlab={"url": "https://gitlab.example.com"}, state_dir="/" + "x" * 100, **overrides
+    )
     app = web.Application()
     serve_operator_socket(app, settings)
     listener = app.cleanup_ctx[-1](app)
