@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 import stat
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,7 @@ async def test_a_socket_left_off_names_the_console_only_when_it_is_served(
     app = web.Application()
     serve_operator_socket(app, settings)
     listener = app.cleanup_ctx[-1](app)
+    assert isinstance(listener, AsyncIterator)  # the listener is an async generator
     with caplog.at_level(logging.WARNING, logger="gateway"):
         await anext(listener)
     [line] = [r.getMessage() for r in caplog.records if "operator socket off" in r.getMessage()]
