@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import sqlalchemy as sa
 
 from gateway.broker.queries.base import Statements
@@ -14,15 +16,7 @@ class ReplicaQueries(Statements):
 
     async def beat(self, row: ReplicaRow) -> None:
         """Write ``row`` (insert, or update its ``last_seen`` and ``every``)."""
-        ins = self.insert(replicas).values(
-            id=row.id,
-            host=row.host,
-            pid=row.pid,
-            version=row.version,
-            started=row.started,
-            last_seen=row.last_seen,
-            every=row.every,
-        )
+        ins = self.insert(replicas).values(**dataclasses.asdict(row))
         await self.conn.execute(
             ins.on_conflict_do_update(
                 index_elements=[replicas.c.id],
