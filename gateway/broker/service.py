@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from gateway.broker.activity_log import PIPELINE_LOG, ActivityLogs, parse_line
+from gateway.broker.activity_log import PIPELINE_LOG, ActivityLogs
 from gateway.broker.auto_advance import AutoAdvance
 from gateway.broker.changes import Changes
 from gateway.broker.confirmations import ConfirmationStore
@@ -345,7 +345,7 @@ class BrokerService:
                 await self.changes.apply(q, p, Event.STOP, facts, after)
                 after.stop = False  # the file is already there and nobody waits yet
             if self.logs.files and await q.log_is_empty():
-                await q.append_log(self._log_files_lines())
+                await q.append_log(self.logs.lines_in_files())
             line = f"broker started in {after.state or p.state}" + (
                 f", auto-advance {p.aa_stage} resumed" if p.aa_stage else ""
             )
@@ -366,23 +366,6 @@ class BrokerService:
         await self.housekeeping.refresh_depths()
         self.auto_advance.reschedule(p.aa_stage, p.aa_deadline)
         self.auto_advance.start()
-
-    def _log_files_lines(self) -> list[tuple[str, str, str, str]]:
-        """The lines of the activity-log files (a database from before logs were kept in it)."""
-        out: list[tuple[str, str, str, str]] = []
-        for name in self.logs.names:
-            path = self.logs.path(name)
-            files = [path.with_name(f"{path.name}.{i}") for i in range(self.config.log_backups, 0, -1)]
-            for file in [*files, path]:  # oldest first
-                try:
-                    text = file.read_text(encoding="utf-8", errors="replace")
-                except FileNotFoundError:
-                    continue
-                for line in text.splitlines():
-                    parsed = parse_line(line)
-                    if parsed is not None:
-                        out.append((name, *parsed))
-        return out
 
     def _closing_reason(self) -> str | None:
         return self._closing
