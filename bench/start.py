@@ -18,7 +18,8 @@ start-up check costs what a failed one costs. CPU is the process's own (``/proc/
 system, children included), which other load on the machine skews less than wall time; the load
 average is printed beside the figures all the same. Idle RSS is ``VmRSS`` two seconds after the
 first healthy answer, before any MCP request: the first request of each MCP era loads what only
-that era uses, and the first ``tools/list`` builds the tools' schemas.
+that era uses, the first that lists or calls a tool imports the tool modules, and the first
+``tools/list`` builds the tools' schemas.
 """
 
 from __future__ import annotations

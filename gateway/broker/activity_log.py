@@ -93,6 +93,24 @@ class ActivityLogs:
             for name, at, who, text in lines:
                 self.append(name, at, who, text)
 
+    def lines_in_files(self) -> list[tuple[str, str, str, str]]:
+        """The lines of the log files, oldest first, each ``(log, time, who, text)`` (a database
+        from before logs were kept in it gets them at start)."""
+        out: list[tuple[str, str, str, str]] = []
+        for name in self.names:
+            path = self.path(name)
+            files = [path.with_name(f"{path.name}.{i}") for i in range(self._backups, 0, -1)]
+            for file in [*files, path]:  # oldest first
+                try:
+                    text = file.read_text(encoding="utf-8", errors="replace")
+                except FileNotFoundError:
+                    continue
+                for line in text.splitlines():
+                    parsed = parse_line(line)
+                    if parsed is not None:
+                        out.append((name, *parsed))
+        return out
+
     def path(self, name: str) -> Path:
         """The current file of log ``name``.
 

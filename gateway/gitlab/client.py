@@ -24,20 +24,19 @@ import asyncio
 import contextlib
 import json as json_lib
 import logging
-import re
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
-from opentelemetry.trace import Span
 
 from gateway import __version__
 from gateway.config import GitLabSettings
 from gateway.gitlab import transport
 from gateway.gitlab.answers import check_status, decode_json, graphql_data
 from gateway.gitlab.attempt_errors import NOT_SENT, not_answered, not_connected, what_failed
+from gateway.gitlab.attempt_log import record_attempt
 from gateway.gitlab.call import GitLabCall, HttpReply
 from gateway.gitlab.credentials import Credential
 from gateway.gitlab.errors import GitLabUpstreamError
@@ -45,11 +44,11 @@ from gateway.gitlab.http import build_http_client, build_transport
 from gateway.gitlab.instance import GitLabInstance, InstanceInfo
 from gateway.gitlab.operation_loader import graphql_body
 from gateway.gitlab.retries import SleepFn, with_retries
+from gateway.gitlab.routes import rest_path
 from gateway.gitlab.streaming import BodyStream, open_stream
 from gateway.gitlab.transport import MAX_GRAPHQL_ANSWER_BYTES, AiohttpTransport, AnswerTooLarge, too_large
-from gateway.gitlab.urls import EncodedId, GitLabBase, normalize_base_url
+from gateway.gitlab.urls import GitLabBase, normalize_base_url
 from gateway.observability import tracing
-from gateway.observability.access import note_gitlab_request
 from gateway.observability.metrics import Metrics
 
 log = logging.getLogger("gateway.gitlab")
@@ -58,9 +57,6 @@ log = logging.getLogger("gateway.gitlab")
 #: checks): what GitLab's logs and an administrator see.
 USER_AGENT = f"gitlab-mcp-gateway/{__version__}"
 
-#: Failures that prove the request never left the gateway, so even a mutation may be resent.
-#: One encoded path segment: RFC 3986 ``pchar`` without ``/``, and no dot segment.
-_SEGMENT = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:@%]+")
 #: How long past an attempt's deadline the client itself gives up, for a transport that does
 #: not enforce the deadline (the aiohttp transport does, and says what it knows first).
 _DEADLINE_GRACE = 0.5
@@ -211,7 +207,7 @@ class GitLabClient:
             with GitLab's JSON body.
         """
         method = method.upper()
-        path = route.format(**{k: _segment(k, v) for k, v in (path_params or {}).items()})
+        path = rest_path(route, path_params)
         call = GitLabCall(
             method=method,
             url=self.base.api_url + path,
@@ -247,9 +243,7 @@ class GitLabClient:
         Raises:
             the typed errors of :meth:`rest`, before the block is entered.
         """
-        path = route.format(**{k: _segment(k, v) for k, v in (path_params or {}).items()})
-        if suffix:
-            path += "/".join(_segment("suffix", s) for s in suffix.split("/"))
+        path = rest_path(route, path_params, suffix)
         call = GitLabCall(
             method="GET",
             url=self.base.api_url + path,
@@ -337,10 +331,10 @@ class GitLabClient:
             async with asyncio.timeout_at(deadline + _DEADLINE_GRACE):
                 response = await self._exchange(call, headers, deadline)
         except NOT_SENT as exc:
-            self.record(call, "error", started, error=type(exc).__name__, span=span)
+            record_attempt(self.metrics, call, "error", started, error=type(exc).__name__, span=span)
             raise not_connected(call, self.base.url, exc) from None
         except AnswerTooLarge as exc:
-            self.record(call, "error", started, error="AnswerTooLarge", span=span)
+            record_attempt(self.metrics, call, "error", started, error="AnswerTooLarge", span=span)
             what = str(exc)
             if not call.idempotent:
                 raise call.maybe_sent(what) from None
@@ -354,49 +348,23 @@ class GitLabClient:
         except asyncio.CancelledError:
             # The MCP call was cancelled (its client went away, shutdown) with this attempt under
             # way: GitLab may have it, a mutation may have been made, so the access line says so.
-            self.record(call, "cancelled", started, error="cancelled", span=span)
+            record_attempt(self.metrics, call, "cancelled", started, error="cancelled", span=span)
             raise
         except (httpx.HTTPError, TimeoutError) as exc:
-            self.record(call, "error", started, error=type(exc).__name__, span=span)
+            record_attempt(self.metrics, call, "error", started, error=type(exc).__name__, span=span)
             if not call.idempotent:
                 raise call.maybe_sent(what_failed(exc)) from None
             raise not_answered(call, exc) from None
-        self.record(call, f"{response.status_code // 100}xx", started, status=response.status_code, span=span)
+        record_attempt(
+            self.metrics,
+            call,
+            f"{response.status_code // 100}xx",
+            started,
+            status=response.status_code,
+            span=span,
+        )
         return check_status(
             call, response, where=self.base.url, max_retry_after=self.settings.max_retry_after_seconds
-        )
-
-    def record(
-        self,
-        call: GitLabCall,
-        status_class: str,
-        started: float,
-        *,
-        status: int | None = None,
-        error: str | None = None,
-        span: Span | None = None,
-    ) -> None:
-        """Count and time one attempt: metrics, the MCP request's access line, a DEBUG line, and
-        the end of its span (tracing on)."""
-        elapsed = time.perf_counter() - started
-        if span is not None:
-            tracing.end_gitlab_span(span, status, error)
-        if self.metrics is not None:
-            self.metrics.gitlab_requests.labels(call.operation, status_class).inc()
-            self.metrics.gitlab_latency.labels(call.operation).observe(elapsed)
-            if status == 429:
-                self.metrics.gitlab_rate_limited.labels(call.operation).inc()
-        note_gitlab_request(call.operation, status if status is not None else error)
-        log.debug(
-            "gitlab request",
-            extra={
-                "operation": call.operation,
-                "method": call.method,
-                "status": status,
-                "error": error,
-                "duration_ms": round(elapsed * 1000, 2),
-                "request_id": call.request_id,
-            },
         )
 
 
@@ -455,19 +423,3 @@ class GitLabSession:
 def _json_body(value: Any) -> bytes:
     """A JSON request body, encoded as httpx encodes ``json=``."""
     return json_lib.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-
-
-def _segment(name: str, value: str | int) -> str:
-    """``value`` as one REST path segment; refuses anything that would change the route."""
-    if isinstance(value, bool):
-        raise ValueError(f"path parameter {name!r} must be a string or an integer, not a bool")
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, EncodedId):
-        return str(value)
-    if not _SEGMENT.fullmatch(value) or value in (".", ".."):
-        raise ValueError(
-            f"path parameter {name!r} is not one encoded path segment: {value!r}; encode it with "
-            "gateway.gitlab.urls.encode_project or urllib.parse.quote(value, safe='')"
-        )
-    return value

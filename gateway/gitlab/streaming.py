@@ -27,6 +27,7 @@ import httpx
 
 from gateway.gitlab.answers import check_status
 from gateway.gitlab.attempt_errors import NOT_SENT, not_answered, not_connected
+from gateway.gitlab.attempt_log import record_attempt
 from gateway.gitlab.call import GitLabCall, Headers, HttpReply
 from gateway.gitlab.errors import GitLabUpstreamError
 from gateway.gitlab.retries import SleepFn, with_retries
@@ -34,8 +35,6 @@ from gateway.gitlab.transport import AiohttpTransport, map_error
 from gateway.observability import tracing
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span
-
     from gateway.config import GitLabSettings
     from gateway.gitlab.urls import GitLabBase
     from gateway.observability.metrics import Metrics
@@ -68,17 +67,6 @@ class GitLabClient(Protocol):
 
     @property
     def timeouts(self) -> Mapping[str, float | None]: ...
-
-    def record(
-        self,
-        call: GitLabCall,
-        status_class: str,
-        started: float,
-        *,
-        status: int | None = None,
-        error: str | None = None,
-        span: Span | None = None,
-    ) -> None: ...
 
 
 #: The most of an error answer read (GitLab's JSON error bodies are tiny).
@@ -168,13 +156,13 @@ async def _attempt(client: GitLabClient, call: GitLabCall, deadline: float) -> B
         async with asyncio.timeout_at(deadline):
             stream = await _open(client, call, headers, body_deadline)
     except NOT_SENT as exc:
-        client.record(call, "error", started, error=type(exc).__name__, span=span)
+        record_attempt(client.metrics, call, "error", started, error=type(exc).__name__, span=span)
         raise not_connected(call, client.base.url, exc) from None
     except (httpx.HTTPError, TimeoutError) as exc:
-        client.record(call, "error", started, error=type(exc).__name__, span=span)
+        record_attempt(client.metrics, call, "error", started, error=type(exc).__name__, span=span)
         raise not_answered(call, exc) from None
     status, answer_headers, body = stream
-    client.record(call, f"{status // 100}xx", started, status=status, span=span)
+    record_attempt(client.metrics, call, f"{status // 100}xx", started, status=status, span=span)
     if status >= 300:
         try:
             content = await _read_some(body.chunks(), ERROR_BODY_BYTES)

@@ -12,7 +12,8 @@ app with ``create_app(settings, services=partial(build_services, gitlab_http=...
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import gc
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from aiohttp import web
 
@@ -35,6 +36,13 @@ from gateway.tools import all_tools
 from gateway.tools.call_limits import CallsInFlight, RejectedTokens
 from gateway.tools.rate_limits import build_limiter
 from gateway.tools.registry import Registry, Tool
+
+
+def _declared_tools() -> list[Tool]:
+    tools = all_tools()
+    if gc.get_freeze_count():  # a served gateway froze its start-up heap (gateway.server.serve)
+        gc.freeze()  # the tool modules live as long as it does: out of the collector's passes too
+    return tools
 
 
 def create_app(
@@ -64,13 +72,13 @@ def create_app(
         handler_args={"auto_decompress": False},
     )
     app[METRICS] = metrics
-    served = list(all_tools() if tools is None else tools)
+    # The tool modules are imported at the first MCP request that needs them, not at start.
+    served: Sequence[Tool] | Callable[[], Sequence[Tool]] = _declared_tools if tools is None else tools
     extension = None
     if server.conformance_fixtures:  # a test mode: its modules load only when it is on
         from gateway.testing.conformance import fixtures, tasks
 
-        served += fixtures.TOOLS
-        served += tasks.TOOLS
+        served = [*(all_tools() if tools is None else tools), *fixtures.TOOLS, *tasks.TOOLS]
         extension = fixtures.EXTENSION
 
     def limited(agent: str) -> None:

@@ -34,7 +34,7 @@ YOUNG_GC_THRESHOLD = 10_000
 
 
 async def freeze_startup_heap(app: web.Application) -> None:
-    """Move what start-up built (modules, tool schemas, settings: alive as long as the process)
+    """Move what start-up built (modules, settings: alive as long as the process)
     out of the garbage collector's view, so that its passes walk only what calls allocate, and
     collect the young generation less often (:data:`YOUNG_GC_THRESHOLD`).
     Without the freeze, at 32 concurrent calls, full passes over the start-up heap made p99
@@ -44,6 +44,7 @@ async def freeze_startup_heap(app: web.Application) -> None:
     gc.freeze()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(YOUNG_GC_THRESHOLD, older, oldest)
+    gc.enable()  # off while the gateway started (gateway.__main__)
 
 
 def limits_shown(settings: Settings) -> str:

@@ -42,7 +42,8 @@ def check_gitlab_at_start(app: web.Application, settings: Settings) -> None:
         async def run() -> None:
             found = await check_gitlab(app[SERVICES].gitlab, token, passthrough=passthrough)
             line = found.line
-            limits = limits_line(all_tools(), found.instance)
+            # The tool modules are imported only to say what differs on a version GitLab told.
+            limits = limits_line(all_tools(), found.instance) if found.instance.known else ""
             if limits:
                 line += f'. {limits[0].upper()}{limits[1:]} (README, "GitLab versions")'
             log.log(found.level, line)

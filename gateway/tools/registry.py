@@ -199,7 +199,8 @@ class Registry:
     filters; each caller sees the part its :class:`~gateway.tools.access.ToolAccess` allows.
 
     Args:
-        tools: every declared tool.
+        tools: every declared tool, or what returns them when the registry is first used (the
+            app's: a gateway imports its tool modules at its first MCP request, not at start).
         read_only: hide and refuse tools whose annotations are not read-only.
         toolsets: serve only these toolsets (``default`` and ``all`` included), and the tools named
             in ``enabled_tools`` (both empty: the default toolsets, all but ``superseded``).
@@ -212,9 +213,16 @@ class Registry:
         ValueError: two tools (or aliases) share a name, or a name is not MCP-valid.
     """
 
+    #: Set by :meth:`_index`: at construction from a list, at first use from a callable.
+    _all: dict[str, Tool]
+    _aliases: dict[str, str]
+    enabled_tools: frozenset[str]
+    _served_toolsets: frozenset[str]
+    _listed: list[Tool]
+
     def __init__(
         self,
-        tools: Iterable[Tool],
+        tools: Iterable[Tool] | Callable[[], Iterable[Tool]],
         *,
         read_only: bool = False,
         toolsets: Sequence[str] = (),
@@ -223,30 +231,45 @@ class Registry:
         in_flight: CallsInFlight | None = None,
         rejected_tokens: RejectedTokens | None = None,
     ) -> None:
-        self._all: dict[str, Tool] = {}
-        self._aliases: dict[str, str] = {}
-        for tool in tools:
-            for name in (tool.name, *tool.aliases):
-                if name in self._all or name in self._aliases:
-                    raise ValueError(f"tool name {name!r} is declared twice")
-            self._all[tool.name] = tool
-            for alias in tool.aliases:
-                self._aliases[alias] = tool.name
         self.read_only = read_only
         self._limiter = limiter
         self._in_flight = in_flight
         self._rejected_tokens = rejected_tokens
         self.toolsets = tuple(toolsets)
-        self.enabled_tools = frozenset(self._aliases.get(name, name) for name in enabled_tools)
+        self._declarations = tools
+        self._enabled_names = tuple(enabled_tools)
+        if not callable(tools):
+            self._index()
+
+    def __getattr__(self, name: str) -> Any:
+        # Only the index (annotated above) is ever missing: a registry given a callable builds it here.
+        if name in Registry.__annotations__ and "_declarations" in self.__dict__:
+            self._index()
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _index(self) -> None:
+        tools = self._declarations() if callable(self._declarations) else self._declarations
+        all_: dict[str, Tool] = {}
+        aliases: dict[str, str] = {}
+        for tool in tools:
+            for name in (tool.name, *tool.aliases):
+                if name in all_ or name in aliases:
+                    raise ValueError(f"tool name {name!r} is declared twice")
+            all_[tool.name] = tool
+            for alias in tool.aliases:
+                aliases[alias] = tool.name
+        self._all, self._aliases = all_, aliases
+        self.enabled_tools = frozenset(aliases.get(name, name) for name in self._enabled_names)
         # A toolset no option names (the conformance suite's fixtures, registered in a test mode)
         # is served wherever the default or all is: registering it is what asks for it.
-        unnamed = frozenset(t.toolset for t in self._all.values()) - frozenset(TOOLSETS)
+        unnamed = frozenset(t.toolset for t in all_.values()) - frozenset(TOOLSETS)
         if self.toolsets or self.enabled_tools:
             keywords = {"default", "all"} & set(self.toolsets)
             self._served_toolsets = expand_toolsets(self.toolsets) | (unnamed if keywords else frozenset())
         else:
             self._served_toolsets = frozenset(DEFAULT_TOOLSETS) | unnamed
-        self._listed = [t for t in self._all.values() if self._why_hidden(t) is None]
+        self._listed = [t for t in all_.values() if self._why_hidden(t) is None]
 
     @functools.cached_property
     def _listed_mcp(self) -> list[dict[str, Any]]:

@@ -236,6 +236,24 @@ async def test_tool_error_result_shape() -> None:
     }
 
 
+def test_a_registry_given_a_callable_reads_the_declarations_at_first_use() -> None:
+    # The app's registry: a gateway imports its tool modules at the first MCP request, not at start.
+    reads: list[int] = []
+
+    def declared() -> list[Tool]:
+        reads.append(1)
+        return [ECHO, WRITE]
+
+    reg = Registry(declared, read_only=True, enabled_tools=["old_echo"])
+    assert reads == []
+    assert reg.resolve("old_echo") is ECHO
+    assert [t.name for t in reg.listed] == ["echo"]
+    assert reg.enabled_tools == frozenset({"echo"})
+    assert reads == [1]
+    with pytest.raises(AttributeError):
+        reg.not_an_attribute  # noqa: B018 (only the index is built on demand)
+
+
 def test_duplicate_names_are_refused() -> None:
     with pytest.raises(ValueError, match="declared twice"):
         Registry(

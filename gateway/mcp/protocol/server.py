@@ -148,7 +148,9 @@ class McpServer:
         self._calls = calls
         self._extension = extension or Extension(methods={})
         self._page_size = page_size
-        self._pages = paginate(registry.listed_for(NO_LIMITS), page_size)
+        #: ``tools/list`` pages of callers without limits, built at the first (with the tools'
+        #: schemas, and the registry's first use imports the tool modules): not at start.
+        self._pages: dict[str | None, dict[str, Any]] | None = None
         #: ``tools/list`` pages of narrowed callers, by their access; bounded, since a request's
         #: headers choose it.
         self._narrowed_pages: OrderedDict[ToolAccess, dict[str | None, dict[str, Any]]] = OrderedDict()
@@ -180,6 +182,8 @@ class McpServer:
     def _pages_for(self, access: ToolAccess) -> dict[str | None, dict[str, Any]]:
         """The ``tools/list`` pages of a caller with ``access``, built once per distinct access."""
         if not access.layers:
+            if self._pages is None:
+                self._pages = paginate(self._registry.listed_for(NO_LIMITS), self._page_size)
             return self._pages
         pages = self._narrowed_pages.get(access)
         if pages is None:

@@ -37,13 +37,12 @@ from gateway.tools.ci.pipeline_actions import (
     PIPELINE_CANCEL,
     PIPELINE_CREATE,
     PIPELINE_RETRY,
-    SAVE_PIPELINE_PROJECT,
     SavePipelineOutput,
     cancel,
     create,
-    resolve_project,
     retry,
 )
+from gateway.tools.ci.pipeline_project import SAVE_PIPELINE_PROJECT, resolve_project
 from gateway.tools.confirmations import confirmation
 from gateway.tools.context import ToolContext
 from gateway.tools.registry import Annotations, Tool, ToolInput

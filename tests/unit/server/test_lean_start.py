@@ -1,10 +1,12 @@
 """A start loads only what the configuration uses: with the defaults, building the app imports no
 console pages (jinja2), no conformance fixtures, no PostgreSQL dialect, no Alembic, no tracing SDK,
-no cipher (the first sealed session loads it) and neither MCP revision's models (the first request
-loads them); the command line's help loads none of the gateway's layers."""
+no cipher (the first sealed session loads it), neither MCP revision's models (the first request
+loads them) and no tool module (the first request that lists or calls a tool loads them); the
+command line's help loads none of the gateway's layers."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -23,6 +25,9 @@ NOT_AT_START = (
     "opentelemetry.sdk",
     "cryptography.hazmat.primitives.ciphers.aead",
     "mcp_types.methods",
+    "gateway.tools.ci.get_pipeline",
+    "gateway.tools.broker.tools",
+    "pathspec",
 )
 
 _BUILD_APP = """
@@ -66,3 +71,13 @@ def test_help_loads_none_of_the_gateway_s_layers(tmp_path: object) -> None:
     assert "gateway.cli.arguments" in loaded
     heavy = {"aiohttp", "pydantic", "sqlalchemy", "mcp_types", "gateway.config", "gateway.broker.store"}
     assert sorted(loaded & heavy) == []
+
+
+def test_a_command_leaves_the_collector_on(capsys: pytest.CaptureFixture[str]) -> None:
+    # main() turns the garbage collector off while the layers load; a command that returns (and a
+    # test calling main() in its own process) finds it on again.
+    from gateway.__main__ import main
+
+    assert main(["--example-config"]) == 0
+    assert "[gitlab]" in capsys.readouterr().out
+    assert gc.isenabled()
