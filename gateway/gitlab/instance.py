@@ -16,7 +16,7 @@ The operations a tool sends are chosen from it (:mod:`gateway.gitlab.needs`), so
 - while unknown (no caller with a token yet), at most once per :data:`RECHECK_SECONDS`, so an
   anonymous caller does not cost a request per call.
 
-The request path pays two attribute reads and a comparison (:meth:`GitLabInstance.current`).
+The request path pays two attribute reads and a comparison (:attr:`GitLabInstance.due`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -129,7 +129,7 @@ class GitLabInstance:
         clock: ``time.monotonic`` (tests pass their own).
     """
 
-    def __init__(self, on_learnt: Any = None, clock: Any = time.monotonic) -> None:
+    def __init__(self, on_learnt: Any = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.info = InstanceInfo()
         self._next_read = 0.0
         self._last_forced = -RECHECK_SECONDS
@@ -158,10 +158,16 @@ class GitLabInstance:
                 self._on_learnt(info)
         return self.info
 
+    @property
+    def due(self) -> bool:
+        """A read of the version is due: :meth:`current` makes it; otherwise :attr:`info` is
+        what it would return (the request path reads it without a coroutine)."""
+        return self._clock() >= self._next_read
+
     async def current(self, session: GitLabSession) -> InstanceInfo:
         """The info to choose documents by: read from GitLab first when due (never raises: a read
         that fails keeps what was known, and while nothing is, the newest documents are sent)."""
-        if self._clock() < self._next_read:
+        if not self.due:
             return self.info
         try:
             return await asyncio.wait_for(self._read(session), READ_WAIT_SECONDS)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from typing import Literal
 
 from gateway.gitlab.instance import Edition, InstanceInfo, Release, release_text
@@ -110,9 +110,10 @@ class Choice:
     by_iid: bool
     missing: tuple[Need, ...]
 
-    @property
+    @cached_property
     def refused(self) -> Need | None:
-        """The first missing need that keeps the operation from being sent, if any."""
+        """The first missing need that keeps the operation from being sent, if any (found once:
+        a choice is cached per instance and read on every call)."""
         return strongest(
             n for n in self.missing if n.without in ("elsewhere", "unsupported") and not n.option
         )

@@ -22,7 +22,7 @@ from gateway.gitlab.errors import (
     GitLabUpstreamError,
 )
 from gateway.gitlab.instance import Edition, InstanceInfo
-from gateway.gitlab.needs import Choice, Need, choose, choose_lacking, declared_variables, is_derived
+from gateway.gitlab.needs import Choice, Need, choose, choose_lacking, declared_variables
 from gateway.gitlab.operation_loader import load_operation
 from gateway.gitlab.urls import global_id_number
 
@@ -134,7 +134,7 @@ class Operation(Generic[DataT]):
                 have the shape the document asked for.
         """
         instance = gitlab.client.instance
-        info = await instance.current(gitlab)
+        info = await instance.current(gitlab) if instance.due else instance.info
         choice = self.choice(info)
         try:
             return await self._send(gitlab, info, choice, variables, mutation, iid_of)
@@ -167,7 +167,7 @@ class Operation(Generic[DataT]):
                 raise RuntimeError(f"{self.name} addresses the pipeline by iid here: pass iid_of")
             variables = {k: v for k, v in variables.items() if k != "pipelineId"}
             variables["pipelineIid"] = str(await iid_of())
-        if is_derived(choice.document):
+        if choice.document != self.name:  # a document derived for an older GitLab
             declared = declared_variables(load_operation(choice.document))
             variables = {k: v for k, v in variables.items() if k in declared}
         data = await gitlab.graphql(

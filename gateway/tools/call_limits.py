@@ -119,15 +119,15 @@ class FailureWindows:
         self._counts.pop(key, None)
 
 
-class CallsInFlight:
-    """GitLab tool calls under way per caller, at most ``cap`` each."""
+class CallsInFlight(Slots):
+    """GitLab tool calls under way per caller, at most ``cap`` each: :class:`Slots` keyed by
+    :func:`~gateway.tools.caller.rate_limit_key`."""
 
-    __slots__ = ("_cap", "_on_limited", "_slots")
+    __slots__ = ("_on_limited",)
 
     def __init__(self, cap: int, on_limited: Callable[[str], None]) -> None:
-        self._cap = cap
+        super().__init__(cap)
         self._on_limited = on_limited
-        self._slots = Slots(cap)
 
     def enter(self, caller: Caller) -> str:
         """Count a call of ``caller`` in; the key to :meth:`leave` with.
@@ -135,12 +135,12 @@ class CallsInFlight:
         Raises:
             ToolError: ``rate_limited``: ``caller`` already has ``cap`` calls under way.
         """
-        key = rate_limit_key(caller)
-        if not self._slots.take(key):
+        key = caller.rate_limit_key or rate_limit_key(caller)
+        if not self.take(key):
             self._on_limited(_label(caller))
             raise gateway_refusal(
                 "rate_limited",
-                f"Too many calls at once: this gateway runs at most {self._cap} GitLab tool calls at a "
+                f"Too many calls at once: this gateway runs at most {self.cap} GitLab tool calls at a "
                 "time for one caller (limits.max_calls_in_flight). Wait for your calls under way to "
                 "finish, then retry.",
                 retry_after_seconds=1,
@@ -148,8 +148,8 @@ class CallsInFlight:
             )
         return key
 
-    def leave(self, key: str) -> None:
-        self._slots.give_back(key)
+    #: Count a call out, by the key :meth:`enter` gave.
+    leave = Slots.give_back
 
 
 class RejectedTokens:

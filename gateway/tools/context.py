@@ -124,10 +124,10 @@ class ToolContext:
                 "This gateway forwards each caller's own GitLab token (passthrough mode) and this "
                 "request carried none: send `PRIVATE-TOKEN: <token>` (or `Authorization: Bearer <token>`).",
             )
-        broker = self.services.broker
-        if broker is not None:
+        broker, agent = self.services.broker, self.call.caller.agent_id
+        if broker is not None and agent is not None:
             # The broker's "connected" and lastSeen count GitLab calls too.
-            broker.roster.seen_calling(self.call.caller.agent_id)
+            broker.roster.seen_calling(agent)
         return self.services.gitlab.session(credential, request_id=self.call.request_id)
 
     @property

@@ -123,7 +123,7 @@ class Tool:
             return True
         if operator_confirms and _applies(self.confirms_when, arguments):
             return True
-        return _applies(self.long_running_when, arguments)
+        return self.long_running_when is not None and _applies(self.long_running_when, arguments)
 
     def input_schema(self) -> dict[str, Any]:
         """JSON Schema (2020-12) of the arguments, ``$ref``s inlined, titles dropped, and without

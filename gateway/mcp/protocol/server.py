@@ -289,11 +289,13 @@ class McpServer:
         """
         assert ctx.version is not None, "a request is parsed in the revision it speaks"
         # Both revisions' models (about 7 MiB, a tenth of a second to build) load at the first
-        # request that needs them, not at start; afterwards this import is a dictionary lookup.
-        from mcp_types import methods as wire_methods
+        # request that needs them, not at start; afterwards this import is a lookup in
+        # sys.modules (``from mcp_types import methods`` would also run importlib's Python-level
+        # ``_handle_fromlist`` on every request).
+        import mcp_types.methods
 
         try:
-            return wire_methods.parse_client_request(msg.method, ctx.version, msg.params)
+            return mcp_types.methods.parse_client_request(msg.method, ctx.version, msg.params)
         except KeyError:
             raise self._method_not_found(msg.method) from None
         except ValidationError as err:

@@ -30,11 +30,11 @@ def paginate(tools: list[dict[str, Any]], size: int) -> dict[str | None, dict[st
 
 def shaped(method: str, version: str, result: dict[str, Any]) -> dict[str, Any]:
     """``result`` validated and dumped as ``method``'s result type of revision ``version``."""
-    from mcp_types import methods as wire_methods  # loaded at the first request (server._parse)
+    import mcp_types.methods  # loaded at the first request (server._parse says why so)
 
     if version not in HANDSHAKE_VERSIONS:
         result = {**result, "resultType": "complete"}
-    return wire_methods.serialize_server_result(method, version, result)
+    return mcp_types.methods.serialize_server_result(method, version, result)
 
 
 def shaped_tool_result(version: str, result: ToolResult, *, summary_text: bool = False) -> dict[str, Any]:

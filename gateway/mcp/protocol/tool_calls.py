@@ -205,7 +205,7 @@ class ToolCalls:
                 info.log = log = LogReporter(events)
         try:
             stream = events if events is not None or round_ is not None else ctx.events
-            return await self._run(ctx, msg, tool, params.arguments, info, stream, round_)
+            return await self._run(ctx, msg, tool, params.arguments, info, stream, round_, long)
         finally:
             if progress is not None:
                 progress.stop()
@@ -221,13 +221,13 @@ class ToolCalls:
         info: CallInfo,
         events: Events | None,
         round_: InputRound | None,
+        long: bool,
     ) -> Reply:
         """Run the handler in a task registered for cancellation; count, time and answer it.
         ``events``: the stream whose breaking cancels the call (it may open only when the handler
-        asks the client something)."""
+        asks the client something); ``long``: the call may wait (:meth:`Tool.runs_long`)."""
         started = perf_counter()
         task = asyncio.create_task(self._registry.call(tool, ToolContext(self._services(), info), arguments))
-        long = tool.runs_long(arguments, operator_confirms=self._operator_confirms(tool))
         call = ToolCall(tool, msg.id, task, ctx.session, long_running=long)
         watcher: asyncio.Task[None] | None = None
         if events is not None:

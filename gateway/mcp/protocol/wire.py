@@ -233,34 +233,42 @@ def check_text(decoded: Any) -> None:
     """
     if isinstance(decoded, str) and (found := _BAD_TEXT.search(decoded)) is not None:
         raise _bad_text("", found.group())
-    # One iterator per container being walked: memory follows the nesting, not the width, and a
-    # path is spelled out only for a container entered or a string refused (a batch of 520,000
-    # items must not cost 520,000 path strings).
-    stack: list[tuple[str, Iterator[tuple[str | int, Any]]]] = []
-    _enter(stack, "", decoded)
+    # One iterator per container being walked, and the key each was entered by: memory follows
+    # the nesting, not the width, and a path is spelled out only for a string refused (a batch of
+    # 520,000 items must not cost 520,000 path strings).
+    stack: list[Iterator[tuple[str | int, Any]]] = []
+    keys: list[str | int] = []  # stack[i + 1] walks the container at keys[i] of stack[i]
+    if isinstance(decoded, dict):
+        stack.append(iter(decoded.items()))
+    elif isinstance(decoded, list):
+        stack.append(enumerate(decoded))
     while stack:
-        path, items = stack[-1]
-        for key, value in items:
+        for key, value in stack[-1]:
             if isinstance(key, str) and (found := _BAD_TEXT.search(key)) is not None:
-                raise _bad_text(_child(path, key), found.group())
-            if isinstance(value, str) and (found := _BAD_TEXT.search(value)) is not None:
-                raise _bad_text(_child(path, key), found.group())
-            if isinstance(value, dict | list):
-                _enter(stack, _child(path, key), value)
+                raise _bad_text(_path(keys, key), found.group())
+            if isinstance(value, str):
+                if (found := _BAD_TEXT.search(value)) is not None:
+                    raise _bad_text(_path(keys, key), found.group())
+            elif isinstance(value, dict):
+                stack.append(iter(value.items()))
+                keys.append(key)
+                break
+            elif isinstance(value, list):
+                stack.append(enumerate(value))
+                keys.append(key)
                 break
         else:
             stack.pop()
+            if keys:
+                keys.pop()
 
 
-def _child(path: str, key: str | int) -> str:
-    return f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}".lstrip(".")
-
-
-def _enter(stack: list[tuple[str, Iterator[tuple[str | int, Any]]]], path: str, value: Any) -> None:
-    if isinstance(value, dict):
-        stack.append((path, iter(value.items())))
-    elif isinstance(value, list):
-        stack.append((path, enumerate(value)))
+def _path(keys: list[str | int], last: str | int) -> str:
+    """``params.arguments.ref``, ``[3].params``: where a string is, from the keys leading to it."""
+    path = ""
+    for key in (*keys, last):
+        path = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}".lstrip(".")
+    return path
 
 
 def _bad_text(path: str, char: str) -> RpcError:

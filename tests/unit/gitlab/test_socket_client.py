@@ -445,3 +445,22 @@ def test_nesting_deeper_than_the_decoders_is_refused_not_a_crash() -> None:
 
     with pytest.raises(json_budget.AnswerTooComplex):
         HttpReply(200, {}, b"[" * 100_000 + b"]" * 100_000).json()
+
+
+def test_separators_inside_a_string_that_began_in_the_first_bytes_are_not_refused_as_they_arrive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Values are counted only past the bound's worth of bytes; a string that opened before then
+    # (a file's text) must still be told apart from structure, as the whole answer's check does.
+    monkeypatch.setattr(json_budget, "MAX_ANSWER_VALUES", 10_000)
+    answer = b'{"content": "' + b"a, [b], {c}; " * 5_000 + b'"}'
+    budget = json_budget.ArrivingBudget()
+    for start in range(0, len(answer), 4096):
+        budget.feed(answer[start : start + 4096])
+    json_budget.check_json_budget(answer)
+    bomb = b"[" + b"{}," * 20_000 + b"{}]"
+    budget = json_budget.ArrivingBudget()
+    with pytest.raises(json_budget.AnswerTooComplex):
+        for start in range(0, len(bomb), 4096):
+            budget.feed(bomb[start : start + 4096])
+    assert start < len(bomb) - 4096  # refused before its end arrived
