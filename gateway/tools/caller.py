@@ -50,6 +50,8 @@ class Caller:
             destructive actions (``gateway.tools.confirmations``).
         summary_text: a result with ``structuredContent`` carries a short text block instead of
             the JSON copy (``structured_text = "summary"``, the deployment's or its client token's).
+        gitlab_user: the GitLab username of a person signed in through GitLab (``gateway.signin``),
+            for access lines; None otherwise.
     """
 
     agent_id: str | None
@@ -61,6 +63,7 @@ class Caller:
     confirm_destructive: bool = False
     rate_limit_key: str = field(default="", repr=False)
     summary_text: bool = False
+    gitlab_user: str | None = None
 
 
 def rate_limit_key(caller: Caller) -> str:
