@@ -41,7 +41,7 @@ from mcp_types import JSONRPCNotification, JSONRPCRequest
 from gateway.broker.database import StoreError
 from gateway.broker.ended_sessions import EndedSessions, TooManyEnded
 from gateway.config import Settings
-from gateway.mcp.http.auth import Authenticator, SignInGate
+from gateway.mcp.http.auth import Authenticator, SignedInCaller, SignInGate
 from gateway.mcp.http.delivery import settle
 from gateway.mcp.http.envelope import VERSION_HEADER, check_stateless_request, choose_era
 from gateway.mcp.http.exchange import Exchange
@@ -72,7 +72,7 @@ BODY_SECONDS = 30.0
 #: The app's session sealer (tests move its clock; operators see it through /metrics).
 SESSIONS = web.AppKey("mcp_sessions", SessionSealer)
 #: The signed-in caller of a request (sign-in on), found before its body is read.
-_SIGNED_IN = "gateway.signed_in"
+_SIGNED_IN: web.RequestKey[SignedInCaller | None] = web.RequestKey("signed_in")
 
 
 class McpEndpoint:
