@@ -157,10 +157,9 @@ class GitLabOAuth:
         register_secret(access)
         if refresh:
             register_secret(refresh)
-        expires_in = float(body.get("expires_in") or 7200)
-        created = float(body.get("created_at") or self._clock())
-        # GitLab counts from created_at; the gateway's clock may differ, so take the earlier.
-        expires_at = min(created + expires_in, self._clock() + expires_in)
+        # From this gateway's clock, not GitLab's created_at: a clock skew between the two must not
+        # make every new token look expired (and be refreshed again at each call).
+        expires_at = self._clock() + float(body.get("expires_in") or 7200)
         return GitLabTokens(access_token=access, refresh_token=refresh, expires_at=expires_at)
 
     async def revoke(self, token: str) -> None:

@@ -105,7 +105,7 @@ class FakeGitLab:
             "expires_in": self.expires_in,
             "refresh_token": refresh,
             "scope": "api",
-            "created_at": 1_700_000_000,
+            "created_at": 1_700_000_000,  # GitLab's clock, not the gateway's
         }
 
     def expire_all(self) -> None:

@@ -22,7 +22,10 @@ from tests.unit.signin.conftest import (
     whoami,
 )
 
-CHALLENGE = f'Bearer resource_metadata="{PUBLIC}/.well-known/oauth-protected-resource/mcp", scope="mcp:read mcp:write"'
+CHALLENGE = (
+    f'Bearer resource_metadata="{PUBLIC}/.well-known/oauth-protected-resource/mcp", '
+    'scope="mcp:read mcp:write"'
+)
 
 
 async def test_off_by_default_the_gateway_serves_no_sign_in(
@@ -96,7 +99,7 @@ async def test_a_signed_in_person_calls_tools_as_their_gitlab_user(
     store = gw.mcp.app[SERVICES].broker.store  # type: ignore[union-attr]
     async with store.connection() as conn:
         for table in ("sign_in_grants", "sign_in_access_tokens", "sign_in_refresh_tokens", "sign_in_clients"):
-            rows = (await conn.execute(sa.text(f"SELECT * FROM {table}"))).all()  # noqa: S608
+            rows = (await conn.execute(sa.text(f"SELECT * FROM {table}"))).all()
             text = repr(rows)
             assert rows and not any(secret in text for secret in secrets), table
 
