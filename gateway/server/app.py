@@ -150,7 +150,11 @@ def create_app(
     if settings.sign_in.enabled:
         from gateway.signin.gate import Gate
 
-        gate = Gate(settings.sign_in, lambda: app[signin.SIGN_IN].grants)
+        def changes_things(name: str) -> bool:
+            tool = registry.declared(name)
+            return tool is not None and not tool.annotations.read_only
+
+        gate = Gate(settings.sign_in, lambda: app[signin.SIGN_IN].grants, changes_things)
     McpEndpoint(settings, telemetry, sealer, calls, core, ended_sessions, gate).add_routes(app)
     signin.setup(app, settings, lambda: app[SERVICES].broker, lambda: app[SERVICES].gitlab.http)
     health.setup(app)

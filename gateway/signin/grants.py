@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.broker.store import StoreError
+from gateway.mcp.http.auth import SignedInCaller
 from gateway.signin.gitlab_oauth import INVALID_GRANT, GitLabOAuth, GitLabRefused, GitLabTokens
 from gateway.signin.sealing import ACCESS_PREFIX, Sealer, SealError, hashed
 from gateway.signin.storage import GrantRow, SignInStorage
@@ -140,8 +141,8 @@ class Grants:
             return tokens
         return await self._refresh(grant.id, tokens.access_token)
 
-    async def after_gitlab_401(self, who: SignedIn) -> SignedIn:
-        """GitLab answered 401 to ``who``'s token: refresh it (once across replicas).
+    async def after_gitlab_401(self, who: SignedInCaller) -> str:
+        """GitLab answered 401 to ``who``'s token: refresh it (once across replicas); the new token.
 
         Raises:
             SignInEnded: GitLab refused the refresh (the grant was revoked there).
@@ -149,7 +150,7 @@ class Grants:
         """
         self._cache.clear()
         tokens = await self._refresh(who.grant_id, who.gitlab_token, failed=True)
-        return SignedIn(**{**who.__dict__, "gitlab_token": tokens.access_token})
+        return tokens.access_token
 
     async def _refresh(self, grant_id: str, seen: str, *, failed: bool = False) -> GitLabTokens:
         """Refresh the grant's GitLab tokens, unless someone did since ``seen`` was read."""

@@ -112,6 +112,24 @@ class SignInGate(Protocol):
         """
         ...
 
+    def check_call(self, who: SignedInCaller | None, params: Mapping[str, object] | None) -> None:
+        """Before a ``tools/call``: a caller signed in with ``mcp:read`` only who calls a tool that
+        changes things is asked to step up.
+
+        Raises:
+            HttpRefusal: 403 ``insufficient_scope`` (RFC 6750 §3.1).
+        """
+        ...
+
+    async def refused_by_gitlab(self, who: SignedInCaller, refusals: list[str]) -> None:
+        """After a call GitLab refused the signed-in caller's token: refresh it (401) and say so.
+
+        Raises:
+            HttpRefusal: 401 (the client refreshes, or signs in again when GitLab revoked the
+                grant) or 403 ``insufficient_scope``.
+        """
+        ...
+
 
 #: What a signed-in caller may use with only the ``mcp:read`` scope.
 READ_SCOPE_ONLY = Restriction(
@@ -217,6 +235,7 @@ class Authenticator:
             rate_limit_key=f"gitlab-user:{who.gitlab_user_id}",
             summary_text=self._summary_text,
             gitlab_user=who.gitlab_username,
+            gitlab_refusals=[],
         )
 
     def _client_token_agent(self, authorization: str | None) -> tuple[str, str, ToolAccess, bool, bool]:

@@ -132,6 +132,8 @@ class McpEndpoint:
             ex.method = msg.method
         else:
             ex.method = "response"
+        if self._sign_in is not None and isinstance(msg, JSONRPCRequest) and msg.method == "tools/call":
+            self._sign_in.check_call(request[_SIGNED_IN], msg.params)
         if ex.era is Era.STATELESS:
             return await self._stateless(request, ex, msg)
         if isinstance(msg, JSONRPCRequest) and msg.method == "initialize":
@@ -215,6 +217,13 @@ class McpEndpoint:
             return web.Response(
                 status=200, body=b"", headers={"Content-Type": "text/event-stream", **ex.response_headers}
             )
+        if self._sign_in is not None and ctx.caller.gitlab_refusals:
+            who = request[_SIGNED_IN]
+            if who is not None:
+                # GitLab refused the person's token and nothing was done: the client is told to
+                # refresh or sign in again (401), or to step up (403), rather than get a tool error.
+                await settle(reply.result, False, ex.request_id)
+                await self._sign_in.refused_by_gitlab(who, ctx.caller.gitlab_refusals)
         status = 200 if reply.error is None else status_of(reply.error, ex.era)
         return await self._write(request, ex, reply, status)
 

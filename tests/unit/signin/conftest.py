@@ -24,13 +24,14 @@ from aiohttp.test_utils import TestClient
 from gateway.config import Settings
 from gateway.server.app import create_app
 from gateway.server.services import build_services
+from gateway.tools.registry import Tool
 from tests.unit.mcp.helpers import Mcp, Probe, make_tools
 
 PUBLIC = "http://127.0.0.1:8080"
 GITLAB = "https://gitlab.example.com"
 KEY = base64.urlsafe_b64encode(bytes(range(32))).decode()
 REDIRECT = "http://127.0.0.1:33418/callback"
-USERS = {
+USERS: dict[str, dict[str, Any]] = {
     "alice": {
         "id": 7,
         "username": "alice",
@@ -156,7 +157,7 @@ class FakeGitLab:
         if path == "/api/v4/groups":
             return httpx.Response(
                 200, json=[{"id": i, "full_path": g, "name": g} for i, g in enumerate(USERS[user]["groups"])]
-            )  # type: ignore[arg-type]
+            )
         return httpx.Response(404, json={"message": "404 Not Found"})
 
 
@@ -197,6 +198,7 @@ def make_gateway(
         database_url: str | None = None,
         gitlab: FakeGitLab | None = None,
         sign_in: dict[str, Any] | None = None,
+        extra_tools: list[Tool] | None = None,
         **overrides: Any,
     ) -> Gateway:
         fake = gitlab or FakeGitLab()
@@ -210,7 +212,9 @@ def make_gateway(
         http = httpx.AsyncClient(transport=httpx.MockTransport(fake))
         probe = Probe()
         app = create_app(
-            settings, services=partial(build_services, gitlab_http=http), tools=make_tools(probe)
+            settings,
+            services=partial(build_services, gitlab_http=http),
+            tools=[*make_tools(probe), *(extra_tools or [])],
         )
 
         async def close(app: web.Application) -> None:

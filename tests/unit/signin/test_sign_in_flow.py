@@ -89,7 +89,7 @@ async def test_a_signed_in_person_calls_tools_as_their_gitlab_user(
     resp = await whoami(gw, tokens.access_token)
     assert resp.status == 200, await resp.text()
     caller = gw.probe.contexts[-1].call.caller
-    assert caller.agent_id == "dev"
+    assert caller.agent_id == "dev" and caller.credential is not None
     assert caller.gitlab_user == "alice"
     assert caller.rate_limit_key == "gitlab-user:7"
     assert gw.gitlab.access[caller.credential.token] == "alice"

@@ -165,7 +165,7 @@ async def test_an_expired_gitlab_token_is_refreshed_once_for_many_calls(
     answers = await asyncio.gather(*(whoami(gw, tokens.access_token) for _ in range(16)))
     assert [a.status for a in answers] == [200] * 16
     assert gw.gitlab.refreshes == 1
-    fresh = {gw.probe.contexts[i].call.caller.credential.token for i in range(-16, 0)}
+    fresh = {str(getattr(gw.probe.contexts[i].call.caller.credential, "token", "")) for i in range(-16, 0)}
     assert len(fresh) == 1 and gw.gitlab.access[fresh.pop()] == "alice"
 
 
