@@ -81,7 +81,7 @@ async def test_without_a_gateway_token_mcp_answers_401_naming_the_metadata(make_
 
 @pytest.mark.parametrize("broker_backend", ["sqlite", "postgresql"], indirect=True)
 async def test_a_signed_in_person_calls_tools_as_their_gitlab_user(
-    make_gateway: MakeGateway, broker_database_at_head: str | None
+    make_gateway: MakeGateway, broker_database_at_head: str | None, caplog: pytest.LogCaptureFixture
 ) -> None:
     gw = await make_gateway(broker_database_at_head, sign_in={"roles": {"team/backend": ["dev"]}})
     tokens = await sign_in(gw, role="dev")
@@ -102,6 +102,7 @@ async def test_a_signed_in_person_calls_tools_as_their_gitlab_user(
             rows = (await conn.execute(sa.text(f"SELECT * FROM {table}"))).all()
             text = repr(rows)
             assert rows and not any(secret in text for secret in secrets), table
+    assert not any(secret in caplog.text for secret in secrets)  # nor does any log line
 
 
 async def test_the_role_must_be_one_the_operator_gave(make_gateway: MakeGateway) -> None:
