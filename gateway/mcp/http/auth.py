@@ -243,8 +243,7 @@ class Authenticator:
         secret = secret.strip()
         if self._sign_in_challenge is not None and not self._tokens:
             raise unauthorized(
-                "This gateway signs people in with GitLab: sign in through your MCP client (OAuth), or send "
-                "`Authorization: Bearer <agent token>`.",
+                "This gateway signs people in with GitLab: sign in through your MCP client (OAuth).",
                 self._sign_in_challenge,
             )
         if scheme.lower() != "bearer" or not secret:
