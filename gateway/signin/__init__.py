@@ -11,6 +11,9 @@ sign-in off it adds nothing.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -28,6 +31,11 @@ if TYPE_CHECKING:
     from gateway.signin.service import SignIn
 
 __all__ = ["SIGN_IN", "setup"]
+
+log = logging.getLogger("gateway.signin")
+
+#: How often expired sign-in rows (codes, tokens, sign-ins under way or ended) are deleted.
+PRUNE_SECONDS = 600.0
 
 #: The app's sign-in parts, once its services are open.
 SIGN_IN: web.AppKey[SignIn] = web.AppKey("sign_in")
@@ -69,7 +77,7 @@ def setup(
             from gateway.signin.client_metadata import ClientMetadataFetcher
 
             fetcher = owned = ClientMetadataFetcher()
-        app[SIGN_IN] = SignIn.build(
+        built = app[SIGN_IN] = SignIn.build(
             settings,
             opened.store,
             gitlab_http(),
@@ -77,9 +85,22 @@ def setup(
             documents=fetcher,
             redirect_matches=rule,
         )
+
+        async def prune() -> None:
+            while True:
+                await asyncio.sleep(PRUNE_SECONDS)
+                try:
+                    await built.storage.prune()
+                except Exception as err:  # the database is down: next time
+                    log.warning("could not delete expired sign-in rows: %s", err)
+
+        pruning = asyncio.create_task(prune())
         try:
             yield
         finally:
+            pruning.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pruning
             if owned is not None:
                 await owned.aclose()
 

@@ -201,3 +201,19 @@ async def test_two_replicas_refresh_an_expired_gitlab_token_once(
     answers = await asyncio.gather(*(whoami(gw, tokens.access_token) for gw in (one, two) for _ in range(16)))
     assert [a.status for a in answers] == [200] * 32
     assert one.gitlab.refreshes == 1
+
+
+async def test_expired_rows_are_pruned(make_gateway: MakeGateway) -> None:
+    import time
+
+    import sqlalchemy as sa
+
+    from gateway.signin.storage import SignInStorage
+
+    gw = await make_gateway()
+    await sign_in(gw)
+    store = gw.mcp.app[SIGN_IN].storage._store
+    await SignInStorage(store, lambda: time.time() + 31 * 86400).prune()
+    async with store.connection() as conn:
+        for table in ("sign_in_grants", "sign_in_access_tokens", "sign_in_refresh_tokens", "sign_in_codes"):
+            assert (await conn.execute(sa.text(f"SELECT count(*) FROM {table}"))).scalar() == 0
