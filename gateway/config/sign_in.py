@@ -83,6 +83,9 @@ class SignInSettings(_Section):
     dynamic_registration: bool = True
     #: Accept client ids that are HTTPS URLs of Client ID Metadata Documents.
     client_metadata_documents: bool = True
+    #: Fetch Client ID Metadata Documents from private and loopback addresses too: for tests and
+    #: local development only; never in production (it lets a client id reach internal hosts).
+    allow_loopback_client_metadata: bool = False
 
     @field_validator("public_url")
     @classmethod

@@ -76,7 +76,9 @@ def setup(
         if fetcher is None and config.client_metadata_documents:
             from gateway.signin.client_metadata import ClientMetadataFetcher
 
-            fetcher = owned = ClientMetadataFetcher()
+            fetcher = owned = ClientMetadataFetcher(
+                allow_private_addresses=config.allow_loopback_client_metadata
+            )
         built = app[SIGN_IN] = SignIn.build(
             settings,
             opened.store,

@@ -1,6 +1,6 @@
 """``POST /oauth/register``: OAuth 2.0 Dynamic Client Registration (RFC 7591).
 
-A client registers its redirect URIs (``clients.redirect_uri_problem`` says which are accepted)
+A client registers its redirect URIs (``redirects.validate_redirect_uri`` says which are accepted)
 and how it authenticates at the token endpoint: ``none`` (a public client, PKCE only) or a
 client secret, which the gateway makes, returns once and keeps as a hash.
 """
@@ -12,7 +12,8 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.signin.clients import AUTH_METHODS, MAX_REDIRECT_URIS, redirect_uri_problem
+from gateway.signin.clients import AUTH_METHODS, MAX_REDIRECT_URIS
+from gateway.signin.redirects import validate_redirect_uri
 from gateway.signin.responses import json_answer, oauth_error
 from gateway.signin.sealing import hashed, new_secret
 from gateway.signin.service import SignIn
@@ -31,7 +32,7 @@ def _metadata_problem(body: Any) -> tuple[str, str] | None:
     if len(uris) > MAX_REDIRECT_URIS:
         return "invalid_redirect_uri", f"at most {MAX_REDIRECT_URIS} redirect_uris"
     for uri in uris:
-        problem = redirect_uri_problem(uri)
+        problem = validate_redirect_uri(uri)
         if problem is not None:
             return "invalid_redirect_uri", problem
     method = body.get("token_endpoint_auth_method", "client_secret_basic")

@@ -8,8 +8,6 @@ import base64
 import hashlib
 import re
 import secrets
-import sys
-import types
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -41,31 +39,6 @@ USERS: dict[str, dict[str, Any]] = {
     },
     "bob": {"id": 8, "username": "bob", "name": "Bob", "state": "active", "groups": []},
 }
-
-try:  # the redirect rule and the metadata document fetcher have modules of their own
-    import gateway.signin.redirects
-except ImportError:  # not there yet on this branch: exact match, as the rule is for non-loopback URIs
-    stub = types.ModuleType("gateway.signin.redirects")
-    stub.redirect_uri_matches = lambda registered, presented: registered == presented  # type: ignore[attr-defined]
-    sys.modules["gateway.signin.redirects"] = stub
-try:
-    import gateway.signin.client_metadata  # noqa: F401
-except ImportError:
-
-    class _NoDocuments:
-        @staticmethod
-        def is_metadata_client_id(client_id: str) -> bool:
-            return False
-
-        async def fetch(self, client_id: str) -> Any:
-            raise AssertionError("no metadata documents in these tests")
-
-        async def aclose(self) -> None:
-            return None
-
-    stub = types.ModuleType("gateway.signin.client_metadata")
-    stub.ClientMetadataFetcher = _NoDocuments  # type: ignore[attr-defined]
-    sys.modules["gateway.signin.client_metadata"] = stub
 
 
 def s256(verifier: str) -> str:

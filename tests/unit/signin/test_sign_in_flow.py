@@ -197,3 +197,27 @@ async def test_static_client_tokens_keep_working_beside_sign_in(make_gateway: Ma
     assert (await whoami(gw, "pm-secret-0123456789")).status == 200
     assert gw.probe.contexts[-1].call.caller.agent_id == "pm"
     assert (await whoami(gw, "pm-secret-wrong-0123")).status == 401
+
+
+async def test_a_client_id_metadata_document_signs_in(
+    make_gateway: MakeGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gateway.signin.client_metadata import ClientMetadata, ClientMetadataFetcher
+
+    url = "https://client.example.com/oauth/metadata.json"
+
+    async def fetch(self: ClientMetadataFetcher, client_id: str) -> ClientMetadata:
+        assert client_id == url
+        return ClientMetadata(
+            client_id=url,
+            client_name="Documented client",
+            redirect_uris=(REDIRECT,),
+            client_uri=None,
+            logo_uri=None,
+            token_endpoint_auth_method="none",
+        )
+
+    monkeypatch.setattr(ClientMetadataFetcher, "fetch", fetch)
+    gw = await make_gateway()
+    tokens = await sign_in(gw, client={"client_id": url})
+    assert (await whoami(gw, tokens.access_token)).status == 200
