@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from gateway.observability.metrics import METRICS
 from gateway.signin.metadata import AS_PATH, PRM_PATH, authorization_server, protected_resource
 from gateway.signin.responses import json_answer
 
@@ -86,6 +87,7 @@ def setup(
             settings.gitlab.url,
             documents=fetcher,
             redirect_matches=rule,
+            metrics=app[METRICS],
         )
 
         async def prune() -> None:

@@ -309,9 +309,11 @@ async def gitlab_callback(request: web.Request, sign_in: SignIn) -> web.Response
             "GitLab user %s is not allowed to sign in (sign_in.allowed_users, allowed_groups)", user.username
         )
         await sign_in.gitlab.revoke(tokens.access_token)
+        sign_in.count("refused")
         return refuse("access_denied", f"GitLab user {user.username} may not use this gateway")
     if row.role is not None and row.role not in _roles_of(sign_in, user):
         await sign_in.gitlab.revoke(tokens.access_token)
+        sign_in.count("refused")
         return refuse("access_denied", f"the role {row.role} is not one the operator gave {user.username}")
     grant_id = new_secret()
     code_out = new_secret(CODE_PREFIX)
@@ -341,6 +343,7 @@ async def gitlab_callback(request: web.Request, sign_in: SignIn) -> web.Response
         )
     except StoreError:
         return _problem("The gateway's database does not answer right now; try again shortly.", 503)
+    sign_in.count("signed_in")
     log.info(
         "GitLab user %s signed in (client %s, role %s)", user.username, row.client_id, row.role or "none"
     )

@@ -69,7 +69,9 @@ class Grants:
         gitlab: GitLabOAuth,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        count: Callable[[str], None] = lambda event: None,
     ) -> None:
+        self._count = count
         self._storage = storage
         self._sealer = sealer
         self._gitlab = gitlab
@@ -195,16 +197,20 @@ class Grants:
             tokens = await self._gitlab.refresh(held.refresh_token)
         except GitLabRefused as err:
             if err.error == INVALID_GRANT:
+                self._count("ended")
                 log.info(
                     "GitLab refused to refresh the sign-in of %s: it was revoked or expired",
                     row.gitlab_username,
                 )
                 raise SignInEnded from None
             if held.expires_at > self._clock() and not failed:
+                self._count("gitlab_refresh_failed")
                 log.warning("GitLab did not refresh a signed-in token (%s); the current one still works", err)
                 return held, False
+            self._count("gitlab_refresh_failed")
             raise GitLabUnavailable(str(err)) from None
         self.refreshes += 1
+        self._count("gitlab_refreshed")
         log.info("refreshed the GitLab token of %s's sign-in", row.gitlab_username)
         return tokens, True
 

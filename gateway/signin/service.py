@@ -11,6 +11,7 @@ import httpx
 
 from gateway.broker.store import Store
 from gateway.config import Settings, decode_encryption_key
+from gateway.observability.metrics import Metrics
 from gateway.signin.clients import Clients, MetadataDocuments, RedirectRule
 from gateway.signin.gitlab_oauth import GitLabOAuth
 from gateway.signin.grants import Grants
@@ -36,6 +37,8 @@ class SignIn:
     clock: Callable[[], float]
     #: Signs the consent form's CSRF tokens (derived from ``sign_in.encryption_key``).
     csrf_key: bytes
+    #: Counts a sign-in event (``gateway_sign_in_events_total``).
+    count: Callable[[str], None]
 
     @classmethod
     def build(
@@ -47,12 +50,18 @@ class SignIn:
         *,
         documents: MetadataDocuments | None,
         redirect_matches: RedirectRule,
+        metrics: Metrics,
         clock: Callable[[], float] = time.time,
     ) -> SignIn:
         config = settings.sign_in
         assert config.encryption_key is not None and config.gitlab_client_secret is not None
         assert config.gitlab_client_id is not None
         storage = SignInStorage(store, clock)
+        events = metrics.sign_in_events
+
+        def count(event: str) -> None:
+            events.labels(event=event).inc()
+
         key = decode_encryption_key(config.encryption_key.get_secret_value())
         sealer = Sealer(key)
         gitlab = GitLabOAuth(
@@ -70,7 +79,8 @@ class SignIn:
             sealer=sealer,
             gitlab=gitlab,
             clients=Clients(config, storage, documents, redirect_matches),
-            grants=Grants(storage, sealer, gitlab, clock),
+            grants=Grants(storage, sealer, gitlab, clock, count=count),
             clock=clock,
             csrf_key=hashlib.sha256(b"sign-in csrf:" + key).digest(),
+            count=count,
         )

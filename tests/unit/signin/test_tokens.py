@@ -10,6 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from gateway.observability.metrics import METRICS
 from gateway.signin import SIGN_IN
 from tests.unit.signin.conftest import (
     REDIRECT,
@@ -201,6 +202,10 @@ async def test_two_replicas_refresh_an_expired_gitlab_token_once(
     answers = await asyncio.gather(*(whoami(gw, tokens.access_token) for gw in (one, two) for _ in range(16)))
     assert [a.status for a in answers] == [200] * 32
     assert one.gitlab.refreshes == 1
+    counted = [
+        gw.mcp.app[METRICS].sign_in_events.labels(event="gitlab_refreshed")._value.get() for gw in (one, two)
+    ]
+    assert sorted(counted) == [0, 1]
 
 
 async def test_expired_rows_are_pruned(make_gateway: MakeGateway) -> None:
