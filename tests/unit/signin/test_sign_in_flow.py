@@ -221,3 +221,18 @@ async def test_a_client_id_metadata_document_signs_in(
     gw = await make_gateway()
     tokens = await sign_in(gw, client={"client_id": url})
     assert (await whoami(gw, tokens.access_token)).status == 200
+
+
+async def test_rate_limits_count_per_gitlab_user(make_gateway: MakeGateway) -> None:
+    from tests.unit.mcp.helpers import response_message
+
+    gw = await make_gateway(limits={"calls_per_second": 0.001, "burst": 1})
+    alice = await sign_in(gw)
+    assert "result" in await response_message(await whoami(gw, alice.access_token))
+    second = await response_message(await whoami(gw, alice.access_token))
+    assert second["result"]["isError"] is True
+    assert "rate" in str(second["result"]["structuredContent"]).lower()
+    gw.gitlab.current_user = "bob"
+    bob = await sign_in(gw)
+    assert second["result"] != (await response_message(await whoami(gw, bob.access_token)))["result"]
+    assert gw.probe.contexts[-1].call.caller.rate_limit_key == "gitlab-user:8"
