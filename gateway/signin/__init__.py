@@ -135,3 +135,4 @@ def setup(
     app.router.add_get("/oauth/gitlab/callback", bound(consent.gitlab_callback))
     app.router.add_post("/oauth/token", bound(tokens.token))
     app.router.add_post("/oauth/revoke", bound(tokens.revoke))
+    app.router.add_post("/oauth/sign-out", bound(tokens.sign_out_everywhere))

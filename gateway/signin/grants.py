@@ -220,6 +220,14 @@ class Grants:
         self._cache.clear()
         await self.revoke_at_gitlab(grant_id)
 
+    async def sign_out_everywhere(self, gitlab_user_id: int) -> int:
+        """End every sign-in of one GitLab user, here and at GitLab; how many ended."""
+        ended = await self._storage.revoke_person(gitlab_user_id)
+        self._cache.clear()
+        for grant_id in ended:
+            await self.revoke_at_gitlab(grant_id)
+        return len(ended)
+
     async def revoke_at_gitlab(self, grant_id: str) -> None:
         """Revoke an ended grant's tokens at GitLab (best effort)."""
         row = await self._storage.grant(grant_id)

@@ -368,6 +368,19 @@ class SignInStorage:
             )
         return None
 
+    async def revoke_person(self, gitlab_user_id: int) -> list[str]:
+        """End every live grant of one GitLab user (every client); their ids."""
+        async with self._store.write() as q:
+            rows = await q.conn.execute(
+                sa.select(sign_in_grants.c.id).where(
+                    sign_in_grants.c.gitlab_user_id == gitlab_user_id, sign_in_grants.c.revoked.is_(None)
+                )
+            )
+            ended = [str(row.id) for row in rows]
+            for grant_id in ended:
+                await self._revoke(q, grant_id)
+        return ended
+
     async def revoke_grant(self, grant_id: str) -> None:
         """End a grant and every token of it."""
         async with self._store.write() as q:

@@ -19,6 +19,7 @@ from aiohttp import web
 from gateway.broker.store import StoreError
 from gateway.signin.clients import Client, ClientUnknown
 from gateway.signin.gitlab_oauth import s256
+from gateway.signin.grants import GitLabUnavailable
 from gateway.signin.responses import invalid_client, json_answer, oauth_error
 from gateway.signin.sealing import ACCESS_PREFIX, REFRESH_PREFIX, hashed, new_secret, same
 from gateway.signin.service import SignIn
@@ -177,3 +178,24 @@ async def revoke(request: web.Request, sign_in: SignIn) -> web.Response:
             "temporarily_unavailable", "the gateway's database does not answer; try again", 503
         )
     return json_answer({})
+
+
+async def sign_out_everywhere(request: web.Request, sign_in: SignIn) -> web.Response:
+    """``POST /oauth/sign-out``: the bearer's person ends every sign-in of theirs (every client,
+    every device), here and at GitLab; 200 ``{"signed_out": n}``."""
+    scheme, _, bearer = request.headers.get("Authorization", "").strip().partition(" ")
+    bearer = bearer.strip()
+    challenge = {"WWW-Authenticate": 'Bearer error="invalid_token"'}
+    if scheme.lower() != "bearer" or not sign_in.grants.is_ours(bearer):
+        return oauth_error(
+            "invalid_token", "send Authorization: Bearer <your gateway access token>", 401, challenge
+        )
+    try:
+        who = await sign_in.grants.signed_in(bearer)
+        if who is None:
+            return oauth_error("invalid_token", "the access token expired or was revoked", 401, challenge)
+        ended = await sign_in.grants.sign_out_everywhere(who.gitlab_user_id)
+    except (StoreError, GitLabUnavailable):
+        return oauth_error("temporarily_unavailable", "the gateway cannot do this right now; try again", 503)
+    log.info("GitLab user %s signed out everywhere (%d sign-ins ended)", who.gitlab_username, ended)
+    return json_answer({"signed_out": ended})

@@ -222,3 +222,24 @@ async def test_expired_rows_are_pruned(make_gateway: MakeGateway) -> None:
     async with store.connection() as conn:
         for table in ("sign_in_grants", "sign_in_access_tokens", "sign_in_refresh_tokens", "sign_in_codes"):
             assert (await conn.execute(sa.text(f"SELECT count(*) FROM {table}"))).scalar() == 0
+
+
+async def test_sign_out_everywhere_ends_every_sign_in_on_every_replica(
+    make_gateway: MakeGateway, postgres_url_at_head: str
+) -> None:
+    import time
+
+    one = await make_gateway(postgres_url_at_head)
+    two = await make_gateway(postgres_url_at_head, gitlab=one.gitlab)
+    laptop, agent = await sign_in(one), await sign_in(one)
+    assert (await whoami(two, agent.access_token)).status == 200  # replica two has it cached now
+    resp = await one.http.post("/oauth/sign-out", headers={"Authorization": f"Bearer {laptop.access_token}"})
+    assert resp.status == 200 and await resp.json() == {"signed_out": 2}
+    assert len(one.gitlab.revoked) == 4  # both sign-ins' GitLab tokens
+    assert (await whoami(one, agent.access_token)).status == 401
+    # Replica two trusts what it looked up for at most a second (grants.CACHE_SECONDS).
+    two.mcp.app[SIGN_IN].grants._monotonic = lambda: time.monotonic() + 1.01
+    assert (await whoami(two, agent.access_token)).status == 401
+    assert (await refresh(two, agent)).status == 400
+    again = await one.http.post("/oauth/sign-out", headers={"Authorization": f"Bearer {laptop.access_token}"})
+    assert again.status == 401
