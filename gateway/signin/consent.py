@@ -23,10 +23,11 @@ from gateway.broker.store import StoreError
 from gateway.signin.clients import Client, ClientUnknown
 from gateway.signin.gitlab_oauth import GitLabRefused, GitLabUser
 from gateway.signin.metadata import SCOPES
+from gateway.signin.pending import CodeRow, TransactionRow
 from gateway.signin.responses import NO_STORE, back_to_client, invalid_client
 from gateway.signin.sealing import CODE_PREFIX, hashed, new_secret, same
 from gateway.signin.service import CODE_SECONDS, TRANSACTION_SECONDS, SignIn
-from gateway.signin.storage import CodeRow, GrantRow, TransactionRow
+from gateway.signin.storage import GrantRow
 
 log = logging.getLogger("gateway.signin")
 
