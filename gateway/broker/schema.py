@@ -329,3 +329,21 @@ sign_in_refresh_tokens = sa.Table(
     sa.Column("successor", sa.Text),
     sa.Index("sign_in_refresh_tokens_by_grant", "grant_id"),
 )
+
+#: Named agent tokens a signed-in person minted on the account page: bearer tokens for headless
+#: agents, backed by that person's account grant (its GitLab tokens), with their own role,
+#: scopes and expiry. ``id`` is a short public handle (to list and revoke), never the token.
+sign_in_agent_tokens = sa.Table(
+    "sign_in_agent_tokens",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("token_hash", sa.Text, nullable=False, unique=True),
+    sa.Column("grant_id", sa.Text, nullable=False),
+    sa.Column("gitlab_user_id", sa.BigInteger, nullable=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("role", sa.Text),
+    sa.Column("scopes", sa.Text, nullable=False),
+    sa.Column("created", sa.Float, nullable=False),
+    sa.Column("expires", sa.Float, nullable=False),
+    sa.Index("sign_in_agent_tokens_by_user", "gitlab_user_id"),
+)

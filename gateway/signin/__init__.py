@@ -61,7 +61,7 @@ def setup(
     config = settings.sign_in
     if not config.enabled:
         return
-    from gateway.signin import consent, registration, tokens
+    from gateway.signin import account, consent, registration, tokens
     from gateway.signin.service import SignIn
 
     async def sign_in_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -136,3 +136,7 @@ def setup(
     app.router.add_post("/oauth/token", bound(tokens.token))
     app.router.add_post("/oauth/revoke", bound(tokens.revoke))
     app.router.add_post("/oauth/sign-out", bound(tokens.sign_out_everywhere))
+    app.router.add_get(account.PATH, bound(account.page))
+    app.router.add_post(account.PATH, bound(account.act))
+    app.router.add_get(f"{account.PATH}/sign-in", bound(account.start))
+    app.router.add_get(f"{account.PATH}/done", bound(account.done))

@@ -37,6 +37,9 @@ CACHE_SIZE = 10_000
 #: GitLab's token is refreshed when it has less than this left.
 REFRESH_MARGIN_SECONDS = 120.0
 WRITE_SCOPE = "mcp:write"
+READ_SCOPE = "mcp:read"
+#: The scope of the account page's own session token: never accepted on ``/mcp``.
+ACCOUNT_SCOPE = "account"
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,7 @@ class SignedIn:
     role: str | None
     can_write: bool
     gitlab_token: str
+    scopes: str = READ_SCOPE
 
 
 class SignInEnded(Exception):
@@ -91,8 +95,9 @@ class Grants:
         """Drop what this replica cached (a grant revoked here)."""
         self._cache.clear()
 
-    async def signed_in(self, bearer: str) -> SignedIn | None:
-        """The caller a gateway access token stands for; None when it is not a live one.
+    async def signed_in(self, bearer: str, *, account: bool = False) -> SignedIn | None:
+        """The caller a gateway access token stands for; None when it is not a live one (for
+        ``/mcp``, or with ``account`` for the account page: each refuses the other's tokens).
 
         Raises:
             StoreError: the database cannot answer.
@@ -102,12 +107,14 @@ class Grants:
         now = self._monotonic()
         cached = self._cache.get(key)
         if cached is not None and cached[0] > now:
-            return cached[1]
+            return cached[1] if (ACCOUNT_SCOPE in cached[1].scopes.split()) == account else None
         found = await self._storage.access(key)
         if found is None:
             self._cache.pop(key, None)
             return None
         grant, scopes = found
+        if (ACCOUNT_SCOPE in scopes.split()) != account:
+            return None
         try:
             tokens = await self._fresh(grant)
         except SignInEnded:
@@ -119,6 +126,7 @@ class Grants:
             role=grant.role,
             can_write=WRITE_SCOPE in scopes.split(),
             gitlab_token=tokens.access_token,
+            scopes=scopes,
         )
         if len(self._cache) >= CACHE_SIZE:
             self._cache.clear()

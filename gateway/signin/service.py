@@ -12,6 +12,7 @@ import httpx
 from gateway.broker.store import Store
 from gateway.config import Settings, decode_encryption_key
 from gateway.observability.metrics import Metrics
+from gateway.signin.agent_tokens import AgentTokens
 from gateway.signin.clients import Clients, MetadataDocuments, RedirectRule
 from gateway.signin.gitlab_oauth import GitLabOAuth
 from gateway.signin.grants import Grants
@@ -39,6 +40,8 @@ class SignIn:
     csrf_key: bytes
     #: Counts a sign-in event (``gateway_sign_in_events_total``).
     count: Callable[[str], None]
+    #: Named agent tokens (the account page's).
+    agents: AgentTokens
 
     @classmethod
     def build(
@@ -83,4 +86,5 @@ class SignIn:
             clock=clock,
             csrf_key=hashlib.sha256(b"sign-in csrf:" + key).digest(),
             count=count,
+            agents=AgentTokens(store, clock),
         )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import sqlalchemy as sa
@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from gateway.broker.queries import Queries
 from gateway.broker.schema import (
     sign_in_access_tokens,
+    sign_in_agent_tokens,
     sign_in_codes,
     sign_in_grants,
     sign_in_refresh_tokens,
@@ -160,7 +161,8 @@ class SignInStorage(PendingStorage):
             return _grant(grant_row)
 
     async def access(self, access_hash: str) -> tuple[GrantRow, str] | None:
-        """The grant and scopes of a live access token; None when unknown, expired or revoked."""
+        """The grant and scopes of a live access token, or of a named agent token (its grant
+        with the agent token's role); None when unknown, expired or revoked."""
         now = self._clock()
         async with self._store.read() as q:
             row = (
@@ -174,7 +176,44 @@ class SignInStorage(PendingStorage):
                     )
                 )
             ).first()
-        return None if row is None else (_grant(row), row.token_scopes)
+            if row is not None:
+                return _grant(row), row.token_scopes
+            agent = sign_in_agent_tokens
+            row = (
+                await q.conn.execute(
+                    sa.select(
+                        sign_in_grants, agent.c.scopes.label("token_scopes"), agent.c.role.label("agent_role")
+                    )
+                    .join(agent, agent.c.grant_id == sign_in_grants.c.id)
+                    .where(
+                        agent.c.token_hash == access_hash,
+                        agent.c.expires > now,
+                        sign_in_grants.c.revoked.is_(None),
+                    )
+                )
+            ).first()
+        if row is None:
+            return None
+        return replace(_grant(row), role=row.agent_role), row.token_scopes
+
+    async def issue_access(self, grant_id: str, scopes: str, access_hash: str, expires: float) -> None:
+        """Store an access token alone (no refresh token): the account page's session."""
+        async with self._store.write() as q:
+            await q.conn.execute(
+                sa.insert(sign_in_access_tokens).values(
+                    token_hash=access_hash, grant_id=grant_id, scopes=scopes, expires=expires
+                )
+            )
+            await self.extend(q, grant_id, expires)
+
+    @staticmethod
+    async def extend(q: Queries, grant_id: str, until: float) -> None:
+        """Keep a grant at least until ``until`` (a token backed by it lives that long)."""
+        await q.conn.execute(
+            sa.update(sign_in_grants)
+            .where(sign_in_grants.c.id == grant_id, sign_in_grants.c.expires < until)
+            .values(expires=until)
+        )
 
     async def revoke_token(self, token_hash: str, client_id: str) -> str | None:
         """RFC 7009: an access token ends alone; a refresh token ends its whole grant. The grant
@@ -230,6 +269,9 @@ class SignInStorage(PendingStorage):
         await q.conn.execute(
             sa.delete(sign_in_refresh_tokens).where(sign_in_refresh_tokens.c.grant_id == grant_id)
         )
+        await q.conn.execute(
+            sa.delete(sign_in_agent_tokens).where(sign_in_agent_tokens.c.grant_id == grant_id)
+        )
 
     # -- GitLab's tokens -------------------------------------------------------------------------
 
@@ -256,6 +298,12 @@ class SignInStorage(PendingStorage):
         """Forget what has expired: sign-ins under way, codes, tokens, grants past their refresh."""
         now = self._clock()
         async with self._store.write() as q:
-            for table in (sign_in_transactions, sign_in_codes, sign_in_access_tokens, sign_in_refresh_tokens):
+            for table in (
+                sign_in_transactions,
+                sign_in_codes,
+                sign_in_access_tokens,
+                sign_in_refresh_tokens,
+                sign_in_agent_tokens,
+            ):
                 await q.conn.execute(sa.delete(table).where(table.c.expires <= now))
             await q.conn.execute(sa.delete(sign_in_grants).where(sign_in_grants.c.expires <= now))

@@ -1,4 +1,5 @@
-"""Sign-in through GitLab: registered clients, sign-ins under way, codes, grants and the gateway's tokens.
+"""Sign-in through GitLab: registered clients, sign-ins under way, codes, grants, the gateway's tokens
+and named agent tokens.
 
 Revision ID: 0010
 Revises: 0009
@@ -82,9 +83,24 @@ def upgrade() -> None:
         sa.Column("successor", sa.Text),
     )
     op.create_index("sign_in_refresh_tokens_by_grant", "sign_in_refresh_tokens", ["grant_id"])
+    op.create_table(
+        "sign_in_agent_tokens",
+        sa.Column("id", sa.Text, primary_key=True),
+        sa.Column("token_hash", sa.Text, nullable=False, unique=True),
+        sa.Column("grant_id", sa.Text, nullable=False),
+        sa.Column("gitlab_user_id", sa.BigInteger, nullable=False),
+        sa.Column("name", sa.Text, nullable=False),
+        sa.Column("role", sa.Text),
+        sa.Column("scopes", sa.Text, nullable=False),
+        sa.Column("created", sa.Float, nullable=False),
+        sa.Column("expires", sa.Float, nullable=False),
+    )
+    op.create_index("sign_in_agent_tokens_by_user", "sign_in_agent_tokens", ["gitlab_user_id"])
 
 
 def downgrade() -> None:
+    op.drop_index("sign_in_agent_tokens_by_user", "sign_in_agent_tokens")
+    op.drop_table("sign_in_agent_tokens")
     op.drop_index("sign_in_refresh_tokens_by_grant", "sign_in_refresh_tokens")
     op.drop_index("sign_in_access_tokens_by_grant", "sign_in_access_tokens")
     op.drop_index("sign_in_grants_by_user", "sign_in_grants")
