@@ -231,7 +231,7 @@ class Authenticator:
             credential=Credential(header="Authorization", token=who.gitlab_token, source="service"),
             remote=remote or "",
             access=access.narrowed(header_restriction(headers, TOOLSETS)),
-            owner=f"sign-in:{who.grant_id}",
+            owner=f"sign-in:{who.grant_id}:{who.role or ''}",
             rate_limit_key=f"gitlab-user:{who.gitlab_user_id}",
             summary_text=self._summary_text,
             gitlab_user=who.gitlab_username,
