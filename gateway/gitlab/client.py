@@ -40,7 +40,7 @@ from gateway.gitlab.answers import check_status, decode_json, graphql_data
 from gateway.gitlab.attempt_errors import NOT_SENT, not_answered, not_connected, what_failed
 from gateway.gitlab.call import GitLabCall, HttpReply
 from gateway.gitlab.credentials import Credential
-from gateway.gitlab.errors import GitLabUpstreamError
+from gateway.gitlab.errors import GitLabUnauthorized, GitLabUpstreamError
 from gateway.gitlab.http import build_http_client, build_transport
 from gateway.gitlab.instance import GitLabInstance, InstanceInfo
 from gateway.gitlab.operation_loader import graphql_body
@@ -423,15 +423,51 @@ class GitLabSession:
         self, operation: str, variables: Mapping[str, Any], *, mutation: bool = False
     ) -> dict[str, Any]:
         """See :meth:`GitLabClient.graphql`."""
-        return await self.client.graphql(
-            operation, variables, credential=self.credential, request_id=self.request_id, mutation=mutation
-        )
+        try:
+            return await self.client.graphql(
+                operation,
+                variables,
+                credential=self.credential,
+                request_id=self.request_id,
+                mutation=mutation,
+            )
+        except GitLabUnauthorized as err:
+            if not await self._renewed(err):
+                raise
+            return await self.client.graphql(
+                operation,
+                variables,
+                credential=self.credential,
+                request_id=self.request_id,
+                mutation=mutation,
+            )
 
     async def rest(self, method: str, route: str, **kwargs: Any) -> Any:
         """See :meth:`GitLabClient.rest`."""
-        return await self.client.rest(
-            method, route, credential=self.credential, request_id=self.request_id, **kwargs
-        )
+        try:
+            return await self.client.rest(
+                method, route, credential=self.credential, request_id=self.request_id, **kwargs
+            )
+        except GitLabUnauthorized as err:
+            if not await self._renewed(err):
+                raise
+            return await self.client.rest(
+                method, route, credential=self.credential, request_id=self.request_id, **kwargs
+            )
+
+    async def _renewed(self, err: GitLabUnauthorized) -> bool:
+        """After GitLab's 401 to a signed-in person's token: whether it was refreshed, so the
+        request (which GitLab refused, so did not act on) may be sent once more with the new one.
+        A failed refresh leaves the 401 as it is: the caller is then told to sign in again."""
+        renew = self.credential.renew
+        if err.status != 401 or renew is None:
+            return False
+        try:
+            self.credential = await renew()
+        except Exception as failure:  # revoked at GitLab, GitLab unreachable: the 401 stands
+            log.info("a signed-in GitLab token could not be renewed after a 401 (%s)", type(failure).__name__)
+            return False
+        return True
 
     def stream(
         self,

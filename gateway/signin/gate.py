@@ -45,6 +45,9 @@ class Gate:
     def _insufficient_scope(self, message: str) -> HttpRefusal:
         return HttpRefusal(FORBIDDEN, message, status=403, headers={"WWW-Authenticate": self._step_up})
 
+    async def renew(self, who: SignedInCaller) -> str:
+        return await self._grants().after_gitlab_401(who)
+
     async def refused_by_gitlab(self, who: SignedInCaller, refusals: list[str]) -> None:
         if "insufficient_scope" in refusals:
             raise self._insufficient_scope(

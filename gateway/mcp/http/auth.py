@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 from gateway.config import TOOLSETS, ClientToken, Settings, is_loopback
@@ -119,6 +119,11 @@ class SignInGate(Protocol):
         Raises:
             HttpRefusal: 403 ``insufficient_scope`` (RFC 6750 §3.1).
         """
+        ...
+
+    async def renew(self, who: SignedInCaller) -> str:
+        """``who``'s GitLab token after GitLab answered 401 to it: refreshed (once across
+        replicas). Raises when it cannot be (revoked at GitLab, GitLab unreachable)."""
         ...
 
     async def refused_by_gitlab(self, who: SignedInCaller, refusals: list[str]) -> None:
@@ -222,13 +227,30 @@ class Authenticator:
             summary_text=summary,
         )
 
-    def signed_in(self, who: SignedInCaller, headers: Mapping[str, str], remote: str | None) -> Caller:
+    def signed_in(
+        self,
+        who: SignedInCaller,
+        headers: Mapping[str, str],
+        remote: str | None,
+        renew: Callable[[], Awaitable[str]] | None = None,
+    ) -> Caller:
         """The caller of a request a signed-in person's gateway access token authenticated: their
-        GitLab token, their role as the agent id (never ``X-Agent-Id``), limits per GitLab user."""
+        GitLab token (``renew`` refreshes it after GitLab's 401), their role as the agent id
+        (never ``X-Agent-Id``), limits per GitLab user."""
         access = NO_LIMITS if who.can_write else NO_LIMITS.narrowed(READ_SCOPE_ONLY)
+
+        async def renewed() -> Credential:
+            assert renew is not None
+            return Credential(header="Authorization", token=await renew(), source="service")
+
         return Caller(
             agent_id=who.role,
-            credential=Credential(header="Authorization", token=who.gitlab_token, source="service"),
+            credential=Credential(
+                header="Authorization",
+                token=who.gitlab_token,
+                source="service",
+                renew=None if renew is None else renewed,
+            ),
             remote=remote or "",
             access=access.narrowed(header_restriction(headers, TOOLSETS)),
             owner=f"sign-in:{who.grant_id}:{who.role or ''}",

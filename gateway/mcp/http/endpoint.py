@@ -402,7 +402,10 @@ class McpEndpoint:
         if who is None:
             caller = self._auth.authenticate(request.headers, request.remote, require_gitlab=require_gitlab)
         else:
-            caller = self._auth.signed_in(who, request.headers, request.remote)
+            assert self._sign_in is not None
+            caller = self._auth.signed_in(
+                who, request.headers, request.remote, functools.partial(self._sign_in.renew, who)
+            )
         ex.caller = caller
         return caller
 
