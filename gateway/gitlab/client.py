@@ -26,7 +26,7 @@ import json as json_lib
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -423,37 +423,28 @@ class GitLabSession:
         self, operation: str, variables: Mapping[str, Any], *, mutation: bool = False
     ) -> dict[str, Any]:
         """See :meth:`GitLabClient.graphql`."""
-        try:
-            return await self.client.graphql(
-                operation,
-                variables,
-                credential=self.credential,
-                request_id=self.request_id,
-                mutation=mutation,
+        return await self._renewing(  # type: ignore[no-any-return]
+            lambda credential: self.client.graphql(
+                operation, variables, credential=credential, request_id=self.request_id, mutation=mutation
             )
-        except GitLabUnauthorized as err:
-            if not await self._renewed(err):
-                raise
-            return await self.client.graphql(
-                operation,
-                variables,
-                credential=self.credential,
-                request_id=self.request_id,
-                mutation=mutation,
-            )
+        )
 
     async def rest(self, method: str, route: str, **kwargs: Any) -> Any:
         """See :meth:`GitLabClient.rest`."""
-        try:
-            return await self.client.rest(
-                method, route, credential=self.credential, request_id=self.request_id, **kwargs
+        return await self._renewing(
+            lambda credential: self.client.rest(
+                method, route, credential=credential, request_id=self.request_id, **kwargs
             )
+        )
+
+    async def _renewing(self, send: Callable[[Credential], Awaitable[Any]]) -> Any:
+        """``send(credential)``, and once more with a renewed credential after GitLab's 401."""
+        try:
+            return await send(self.credential)
         except GitLabUnauthorized as err:
             if not await self._renewed(err):
                 raise
-            return await self.client.rest(
-                method, route, credential=self.credential, request_id=self.request_id, **kwargs
-            )
+            return await send(self.credential)
 
     async def _renewed(self, err: GitLabUnauthorized) -> bool:
         """After GitLab's 401 to a signed-in person's token: whether it was refreshed, so the
