@@ -261,3 +261,108 @@ replicas = sa.Table(
     sa.Column("last_seen", sa.Float, nullable=False),
     sa.Column("every", sa.Float, nullable=False),
 )
+
+# Added by migration 0011: sign-in through GitLab (``gateway.signin``). Secrets are kept only as
+# SHA-256 hashes (client secrets, codes, the gateway's tokens, the browser binding of a sign-in
+# under way) or, GitLab's tokens and the PKCE verifier sent to GitLab, AES-GCM ciphertext.
+#: Clients registered dynamically (RFC 7591); the operator's are in the configuration.
+sign_in_clients = sa.Table(
+    "sign_in_clients",
+    metadata,
+    sa.Column("client_id", sa.Text, primary_key=True),
+    sa.Column("secret_hash", sa.Text),
+    sa.Column("name", sa.Text),
+    sa.Column("redirect_uris", sa.Text, nullable=False),
+    sa.Column("auth_method", sa.Text, nullable=False),
+    sa.Column("created", sa.Float, nullable=False),
+)
+
+#: Sign-ins under way: from the consent page through GitLab and back.
+sign_in_transactions = sa.Table(
+    "sign_in_transactions",
+    metadata,
+    sa.Column("id_hash", sa.Text, primary_key=True),
+    sa.Column("client_id", sa.Text, nullable=False),
+    sa.Column("redirect_uri", sa.Text, nullable=False),
+    sa.Column("state", sa.Text),
+    sa.Column("code_challenge", sa.Text, nullable=False),
+    sa.Column("scopes", sa.Text, nullable=False),
+    sa.Column("browser_hash", sa.Text, nullable=False),
+    sa.Column("role", sa.Text),
+    sa.Column("gitlab_state_hash", sa.Text, unique=True),
+    sa.Column("gitlab_verifier", sa.Text),
+    sa.Column("expires", sa.Float, nullable=False),
+    sa.Index("sign_in_transactions_by_expiry", "expires"),
+)
+
+#: Authorization codes, single use.
+sign_in_codes = sa.Table(
+    "sign_in_codes",
+    metadata,
+    sa.Column("code_hash", sa.Text, primary_key=True),
+    sa.Column("grant_id", sa.Text, nullable=False),
+    sa.Column("client_id", sa.Text, nullable=False),
+    sa.Column("redirect_uri", sa.Text, nullable=False),
+    sa.Column("code_challenge", sa.Text, nullable=False),
+    sa.Column("expires", sa.Float, nullable=False),
+)
+
+#: A person's sign-in through one client: who at GitLab, the role and scopes, GitLab's tokens.
+sign_in_grants = sa.Table(
+    "sign_in_grants",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("client_id", sa.Text, nullable=False),
+    sa.Column("gitlab_user_id", sa.BigInteger, nullable=False),
+    sa.Column("gitlab_username", sa.Text, nullable=False),
+    sa.Column("role", sa.Text),
+    sa.Column("scopes", sa.Text, nullable=False),
+    sa.Column("gitlab_tokens", sa.Text, nullable=False),
+    sa.Column("gitlab_expires", sa.Float, nullable=False),
+    sa.Column("created", sa.Float, nullable=False),
+    sa.Column("expires", sa.Float, nullable=False),
+    sa.Column("revoked", sa.Float),
+    sa.Index("sign_in_grants_by_user", "gitlab_user_id"),
+)
+
+#: The gateway's access tokens.
+sign_in_access_tokens = sa.Table(
+    "sign_in_access_tokens",
+    metadata,
+    sa.Column("token_hash", sa.Text, primary_key=True),
+    sa.Column("grant_id", sa.Text, nullable=False),
+    sa.Column("scopes", sa.Text, nullable=False),
+    sa.Column("expires", sa.Float, nullable=False),
+    sa.Index("sign_in_access_tokens_by_grant", "grant_id"),
+)
+
+#: The gateway's refresh tokens: each names the one it replaced and the one that replaces it.
+sign_in_refresh_tokens = sa.Table(
+    "sign_in_refresh_tokens",
+    metadata,
+    sa.Column("token_hash", sa.Text, primary_key=True),
+    sa.Column("grant_id", sa.Text, nullable=False),
+    sa.Column("scopes", sa.Text, nullable=False),
+    sa.Column("expires", sa.Float, nullable=False),
+    sa.Column("predecessor", sa.Text),
+    sa.Column("successor", sa.Text),
+    sa.Index("sign_in_refresh_tokens_by_grant", "grant_id"),
+)
+
+#: Named agent tokens a signed-in person minted on the account page: bearer tokens for headless
+#: agents, backed by that person's account grant (its GitLab tokens), with their own role,
+#: scopes and expiry. ``id`` is a short public handle (to list and revoke), never the token.
+sign_in_agent_tokens = sa.Table(
+    "sign_in_agent_tokens",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("token_hash", sa.Text, nullable=False, unique=True),
+    sa.Column("grant_id", sa.Text, nullable=False),
+    sa.Column("gitlab_user_id", sa.BigInteger, nullable=False),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("role", sa.Text),
+    sa.Column("scopes", sa.Text, nullable=False),
+    sa.Column("created", sa.Float, nullable=False),
+    sa.Column("expires", sa.Float, nullable=False),
+    sa.Index("sign_in_agent_tokens_by_user", "gitlab_user_id"),
+)

@@ -40,6 +40,7 @@ from gateway.config.gitlab import CacheSettings, GitLabSettings
 from gateway.config.observability import LoggingSettings
 from gateway.config.server import ServerSettings
 from gateway.config.settings import Settings, load_settings
+from gateway.config.sign_in import SignInClient, SignInSettings, decode_encryption_key
 
 __all__ = [
     "CONTRACT_ENVIRONMENT",
@@ -58,6 +59,9 @@ __all__ = [
     "LoggingSettings",
     "ServerSettings",
     "Settings",
+    "SignInClient",
+    "SignInSettings",
+    "decode_encryption_key",
     "expand_toolsets",
     "is_loopback",
     "load_settings",

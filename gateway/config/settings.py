@@ -22,6 +22,7 @@ from gateway.config.environment import _ContractEnvSource
 from gateway.config.gitlab import CacheSettings, GitLabSettings
 from gateway.config.observability import LoggingSettings
 from gateway.config.server import ServerSettings
+from gateway.config.sign_in import SignInSettings
 
 
 class Settings(BaseSettings):
@@ -41,6 +42,7 @@ class Settings(BaseSettings):
     console: ConsoleSettings = ConsoleSettings()
     logging: LoggingSettings = LoggingSettings()
     limits: LimitsSettings = LimitsSettings()
+    sign_in: SignInSettings = SignInSettings()
     #: Broker database, activity logs and ``.stop-pipeline``.
     state_dir: Path = Path(".pipeline")
     #: Hide and refuse every tool that is not read-only.
@@ -127,8 +129,11 @@ class Settings(BaseSettings):
                     f"client_tokens: agent_id {client.agent_id!r} is not one of broker.agents "
                     f"{list(self.broker.agents)}"
                 )
+        if self.sign_in.enabled:
+            self._check_sign_in()
         if (
-            not is_loopback(self.server.host)
+            not self.sign_in.enabled
+            and not is_loopback(self.server.host)
             and self.gitlab.credential_mode == "service"
             and self.gitlab.token is not None
             and not self.client_tokens
@@ -140,6 +145,21 @@ class Settings(BaseSettings):
                 "to 127.0.0.1."
             )
         return self
+
+    def _check_sign_in(self) -> None:
+        if self.gitlab.credential_mode == "passthrough":
+            raise ValueError(
+                "sign_in.enabled and gitlab.credential_mode = 'passthrough' do not go together: with "
+                "sign-in every person calls GitLab with their own signed-in token. Set "
+                "gitlab.credential_mode = 'service' (static client_tokens then use gitlab.token)"
+            )
+        for who, roles in self.sign_in.roles.items():
+            unknown = [role for role in roles if role not in self.broker.agents]
+            if unknown:
+                raise ValueError(
+                    f"sign_in.roles: {who!r} names {', '.join(map(repr, unknown))}, not one of "
+                    f"broker.agents {list(self.broker.agents)}"
+                )
 
     @classmethod
     def settings_customise_sources(

@@ -25,7 +25,7 @@ import contextlib
 import json as json_lib
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -39,7 +39,7 @@ from gateway.gitlab.attempt_errors import NOT_SENT, not_answered, not_connected,
 from gateway.gitlab.attempt_log import record_attempt
 from gateway.gitlab.call import GitLabCall, HttpReply
 from gateway.gitlab.credentials import Credential
-from gateway.gitlab.errors import GitLabUpstreamError
+from gateway.gitlab.errors import GitLabUnauthorized, GitLabUpstreamError
 from gateway.gitlab.http import build_http_client, build_transport
 from gateway.gitlab.instance import GitLabInstance, InstanceInfo
 from gateway.gitlab.operation_loader import graphql_body
@@ -391,15 +391,42 @@ class GitLabSession:
         self, operation: str, variables: Mapping[str, Any], *, mutation: bool = False
     ) -> dict[str, Any]:
         """See :meth:`GitLabClient.graphql`."""
-        return await self.client.graphql(
-            operation, variables, credential=self.credential, request_id=self.request_id, mutation=mutation
+        return await self._renewing(  # type: ignore[no-any-return]
+            lambda credential: self.client.graphql(
+                operation, variables, credential=credential, request_id=self.request_id, mutation=mutation
+            )
         )
 
     async def rest(self, method: str, route: str, **kwargs: Any) -> Any:
         """See :meth:`GitLabClient.rest`."""
-        return await self.client.rest(
-            method, route, credential=self.credential, request_id=self.request_id, **kwargs
+        return await self._renewing(
+            lambda credential: self.client.rest(
+                method, route, credential=credential, request_id=self.request_id, **kwargs
+            )
         )
+
+    async def _renewing(self, send: Callable[[Credential], Awaitable[Any]]) -> Any:
+        """``send(credential)``, and once more with a renewed credential after GitLab's 401."""
+        try:
+            return await send(self.credential)
+        except GitLabUnauthorized as err:
+            if not await self._renewed(err):
+                raise
+            return await send(self.credential)
+
+    async def _renewed(self, err: GitLabUnauthorized) -> bool:
+        """After GitLab's 401 to a signed-in person's token: whether it was refreshed, so the
+        request (which GitLab refused, so did not act on) may be sent once more with the new one.
+        A failed refresh leaves the 401 as it is: the caller is then told to sign in again."""
+        renew = self.credential.renew
+        if err.status != 401 or renew is None:
+            return False
+        try:
+            self.credential = await renew()
+        except Exception as failure:  # revoked at GitLab, GitLab unreachable: the 401 stands
+            log.info("a signed-in GitLab token could not be renewed after a 401 (%s)", type(failure).__name__)
+            return False
+        return True
 
     def stream(
         self,

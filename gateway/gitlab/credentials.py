@@ -15,7 +15,7 @@ import hashlib
 import hmac
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -34,11 +34,15 @@ class Credential:
         header: ``PRIVATE-TOKEN`` or ``Authorization`` (then ``token`` is sent as ``Bearer <token>``).
         token: the secret; empty for anonymous access.
         source: ``service`` or ``passthrough``.
+        renew: a person signed in through GitLab (``gateway.signin``): returns their refreshed
+            credential after GitLab answered 401 to this one (it did nothing then, so the request
+            is sent once more with the new one: ``GitLabSession``); None for every other credential.
     """
 
     header: Literal["PRIVATE-TOKEN", "Authorization"]
     token: str = field(repr=False)
     source: Literal["service", "passthrough"] = "service"
+    renew: Callable[[], Awaitable[Credential]] | None = field(default=None, repr=False, compare=False)
 
     @functools.cached_property
     def cache_key(self) -> str:

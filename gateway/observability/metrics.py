@@ -242,6 +242,14 @@ class Metrics:
             "Console live views refused: the sign-in already held console.max_streams_per_session",
             registry=r,
         )
+        self.sign_in_events = Counter(
+            "gateway_sign_in_events_total",
+            "Sign-in through GitLab ([sign_in]), by event: signed_in, refused (allow-list or role), "
+            "gitlab_refreshed (one refresh of a person's GitLab token, for every replica), "
+            "gitlab_refresh_failed (GitLab did not answer), ended (GitLab refused the refresh: revoked)",
+            ["event"],
+            registry=r,
+        )
         self.console_sign_ins_failed = Counter(
             "gateway_console_sign_ins_failed_total",
             "Console sign-ins refused, by reason: wrong_token (a token that opens nothing), throttled "

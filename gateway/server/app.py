@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 
 from aiohttp import web
 
-from gateway import console
+from gateway import console, signin
 from gateway.broker.ended_sessions import EndedSessions
 from gateway.config import Settings
 from gateway.mcp.http.delivery import finish_read_checks
@@ -154,7 +154,17 @@ def create_app(
             raise RuntimeError("the gateway has no broker database to keep ended sessions in")
         return broker.ended_sessions
 
-    McpEndpoint(settings, telemetry, sealer, calls, core, ended_sessions).add_routes(app)
+    gate = None
+    if settings.sign_in.enabled:
+        from gateway.signin.gate import Gate
+
+        def changes_things(name: str) -> bool:
+            tool = registry.declared(name)
+            return tool is not None and not tool.annotations.read_only
+
+        gate = Gate(settings.sign_in, lambda: app[signin.SIGN_IN].grants, changes_things)
+    McpEndpoint(settings, telemetry, sealer, calls, core, ended_sessions, gate).add_routes(app)
+    signin.setup(app, settings, lambda: app[SERVICES].broker, lambda: app[SERVICES].gitlab.http)
     health.setup(app)
     console.setup(app, settings, lambda: app[SERVICES].broker, lambda: health.gitlab_health(app))
     app.router.add_get("/metrics", metrics_handler(metrics.registry, lambda: app.get(SERVICES)))

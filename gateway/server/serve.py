@@ -234,7 +234,15 @@ def _log_what_needs_care(settings: Settings) -> None:
             if token is not None
         )
         log.info("broker console on for %s at http://%s:%s/broker", roles, server.host, server.port)
-    if settings.gitlab.credential_mode == "service" and settings.gitlab.token is None:
+    if settings.sign_in.enabled:
+        log.info(
+            "sign-in through GitLab on: issuer %s, resource %s/mcp, GitLab application redirect URI "
+            "%s/oauth/gitlab/callback",
+            settings.sign_in.issuer,
+            settings.sign_in.issuer,
+            settings.sign_in.issuer,
+        )
+    elif settings.gitlab.credential_mode == "service" and settings.gitlab.token is None:
         log.warning(
             "GITLAB_TOKEN is not set, so the GitLab tools read public projects only, anonymously; set "
             "GITLAB_TOKEN (gitlab.token; scope api, or read_api with --read-only), or set "

@@ -50,6 +50,11 @@ class Caller:
             destructive actions (``gateway.tools.confirmations``).
         summary_text: a result with ``structuredContent`` carries a short text block instead of
             the JSON copy (``structured_text = "summary"``, the deployment's or its client token's).
+        gitlab_user: the GitLab username of a person signed in through GitLab (``gateway.signin``),
+            for access lines; None otherwise.
+        gitlab_refusals: a signed-in caller's: where the tool runner notes GitLab's refusals of
+            their token (``401``, ``insufficient_scope``), so that the transport answers with HTTP
+            401 (sign in again) or 403 (step up) instead of a tool error; None otherwise.
     """
 
     agent_id: str | None
@@ -61,6 +66,8 @@ class Caller:
     confirm_destructive: bool = False
     rate_limit_key: str = field(default="", repr=False)
     summary_text: bool = False
+    gitlab_user: str | None = None
+    gitlab_refusals: list[str] | None = field(default=None, repr=False, compare=False)
 
 
 def rate_limit_key(caller: Caller) -> str:

@@ -377,6 +377,10 @@ class Registry:
                 and err.status == 401
             ):
                 self._rejected_tokens.rejected(ctx.call.caller)
+            refusals = ctx.call.caller.gitlab_refusals
+            if refusals is not None and isinstance(err, GitLabUnauthorized):
+                # A signed-in person's token: the transport turns this into HTTP 401 or 403.
+                refusals.append("insufficient_scope" if "insufficient_scope" in str(err) else str(err.status))
             cursor_sent = getattr(args, CURSOR_ARGUMENT, None) is not None
             error = as_tool_error(
                 err, reference_hint=tool.reference_hint, cursor_sent=cursor_sent, tool=tool.name

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol
 
 from gateway.config import TOOLSETS, ClientToken, Settings, is_loopback
 from gateway.gitlab.credentials import Credential, passthrough_credential, service_credential
@@ -79,10 +80,79 @@ def _token_access(client: ClientToken) -> ToolAccess:
     )
 
 
-class Authenticator:
-    """Turns request headers into a :class:`Caller`. Built once per app from settings."""
+class SignedInCaller(Protocol):
+    """A person signed in through GitLab (``gateway.signin``): what ``/mcp`` needs of them."""
 
-    def __init__(self, settings: Settings) -> None:
+    @property
+    def grant_id(self) -> str: ...
+    @property
+    def gitlab_user_id(self) -> int: ...
+    @property
+    def gitlab_username(self) -> str: ...
+    @property
+    def role(self) -> str | None: ...
+    @property
+    def can_write(self) -> bool: ...
+    @property
+    def gitlab_token(self) -> str: ...
+
+
+class SignInGate(Protocol):
+    """The narrow part of sign-in ``/mcp`` uses (``gateway.signin.gate``), when sign-in is on."""
+
+    #: ``WWW-Authenticate`` of a request without a usable token (RFC 9728 §5.1).
+    challenge: str
+
+    async def check(self, headers: Mapping[str, str]) -> SignedInCaller | None:
+        """The signed-in caller a request's gateway access token stands for; None when it carries
+        no gateway access token (a static client token may still let it in).
+
+        Raises:
+            HttpRefusal: 401 (a ``PRIVATE-TOKEN``, an access token expired or revoked), 503.
+        """
+        ...
+
+    def check_call(self, who: SignedInCaller | None, params: Mapping[str, object] | None) -> None:
+        """Before a ``tools/call``: a caller signed in with ``mcp:read`` only who calls a tool that
+        changes things is asked to step up.
+
+        Raises:
+            HttpRefusal: 403 ``insufficient_scope`` (RFC 6750 §3.1).
+        """
+        ...
+
+    async def renew(self, who: SignedInCaller) -> str:
+        """``who``'s GitLab token after GitLab answered 401 to it: refreshed (once across
+        replicas). Raises when it cannot be (revoked at GitLab, GitLab unreachable)."""
+        ...
+
+    async def refused_by_gitlab(self, who: SignedInCaller, refusals: list[str]) -> None:
+        """After a call GitLab refused the signed-in caller's token: refresh it (401) and say so.
+
+        Raises:
+            HttpRefusal: 401 (the client refreshes, or signs in again when GitLab revoked the
+                grant) or 403 ``insufficient_scope``.
+        """
+        ...
+
+
+#: What a signed-in caller may use with only the ``mcp:read`` scope.
+READ_SCOPE_ONLY = Restriction(
+    source="your sign-in's scope mcp:read (sign in again with mcp:write to make changes)", read_only=True
+)
+
+
+class Authenticator:
+    """Turns request headers into a :class:`Caller`. Built once per app from settings.
+
+    ``sign_in_challenge``: sign-in is on (``[sign_in]``), and this is the ``WWW-Authenticate`` of
+    a request whose bearer is neither a client token nor a gateway access token. ``X-Agent-Id``
+    then names nobody, and no request reaches GitLab with the service token unless its bearer is
+    a client token.
+    """
+
+    def __init__(self, settings: Settings, sign_in_challenge: str | None = None) -> None:
+        self._sign_in_challenge = sign_in_challenge
         self._tokens = tuple(
             (
                 hashlib.sha256(c.token.get_secret_value().encode()).digest(),
@@ -96,7 +166,9 @@ class Authenticator:
         )
         self._summary_text = settings.structured_text == "summary"
         self._agents = frozenset(settings.broker.agents)
-        self._agent_header = not self._tokens and is_loopback(settings.server.host)
+        self._agent_header = (
+            not self._tokens and is_loopback(settings.server.host) and sign_in_challenge is None
+        )
         self._passthrough = settings.gitlab.credential_mode == "passthrough"
         token = settings.gitlab.token
         self._service: Credential = service_credential(token.get_secret_value() if token else None)
@@ -119,7 +191,7 @@ class Authenticator:
         access = NO_LIMITS
         confirm = False
         summary = self._summary_text
-        if self._tokens:
+        if self._tokens or self._sign_in_challenge is not None:
             agent_id, owner, access, confirm, summary = self._client_token_agent(headers.get("Authorization"))
         elif self._agent_header:
             value = headers.get(AGENT_HEADER)
@@ -155,10 +227,54 @@ class Authenticator:
             summary_text=summary,
         )
 
+    def signed_in(
+        self,
+        who: SignedInCaller,
+        headers: Mapping[str, str],
+        remote: str | None,
+        renew: Callable[[], Awaitable[str]] | None = None,
+    ) -> Caller:
+        """The caller of a request a signed-in person's gateway access token authenticated: their
+        GitLab token (``renew`` refreshes it after GitLab's 401), their role as the agent id
+        (never ``X-Agent-Id``), limits per GitLab user."""
+        access = NO_LIMITS if who.can_write else NO_LIMITS.narrowed(READ_SCOPE_ONLY)
+
+        async def renewed() -> Credential:
+            assert renew is not None
+            return Credential(header="Authorization", token=await renew(), source="service")
+
+        return Caller(
+            agent_id=who.role,
+            credential=Credential(
+                header="Authorization",
+                token=who.gitlab_token,
+                source="service",
+                renew=None if renew is None else renewed,
+            ),
+            remote=remote or "",
+            access=access.narrowed(header_restriction(headers, TOOLSETS)),
+            owner=f"sign-in:{who.grant_id}:{who.role or ''}",
+            rate_limit_key=f"gitlab-user:{who.gitlab_user_id}",
+            summary_text=self._summary_text,
+            gitlab_user=who.gitlab_username,
+            gitlab_refusals=[],
+        )
+
     def _client_token_agent(self, authorization: str | None) -> tuple[str, str, ToolAccess, bool, bool]:
         scheme, _, secret = (authorization or "").strip().partition(" ")
         secret = secret.strip()
+        if self._sign_in_challenge is not None and not self._tokens:
+            raise unauthorized(
+                "This gateway signs people in with GitLab: sign in through your MCP client (OAuth).",
+                self._sign_in_challenge,
+            )
         if scheme.lower() != "bearer" or not secret:
+            if self._sign_in_challenge is not None:
+                raise unauthorized(
+                    "This gateway signs people in with GitLab: sign in through your MCP client (OAuth), "
+                    "or send `Authorization: Bearer <your gateway client token>`.",
+                    self._sign_in_challenge,
+                )
             raise unauthorized(
                 "This gateway requires a client token: send `Authorization: Bearer <your gateway client "
                 "token>` with every request (ask the gateway's operator for one)."
@@ -170,6 +286,12 @@ class Authenticator:
             if hmac.compare_digest(digest, expected) and found is None:
                 found = (agent_id, owner, access, confirm, summary)
         if found is None:
+            if self._sign_in_challenge is not None:
+                raise unauthorized(
+                    "The bearer token is not one this gateway issued (GitLab tokens are not accepted here): "
+                    "sign in through your MCP client (OAuth).",
+                    self._sign_in_challenge.replace("Bearer ", 'Bearer error="invalid_token", ', 1),
+                )
             raise unauthorized(
                 "The bearer token is not one of this gateway's client tokens: send `Authorization: "
                 "Bearer <your gateway client token>`.",

@@ -41,7 +41,7 @@ from mcp_types import JSONRPCNotification, JSONRPCRequest
 from gateway.broker.database import StoreError
 from gateway.broker.ended_sessions import EndedSessions, TooManyEnded
 from gateway.config import Settings
-from gateway.mcp.http.auth import Authenticator
+from gateway.mcp.http.auth import Authenticator, SignedInCaller, SignInGate
 from gateway.mcp.http.delivery import settle
 from gateway.mcp.http.envelope import VERSION_HEADER, check_stateless_request, choose_era
 from gateway.mcp.http.exchange import Exchange
@@ -71,6 +71,8 @@ BODY_SECONDS = 30.0
 
 #: The app's session sealer (tests move its clock; operators see it through /metrics).
 SESSIONS = web.AppKey("mcp_sessions", SessionSealer)
+#: The signed-in caller of a request (sign-in on), found before its body is read.
+_SIGNED_IN: web.RequestKey[SignedInCaller | None] = web.RequestKey("signed_in")
 
 
 class McpEndpoint:
@@ -78,6 +80,8 @@ class McpEndpoint:
 
     ``ended_sessions`` returns the record of sessions ended by DELETE, kept in the broker's
     database so every replica and a restart refuse them (opened with the app's services).
+    ``sign_in``: sign-in through GitLab is on (``gateway.signin``): a request's gateway access
+    token is looked up before anything else, and a caller is who it stands for.
     """
 
     def __init__(
@@ -88,13 +92,17 @@ class McpEndpoint:
         calls: ActiveCalls,
         server: McpServer,
         ended_sessions: Callable[[], EndedSessions],
+        sign_in: SignInGate | None = None,
     ) -> None:
         self._ended_sessions = ended_sessions
+        self._sign_in = sign_in
         self._telemetry = telemetry
         self._sealer = sealer
         self._calls = calls
         self._server = server
-        self._auth = Authenticator(settings)
+        self._auth = Authenticator(settings, None if sign_in is None else sign_in.challenge)
+        if sign_in is not None:
+            self._authenticate = self._authenticate_signed_in  # type: ignore[method-assign]
         self._max_body = settings.server.max_request_bytes
         self._max_batch = settings.server.max_batch_messages
         self._keepalive = settings.server.keepalive_seconds
@@ -111,6 +119,8 @@ class McpEndpoint:
     async def post(self, request: web.Request) -> web.StreamResponse:
         """``POST /mcp``: one JSON-RPC message (or a 2025-03-26 batch)."""
         ex = request[EXCHANGE]
+        if self._sign_in is not None:
+            request[_SIGNED_IN] = await self._sign_in.check(request.headers)
         decoded = decode_body(await self._read_body(request))
         ex.rpc_id = readable_id(decoded)  # echoed by errors even when the rest is malformed
         check_text(decoded)
@@ -122,6 +132,8 @@ class McpEndpoint:
             ex.method = msg.method
         else:
             ex.method = "response"
+        if self._sign_in is not None and isinstance(msg, JSONRPCRequest) and msg.method == "tools/call":
+            self._sign_in.check_call(request[_SIGNED_IN], msg.params)
         if ex.era is Era.STATELESS:
             return await self._stateless(request, ex, msg)
         if isinstance(msg, JSONRPCRequest) and msg.method == "initialize":
@@ -204,6 +216,13 @@ class McpEndpoint:
             return web.Response(
                 status=200, body=b"", headers={"Content-Type": "text/event-stream", **ex.response_headers}
             )
+        if self._sign_in is not None and ctx.caller.gitlab_refusals:
+            who = request[_SIGNED_IN]
+            if who is not None:
+                # GitLab refused the person's token and nothing was done: the client is told to
+                # refresh or sign in again (401), or to step up (403), rather than get a tool error.
+                await settle(reply.result, False, ex.request_id)
+                await self._sign_in.refused_by_gitlab(who, ctx.caller.gitlab_refusals)
         status = 200 if reply.error is None else status_of(reply.error, ex.era)
         return await self._write(request, ex, reply, status)
 
@@ -280,6 +299,8 @@ class McpEndpoint:
     async def delete(self, request: web.Request) -> web.StreamResponse:
         """``DELETE /mcp``: end the handshake session named by ``Mcp-Session-Id`` (204)."""
         ex = request[EXCHANGE]
+        if self._sign_in is not None:
+            request[_SIGNED_IN] = await self._sign_in.check(request.headers)
         caller, session = await self._session(ex, request, require_gitlab=False)
         try:
             await self._ended_sessions().end(session.number, session.expires, caller.owner)
@@ -370,6 +391,20 @@ class McpEndpoint:
 
     def _authenticate(self, ex: Exchange, request: web.Request, *, require_gitlab: bool = True) -> Caller:
         caller = self._auth.authenticate(request.headers, request.remote, require_gitlab=require_gitlab)
+        ex.caller = caller
+        return caller
+
+    def _authenticate_signed_in(
+        self, ex: Exchange, request: web.Request, *, require_gitlab: bool = True
+    ) -> Caller:
+        who = request.get(_SIGNED_IN)
+        if who is None:
+            caller = self._auth.authenticate(request.headers, request.remote, require_gitlab=require_gitlab)
+        else:
+            assert self._sign_in is not None
+            caller = self._auth.signed_in(
+                who, request.headers, request.remote, functools.partial(self._sign_in.renew, who)
+            )
         ex.caller = caller
         return caller
 

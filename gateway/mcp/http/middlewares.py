@@ -180,6 +180,12 @@ def _record(
             "request_id": ex.request_id,
             "status": status,
             **(trace.fields() if trace is not None else {}),
+            # A person signed in through GitLab: their GitLab username (never a token).
+            **(
+                {"gitlab_user": ex.caller.gitlab_user}
+                if ex.caller is not None and ex.caller.gitlab_user
+                else {}
+            ),
         },
     )
 

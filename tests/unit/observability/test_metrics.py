@@ -53,6 +53,7 @@ REQUIRED = {
     "ready": ("gateway_ready", "gauge", []),
     "gitlab_checked": ("gateway_gitlab_last_check_timestamp_seconds", "gauge", []),
     "console_sign_ins_failed": ("gateway_console_sign_ins_failed", "counter", ["reason"]),
+    "sign_in_events": ("gateway_sign_in_events", "counter", ["event"]),
     "build_info": ("gateway_build", "info", []),
 }
 

@@ -1,0 +1,61 @@
+"""``[sign_in]``: off by default, and clear errors for what an operator gets wrong."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from gateway.config import Settings
+from tests.unit.signin.conftest import sign_in_settings
+
+
+def error_of(**overrides: Any) -> str:
+    with pytest.raises(ValidationError) as caught:
+        Settings(**overrides)
+    return str(caught.value)
+
+
+def test_off_by_default() -> None:
+    assert Settings().sign_in.enabled is False
+
+
+def test_enabled_names_every_missing_setting() -> None:
+    text = error_of(sign_in={"enabled": True, "public_url": "https://mcp.example.com"})
+    assert "sign_in.gitlab_client_id (GATEWAY_SIGN_IN__GITLAB_CLIENT_ID)" in text
+    assert "sign_in.encryption_key" in text and "docs/operations.md" in text
+
+
+def test_public_url_must_be_https_off_loopback() -> None:
+    text = error_of(sign_in=sign_in_settings(public_url="http://mcp.example.com"))
+    assert "OAuth needs https" in text
+    assert Settings(sign_in=sign_in_settings(public_url="https://mcp.example.com/")).sign_in.issuer == (
+        "https://mcp.example.com"
+    )
+
+
+def test_the_encryption_key_must_be_32_bytes() -> None:
+    text = error_of(sign_in=sign_in_settings(encryption_key="c2hvcnQ="))
+    assert "decodes to 5 bytes, not 32" in text and "secrets.token_bytes(32)" in text
+
+
+def test_roles_must_be_broker_agents() -> None:
+    text = error_of(sign_in=sign_in_settings(roles={"alice": ["boss"]}))
+    assert "'boss'" in text and "broker.agents" in text
+
+
+def test_sign_in_and_passthrough_do_not_go_together() -> None:
+    text = error_of(sign_in=sign_in_settings(), gitlab={"credential_mode": "passthrough"})
+    assert "credential_mode = 'service'" in text
+
+
+def test_the_client_secret_and_key_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GATEWAY_SIGN_IN__ENABLED", "true")
+    monkeypatch.setenv("GATEWAY_SIGN_IN__PUBLIC_URL", "https://mcp.example.com")
+    monkeypatch.setenv("GATEWAY_SIGN_IN__GITLAB_CLIENT_ID", "app")
+    monkeypatch.setenv("GATEWAY_SIGN_IN__GITLAB_CLIENT_SECRET", "s3cret-from-env")
+    monkeypatch.setenv("GATEWAY_SIGN_IN__ENCRYPTION_KEY", sign_in_settings()["encryption_key"])
+    settings = Settings()
+    assert settings.sign_in.enabled and settings.sign_in.resource == "https://mcp.example.com/mcp"
+    assert "s3cret-from-env" not in repr(settings)
