@@ -63,8 +63,8 @@ async def test_pm_token_limited_to_broker_sees_the_18_broker_tools_only(mcp_fact
     assert client.gitlab_requests == []  # refused before anything reached GitLab
     text = await (await client.client.get("/metrics")).text()
     assert (
-        'gateway_tool_calls_total{agent="pm",outcome="unauthorized",source="gateway",tool="get_pipeline"} 1.0'
-        in text
+        'gateway_tool_calls_total{agent="pm",outcome="unauthorized"'
+        ',source="gateway",tool="get_pipeline",toolset="ci"} 1.0' in text
     )
 
 
