@@ -47,7 +47,9 @@ class Agent:
             got = await self.call("wait_for_message", wait_seconds=240)
             message = got.get("message")
             if got.get("stopped"):
-                raise SystemExit(f"{self.name}: the pipeline was stopped; start over in the console")
+                raise SystemExit(
+                    f"{self.name}: the pipeline was stopped; start over in the console or with: broker reset"
+                )
             if message is not None and message["subject"] in subjects:
                 return dict(message)
 
@@ -103,7 +105,10 @@ async def main(url: str, pace: float) -> None:
                 await develop(pm, dev, issue, ask_a_person=issue == "DEMO-2")
             last = phase is phases[-1]
             await reviewer.call("report_review", result="approved", has_next_phase=not last)
-        print("The plan is COMPLETED. Stop the pipeline and start over from the console to run it again.")
+        print(
+            "The plan is COMPLETED. To run it again, start over from the console or with: "
+            "gitlab-mcp-gateway broker reset"
+        )
 
 
 if __name__ == "__main__":

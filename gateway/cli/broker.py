@@ -278,6 +278,8 @@ async def _run(
                 "plan": await broker.plan.get_phase_plan(),
                 **await broker.operator.generations(),
                 "gatewayRunning": running,
+                # Only an operator's sign-in can answer from the console; without one, the CLI.
+                "consoleAnswers": settings.console.operator_token is not None,
                 # A replica holding an agent's wait saves it as seen this often (Roster.unsaved).
                 "waitSeenEverySeconds": settings.broker.connected_window_seconds / 4,
                 "connectedWindowSeconds": settings.broker.connected_window_seconds,

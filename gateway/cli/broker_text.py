@@ -24,7 +24,13 @@ def status_text(r: dict[str, Any]) -> str:
         h = s["humanNeeded"]
         lines.append(f"NEEDS A PERSON: {h['reason']} (asked by {h['requestedBy']} at {h['at']})")
         answered = h.get("answered")
-        if answered is None:
+        if answered is None and r.get("consoleAnswers") is False:
+            lines.append(
+                "  Answer with: broker instruct 'what the PM should do' (beside a running gateway too; the "
+                "PM then calls resume), or start over with: broker reset (the console is off: no "
+                "console.operator_token)"
+            )
+        elif answered is None:
             lines.append(
                 '  Answer from the console (/broker on the gateway\'s port, "Send to the PM"), or with: '
                 "broker instruct 'what the PM should do' (beside a running gateway too); the PM then "
