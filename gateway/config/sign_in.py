@@ -83,6 +83,14 @@ class SignInSettings(_Section):
     dynamic_registration: bool = True
     #: Accept client ids that are HTTPS URLs of Client ID Metadata Documents.
     client_metadata_documents: bool = True
+    #: Client registrations and consent pages (each writes a row) one client address may open,
+    #: refilled evenly over ``starts_window_seconds``; past it, HTTP 429.
+    starts_per_address: int = Field(30, ge=1)
+    starts_window_seconds: float = Field(600.0, gt=0)
+    #: Sign-ins under way (consent page to GitLab's return, 10 minutes at most) across replicas.
+    max_pending_sign_ins: int = Field(1000, ge=1)
+    #: Clients registered dynamically, kept for good; past it, registration answers 429.
+    max_registered_clients: int = Field(10_000, ge=1)
     #: Fetch Client ID Metadata Documents from private and loopback addresses too: for tests and
     #: local development only; never in production (it lets a client id reach internal hosts).
     allow_loopback_client_metadata: bool = False
