@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from gateway.config.base import _Section, is_loopback
+from gateway.config.clients import AgentAccess
 
 _MAKE_KEY = (
     'python -c "import secrets,base64;print(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())"'
@@ -73,6 +74,10 @@ class SignInSettings(_Section):
     allowed_groups: tuple[str, ...] = ()
     #: Username or group full path → the broker roles (``broker.agents``) that person may take.
     roles: dict[str, tuple[str, ...]] = {}
+    #: Broker role → the tools and limits of the people signed in with it, as a client token's
+    #: (``toolsets``, ``tools``, ``read_only``, ``confirm_destructive``, ``structured_text``,
+    #: ``calls_per_second``, ``burst``); a role without an entry, and no role, get the deployment's.
+    role_access: dict[str, AgentAccess] = {}
     #: Lifetime of the gateway's access tokens, seconds.
     access_token_seconds: int = Field(3600, ge=60, le=86400)
     #: Lifetime of the gateway's refresh tokens (and of a sign-in without use), days.
