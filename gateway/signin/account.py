@@ -22,6 +22,7 @@ from aiohttp import web
 
 from gateway.broker.store import StoreError
 from gateway.signin.agent_tokens import AgentTokens, TooManyTokens
+from gateway.signin.bounds import CONSENT
 from gateway.signin.consent import COOKIE, _origin_problem, _page, _problem, _roles_of
 from gateway.signin.gitlab_oauth import GitLabRefused, s256
 from gateway.signin.grants import ACCOUNT_SCOPE, GitLabUnavailable, SignedIn
@@ -67,6 +68,17 @@ async def _who(request: web.Request, sign_in: SignIn) -> tuple[str, SignedIn] | 
 
 async def start(request: web.Request, sign_in: SignIn) -> web.Response:
     """``GET /oauth/account/sign-in``: on to GitLab."""
+    wait = sign_in.bounds.retry_after(CONSENT, request.remote)
+    try:
+        full = None if wait is not None else await sign_in.bounds.pending_full()
+    except StoreError:
+        return _problem("The gateway's database does not answer right now; try again shortly.", 503)
+    if wait is not None or full is not None:
+        why = sign_in.bounds.address_refusal(wait) if wait is not None else full
+        response = _problem(f"Too Many Requests: {why}.", 429)
+        if wait is not None:
+            response.headers["Retry-After"] = str(wait)
+        return response
     transaction, verifier, state = new_secret(), new_secret(), new_secret()
     browser = request.cookies.get(COOKIE) or new_secret()
     gitlab_state, gitlab_verifier = new_secret(), new_secret()

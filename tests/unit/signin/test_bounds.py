@@ -54,3 +54,11 @@ async def test_registration_stops_at_the_cap_of_registered_clients(make_gateway:
     body = await refused.json()
     assert body["error"] == "temporarily_unavailable"
     assert "sign_in.max_registered_clients" in body["error_description"]
+
+
+async def test_the_account_page_sign_in_is_bounded_too(make_gateway: MakeGateway) -> None:
+    gw = await make_gateway(sign_in={"max_pending_sign_ins": 1})
+    assert (await gw.http.get("/oauth/account/sign-in", allow_redirects=False)).status == 302
+    refused = await gw.http.get("/oauth/account/sign-in", allow_redirects=False)
+    assert refused.status == 429
+    assert "sign_in.max_pending_sign_ins" in await refused.text()
