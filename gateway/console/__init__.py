@@ -17,13 +17,18 @@ from gateway.config import MIN_CONSOLE_TOKEN_CHARS
 
 if TYPE_CHECKING:
     from gateway.config import Settings
+    from gateway.console.external import ExternalSignIn
     from gateway.console.routes import BrokerOf, GitLabHealthOf
 
 __all__ = ["setup"]
 
 
 def setup(
-    app: web.Application, settings: Settings, broker: BrokerOf, gitlab: GitLabHealthOf | None = None
+    app: web.Application,
+    settings: Settings,
+    broker: BrokerOf,
+    gitlab: GitLabHealthOf | None = None,
+    external: ExternalSignIn | None = None,
 ) -> None:
     """Serve the console on ``app`` when configured; otherwise ``/broker`` and what is under it are
     404, and a page opened there says how to turn the console on.
@@ -33,12 +38,19 @@ def setup(
         settings: the effective settings.
         broker: returns the opened broker (called per request, after start-up).
         gitlab: returns what the gateway's last check of GitLab found (shown on the page).
+        external: a sign-in offered beside the tokens (GitLab's, when sign-in is on), for the
+            people in ``console.operators`` and ``console.viewers``.
     """
     if settings.console.enabled:
         # Its pages (jinja2, the templates) load only on a gateway that serves them.
         from gateway.console.routes import ConsoleRoutes
 
-        ConsoleRoutes(settings, broker, gitlab).add_routes(app)
+        routes = ConsoleRoutes(settings, broker, gitlab, external)
+        routes.add_routes(app)
+        if external is not None:
+            from gateway.console.external_routes import ExternalRoutes
+
+            ExternalRoutes(routes, external).add_routes(app)
     else:
         app.router.add_route("*", "/broker", _off)
         app.router.add_route("*", "/broker/{rest:.*}", _off)
