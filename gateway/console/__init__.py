@@ -1,7 +1,8 @@
 """The live broker console at ``/broker``: the people behind the agents watch the pipeline and
 act on it (instruct the PM, switch auto-advance, stop, start over).
 
-Off unless ``console.operator_token`` or ``console.viewer_token`` is set. Server-rendered HTML
+Off unless ``console.operator_token`` or ``console.viewer_token`` is set (or, with sign-in on,
+``console.operators``/``viewers``: GitLab sign-in, ``external``). Server-rendered HTML
 (``views``, ``templates/``, ``diagram``), a small script and a style sheet shipped with the package
 (``static/``), live updates over server-sent events fed by the broker's change feed
 (``gateway.broker.feed``), and its own sign-in (``auth``). The app factory calls :func:`setup`.
