@@ -130,6 +130,12 @@ class Settings(BaseSettings):
                 )
         if self.sign_in.enabled:
             self._check_sign_in()
+        elif self.console.signs_in_people:
+            raise ValueError(
+                "console.operators and console.viewers sign people in to the console with GitLab, and "
+                "sign-in is off: set sign_in.enabled (docs/operations.md, 'Signing in with GitLab'), or "
+                "use console.operator_token and console.viewer_token"
+            )
         if (
             not self.sign_in.enabled
             and not is_loopback(self.server.host)

@@ -1,5 +1,6 @@
-"""Bounds on what writes rows before anyone signed in: ``POST /oauth/register`` (a client, kept)
-and the consent page (a sign-in under way, kept until it expires).
+"""Bounds on what writes rows before anyone signed in: ``POST /oauth/register`` (a client, kept),
+and the consent page and the sign-ins of the account page and the console (a sign-in under way,
+kept until it expires).
 
 Both are open to anyone who can reach the gateway, so each client address gets a budget
 (``sign_in.starts_per_address``, refilled evenly over ``sign_in.starts_window_seconds``; an IPv6
@@ -69,6 +70,19 @@ class StartBounds:
             f"{self._config.starts_per_address} per {self._config.starts_window_seconds:g} s, "
             f"sign_in.starts_per_address); retry after {seconds} s"
         )
+
+    async def own_flow_refusal(self, remote: str | None) -> tuple[str, int | None] | None:
+        """Why a sign-in of the gateway's own pages (account, console) may not start now, and the
+        seconds to wait when that is known; None when it may.
+
+        Raises:
+            StoreError: the database cannot count the sign-ins under way.
+        """
+        wait = self.retry_after(CONSENT, remote)
+        if wait is not None:
+            return self.address_refusal(wait), wait
+        full = await self.pending_full()
+        return None if full is None else (full, None)
 
     async def pending_full(self) -> str | None:
         """Why no sign-in may start now (the cap of sign-ins under way is reached), or None."""

@@ -7,6 +7,7 @@ import secrets
 from urllib.parse import parse_qs, urlsplit
 
 from tests.unit.signin.conftest import REDIRECT, MakeGateway, consent_page, register
+from tests.unit.signin.test_console_sign_in import LISTS
 
 
 async def test_an_address_past_its_budget_may_not_register_or_open_consent_pages(
@@ -60,5 +61,14 @@ async def test_the_account_page_sign_in_is_bounded_too(make_gateway: MakeGateway
     gw = await make_gateway(sign_in={"max_pending_sign_ins": 1})
     assert (await gw.http.get("/oauth/account/sign-in", allow_redirects=False)).status == 302
     refused = await gw.http.get("/oauth/account/sign-in", allow_redirects=False)
+    assert refused.status == 429
+    assert "sign_in.max_pending_sign_ins" in await refused.text()
+
+
+async def test_the_console_sign_in_is_bounded_too(make_gateway: MakeGateway) -> None:
+    gw = await make_gateway(sign_in={"max_pending_sign_ins": 1}, console=LISTS)
+    first = await gw.http.get("/broker/gitlab/sign-in", allow_redirects=False)
+    assert first.status == 302, await first.text()
+    refused = await gw.http.get("/broker/gitlab/sign-in", allow_redirects=False)
     assert refused.status == 429
     assert "sign_in.max_pending_sign_ins" in await refused.text()
