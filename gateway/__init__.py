@@ -7,8 +7,8 @@ __version__ = "0.2.0"
 
 
 def _revision() -> str:
-    # setup.py bakes the git revision into the wheel and the sdist; a checkout run as it is
-    # (an editable install, the tests) has none.
+    # setup.py bakes the git revision into the wheel and the sdist; scripts/run writes the
+    # checkout's at each start; a checkout otherwise run as it is (the tests) has none.
     try:
         return files("gateway").joinpath("REVISION").read_text(encoding="utf-8").strip() or "unknown"
     except (FileNotFoundError, NotADirectoryError):

@@ -142,7 +142,7 @@ class Changes:
     async def _finish(self, q: Queries, agent: str | None, after: After) -> None:
         """The change's own bookkeeping, in its transaction: lastSeen, log lines, signals."""
         if agent is not None and (seen := self._roster.last_seen(agent)) is not None:
-            await q.save_last_seen({agent: seen})
+            await q.save_last_seen({agent: seen}, self._roster.replica)
         now_iso = iso(self._clock())
         lines = [
             (PIPELINE_LOG, now_iso, by or BROKER, f"{old} -> {new} ({event})")

@@ -1,6 +1,7 @@
-"""Housekeeping, done at each look of the auto-advance timer: save ``lastSeen``, refresh the state
-and queue-depth gauges, apply the retention rule for delivered messages, prune the activity logs
-the ended MCP sessions whose ids have expired and the console sign-outs of expired cookies.
+"""Housekeeping, done at each look of the auto-advance timer: this replica's heartbeat (when due),
+save ``lastSeen``, refresh the state and queue-depth gauges, apply the retention rule for delivered
+messages, prune the activity logs, the ended MCP sessions whose ids have expired, the console
+sign-outs of expired cookies and the heartbeats of replicas gone for a day.
 
 Every chore is best-effort: one that fails is logged by the timer and done again at a later look.
 
@@ -30,6 +31,8 @@ from gateway.broker.console_sign_outs import ConsoleSignOuts
 from gateway.broker.database import failure_text
 from gateway.broker.ended_sessions import EndedSessions
 from gateway.broker.formats import iso, unix
+from gateway.broker.migrations import HEAD
+from gateway.broker.replicas import Heartbeat, alive
 from gateway.broker.roster import Roster
 from gateway.broker.store import Store, StoreError
 
@@ -65,6 +68,7 @@ class Housekeeping:
         console_sign_outs: the console sessions signed out.
         confirmations: the approvals to count for ``gateway_confirmations_pending``
             (``confirm_by = "operator"``; None: not counted).
+        heartbeat: this replica's heartbeat, written when due at each look (None: not a replica).
     """
 
     def __init__(
@@ -79,6 +83,7 @@ class Housekeeping:
         ended_sessions: EndedSessions,
         console_sign_outs: ConsoleSignOuts,
         confirmations: ConfirmationStore | None = None,
+        heartbeat: Heartbeat | None = None,
     ) -> None:
         self._store = store
         self._changes = changes
@@ -90,6 +95,7 @@ class Housekeeping:
         self._ended_sessions = ended_sessions
         self._console_sign_outs = console_sign_outs
         self._confirmations = confirmations
+        self._heartbeat = heartbeat
         self._ticks = 0
         self._next_purge = 0.0
         self._scrape_lock = asyncio.Lock()
@@ -100,13 +106,15 @@ class Housekeeping:
         """Each timer look: save lastSeen; now and then refresh queue gauges and prune logs."""
         if not self._store.is_open:
             return
+        if self._heartbeat is not None:
+            await self._heartbeat.beat_when_due()
         # A failed reload: the copy knows how stale it may be; the chores below meet the same outage.
         with contextlib.suppress(StoreError, SQLAlchemyError):
             await self._ended_sessions.refresh()
         unsaved = self._roster.unsaved()
         if unsaved:
             async with self._store.write() as q:
-                await q.save_last_seen(unsaved)
+                await q.save_last_seen(unsaved, self._roster.replica)
         self._ticks += 1
         if self._ticks % 5 == 0:
             await self.refresh_depths()
@@ -118,6 +126,8 @@ class Housekeeping:
                     await q.prune_log(name, self._config.log_keep_lines)
             await self._ended_sessions.prune()
             await self._console_sign_outs.prune()
+            if self._heartbeat is not None:
+                await self._heartbeat.prune()
 
     async def purge_delivered(self) -> int:
         """The retention rule for delivered messages (``broker.retain_delivered_seconds`` and
@@ -144,7 +154,11 @@ class Housekeeping:
             depths = await q.queue_depths()
             state = await q.state()
             since = unix(await q.state_since())
-            self._roster.merge(await q.last_seen())
+            if self._store.revision == HEAD:
+                rows = await q.replicas()
+                self._roster.merge(await q.last_seen(), await q.seen_by(), alive(rows, self._clock()))
+            else:  # the command line on another schema: no heartbeats to read
+                self._roster.merge(await q.last_seen())
         if state is not self._changes.state:
             self._changes.state = state
             self._changes.set_state_metrics()

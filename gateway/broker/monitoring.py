@@ -17,7 +17,9 @@ from gateway.broker.control import PM
 from gateway.broker.errors import BrokerError
 from gateway.broker.formats import human_duration, iso
 from gateway.broker.machine import State
+from gateway.broker.migrations import HEAD
 from gateway.broker.operator import HUMAN
+from gateway.broker.replicas import alive, described
 from gateway.broker.roster import Roster
 from gateway.broker.store import Store
 from gateway.broker.wakeups import CHANGED
@@ -57,14 +59,25 @@ class Monitoring:
         self._clock = clock
         self._started = time.monotonic()
 
-    async def status(self) -> dict[str, Any]:
-        """``get_pipeline_status``: the whole snapshot (broker.md "Monitoring")."""
+    async def status(self, *, replicas: bool = False) -> dict[str, Any]:
+        """``get_pipeline_status``: the whole snapshot (broker.md "Monitoring").
+
+        ``replicas``: for operators (``broker status``, the console), also every replica's
+        heartbeat (``replicas``, ``gateway.broker.replicas.described``) and the replica that saw
+        each agent last (``agents.<id>.replica``); not for agents, to whom hosts and process ids
+        are nothing.
+        """
+        rows = None
         async with self._store.read() as q:
             p = await q.pipeline()
             issues = await q.issues()
             plan = await q.plan()
             depths = await q.queue_depths()
-            self._roster.merge(await q.last_seen())
+            if self._store.revision == HEAD:
+                rows = await q.replicas()
+                self._roster.merge(await q.last_seen(), await q.seen_by(), alive(rows, self._clock()))
+            else:  # the command line on another schema: no heartbeats to read
+                self._roster.merge(await q.last_seen())
             answer = None
             if p.state is State.HUMAN_NEEDED and p.human_at:
                 # A person's answer (broker instruct, the console) since the pipeline asked.
@@ -112,6 +125,10 @@ class Monitoring:
                 }
         if p.state is State.STOPPED:
             out["stopped"] = {"by": p.stopped_by, "at": p.stopped_at}
+        if replicas and rows is not None:
+            out["replicas"] = described(rows, now, self._roster.replica)
+            for agent, shown in out["agents"].items():
+                shown["replica"] = self._roster.replica_of(agent)
         return out
 
     async def log_activity(self, agent: str, message: str) -> dict[str, Any]:

@@ -10,6 +10,11 @@ open or a call within ``broker.connected_window_seconds``. Agents reach the brok
 replica, so each replica saves the calls it saw (``agents.last_seen``, every
 ``broker.timer_poll_seconds`` and with every change) and merges what the others saved; an
 agent with a wait open here counts as seen now, so its wait keeps it connected everywhere.
+
+Each saved ``lastSeen`` names the replica that saved it. A replica whose heartbeat stopped
+(``gateway.broker.replicas``: killed, frozen, cut off from the database) holds no wait any more,
+so an agent last seen there is not connected, however recent that was: the replicas alive are
+learnt with each read of the saved values (:meth:`Roster.merge`).
 """
 
 from __future__ import annotations
@@ -31,10 +36,13 @@ class Roster:
         wakeups: this process's open waits (an open wait counts as connected).
         connected_window_seconds: a call this recent counts as connected.
         clock: Unix time source.
+        replica: this process's replica id (``gateway.broker.replicas``); None where no replica
+            runs (the ``broker`` command line).
 
     Attributes:
         agents: the configured agent ids.
         last_call: agent id → Unix time of its last call (or the end of its last wait).
+        replica: this process's replica id, or None.
     """
 
     def __init__(
@@ -44,9 +52,15 @@ class Roster:
         *,
         connected_window_seconds: float,
         clock: Callable[[], float],
+        replica: str | None = None,
     ) -> None:
         self.agents: tuple[str, ...] = tuple(agents)
         self.last_call: dict[str, float] = {}
+        self.replica = replica
+        #: Agent id → the replica its ``last_call`` was seen by (None: before heartbeats).
+        self._seen_by: dict[str, str | None] = {}
+        #: The replicas beating, as last read (None: not known, so every replica counts as alive).
+        self._alive: frozenset[str] | None = None
         self._dirty: set[str] = set()
         self._saved_at: dict[str, float] = {}
         self._wakeups = wakeups
@@ -105,6 +119,7 @@ class Roster:
     def seen(self, agent: str) -> None:
         """Record a call of ``agent`` now."""
         self.last_call[agent] = self._clock()
+        self._seen_by[agent] = self.replica
         self._dirty.add(agent)
 
     def unsaved(self) -> dict[str, str]:
@@ -125,25 +140,55 @@ class Roster:
         self._dirty.clear()
         return out
 
-    def merge(self, saved: Mapping[str, str]) -> None:
-        """Take in lastSeen values saved by any replica (the later of theirs and ours wins)."""
+    def merge(
+        self,
+        saved: Mapping[str, str],
+        seen_by: Mapping[str, str] | None = None,
+        alive: Iterable[str] | None = None,
+    ) -> None:
+        """Take in lastSeen values saved by any replica (the later of theirs and ours wins).
+
+        Args:
+            saved: agent id → lastSeen (ISO 8601 UTC).
+            seen_by: agent id → the replica that saved it (None: not read).
+            alive: the replicas whose heartbeat is current (None: not read; the last read holds).
+        """
         for agent, seen in saved.items():
             if agent in self.agents:
                 with contextlib.suppress(ValueError):
                     at = datetime.strptime(seen, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-                    if at > self.last_call.get(agent, 0.0):
+                    mine = self.last_call.get(agent, 0.0)
+                    if at > mine:
                         self.last_call[agent] = at
+                    if at >= mine and seen_by is not None:
+                        self._seen_by[agent] = seen_by.get(agent)
+        if alive is not None:
+            self._alive = frozenset(alive)
+
+    def replica_of(self, agent: str) -> str | None:
+        """The replica that saw ``agent``'s last call (None: unknown)."""
+        return self._seen_by.get(agent)
+
+    def on_gone_replica(self, agent: str) -> bool:
+        """``agent``'s last call was seen by a replica that is gone (no heartbeat, or stopped)."""
+        replica = self._seen_by.get(agent)
+        if replica is None or self._alive is None or replica == self.replica:
+            return False
+        return replica not in self._alive
 
     def waiting(self, agent: str) -> bool:
         """``agent`` has a wait open in this process."""
         return self._wakeups.waiting(agent)
 
     def connected(self, agent: str) -> bool:
-        """A wait open, or a call within ``broker.connected_window_seconds`` (broker.md)."""
+        """A wait open, or a call within ``broker.connected_window_seconds`` (broker.md) seen by a
+        replica that is still beating."""
         if self._wakeups.waiting(agent):
             return True
         last = self.last_call.get(agent)
-        return last is not None and self._clock() - last <= self._window
+        if last is None or self._clock() - last > self._window:
+            return False
+        return not self.on_gone_replica(agent)
 
     def last_seen(self, agent: str) -> str | None:
         """``agent``'s last call as ISO 8601 UTC, or None when it never called."""

@@ -85,6 +85,9 @@ agents = sa.Table(
     sa.Column("last_seen", sa.Text),
     # Added by migration 0003: 1 once the agent sent ``ack`` (its messages then wait for one).
     sa.Column("acknowledges", sa.Integer, nullable=False, server_default="0"),
+    # Added by migration 0010: the replica (``replicas.id``) that saved ``last_seen``: an agent
+    # whose replica stopped beating is not connected, however recent its last call.
+    sa.Column("replica", sa.Text),
 )
 
 transitions = sa.Table(
@@ -241,4 +244,20 @@ confirmations = sa.Table(
     sa.Column("note", sa.Text),
     sa.Index("confirmations_by_expiry", "expires"),
     sa.Index("confirmations_by_status", "status"),
+)
+
+# Added by migration 0010.
+#: Running gateways (``gateway.broker.replicas``): each writes its row every ``every`` seconds
+#: (``last_seen``, Unix seconds, its own clock) and deletes it when it stops cleanly; a row not
+#: written for three heartbeats is a replica gone (killed, frozen, cut off from the database).
+replicas = sa.Table(
+    "replicas",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("host", sa.Text, nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("version", sa.Text, nullable=False),
+    sa.Column("started", sa.Float, nullable=False),
+    sa.Column("last_seen", sa.Float, nullable=False),
+    sa.Column("every", sa.Float, nullable=False),
 )

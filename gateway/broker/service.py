@@ -24,7 +24,8 @@ The tools (``gateway.tools.broker``) check arguments, then call one method on on
 
 Replicas: with PostgreSQL any number of gateway processes share one broker. Nothing a replica
 keeps in memory is needed by another: queues, leases, state, timers and activity logs are rows;
-wake-ups are ``pg_notify`` signals; each replica saves the ``lastSeen`` of the calls it served.
+wake-ups are ``pg_notify`` signals; each replica saves the ``lastSeen`` of the calls it served,
+and beats (``replicas``) so that the others can tell when it is gone.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from gateway.broker.operator import Operator
 from gateway.broker.phases import Phases
 from gateway.broker.plan import Plan
 from gateway.broker.prepared import CHANNEL
+from gateway.broker.replicas import Heartbeat
 from gateway.broker.roster import Roster
 from gateway.broker.state_dir import STOP_FILE, lock_state_dir
 from gateway.broker.store import Store, StoreError
@@ -86,6 +88,8 @@ class BrokerService:
         store: the opened database.
         logs: the activity logs.
         clock: Unix time source (tests may pass their own).
+        serving: a gateway process (a replica: it beats, :attr:`heartbeat`); False for the
+            ``broker`` command line, which reads and acts but is no replica.
 
     Attributes:
         roster: the agents; ``roster.authorize`` checks a caller.
@@ -108,6 +112,7 @@ class BrokerService:
         housekeeping: the chores of each timer look.
         operator: what people do (the console, ``broker`` subcommands): instruct, stop, start over.
         feed: moves whenever the broker's visible state may have changed (the live console).
+        heartbeat: this replica's heartbeat (``gateway.broker.replicas``), None when not serving.
     """
 
     def __init__(
@@ -118,6 +123,7 @@ class BrokerService:
         logs: ActivityLogs,
         *,
         clock: Callable[[], float] = time.time,
+        serving: bool = False,
     ) -> None:
         self.settings = settings
         self.config = settings.broker
@@ -127,11 +133,13 @@ class BrokerService:
         self.clock = clock
         self.state_dir = Path(settings.state_dir)
         self.wakeups = Wakeups(self.config.agents)
+        self.heartbeat = Heartbeat(store, clock, every=self.config.heartbeat_seconds) if serving else None
         self.roster = Roster(
             self.config.agents,
             self.wakeups,
             connected_window_seconds=self.config.connected_window_seconds,
             clock=clock,
+            replica=self.heartbeat.id if self.heartbeat is not None else None,
         )
         effects = Effects(
             self.roster,
@@ -164,6 +172,7 @@ class BrokerService:
             self.console_sign_outs,
             # Counted only where an operator answers them (the metric and its alert).
             self.confirmations if settings.confirm_by == "operator" else None,
+            self.heartbeat,
         )
         self.auto_advance = AutoAdvance(
             self.changes,
@@ -239,7 +248,7 @@ class BrokerService:
             store.where,
             " (shared by every replica on it)" if store.postgres else " (this gateway process only)",
         )
-        service = cls(settings, metrics, store, logs)
+        service = cls(settings, metrics, store, logs, serving=True)
         service._lock_fd = lock_fd
         try:
             if store.postgres:
@@ -352,6 +361,8 @@ class BrokerService:
         self.changes.after_commit(after)
         self.changes.set_state_metrics()
         self.metrics.broker_waits_open.set(0)
+        if self.heartbeat is not None:
+            await self.heartbeat.beat()  # listed at once, not at the first timer look
         await self.housekeeping.refresh_depths()
         self.auto_advance.reschedule(p.aa_stage, p.aa_deadline)
         self.auto_advance.start()
@@ -423,7 +434,9 @@ class BrokerService:
                 try:
                     await self.delivery.release_all()
                     async with self.store.write() as q:
-                        await q.save_last_seen(self.roster.last_seen_all())
+                        await q.save_last_seen(self.roster.last_seen_all(), self.roster.replica)
+                        if self.heartbeat is not None:
+                            await self.heartbeat.leave(q)
                 except (StoreError, SQLAlchemyError) as err:
                     log.warning("lastSeen not saved at close: %s", err)
 

@@ -98,11 +98,13 @@ def claim_state_dir(settings: Settings, *, act: bool) -> int | None:
         socket = remote.socket_of(state_dir)
         if remote.answers(socket):
             raise ThroughGateway(socket) from None
+        # Name only the ways that gateway offers: its console when one is configured.
+        console = "act from its console (/broker on its port), or " if settings.console.enabled else ""
         raise CliError(
             f"a gateway is running on the state folder {state_dir} and does not answer on its operator "
-            f"socket ({socket}: it is older than this command, or runs as another user): act from its "
-            "console (/broker on its port), or run this command as the gateway's user; reading "
-            "(status, history, log) works beside it"
+            f"socket ({socket}: it is older than this command, runs as another user, or its state "
+            f"folder's path is too long for a socket): {console}run this command as the gateway's user, "
+            "or stop the gateway first; reading (status, history, log) works beside it"
         ) from None
 
 
@@ -258,7 +260,7 @@ async def _run(
         return 0
     async with open_broker_for(settings, act=False) as broker:
         if command == "status":
-            status = await broker.monitoring.status()
+            status = await broker.monitoring.status(replicas=True)
             for key in ("uptime", "uptimeSeconds"):  # this command's, not the gateway's
                 status.pop(key, None)
             running = schema.gateway_running(settings)

@@ -53,6 +53,10 @@ def status_text(r: dict[str, Any]) -> str:
         lines.append(f"Auto-advance: {aa['stage']}, phase {aa['nextPhase']} in {aa['secondsLeft']:.0f} s")
     if r.get("gatewayRunning") is False:
         lines.append("No gateway is running on this state folder: no agent is connected.")
+    replicas = s.get("replicas")
+    gone = {x["id"]: x for x in replicas or [] if not x["alive"]}
+    if replicas is not None:
+        lines.extend(replicas_text(replicas))
     lines.append("Agents:")
     every = r.get("waitSeenEverySeconds")
     stale = []
@@ -67,6 +71,11 @@ def status_text(r: dict[str, Any]) -> str:
         )
         if a["connected"] and every is not None and ago is not None and ago > every + 5:
             stale.append(agent)
+        elif not a["connected"] and (on := gone.get(a.get("replica") or "")) is not None:
+            lines.append(
+                f"    its last call went through replica {on['id']} ({on['host']}), which is gone: "
+                "the agent is not connected until it calls again"
+            )
     if stale:
         # A replica that holds an agent's wait saves it as seen every `every` seconds: older than
         # that, no live replica holds one (a replica killed with it, or the agent between calls).
@@ -80,6 +89,25 @@ def status_text(r: dict[str, Any]) -> str:
             f"by {a['archivedBy']} at {a['archivedAt']}"
         )
     return "\n".join(lines)
+
+
+def replicas_text(replicas: list[dict[str, Any]]) -> list[str]:
+    """The replicas' heartbeats: how many beat, and one line each."""
+    up = sum(1 for x in replicas if x["alive"])
+    lines = [f"Replicas: {up} alive, {len(replicas) - up} gone"]
+    for x in replicas:
+        beat = f"{human_duration(x['secondsAgo'])} ago"
+        if x["alive"]:
+            state = f"alive   last beat {beat}"
+        else:
+            state = (
+                f"GONE    last beat {beat} (beats every {x['everySeconds']:g} s): killed, frozen or cut "
+                "off from the database"
+            )
+        lines.append(
+            f"  {x['id']} {x['host']} pid {x['pid']} version {x['version']}, started {x['started']}: {state}"
+        )
+    return lines
 
 
 #: States in which the pipeline waits for the PM's ``resume``.

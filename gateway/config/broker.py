@@ -66,6 +66,10 @@ class BrokerSettings(_Section):
     recheck_seconds: float = Field(5.0, gt=0)
     #: How often each replica looks for a due auto-advance step and saves ``lastSeen``, seconds.
     timer_poll_seconds: float = Field(1.0, gt=0)
+    #: How often each replica writes its heartbeat in the database, seconds. A replica silent for
+    #: three of them is gone (killed, frozen, cut off): ``broker status`` and the console say so,
+    #: and an agent last seen there is not connected.
+    heartbeat_seconds: float = Field(5.0, gt=0)
     #: At start, how long to keep retrying a PostgreSQL that does not answer yet, seconds.
     connect_timeout_seconds: float = Field(60.0, ge=0)
     #: Connections per replica in the PostgreSQL pool (plus one for LISTEN).

@@ -68,7 +68,7 @@ async def snapshot(
     Raises:
         BrokerError: a cursor the history did not hand out (``bad_request``), the database down.
     """
-    status = await broker.monitoring.status()
+    status = await broker.monitoring.status(replicas=True)
     plan = await broker.plan.get_phase_plan()
     generations = await broker.operator.generations()
     history = await broker.history.message_history(None, console.page_messages, before)

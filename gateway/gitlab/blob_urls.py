@@ -126,10 +126,10 @@ def parse_blob_url(url: str, base: GitLabBase) -> BlobUrl:
     parsed = parse_gitlab_url(base, url, example=example)
     match = _BLOB_PAGE.fullmatch(parsed.page)
     if match is None and _TREE_PAGE.fullmatch(parsed.page):
-        # This gateway serves no directory listing, so point at GitLab itself, not at a tool.
         raise InvalidReference(
             f"The URL {url!r} is a directory (/-/tree/) URL, and a file is read one at a time: list the "
-            f"directory in GitLab, then give the URL of a file in it ({example})."
+            f"directory with list_repository_tree (it takes this URL), then give the URL or path of a "
+            f"file in it ({example})."
         )
     if match is None:
         raise not_a("file (blob, raw or blame)", parsed, example)
@@ -151,6 +151,64 @@ def parse_blob_url(url: str, base: GitLabBase) -> BlobUrl:
         ref_type=_ref_type(parsed.query, url),
         lines=_line_anchor(parsed.fragment),
     )
+
+
+#: What a tree URL's ``<ref>/<folder>`` is given as for the ref split (:func:`parse_tree_url`): a
+#: last segment that no ref name has, so that the split leaves a path even when the URL names a
+#: ref alone (``/-/tree/feature/x``); the folder is what precedes it.
+TREE_END = "."
+
+
+@dataclass(frozen=True)
+class TreeUrl:
+    """A project page or a ``/-/tree/<ref>[/<folder>]`` page on the configured GitLab.
+
+    Attributes:
+        project_path: the project's full path.
+        ref_and_folder: a :class:`BlobUrl` whose path is the folder followed by :data:`TREE_END`
+            (split like a file URL's, :func:`resolve_url_ref`); None for the project page (the
+            default branch, the root).
+    """
+
+    project_path: str
+    ref_and_folder: BlobUrl | None
+
+
+def parse_tree_url(url: str, base: GitLabBase) -> TreeUrl:
+    """Parse a project URL or a folder (``/-/tree/``) URL on the configured GitLab.
+
+    Raises:
+        InvalidReference: as :func:`~gateway.gitlab.urls.parse_gitlab_url`, or another page of
+            the project (a file URL names a file, not a folder), or percent-escapes not UTF-8.
+    """
+    example = f"{base.url}/<group>/<project>/-/tree/<ref>/<folder> (or the project's URL)"
+    parsed = parse_gitlab_url(base, url, example=example)
+    page = parsed.page.strip("/")
+    if not page:
+        return TreeUrl(parsed.project, None)
+    if not _TREE_PAGE.fullmatch(page):
+        if _BLOB_PAGE.fullmatch(page):
+            raise InvalidReference(
+                f"The URL {url!r} is a file URL, not a folder's: read the file with get_repository_file "
+                f"(it takes this URL), or give its folder's URL ({example})."
+            )
+        raise not_a("folder (/-/tree/)", parsed, example)
+    try:
+        ref_and_folder = unquote(page.removeprefix("tree").strip("/"), errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidReference(f"The URL {url!r} has percent-escapes that are not valid UTF-8.") from None
+    if "\x00" in ref_and_folder:
+        raise InvalidReference(f"The URL {url!r} contains a NUL character.")
+    if not ref_and_folder:
+        return TreeUrl(parsed.project, None)
+    split = BlobUrl(
+        url=url,
+        project_path=parsed.project,
+        ref_and_path=f"{ref_and_folder}/{TREE_END}",
+        view="tree",
+        ref_type=_ref_type(parsed.query, url),
+    )
+    return TreeUrl(parsed.project, split)
 
 
 def _ref_type(query: str, url: str) -> RefType | None:

@@ -123,10 +123,18 @@ def serve_operator_socket(app: web.Application, settings: Settings) -> None:
 
     async def listener(main: web.Application) -> AsyncIterator[None]:
         if socket_path_too_long(path):
+            # Name only the ways this gateway offers: the console when it is served.
+            instead = (
+                "need the console (/broker) while this gateway runs"
+                if settings.console.enabled
+                else "cannot act while this gateway runs (stop it first, or set a console token to "
+                "act from /broker)"
+            )
             log.warning(
                 "operator socket off: the state folder's path is too long for a Unix socket (%s); "
-                "broker commands that act need the console (/broker) while this gateway runs",
+                "broker commands that act %s; a shorter GATEWAY_STATE_DIR turns it on",
                 path,
+                instead,
             )
             yield
             return

@@ -42,7 +42,9 @@ LOOK_SECONDS: Final = 1.0
 
 
 def approval_key(ctx: ToolContext, tool: str, question: str) -> str:
-    """What an approval is bound to: the caller, the tool and what it would do."""
+    """What an approval is bound to: the caller, the tool and what it would do. Never the
+    agent's ``reason``: a refusal is of the action, and rewording why does not make it another
+    call (nor does it reopen a decided one)."""
     caller = ctx.call.caller
     digest = hashlib.sha256(
         f"{caller.owner}\x00{caller.agent_id}\x00{tool}\x00{question}".encode()

@@ -411,6 +411,56 @@ class StandinControl:
         body = {k: v for k, v in given.items() if v is not None}
         return self.call("PATCH", "/settings", json=body)
 
+    # -- GitLab's OAuth provider (tests.standin.oauth) ---------------------------------------------
+
+    def oauth_application(
+        self, uid: str, secret: str | None, redirect_uri: str, scopes: Iterable[str] = ("api",)
+    ) -> dict[str, Any]:
+        """Register an OAuth application (confidential when ``secret`` is given); ``redirect_uri``
+        holds one URI per line, as GitLab's form does."""
+        body = {"uid": uid, "secret": secret, "redirect_uri": redirect_uri, "scopes": list(scopes)}
+        return self.call("POST", "/oauth/applications", json=body)
+
+    def oauth_user(
+        self, user_id: int, username: str, name: str | None = None, groups: Iterable[str] = ()
+    ) -> dict[str, Any]:
+        """Add a GitLab user (or give an existing one, such as ``alice``, its ``groups``: full
+        paths it belongs to, listed by ``GET /api/v4/groups``). Kept across resets."""
+        body = {"id": user_id, "username": username, "name": name or username, "groups": list(groups)}
+        return self.call("POST", "/oauth/users", json=body)
+
+    def oauth_current_user(self, username: str | None) -> None:
+        """Who is signed in to GitLab's web UI: ``/oauth/authorize`` approves as them at once
+        (None: nobody, so it redirects to the sign-in page)."""
+        self.call("POST", "/oauth/current_user", json={"username": username})
+
+    def oauth_expire(self, username: str | None = None) -> int:
+        """Expire access tokens now (``username``'s, or everyone's); returns how many."""
+        return int(self.call("POST", "/oauth/expire", json={"username": username})["expired"])
+
+    def oauth_revoke(self, username: str) -> int:
+        """Revoke ``username``'s grants (all their OAuth tokens), as they would in their
+        profile's Applications page; returns how many tokens."""
+        return int(self.call("POST", "/oauth/revoke", json={"username": username})["revoked"])
+
+    def oauth_settings(self, *, access_token_seconds: int | None = None) -> dict[str, Any]:
+        """How long new access tokens live (GitLab: 7200 s, fixed)."""
+        body = {} if access_token_seconds is None else {"access_token_seconds": access_token_seconds}
+        return self.call("POST", "/oauth/settings", json=body)
+
+    def oauth_counts(self) -> dict[str, Any]:
+        """``{"refreshes": {username: n}, "invalid_grants": n, "token_requests": n, "active_tokens": n}``."""
+        return self.call("GET", "/oauth/counts")
+
+    def oauth_tokens(self) -> list[dict[str, Any]]:
+        """Every OAuth token issued: ``{access_token, refresh_token, client_id, username, scopes,
+        revoked, expired}`` (values included, so a test can check none leaked)."""
+        return _items(self.call("GET", "/oauth/tokens"), "tokens")
+
+    def oauth_clear(self) -> None:
+        """Forget every OAuth application, added user and token, and zero the counts."""
+        self.call("DELETE", "/oauth")
+
 
 class AsyncStandinControl:
     """:class:`StandinControl`'s methods as coroutines (each runs in a worker thread)."""

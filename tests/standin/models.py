@@ -482,6 +482,8 @@ class World:
     created_pipeline_ids: list[int] = field(default_factory=list)
     #: Reads of a running job's log so far (its log grows by one line per read).
     trace_reads: dict[int, int] = field(default_factory=dict)
+    #: Group full paths each user belongs to (``GET /groups``), by username.
+    user_groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def retry_job(self, pipeline: Pipeline, job: Job) -> Job:
         """GitLab's ``Ci::RetryJobService``: ``job`` is marked retried and its new run, pending,

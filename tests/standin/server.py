@@ -41,9 +41,10 @@ from graphql.language import FieldNode
 
 from tests.gitlab.band_schema import SCHEMA_FILE
 from tests.gitlab.versions import NEWEST, Edition, has_route, parse_version, version_string
-from tests.standin import dataset
+from tests.standin import dataset, oauth_http
 from tests.standin.graphql_api import Ctx, GraphQLEndpoint, load_band_schema
 from tests.standin.models import STATUS_GROUPS, Access, Blob, DuoMessage, DuoWorkflow, Job, Tag, User, World
+from tests.standin.oauth import OAuthState, Token
 from tests.standin.rest_api import RestOutcome, RestRequest, dispatch, split_raw_path
 from tests.standin.shaping import SHAPING_KINDS, reset_connection, shape
 
@@ -155,6 +156,8 @@ class Identity:
     user: User | None
     auth: str | None
     refused: bool
+    oauth: Token | None = None
+    """The OAuth access token the request carried (its user is ``user``), checked by the API guard."""
 
 
 class StandinState:
@@ -182,6 +185,8 @@ class StandinState:
         self.faults: list[Fault] = []
         self.fault_ids = itertools.count(1)
         self.timers: list[asyncio.TimerHandle] = []
+        self.oauth = OAuthState()
+        """GitLab's OAuth applications, people and tokens (kept across resets)."""
 
     def _apply_gitlab(self) -> None:
         version, edition = self.gitlab
@@ -198,9 +203,11 @@ class StandinState:
         self._apply_gitlab()
 
     def reset(self) -> None:
-        """Fresh data, empty log, no faults. The invalid list is kept (see :meth:`clear_invalid`)."""
+        """Fresh data, empty log, no faults. The invalid list is kept (see :meth:`clear_invalid`), and
+        so is the OAuth state (applications, people, tokens: see :mod:`tests.standin.oauth`)."""
         self.world = dataset.build_world()
         self._apply_gitlab()
+        self.oauth.apply(self.world)
         self.log.clear()
         self.total = 0
         self.faults.clear()
@@ -229,6 +236,8 @@ class StandinState:
         if token == "":
             return Identity(None, f"{auth}-empty", False)
         user = self.world.user_for_token(token)
+        if user is None and auth == "bearer" and (grant := self.oauth.find(token)) is not None:
+            return Identity(self.world.users.get(grant.user_id), auth, False, grant)
         return Identity(user, auth, user is None)
 
 
@@ -264,6 +273,7 @@ async def api_handler(request: web.Request) -> web.StreamResponse:
     identity = state.identify(request)
     record["auth"] = identity.auth
     record["user"] = identity.user.username if identity.user else None
+    record["oauth"] = identity.oauth is not None  # an OAuth access token, not a personal one
 
     rel = _below_prefix(path, state.prefix)
     graphql_body: Any = None
@@ -438,6 +448,11 @@ async def _serve(
     graphql_body: Any,
 ) -> web.Response:
     """GitLab's answer to an API request that no fault pre-empted."""
+    if rel is not None and rel.startswith("/oauth/"):
+        answer = await oauth_http.serve(state.oauth, state.world, request, rel)
+        if answer is not None:
+            record["route"] = f"{request.method} {rel}"
+            return answer
     if rel is None or not rel.startswith("/api/"):
         record["unserved"] = True
         where = state.prefix or "/"
@@ -446,6 +461,11 @@ async def _serve(
             status=404,
         )
     web_root = f"{request.scheme}://{request.host}{state.prefix}"
+    if identity.oauth is not None:
+        refusal = oauth_http.guard(state.oauth, identity.oauth, request, rel, graphql_body, state.endpoint)
+        if refusal is not None:
+            record["user"] = None
+            return refusal
     if rel == "/api/graphql":
         if request.method != "POST":
             record["unserved"] = True
@@ -1096,6 +1116,7 @@ def create_app(
     control.router.add_delete("/projects/{id}/{kind:branches|tags}/{name}", c_delete_ref)
     control.router.add_patch("/users/{username}", c_patch_user)
     control.router.add_patch("/settings", c_patch_settings)
+    oauth_http.control_routes(control, app[STATE].oauth, lambda: app[STATE].world)
     app.add_subapp("/_standin", control)
     app.router.add_route("*", "/{tail:.*}", api_handler)
     return app

@@ -288,6 +288,44 @@ def test_an_outage_and_a_runaway_agent_raise_their_alerts_within_two_minutes() -
     assert fired == {"GitLabMcpGatewayGitLabUnreachable": 7.0, "GitLabMcpGatewayAgentCallRateHigh": 7.0}
 
 
+def _shipped_gateways() -> dict[str, dict[str, Any]]:
+    """Every gateway the deploy/ files run: its environment, by where it is."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in [*MANIFESTS, *REPLICAS.glob("*.yaml")]:
+        for doc in _documents(path):
+            if doc["kind"] != "Deployment":
+                continue
+            spec = doc["spec"]["template"]["spec"]
+            for c in [*spec.get("initContainers", []), *spec["containers"]]:
+                if c["name"] == "gitlab-mcp-gateway":
+                    out[f"{path.name}:{doc['metadata']['name']}"] = _env(c)
+    compose = yaml.safe_load((DEPLOY / "compose" / "compose.yaml").read_text())
+    for name, service in compose["services"].items():
+        if name.startswith("gateway"):
+            out[f"compose:{name}"] = service["environment"]
+    return out
+
+
+def test_every_shipped_gateway_holds_a_runaway_agent_to_the_pace_the_alert_names() -> None:
+    gateways = _shipped_gateways()
+    assert len(gateways) == 6  # the sidecar, three replicas' sidecars, compose's two gateways
+    for where, env in gateways.items():
+        limits = {k: v for k, v in env.items() if k.startswith("GATEWAY_LIMITS__")}
+        assert limits == {"GATEWAY_LIMITS__CALLS_PER_SECOND": "5", "GATEWAY_LIMITS__BURST": "30"}, where
+    settings = load_settings(
+        gitlab={"url": "https://gitlab.example.com"}, limits={"calls_per_second": 5, "burst": 30}
+    )
+    assert (settings.limits.calls_per_second, settings.limits.burst) == (5.0, 30)
+    # The runaway alert counts the calls an agent makes, refused or not: above the limit's pace.
+    (rule,) = [
+        r
+        for g in yaml.safe_load(ALERTS.read_text())["groups"]
+        for r in g["rules"]
+        if r.get("alert") == "GitLabMcpGatewayAgentCallRateHigh"
+    ]
+    assert rule["expr"].endswith("(rate(gateway_tool_calls_total[1m])) > 5")
+
+
 def test_alerting_rules_only_query_existing_metrics() -> None:
     exprs = [r["expr"] for g in yaml.safe_load(ALERTS.read_text())["groups"] for r in g["rules"]]
     used = {name for expr in exprs for name in re.findall(r"\bgateway_[a-z0-9_]+", expr)}

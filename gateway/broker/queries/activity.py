@@ -21,8 +21,9 @@ class ActivityQueries(Statements):
         )
         return {r[0]: r[1] for r in rows}
 
-    async def save_last_seen(self, seen: Mapping[str, str]) -> None:
-        """Store ``lastSeen`` values; a later time already stored (another replica's) is kept.
+    async def save_last_seen(self, seen: Mapping[str, str], replica: str | None = None) -> None:
+        """Store ``lastSeen`` values, seen by ``replica``; a later time already stored (another
+        replica's) is kept, with that replica.
 
         One statement for all agents (rows in one order everywhere: no deadlock between replicas).
         """
@@ -31,10 +32,11 @@ class ActivityQueries(Statements):
         ins = self.insert(agents)
         stmt = ins.on_conflict_do_update(
             index_elements=[agents.c.id],
-            set_={"last_seen": ins.excluded.last_seen},
+            set_={"last_seen": ins.excluded.last_seen, "replica": ins.excluded.replica},
             where=sa.or_(agents.c.last_seen.is_(None), agents.c.last_seen < ins.excluded.last_seen),
         )
-        await self.conn.execute(stmt, [{"id": a, "last_seen": at} for a, at in sorted(seen.items())])
+        rows = [{"id": a, "last_seen": at, "replica": replica} for a, at in sorted(seen.items())]
+        await self.conn.execute(stmt, rows)
 
     # activity logs ----------------------------------------------------------------------------
 

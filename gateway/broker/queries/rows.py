@@ -35,6 +35,24 @@ class PipelineRow:
     generation: int = 1
 
 
+@dataclass(frozen=True)
+class ReplicaRow:
+    """One running gateway's heartbeat (``replicas``); times are Unix seconds on its own clock."""
+
+    id: str
+    host: str
+    pid: int
+    version: str
+    started: float
+    last_seen: float
+    #: Seconds between its heartbeats.
+    every: float
+
+    def gone(self, now: float, beats: int) -> bool:
+        """No heartbeat for more than ``beats`` of its intervals at ``now``."""
+        return now - self.last_seen > beats * self.every
+
+
 @dataclass
 class IssueRow:
     """One issue of the current phase."""

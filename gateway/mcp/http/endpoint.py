@@ -129,9 +129,8 @@ class McpEndpoint:
             ctx = self._context(request, ex, caller)
             ctx.open_session = functools.partial(self._open_session, ex, caller)
             return await self._answer(request, ex, ctx, msg)
-        session = await self._session(ex, request)
-        assert ex.caller is not None
-        ctx = self._context(request, ex, ex.caller, session)
+        caller, session = await self._session(ex, request)
+        ctx = self._context(request, ex, caller, session)
         if isinstance(msg, JSONRPCRequest):
             return await self._answer(request, ex, ctx, msg)
         if isinstance(msg, JSONRPCNotification):
@@ -242,12 +241,11 @@ class McpEndpoint:
         header = request.headers.get(VERSION_HEADER)
         if header in NO_BATCH_VERSIONS:
             raise _batch_refused(header)
-        session = await self._session(ex, request)
+        caller, session = await self._session(ex, request)
         if session.protocol_version in NO_BATCH_VERSIONS:
             raise _batch_refused(session.protocol_version)
         ex.counted = True
-        assert ex.caller is not None
-        ctx = RequestContext(ex.request_id, ex.caller, ex.era, session.protocol_version, report=ex.report)
+        ctx = RequestContext(ex.request_id, caller, ex.era, session.protocol_version, report=ex.report)
         ctx.client_capabilities = session.capabilities
         ctx.session = session.number
         ctx.session_log_id = session.log_id
@@ -282,10 +280,9 @@ class McpEndpoint:
     async def delete(self, request: web.Request) -> web.StreamResponse:
         """``DELETE /mcp``: end the handshake session named by ``Mcp-Session-Id`` (204)."""
         ex = request[EXCHANGE]
-        session = await self._session(ex, request, require_gitlab=False)
-        assert ex.caller is not None
+        caller, session = await self._session(ex, request, require_gitlab=False)
         try:
-            await self._ended_sessions().end(session.number, session.expires, ex.caller.owner)
+            await self._ended_sessions().end(session.number, session.expires, caller.owner)
         except StoreError:
             raise _sessions_unavailable() from None
         except TooManyEnded as err:
@@ -322,8 +319,10 @@ class McpEndpoint:
             raise too_large(self._max_body)
         return decode_content(request, body, self._max_body)
 
-    async def _session(self, ex: Exchange, request: web.Request, *, require_gitlab: bool = True) -> Session:
-        """The caller and their handshake session.
+    async def _session(
+        self, ex: Exchange, request: web.Request, *, require_gitlab: bool = True
+    ) -> tuple[Caller, Session]:
+        """The caller and their handshake session (both also kept on ``ex``, for the access line).
 
         Raises:
             RpcError: 401 from authentication, first (a caller without valid credentials learns
@@ -367,7 +366,7 @@ class McpEndpoint:
                 status=404,
             )
         ex.session = session
-        return session
+        return caller, session
 
     def _authenticate(self, ex: Exchange, request: web.Request, *, require_gitlab: bool = True) -> Caller:
         caller = self._auth.authenticate(request.headers, request.remote, require_gitlab=require_gitlab)

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from gateway.errors import ToolError, bad_request, not_found
 from gateway.gitlab.errors import GitLabNotFound
 from gateway.gitlab.urls import encode_project
-from gateway.tools.arguments import PROJECT_ALIASES, OptionalText, ProjectId, shown
+from gateway.tools.arguments import PROJECT_ALIASES, OptionalProjectId, OptionalText, shown
 from gateway.tools.context import ToolContext
 from gateway.tools.pagination import (
     PAGING,
@@ -45,19 +45,31 @@ from gateway.tools.registry import READ_ONLY, Tool, ToolInput, ToolOutput
 from gateway.tools.repository.checks import is_excluded
 from gateway.tools.repository.reads import GET_REPOSITORY_FILE_EXCLUSIONS, exclusion_rules
 from gateway.tools.repository.target import project_ref
+from gateway.tools.repository.tree_target import plain_folder, tree_target
 from gateway.tools.visibility import project_not_found_message
 
 TREE_ROUTE = "/projects/{id}/repository/tree"
-MAX_PATH_CHARS = 4096
 
 
 class ListRepositoryTreeInput(ToolInput):
-    """The project, the ref and folder, and the page."""
+    """The project (or its url), the ref and folder, and the page."""
 
     #: ``path``: GitLab's REST name for the folder.
     argument_aliases = {**PROJECT_ALIASES, "path": "folder_path"}
 
-    project_id: ProjectId
+    url: OptionalText = Field(
+        None,
+        description=(
+            "The URL of the project or of a folder in it on this GitLab, e.g. "
+            "https://gitlab.example.com/group/project/-/tree/main/src/app (`?ref_type=` is honoured). "
+            "Give this, or project_id (with ref and folder_path, optionally)."
+        ),
+    )
+    project_id: OptionalProjectId = Field(
+        None,
+        description="ID or full path of the project, e.g. `42` or `group/subgroup/project`. Required if "
+        "url is not provided.",
+    )
     ref: OptionalText = Field(
         None, description="Branch, tag or commit SHA to list, e.g. `main`. Default: the default branch."
     )
@@ -83,16 +95,7 @@ class ListRepositoryTreeInput(ToolInput):
     @field_validator("folder_path")
     @classmethod
     def _relative(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        if len(value) > MAX_PATH_CHARS:
-            raise ValueError(f"is {len(value)} characters long; a folder path of at most {MAX_PATH_CHARS}")
-        if "\\" in value or any(ord(c) < 32 for c in value):
-            raise ValueError(f"must be a plain repository path with `/` separators, not {shown(value)}")
-        segments = [s for s in value.strip("/").split("/") if s]
-        if any(s in (".", "..") for s in segments):
-            raise ValueError("must name a folder inside the repository (no `.` or `..` segments)")
-        return "/".join(segments) or None
+        return plain_folder(value)
 
 
 class TreeEntry(BaseModel):
@@ -175,49 +178,47 @@ def _excluded(rules: tuple[str, ...], entry: dict[str, Any]) -> bool:
 
 async def list_repository_tree(ctx: ToolContext, args: ListRepositoryTreeInput) -> dict[str, Any]:
     page, size = _position(args.after) if args.after else (1, args.first)
+    target = await tree_target(ctx, args.url, args.project_id, args.ref, args.folder_path)
+    project, ref, folder = target.project, target.ref, target.folder
     params: dict[str, Any] = {"per_page": size, "page": page}
-    if args.ref:
-        params["ref"] = args.ref
-    if args.folder_path:
-        params["path"] = args.folder_path
+    if ref:
+        params["ref"] = ref
+    if folder:
+        params["path"] = folder
     if args.recursive:
         params["recursive"] = "true"
     try:
         answer = await ctx.gitlab.rest(
-            "GET", TREE_ROUTE, path_params={"id": encode_project(args.project_id)}, params=params
+            "GET", TREE_ROUTE, path_params={"id": encode_project(project)}, params=params
         )
     except GitLabNotFound as err:
-        if "tree" not in err.message.lower() or not args.ref:
-            raise not_found(project_not_found_message(args.project_id, ctx.call.caller.credential)) from None
-        check = await check_ref(ctx, args.project_id, args.ref)
-        hint = (
-            check.hint(args.ref, takes_sha=True)
-            if check.exists is False
-            else f"'{args.ref}' names no commit here."
-        )
+        if "tree" not in err.message.lower() or not ref:
+            raise not_found(project_not_found_message(project, ctx.call.caller.credential)) from None
+        check = await check_ref(ctx, project, ref)
+        hint = check.hint(ref, takes_sha=True) if check.exists is False else f"'{ref}' names no commit here."
         raise not_found(
-            f"Ref '{args.ref}' not found in project '{args.project_id}': {hint} Call again with an existing "
+            f"Ref '{ref}' not found in project '{project}': {hint} Call again with an existing "
             "branch, tag or commit SHA, or without `ref` for the default branch.",
             kind="ref_not_found",
-            ref=args.ref,
+            ref=ref,
             nearest_refs=list(check.nearest),
         ) from None
     items = answer if isinstance(answer, list) else []
     listed = [e for e in map(_entry, items) if e is not None]
-    rules = await exclusion_rules(ctx, ctx.gitlab, project_ref(args.project_id)) if listed else ()
+    rules = await exclusion_rules(ctx, ctx.gitlab, project_ref(project)) if listed else ()
     entries = [e for e in listed if not _excluded(rules, e)]
     more = len(items) >= size
     out: dict[str, Any] = {
-        "ref": args.ref,
-        "folder_path": args.folder_path,
+        "ref": ref,
+        "folder_path": folder,
         "entries": entries,
         "page_info": {"has_next_page": more, "end_cursor": _cursor(page + 1, size) if more else None},
     }
     if len(entries) < len(listed):
         out["excluded_from_ai_context"] = len(listed) - len(entries)
-    if not items and page == 1 and args.folder_path:
+    if not items and page == 1 and folder:
         out["system_instruction"] = (
-            f"Nothing listed: '{args.folder_path}' is no folder at this ref (a file, a misspelt or moved "
+            f"Nothing listed: '{folder}' is no folder at this ref (a file, a misspelt or moved "
             "folder, or an empty one). Paths are case-sensitive; list its parent folder (or the root) to "
             "find it."
         )
@@ -225,7 +226,8 @@ async def list_repository_tree(ctx: ToolContext, args: ListRepositoryTreeInput) 
 
 
 DESCRIPTION = f"""\
-List the files and folders of a project's repository at a ref (default: the default branch): \
+List the files and folders of a project's repository at a ref (default: the default branch), \
+by project_id or by the URL of the project or of a folder (`/-/tree/<ref>/<folder>`) on this GitLab: \
 one folder's entries (`folder_path`, default the root), or with `recursive` every path below it. Each \
 entry has its `path` (get_repository_file's `file_path`), `name`, `type` (`blob` a file, `tree` \
 a folder, `commit` a submodule) and `mode`. Use it to find a file's real path. Files and folders \

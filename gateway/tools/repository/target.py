@@ -151,7 +151,7 @@ async def resolve_target(
     if ref_and_path.endswith("/"):
         raise bad_request(
             f"url must name a file, not a directory: '{ref_and_path}'. This tool reads one file: list the "
-            "directory in GitLab, then pass the URL or path of a file in it.",
+            "directory with list_repository_tree, then pass the URL or path of a file in it.",
             field="url",
         )
     wanted_path = normalize_file_path(args.file_path) if args.file_path is not None else None

@@ -114,13 +114,20 @@ def test_instruct_stop_and_reset(state: Path, capsys: pytest.CaptureFixture[str]
     assert code == 1
 
 
-def test_acting_beside_a_running_gateway_is_refused(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_acting_beside_a_running_gateway_is_refused(
+    state: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     state.mkdir()
     shutil.copyfile(migrated_sqlite_broker(), state / "broker.db")
     fd = lock_state_dir(state)  # as a running gateway holds it
     try:
         code, _, err = run(capsys, "stop", "--yes")
-        assert code == 1 and "a gateway is running" in err and "/broker" in err
+        # No console configured: the refusal does not send the operator to one.
+        assert code == 1 and "a gateway is running" in err and "/broker" not in err
+        assert "run this command as the gateway's user" in err
+        monkeypatch.setenv("GATEWAY_CONSOLE__OPERATOR_TOKEN", "operator-secret-0123456789")
+        code, _, err = run(capsys, "stop", "--yes")
+        assert code == 1 and "console (/broker on its port)" in err
         assert as_json(capsys, "status")["status"]["state"] == "IDLE"  # reading works beside it
     finally:
         os.close(fd)

@@ -234,6 +234,9 @@ async def test_the_page_shows_gitlab_s_health_each_agent_s_age_and_an_answer_sen
     assert "answered HTTP 503" in health.group(1)
     # dev just asked: seen seconds ago.
     assert re.search(r"<td>dev</td>.*?<td>\d{4}-\d\d-\d\dT[\d:]+Z \(\d+s ago\)</td>", page, re.S)
+    # The replicas on the database: this gateway's own, alive.
+    assert "Replicas: 1 alive, 0 gone" in page
+    assert f"<td>{broker.roster.replica} (this page's)</td>" in page
     # The person answered: the banner says the answer is on its way, not to write one.
     assert "Write the PM an instruction below" not in page
     assert re.search(r"Answered by operator:alice at [\dT:Z-]+: queued for the PM, which gets it", page)

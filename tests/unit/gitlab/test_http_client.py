@@ -4,26 +4,20 @@ bundle, and proxies taken from the environment (``HTTP_PROXY`` / ``NO_PROXY``)."
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import socket
-import ssl
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from gateway.config import Settings
 from gateway.gitlab.client import GitLabClient
 from gateway.gitlab.connect_hints import CERTIFICATE, PLAIN_HTTP_PORT
 from gateway.gitlab.credentials import service_credential
 from gateway.gitlab.errors import GitLabUpstreamError
+from tests.local_http import self_signed_certificate, tls_site
 
 # TLS and proxies go through the event loop's own transports: these run on asyncio's loop and
 # on uvloop's, the gateway's default.
@@ -59,39 +53,10 @@ def _no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def _self_signed(directory: Path) -> tuple[Path, Path]:
-    """A CA-less self-signed certificate for 127.0.0.1 (cert path, key path)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gateway test GitLab")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "gitlab.pem", directory / "gitlab.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return cert_path, key_path
-
-
 @pytest.fixture
 async def tls_gitlab(tmp_path: Path) -> AsyncIterator[tuple[str, Path, list[dict[str, str]]]]:
     """An HTTPS GitLab stand-in on 127.0.0.1: (base URL, its certificate, headers it received)."""
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed_certificate(tmp_path, "127.0.0.1")
     seen: list[dict[str, str]] = []
 
     async def graphql(request: web.Request) -> web.Response:
@@ -100,15 +65,8 @@ async def tls_gitlab(tmp_path: Path) -> AsyncIterator[tuple[str, Path, list[dict
 
     app = web.Application()
     app.router.add_post("/gitlab/api/graphql", graphql)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(cert, key)
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield f"https://127.0.0.1:{port}/gitlab", cert, seen
-    await runner.cleanup()
+    async with tls_site(app, cert, key) as port:
+        yield f"https://127.0.0.1:{port}/gitlab", cert, seen
 
 
 async def _query(client: GitLabClient) -> dict[str, Any]:

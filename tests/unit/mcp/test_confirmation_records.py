@@ -304,8 +304,12 @@ async def test_an_operators_approval_acts_once_and_a_refusal_is_declined(make_ap
     refused = await again
     assert reason(refused) == "declined" and "leave it running" in refused["content"][0]["text"]
     assert gitlab.cancels == 1
-    # Refused is final for that call for a while: asked again, it is refused at once.
+    # Refused is final for that call for a while: asked again, it is refused at once, and a new
+    # reason does not make it another call (the operator refused the cancel, not its wording).
     assert reason(await call(client, "save_pipeline", arguments, capabilities={})) == "declined"
+    reworded = {**arguments, "reason": "really, it deploys the wrong tag"}
+    assert reason(await call(client, "save_pipeline", reworded, capabilities={})) == "declined"
+    assert gitlab.cancels == 1
 
 
 async def test_an_operator_decides_through_the_operator_actions(make_app: MakeApp) -> None:

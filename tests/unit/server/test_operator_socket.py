@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import socket
 import stat
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
 
 from gateway.broker.state_dir import socket_path_too_long
-from gateway.server.operator_socket import bind_private_socket, peer_allowed
+from gateway.config import load_settings
+from gateway.server.operator_socket import bind_private_socket, peer_allowed, serve_operator_socket
 
 
 def test_the_socket_is_the_users_alone_and_replaces_a_stale_one(tmp_path: Path) -> None:
@@ -34,3 +42,26 @@ def test_the_socket_is_the_users_alone_and_replaces_a_stale_one(tmp_path: Path) 
 def test_a_state_folder_too_deep_for_a_unix_socket_is_told() -> None:
     assert not socket_path_too_long(Path("/var/lib/gitlab-mcp-gateway/operator.sock"))
     assert socket_path_too_long(Path("/" + "x" * 100) / "operator.sock")
+
+
+@pytest.mark.parametrize("console", [False, True])
+async def test_a_socket_left_off_names_the_console_only_when_it_is_served(
+    console: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    overrides: dict[str, Any] = (
+        {"console": {"operator_token": "operator-secret-0123456789"}} if console else {}
+    )
+    settings = load_settings(
+        gitlab={"url": "https://gitlab.example.com"}, state_dir="/" + "x" * 100, **overrides
+    )
+    app = web.Application()
+    serve_operator_socket(app, settings)
+    listener = app.cleanup_ctx[-1](app)
+    assert isinstance(listener, AsyncIterator)  # the listener is an async generator
+    with caplog.at_level(logging.WARNING, logger="gateway"):
+        await anext(listener)
+    [line] = [r.getMessage() for r in caplog.records if "operator socket off" in r.getMessage()]
+    assert ("console (/broker)" in line) is console
+    assert "a shorter GATEWAY_STATE_DIR turns it on" in line
+    with contextlib.suppress(StopAsyncIteration):
+        await anext(listener)

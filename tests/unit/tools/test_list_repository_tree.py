@@ -139,3 +139,51 @@ async def test_entries_excluded_from_ai_context_are_left_out_and_counted(
         await env.call("get_repository_file", {"project_id": PROJECT, "file_path": "certs/server.pem"})
     )
     assert err["kind"] == "excluded"
+
+
+async def test_a_folder_url_is_listed_with_its_ref_split_as_gitlab_splits_it(
+    env: ToolEnv, router: respx.MockRouter, fake: FakeRepoGitLab
+) -> None:
+    router.get(f"{REPO}/tags").mock(side_effect=fake.tags_route)
+    route = router.get(f"{REPO}/tree").mock(return_value=httpx.Response(200, json=TREE[:1]))
+
+    async def listed(url: str) -> tuple[dict[str, Any], dict[str, str]]:
+        out = ok(await env.call("list_repository_tree", {"url": url}), "list_repository_tree")
+        return out, dict(route.calls.last.request.url.params)
+
+    # A branch with a slash, then a folder: the ref names starting with `my-topic` decide.
+    out, sent = await listed(f"{GITLAB}/{PROJECT}/-/tree/my-topic/with-slash/app/models")
+    assert (out["ref"], out["folder_path"]) == ("my-topic/with-slash", "app/models")
+    assert (sent["ref"], sent["path"]) == ("my-topic/with-slash", "app/models")
+    # A ref alone (the longer branch wins where branches and tags both exist), a plain ref's root,
+    # and the project's own page (the default branch's root); `project_id` may repeat the url's.
+    out, sent = await listed(f"{GITLAB}/{PROJECT}/-/tree/feature/with-slash")
+    assert (out["ref"], out["folder_path"], "path" in sent) == ("feature/with-slash", None, False)
+    out, sent = await listed(f"{GITLAB}/{PROJECT}/-/tree/main/")
+    assert (out["ref"], out["folder_path"]) == ("main", None)
+    both = {"url": f"{GITLAB}/{PROJECT}", "project_id": PROJECT, "folder_path": "lib"}
+    out = ok(await env.call("list_repository_tree", both), "list_repository_tree")
+    sent = dict(route.calls.last.request.url.params)
+    assert (out["ref"], out["folder_path"], "ref" in sent, sent["path"]) == (None, "lib", False, "lib")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        ({"url": "https://gitlab.other.example/grp/sub/proj/-/tree/main"}, "is not on this gateway's GitLab"),
+        ({"url": f"{GITLAB}/{PROJECT}/-/blob/main/README.md"}, "read the file with get_repository_file"),
+        ({"url": f"{GITLAB}/{PROJECT}/-/pipelines/7"}, "is not a folder (/-/tree/) URL"),
+        ({"url": f"{GITLAB}/{PROJECT}/-/tree/main/../../etc"}, "no `.` or `..` segments"),
+        ({"url": f"{GITLAB}/{PROJECT}", "project_id": "grp/other"}, "Project mismatch"),
+        ({"url": f"{GITLAB}/{PROJECT}/-/tree/main/app", "folder_path": "lib"}, "leave folder_path out"),
+        ({"url": f"{GITLAB}/{PROJECT}/-/tree/main/app", "ref": "v1.0.0"}, "Ref mismatch"),
+        ({}, "Provide project_id (or the url"),
+    ],
+)
+async def test_a_url_that_cannot_be_listed_is_refused_before_any_request(
+    env: ToolEnv, router: respx.MockRouter, arguments: dict[str, Any], said: str
+) -> None:
+    route = router.get(f"{REPO}/tree").mock(return_value=httpx.Response(200, json=TREE))
+    err = error(await env.call("list_repository_tree", arguments))
+    assert err["reason"] == "bad_request" and said in err["message"], err
+    assert route.calls.call_count == 0

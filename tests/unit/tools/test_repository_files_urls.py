@@ -225,22 +225,21 @@ async def test_bad_urls_are_refused_before_any_request(
     assert fake.requests == []
 
 
-async def test_directory_urls_point_to_gitlab_not_to_a_tool_this_gateway_lacks(
-    env: ToolEnv, fake: FakeRepoGitLab
-) -> None:
-    # Agents paste directory pages; the answer must not name a listing tool the gateway does not serve.
+async def test_directory_urls_point_to_the_listing_tool(env: ToolEnv, fake: FakeRepoGitLab) -> None:
+    # Agents paste directory pages: list_repository_tree takes them.
     tree = error(await call(env, url=f"{GITLAB}/{PROJECT}/-/tree/main/app"))
     assert tree == {
         "reason": "bad_request",
         "message": f"The URL '{GITLAB}/{PROJECT}/-/tree/main/app' is a directory (/-/tree/) URL, and a file "
-        "is read one at a time: list the directory in GitLab, then give the URL of a file in it "
-        f"({GITLAB}/<group>/<project>/-/blob/<ref>/<path>). Or pass project_id, file_path and ref.",
+        "is read one at a time: list the directory with list_repository_tree (it takes this URL), then "
+        f"give the URL or path of a file in it ({GITLAB}/<group>/<project>/-/blob/<ref>/<path>). Or pass "
+        "project_id, file_path and ref.",
     }
     slash = error(await call(env, url=f"{BLOB}/main/app/"))
     assert slash == {
         "reason": "bad_request",
         "message": "url must name a file, not a directory: 'main/app/'. This tool reads one file: list the "
-        "directory in GitLab, then pass the URL or path of a file in it.",
+        "directory with list_repository_tree, then pass the URL or path of a file in it.",
         "field": "url",
     }
     assert fake.requests == []
