@@ -25,7 +25,7 @@ from gateway.signin.agent_tokens import AgentTokens, TooManyTokens
 from gateway.signin.consent import _origin_problem, _page, _problem, _roles_of
 from gateway.signin.gitlab_oauth import GitLabRefused
 from gateway.signin.grants import ACCOUNT_SCOPE, GitLabUnavailable, SignedIn
-from gateway.signin.own_flow import FlowFailed, redeem, to_gitlab
+from gateway.signin.own_flow import FlowFailed, redeem, to_gitlab, too_many
 from gateway.signin.responses import NO_STORE
 from gateway.signin.sealing import ACCESS_PREFIX, hashed, new_secret, same
 from gateway.signin.service import TRANSACTION_SECONDS, SignIn
@@ -67,13 +67,18 @@ async def _who(request: web.Request, sign_in: SignIn) -> tuple[str, SignedIn] | 
 
 async def start(request: web.Request, sign_in: SignIn) -> web.Response:
     """``GET /oauth/account/sign-in``: on to GitLab."""
-    response, flow = await to_gitlab(
-        request,
-        sign_in,
-        client_id=ACCOUNT_CLIENT,
-        redirect_uri=f"{sign_in.settings.sign_in.issuer}{PATH}/done",
-        scopes=ACCOUNT_SCOPE,
-    )
+    try:
+        response, flow = await to_gitlab(
+            request,
+            sign_in,
+            client_id=ACCOUNT_CLIENT,
+            redirect_uri=f"{sign_in.settings.sign_in.issuer}{PATH}/done",
+            scopes=ACCOUNT_SCOPE,
+        )
+    except FlowFailed as err:
+        return too_many(err)
+    except StoreError:
+        return _problem("The gateway's database does not answer right now; try again shortly.", 503)
     _cookie(response, sign_in, FLOW_COOKIE, flow, int(TRANSACTION_SECONDS))
     return response
 

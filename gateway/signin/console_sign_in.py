@@ -19,7 +19,7 @@ from gateway.broker.store import StoreError
 from gateway.config import SignInSettings, decode_encryption_key
 from gateway.signin.gitlab_oauth import GitLabRefused
 from gateway.signin.grants import SignInEnded
-from gateway.signin.own_flow import FlowFailed, redeem, to_gitlab
+from gateway.signin.own_flow import FlowFailed, redeem, to_gitlab, too_many
 from gateway.signin.service import TRANSACTION_SECONDS, SignIn
 
 log = logging.getLogger("gateway.signin")
@@ -71,13 +71,16 @@ class ConsoleSignIn:
         self._refused = refused
 
     async def start(self, request: web.Request, done_path: str) -> web.StreamResponse:
-        response, flow = await to_gitlab(
-            request,
-            self._sign_in(),
-            client_id=CONSOLE_CLIENT,
-            redirect_uri=f"{self._issuer}{done_path}",
-            scopes=CONSOLE_SCOPE,
-        )
+        try:
+            response, flow = await to_gitlab(
+                request,
+                self._sign_in(),
+                client_id=CONSOLE_CLIENT,
+                redirect_uri=f"{self._issuer}{done_path}",
+                scopes=CONSOLE_SCOPE,
+            )
+        except FlowFailed as err:
+            return too_many(err)  # the sign-in bounds (sign_in.starts_per_address...)
         response.set_cookie(
             FLOW_COOKIE,
             flow,

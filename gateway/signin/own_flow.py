@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from gateway.signin.consent import COOKIE
+from gateway.signin.consent import COOKIE, _problem
 from gateway.signin.gitlab_oauth import s256
 from gateway.signin.pending import CodeRow, TransactionRow
 from gateway.signin.responses import NO_STORE
@@ -22,16 +22,33 @@ from gateway.signin.service import TRANSACTION_SECONDS, SignIn
 class FlowFailed(Exception):
     """The return from GitLab does not finish a sign-in; the message says why, for the person."""
 
-    def __init__(self, message: str, status: int) -> None:
+    def __init__(self, message: str, status: int, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.retry_after = retry_after
+
+
+def too_many(err: FlowFailed) -> web.Response:
+    """The page of a sign-in :func:`to_gitlab` refused (``sign_in.bounds``), with ``Retry-After``."""
+    response = _problem(f"Too Many Requests: {err}.", err.status)
+    if err.retry_after is not None:
+        response.headers["Retry-After"] = str(err.retry_after)
+    return response
 
 
 async def to_gitlab(
     request: web.Request, sign_in: SignIn, *, client_id: str, redirect_uri: str, scopes: str
 ) -> tuple[web.Response, str]:
     """The redirect to GitLab (with the browser's consent cookie), and the flow's secret
-    (``state.verifier``) for the caller's own cookie on ``redirect_uri``'s page."""
+    (``state.verifier``) for the caller's own cookie on ``redirect_uri``'s page.
+
+    Raises:
+        FlowFailed: 429, a budget or cap of ``sign_in.bounds`` is spent (:func:`too_many`).
+        StoreError: the database does not answer.
+    """
+    refusal = await sign_in.bounds.own_flow_refusal(request.remote)
+    if refusal is not None:
+        raise FlowFailed(refusal[0], 429, refusal[1])
     transaction, verifier, state = new_secret(), new_secret(), new_secret()
     browser = request.cookies.get(COOKIE) or new_secret()
     gitlab_state, gitlab_verifier = new_secret(), new_secret()
