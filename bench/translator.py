@@ -40,6 +40,10 @@ class NewestGitLab:
     """The instance as the gateway knows it before it has read GitLab's version: the newest
     documents are sent (the translator asks GitLab nothing but the tool's own request)."""
 
+    #: No version read is ever due: ``Operation.run`` takes :attr:`info` without a coroutine.
+    due = False
+    info = InstanceInfo()
+
     async def current(self, session: Any) -> InstanceInfo:
         return InstanceInfo()
 

@@ -67,12 +67,10 @@ def _tool_names(value: Any) -> Any:
     return value
 
 
-class ClientToken(_Section):
-    """A bearer secret a caller presents to the gateway, mapped to a broker agent id, and the
-    tools its agent may use (within the deployment's; never more)."""
+class AgentAccess(_Section):
+    """The tools an agent may use (within the deployment's; never more) and its own limits: a
+    client token's, or a signed-in person's role's (``sign_in.role_access``)."""
 
-    token: SecretStr
-    agent_id: AgentId
     #: Only these toolsets (and ``tools``) for this token; None: every toolset served.
     toolsets: tuple[str, ...] | None = None
     #: Only these tools (besides ``toolsets``) for this token; None: no list of tools.
@@ -97,6 +95,14 @@ class ClientToken(_Section):
     @classmethod
     def _tools(cls, value: Any) -> Any:
         return _tool_names(_name_list(value))
+
+
+class ClientToken(AgentAccess):
+    """A bearer secret a caller presents to the gateway, mapped to a broker agent id, and the
+    tools its agent may use (:class:`AgentAccess`)."""
+
+    token: SecretStr
+    agent_id: AgentId
 
     @field_validator("token")
     @classmethod

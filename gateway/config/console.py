@@ -36,6 +36,11 @@ class ConsoleSettings(_Section):
     #: Live views (the page's event stream) one sign-in may hold open at once on a replica; one
     #: more is refused with HTTP 429.
     max_streams_per_session: int = Field(8, ge=1)
+    #: With ``[sign_in]`` on: GitLab usernames, or full paths of GitLab groups (subgroups included),
+    #: whose people sign in to the console with GitLab as operators ...
+    operators: tuple[str, ...] = ()
+    #: ... or as viewers (who only watch). Someone in both is an operator.
+    viewers: tuple[str, ...] = ()
 
     @field_validator("operator_token", "viewer_token")
     @classmethod
@@ -49,7 +54,20 @@ class ConsoleSettings(_Section):
             )
         return SecretStr(value.get_secret_value().strip())
 
+    @field_validator("operators", "viewers")
+    @classmethod
+    def _people(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        people = tuple(who.strip().strip("/") for who in value)
+        if any(not who for who in people):
+            raise ValueError("holds an empty name: write GitLab usernames or group full paths")
+        return people
+
     @property
     def enabled(self) -> bool:
-        """The console is served only when at least one token is configured."""
-        return self.operator_token is not None or self.viewer_token is not None
+        """The console is served only when a token is configured, or people who sign in with GitLab."""
+        return self.operator_token is not None or self.viewer_token is not None or self.signs_in_people
+
+    @property
+    def signs_in_people(self) -> bool:
+        """People sign in with GitLab (``operators`` or ``viewers`` set; ``[sign_in]`` must be on)."""
+        return bool(self.operators or self.viewers)

@@ -16,7 +16,14 @@ from pydantic_settings import (
 
 from gateway.config.base import is_loopback
 from gateway.config.broker import BrokerSettings
-from gateway.config.clients import ClientToken, LimitsSettings, _known_toolsets, _name_list, _tool_names
+from gateway.config.clients import (
+    AgentAccess,
+    ClientToken,
+    LimitsSettings,
+    _known_toolsets,
+    _name_list,
+    _tool_names,
+)
 from gateway.config.console import ConsoleSettings
 from gateway.config.environment import _ContractEnvSource
 from gateway.config.gitlab import CacheSettings, GitLabSettings
@@ -115,15 +122,7 @@ class Settings(BaseSettings):
                     "own (an agent's token must not open the operator's controls)"
                 )
         for client in self.client_tokens:
-            if (
-                client.burst is not None
-                and client.calls_per_second is None
-                and self.limits.calls_per_second is None
-            ):
-                raise ValueError(
-                    f"client_tokens: the entry of agent {client.agent_id!r} sets burst but no "
-                    "calls_per_second, and limits.calls_per_second is not set either: give the rate too"
-                )
+            self._check_rate(client, f"client_tokens: the entry of agent {client.agent_id!r}")
             if client.agent_id not in self.broker.agents:
                 raise ValueError(
                     f"client_tokens: agent_id {client.agent_id!r} is not one of broker.agents "
@@ -131,6 +130,12 @@ class Settings(BaseSettings):
                 )
         if self.sign_in.enabled:
             self._check_sign_in()
+        elif self.console.signs_in_people:
+            raise ValueError(
+                "console.operators and console.viewers sign people in to the console with GitLab, and "
+                "sign-in is off: set sign_in.enabled (docs/operations.md, 'Signing in with GitLab'), or "
+                "use console.operator_token and console.viewer_token"
+            )
         if (
             not self.sign_in.enabled
             and not is_loopback(self.server.host)
@@ -146,6 +151,17 @@ class Settings(BaseSettings):
             )
         return self
 
+    def _check_rate(self, access: AgentAccess, entry: str) -> None:
+        if (
+            access.burst is not None
+            and access.calls_per_second is None
+            and self.limits.calls_per_second is None
+        ):
+            raise ValueError(
+                f"{entry} sets burst but no calls_per_second, and limits.calls_per_second is not set "
+                "either: give the rate too"
+            )
+
     def _check_sign_in(self) -> None:
         if self.gitlab.credential_mode == "passthrough":
             raise ValueError(
@@ -160,6 +176,12 @@ class Settings(BaseSettings):
                     f"sign_in.roles: {who!r} names {', '.join(map(repr, unknown))}, not one of "
                     f"broker.agents {list(self.broker.agents)}"
                 )
+        for role, access in self.sign_in.role_access.items():
+            if role not in self.broker.agents:
+                raise ValueError(
+                    f"sign_in.role_access: {role!r} is not one of broker.agents {list(self.broker.agents)}"
+                )
+            self._check_rate(access, f"sign_in.role_access.{role}")
 
     @classmethod
     def settings_customise_sources(

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from gateway.config.base import _Section, is_loopback
+from gateway.config.clients import AgentAccess
 
 _MAKE_KEY = (
     'python -c "import secrets,base64;print(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())"'
@@ -73,6 +74,10 @@ class SignInSettings(_Section):
     allowed_groups: tuple[str, ...] = ()
     #: Username or group full path → the broker roles (``broker.agents``) that person may take.
     roles: dict[str, tuple[str, ...]] = {}
+    #: Broker role → the tools and limits of the people signed in with it, as a client token's
+    #: (``toolsets``, ``tools``, ``read_only``, ``confirm_destructive``, ``structured_text``,
+    #: ``calls_per_second``, ``burst``); a role without an entry, and no role, get the deployment's.
+    role_access: dict[str, AgentAccess] = {}
     #: Lifetime of the gateway's access tokens, seconds.
     access_token_seconds: int = Field(3600, ge=60, le=86400)
     #: Lifetime of the gateway's refresh tokens (and of a sign-in without use), days.
@@ -83,6 +88,14 @@ class SignInSettings(_Section):
     dynamic_registration: bool = True
     #: Accept client ids that are HTTPS URLs of Client ID Metadata Documents.
     client_metadata_documents: bool = True
+    #: Client registrations and consent pages (each writes a row) one client address may open,
+    #: refilled evenly over ``starts_window_seconds``; past it, HTTP 429.
+    starts_per_address: int = Field(30, ge=1)
+    starts_window_seconds: float = Field(600.0, gt=0)
+    #: Sign-ins under way (consent page to GitLab's return, 10 minutes at most) across replicas.
+    max_pending_sign_ins: int = Field(1000, ge=1)
+    #: Clients registered dynamically, kept for good; past it, registration answers 429.
+    max_registered_clients: int = Field(10_000, ge=1)
     #: Fetch Client ID Metadata Documents from private and loopback addresses too: for tests and
     #: local development only; never in production (it lets a client id reach internal hosts).
     allow_loopback_client_metadata: bool = False

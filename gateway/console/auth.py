@@ -8,6 +8,9 @@
   ``/broker``). The cookie is signed, not stored: its key is derived
   from the role's token, so every replica with the same configuration accepts it, a viewer's
   cookie can never claim the operator's role, and changing a token ends its sessions.
+- A person who signed in with GitLab (``external``) gets the same cookie, marked so and signed with
+  a key derived from the sign-in's secret and the ``console.operators``/``viewers`` lists: changing
+  either ends those sessions. Its name is ``<username>@gitlab``, a name no token sign-in may take.
 - Every action (POST) carries a CSRF token derived from the session (a hidden form field), and
   its ``Origin`` and ``Host`` pass the same DNS-rebinding checks as ``/mcp``
   (``gateway.mcp.http.security``).
@@ -44,6 +47,8 @@ class Session:
     name: str
     nonce: str
     expires: float
+    #: The service the person signed in with ("gitlab"), None for a console token.
+    via: str | None = None
 
     @property
     def can_act(self) -> bool:
@@ -67,8 +72,15 @@ class ConsoleAuth:
         server: the ``server`` settings (the Origin/Host rules of ``/mcp``).
     """
 
-    def __init__(self, console: ConsoleSettings, server: ServerSettings) -> None:
+    def __init__(
+        self,
+        console: ConsoleSettings,
+        server: ServerSettings,
+        external: tuple[str, bytes] | None = None,
+    ) -> None:
         self._tokens: dict[Role, bytes] = {}
+        self._via, self._external = (external[0].lower(), external[1]) if external else ("", b"")
+        self._lists = json.dumps([console.operators, console.viewers]).encode()
         if console.operator_token is not None:
             self._tokens["operator"] = console.operator_token.get_secret_value().encode()
         if console.viewer_token is not None:
@@ -77,7 +89,10 @@ class ConsoleAuth:
         self._guard = OriginHostGuard(server)
         self._origins = {o.strip().lower().rstrip("/") for o in server.allowed_origins}
 
-    def _key(self, role: Role) -> bytes:
+    def _key(self, role: Role, via: str | None = None) -> bytes:
+        if via is not None:
+            label = b"gateway-console-session-v1:%s:%s:" % (via.encode(), role.encode())
+            return hmac.new(self._external, label + self._lists, hashlib.sha256).digest()
         return hmac.new(self._tokens[role], b"gateway-console-session-v1", hashlib.sha256).digest()
 
     def role_of(self, token: str) -> Role | None:
@@ -91,17 +106,31 @@ class ConsoleAuth:
         return found
 
     def new_session(self, role: Role, name: str | None) -> tuple[Session, str]:
-        """A session and its cookie value."""
-        session = Session(
-            role=role,
-            name=operator_name(name, default=role),
-            nonce=secrets.token_urlsafe(18),
-            expires=time.time() + self._seconds,
+        """A session of a console token and its cookie value."""
+        chosen = operator_name(name, default=role)
+        if self._via and chosen.lower().endswith(f"@{self._via}"):
+            chosen = role  # a name only people signed in through that service carry
+        return self._issue(Session(role, chosen, secrets.token_urlsafe(18), time.time() + self._seconds))
+
+    def new_external_session(self, role: Role, username: str) -> tuple[Session, str]:
+        """A session of a person who signed in with the external service, and its cookie value."""
+        assert self._via, "no external sign-in is configured"
+        name = operator_name(f"{username}@{self._via}", default=f"{role}@{self._via}")
+        return self._issue(
+            Session(role, name, secrets.token_urlsafe(18), time.time() + self._seconds, via=self._via)
         )
-        payload = _b64(
-            json.dumps({"r": role, "n": session.name, "s": session.nonce, "e": int(session.expires)}).encode()
-        )
-        sig = _b64(hmac.new(self._key(role), payload.encode(), hashlib.sha256).digest())
+
+    def _issue(self, session: Session) -> tuple[Session, str]:
+        data: dict[str, object] = {
+            "r": session.role,
+            "n": session.name,
+            "s": session.nonce,
+            "e": int(session.expires),
+        }
+        if session.via is not None:
+            data["v"] = session.via
+        payload = _b64(json.dumps(data).encode())
+        sig = _b64(hmac.new(self._key(session.role, session.via), payload.encode(), hashlib.sha256).digest())
         return session, f"{payload}.{sig}"
 
     def session(self, request: web.Request) -> Session | None:
@@ -113,13 +142,18 @@ class ConsoleAuth:
         payload, sig = value.split(".")
         try:
             data = json.loads(_unb64(payload))
-            role = data["r"]
-            if role not in self._tokens:
+            role, via = data["r"], data.get("v")
+            if via is not None:
+                if not self._via or via != self._via or role not in ("operator", "viewer"):
+                    return None
+            elif role not in self._tokens:
                 return None
-            expected = _b64(hmac.new(self._key(role), payload.encode(), hashlib.sha256).digest())
+            expected = _b64(hmac.new(self._key(role, via), payload.encode(), hashlib.sha256).digest())
             if not hmac.compare_digest(sig.encode(), expected.encode()):
                 return None
-            session = Session(role=role, name=str(data["n"]), nonce=str(data["s"]), expires=float(data["e"]))
+            session = Session(
+                role=role, name=str(data["n"]), nonce=str(data["s"]), expires=float(data["e"]), via=via
+            )
         except (ValueError, KeyError, TypeError):
             return None
         return session if session.expires > time.time() else None
@@ -127,7 +161,9 @@ class ConsoleAuth:
     def csrf_token(self, session: Session) -> str:
         """The CSRF token of ``session`` (the same for its whole life)."""
         return _b64(
-            hmac.new(self._key(session.role), f"csrf:{session.nonce}".encode(), hashlib.sha256).digest()
+            hmac.new(
+                self._key(session.role, session.via), f"csrf:{session.nonce}".encode(), hashlib.sha256
+            ).digest()
         )
 
     def csrf_ok(self, session: Session, token: str | None) -> bool:

@@ -38,6 +38,7 @@ from gateway.tools.call_limits import Slots
 if TYPE_CHECKING:
     from gateway.broker.service import BrokerService
     from gateway.config import Settings
+    from gateway.console.external import ExternalSignIn
 
 log = logging.getLogger("gateway.console")
 
@@ -119,11 +120,20 @@ class ConsoleRoutes:
             object), None before the first.
     """
 
-    def __init__(self, settings: Settings, broker: BrokerOf, gitlab: GitLabHealthOf | None = None) -> None:
-        self._console = settings.console
+    def __init__(
+        self,
+        settings: Settings,
+        broker: BrokerOf,
+        gitlab: GitLabHealthOf | None = None,
+        external: ExternalSignIn | None = None,
+    ) -> None:
+        self._console = self.settings = settings.console
         self._broker = broker
         self._gitlab = gitlab
-        self.auth = ConsoleAuth(settings.console, settings.server)
+        self.external = external
+        self.auth = ConsoleAuth(
+            settings.console, settings.server, None if external is None else (external.name, external.secret)
+        )
         self._renderer = Renderer(settings.console)
         self._budget = SignInBudget(
             settings.console.sign_in_failures,
@@ -134,6 +144,14 @@ class ConsoleRoutes:
         self._closing = False
         self._live = SharedRendering(self._read_sections, REFRESH_SECONDS)
         self._slots = Slots(settings.console.max_streams_per_session)
+
+    def login_page(self, error: str | None) -> str:
+        """The sign-in page: the token form, and the external sign-in's button when there is one."""
+        return Renderer.login(
+            error=error,
+            tokens=self._console.operator_token is not None or self._console.viewer_token is not None,
+            external=None if self.external is None else self.external.name,
+        )
 
     def _gitlab_health(self) -> dict[str, Any] | None:
         return self._gitlab() if self._gitlab is not None else None
@@ -187,7 +205,7 @@ class ConsoleRoutes:
             return _forbidden(problem)
         session = await self._session(request)
         if session is None:
-            return _html(Renderer.login(error=None))
+            return _html(self.login_page(None))
         done = request.query.get("done")
         return await self._render(request, session, notice=NOTICES.get(done or ""), error=None)
 
@@ -228,8 +246,8 @@ class ConsoleRoutes:
             metrics.console_sign_ins_failed.labels("throttled").inc()
             log.info("console sign-in refused: too many failed sign-ins (from %s)", request.remote)
             response = _html(
-                Renderer.login(
-                    error=f"Too many failed sign-ins from this address, or from all addresses lately "
+                self.login_page(
+                    f"Too many failed sign-ins from this address, or from all addresses lately "
                     f"to this console: try again in {wait} seconds. An address that signed in here "
                     "lately is let in meanwhile."
                 ),
@@ -245,8 +263,8 @@ class ConsoleRoutes:
             metrics.console_sign_ins_failed.labels("wrong_token").inc()
             log.warning("console sign-in refused: wrong token (from %s)", request.remote)
             return _html(
-                Renderer.login(
-                    error="That token does not open this console. Use console.operator_token or "
+                self.login_page(
+                    "That token does not open this console. Use console.operator_token or "
                     "console.viewer_token from the gateway's configuration."
                 ),
                 401,
@@ -300,9 +318,9 @@ class ConsoleRoutes:
             return None, _forbidden(problem)
         session = await self._session(request)
         if session is None:
-            return None, _html(Renderer.login(error="Sign in first (your session may have ended)."), 401)
+            return None, _html(self.login_page("Sign in first (your session may have ended)."), 401)
         if act and not session.can_act:
-            return None, _html("Forbidden: this sign-in is read-only (console.viewer_token).", 403)
+            return None, _html("Forbidden: this sign-in is read-only (a viewer's).", 403)
         form = await read_form(request, SECURITY_HEADERS)
         csrf = form.get(CSRF_FIELD)
         if not self.auth.csrf_ok(session, csrf if isinstance(csrf, str) else None):

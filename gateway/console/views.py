@@ -223,6 +223,6 @@ class Renderer:
         )
 
     @staticmethod
-    def login(*, error: str | None) -> str:
-        """The sign-in page."""
-        return _ENV.get_template("login.html").render(error=error)
+    def login(*, error: str | None, tokens: bool = True, external: str | None = None) -> str:
+        """The sign-in page: the token form (``tokens``), a button to sign in with ``external``."""
+        return _ENV.get_template("login.html").render(error=error, tokens=tokens, external=external)

@@ -256,7 +256,9 @@ class Metrics:
             "gateway_console_sign_ins_failed_total",
             "Console sign-ins refused, by reason: wrong_token (a token that opens nothing), throttled "
             "(the address spent its budget of failed sign-ins, console.sign_in_failures, or all "
-            "addresses theirs, console.sign_in_failures_total)",
+            "addresses theirs, console.sign_in_failures_total), not_listed (signed in with GitLab, in "
+            "neither console.operators nor console.viewers), sign_in_failed (the GitLab round trip did "
+            "not finish)",
             ["reason"],
             registry=r,
         )

@@ -169,9 +169,11 @@ class McpSpan:
         session: str | None,
         version: str | None = None,
         agent: str | None = None,
+        user: str | None = None,
     ) -> None:
         """Name it after the tool, say who called (``agent``: a configured agent id, never a
-        value a caller made up) and how it ended, and end it."""
+        value a caller made up; ``user``: the GitLab username of a person signed in through GitLab,
+        never a token) and how it ended, and end it."""
         span = self.span
         # One set_attributes: the SDK takes the span's lock once per call.
         attributes: dict[str, str] = {}
@@ -186,6 +188,9 @@ class McpSpan:
         if agent is not None:
             # OpenTelemetry's GenAI conventions: the agent the call is made for.
             attributes["gen_ai.agent.id"] = agent
+        if user is not None:
+            # OpenTelemetry's general conventions: the end user the request is made for.
+            attributes["enduser.id"] = user
         if outcome != "ok":
             attributes["error.type"] = "tool_error" if tool_error else outcome
             attributes["gateway.outcome"] = outcome

@@ -171,6 +171,12 @@ def create_app(
     McpEndpoint(settings, telemetry, sealer, calls, core, ended_sessions, gate).add_routes(app)
     signin.setup(app, settings, lambda: app[SERVICES].broker, lambda: app[SERVICES].gitlab.http)
     health.setup(app)
-    console.setup(app, settings, lambda: app[SERVICES].broker, lambda: health.gitlab_health(app))
+    external = None
+    if settings.sign_in.enabled and settings.console.signs_in_people:
+        from gateway.console.external import SignInRefused
+        from gateway.signin.console_sign_in import ConsoleSignIn
+
+        external = ConsoleSignIn(settings.sign_in, lambda: app[signin.SIGN_IN], SignInRefused)
+    console.setup(app, settings, lambda: app[SERVICES].broker, lambda: health.gitlab_health(app), external)
     app.router.add_get("/metrics", metrics_handler(metrics.registry, lambda: app.get(SERVICES)))
     return app

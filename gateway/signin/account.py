@@ -22,10 +22,10 @@ from aiohttp import web
 
 from gateway.broker.store import StoreError
 from gateway.signin.agent_tokens import AgentTokens, TooManyTokens
-from gateway.signin.consent import COOKIE, _origin_problem, _page, _problem, _roles_of
-from gateway.signin.gitlab_oauth import GitLabRefused, s256
+from gateway.signin.consent import _origin_problem, _page, _problem, _roles_of
+from gateway.signin.gitlab_oauth import GitLabRefused
 from gateway.signin.grants import ACCOUNT_SCOPE, GitLabUnavailable, SignedIn
-from gateway.signin.pending import TransactionRow
+from gateway.signin.own_flow import FlowFailed, redeem, to_gitlab, too_many
 from gateway.signin.responses import NO_STORE
 from gateway.signin.sealing import ACCESS_PREFIX, hashed, new_secret, same
 from gateway.signin.service import TRANSACTION_SECONDS, SignIn
@@ -67,57 +67,29 @@ async def _who(request: web.Request, sign_in: SignIn) -> tuple[str, SignedIn] | 
 
 async def start(request: web.Request, sign_in: SignIn) -> web.Response:
     """``GET /oauth/account/sign-in``: on to GitLab."""
-    transaction, verifier, state = new_secret(), new_secret(), new_secret()
-    browser = request.cookies.get(COOKIE) or new_secret()
-    gitlab_state, gitlab_verifier = new_secret(), new_secret()
-    id_hash = hashed(transaction)
-    await sign_in.storage.start(
-        TransactionRow(
-            id_hash=id_hash,
+    try:
+        response, flow = await to_gitlab(
+            request,
+            sign_in,
             client_id=ACCOUNT_CLIENT,
             redirect_uri=f"{sign_in.settings.sign_in.issuer}{PATH}/done",
-            state=state,
-            code_challenge=s256(verifier),
             scopes=ACCOUNT_SCOPE,
-            browser_hash=hashed(browser),
-            role=None,
-            gitlab_verifier=None,
-            expires=sign_in.clock() + TRANSACTION_SECONDS,
         )
-    )
-    await sign_in.storage.to_gitlab(
-        id_hash,
-        role=None,
-        gitlab_state_hash=hashed(gitlab_state),
-        verifier=sign_in.sealer.seal(gitlab_verifier, id_hash),
-    )
-    response = web.Response(
-        status=302,
-        headers={"Location": sign_in.gitlab.authorize_url(gitlab_state, gitlab_verifier), **NO_STORE},
-    )
-    response.set_cookie(
-        COOKIE,
-        browser,
-        max_age=int(TRANSACTION_SECONDS),
-        path="/oauth",
-        httponly=True,
-        samesite="Lax",
-        secure=sign_in.settings.sign_in.issuer.startswith("https://"),
-    )
-    _cookie(response, sign_in, FLOW_COOKIE, f"{state}.{verifier}", int(TRANSACTION_SECONDS))
+    except FlowFailed as err:
+        return too_many(err)
+    except StoreError:
+        return _problem("The gateway's database does not answer right now; try again shortly.", 503)
+    _cookie(response, sign_in, FLOW_COOKIE, flow, int(TRANSACTION_SECONDS))
     return response
 
 
 async def done(request: web.Request, sign_in: SignIn) -> web.Response:
     """``GET /oauth/account/done``: back from GitLab (through the callback); the session starts."""
-    state, _, verifier = request.cookies.get(FLOW_COOKIE, "").partition(".")
-    query = request.query
-    code = query.get("code", "")
-    if not state or not code or not same(query.get("state", ""), state):
-        why = query.get("error_description", "the sign-in did not finish")
-        return _problem(f"Signing in to your account failed: {why[:200]}. Try again.", 403)
-    found = await sign_in.storage.redeem(hashed(code))
-    if found is None or found.client_id != ACCOUNT_CLIENT or not same(s256(verifier), found.code_challenge):
+    try:
+        found = await redeem(request, sign_in, request.cookies.get(FLOW_COOKIE, ""), ACCOUNT_CLIENT)
+    except FlowFailed as err:
+        if err.status == 403:
+            return _problem(f"Signing in to your account failed: {err}. Try again.", 403)
         return _problem("This sign-in expired or was already used. Sign in again.")
     session = new_secret(ACCESS_PREFIX)
     await sign_in.storage.issue_access(

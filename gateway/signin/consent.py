@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from gateway.broker.store import StoreError
+from gateway.signin.bounds import CONSENT
 from gateway.signin.clients import Client, ClientUnknown
 from gateway.signin.gitlab_oauth import GitLabRefused, GitLabUser
 from gateway.signin.metadata import SCOPES
@@ -88,6 +89,12 @@ def _scopes(asked: str | None) -> str | None:
 
 async def authorize_page(request: web.Request, sign_in: SignIn) -> web.Response:
     """``GET /oauth/authorize``: check the request, then show the consent page."""
+    wait = sign_in.bounds.retry_after(CONSENT, request.remote)
+    if wait is not None:
+        # Before the client is looked up: that may fetch its Client ID Metadata Document.
+        response = _problem(f"Too Many Requests: {sign_in.bounds.address_refusal(wait)}.", 429)
+        response.headers["Retry-After"] = str(wait)
+        return response
     query = request.query
     client_id = query.get("client_id", "")
     try:
@@ -127,6 +134,9 @@ async def authorize_page(request: web.Request, sign_in: SignIn) -> web.Response:
     transaction = new_secret()
     browser = request.cookies.get(COOKIE) or new_secret()
     try:
+        full = await sign_in.bounds.pending_full()
+        if full is not None:
+            return refuse("temporarily_unavailable", full)
         await sign_in.storage.start(
             TransactionRow(
                 id_hash=hashed(transaction),

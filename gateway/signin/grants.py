@@ -222,6 +222,17 @@ class Grants:
         log.info("refreshed the GitLab token of %s's sign-in", row.gitlab_username)
         return tokens, True
 
+    async def gitlab_token(self, grant_id: str) -> str:
+        """The GitLab access token of a grant (to ask GitLab who signed in, as the console does).
+
+        Raises:
+            SignInEnded: the grant is gone, or its tokens do not open.
+        """
+        row = await self._storage.grant(grant_id)
+        if row is None or row.revoked is not None:
+            raise SignInEnded
+        return self._open(row).access_token
+
     async def sign_out(self, grant_id: str) -> None:
         """End a grant here and at GitLab."""
         await self._storage.revoke_grant(grant_id)

@@ -111,7 +111,23 @@ class PendingStorage:
             auth_method=row.auth_method,
         )
 
+    async def client_count(self) -> int:
+        """How many clients registered dynamically."""
+        async with self._store.read() as q:
+            found = await q.conn.execute(sa.select(sa.func.count()).select_from(sign_in_clients))
+            return int(found.scalar_one())
+
     # -- sign-ins under way ----------------------------------------------------------------------
+
+    async def pending_count(self) -> int:
+        """How many sign-ins are under way (not expired)."""
+        async with self._store.read() as q:
+            found = await q.conn.execute(
+                sa.select(sa.func.count())
+                .select_from(sign_in_transactions)
+                .where(sign_in_transactions.c.expires > self._clock())
+            )
+            return int(found.scalar_one())
 
     async def start(self, row: TransactionRow) -> None:
         """Record a sign-in that reached the consent page."""

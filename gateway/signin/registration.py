@@ -12,6 +12,8 @@ from typing import Any
 
 from aiohttp import web
 
+from gateway.broker.store import StoreError
+from gateway.signin.bounds import REGISTER
 from gateway.signin.clients import AUTH_METHODS, MAX_REDIRECT_URIS
 from gateway.signin.redirects import validate_redirect_uri
 from gateway.signin.responses import json_answer, oauth_error
@@ -57,6 +59,11 @@ async def register(request: web.Request, sign_in: SignIn) -> web.Response:
     """Register a client; 201 with its ``client_id`` (and ``client_secret``)."""
     if not sign_in.settings.sign_in.dynamic_registration:
         return oauth_error("access_denied", "this gateway does not accept dynamic client registration", 403)
+    wait = sign_in.bounds.retry_after(REGISTER, request.remote)
+    if wait is not None:
+        return oauth_error(
+            "temporarily_unavailable", sign_in.bounds.address_refusal(wait), 429, {"Retry-After": str(wait)}
+        )
     if (request.content_length or 0) > MAX_BODY_BYTES:
         return oauth_error("invalid_client_metadata", f"the body is larger than {MAX_BODY_BYTES} bytes")
     raw = await request.content.read(MAX_BODY_BYTES + 1)
@@ -67,6 +74,14 @@ async def register(request: web.Request, sign_in: SignIn) -> web.Response:
     problem = _metadata_problem(body)
     if problem is not None:
         return oauth_error(*problem)
+    try:
+        full = await sign_in.bounds.clients_full()
+    except StoreError:
+        return oauth_error(
+            "temporarily_unavailable", "the gateway's database does not answer; try again", 503
+        )
+    if full is not None:
+        return oauth_error("temporarily_unavailable", full, 429)
     method = body.get("token_endpoint_auth_method", "client_secret_basic")
     secret = None if method == "none" else new_secret("gwcs_")
     name = body.get("client_name")

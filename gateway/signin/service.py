@@ -13,6 +13,7 @@ from gateway.broker.store import Store
 from gateway.config import Settings, decode_encryption_key
 from gateway.observability.metrics import Metrics
 from gateway.signin.agent_tokens import AgentTokens
+from gateway.signin.bounds import StartBounds
 from gateway.signin.clients import Clients, MetadataDocuments, RedirectRule
 from gateway.signin.gitlab_oauth import GitLabOAuth
 from gateway.signin.grants import Grants
@@ -42,6 +43,8 @@ class SignIn:
     count: Callable[[str], None]
     #: Named agent tokens (the account page's).
     agents: AgentTokens
+    #: Budgets and caps of new clients and sign-ins.
+    bounds: StartBounds
 
     @classmethod
     def build(
@@ -87,4 +90,5 @@ class SignIn:
             csrf_key=hashlib.sha256(b"sign-in csrf:" + key).digest(),
             count=count,
             agents=AgentTokens(store, clock),
+            bounds=StartBounds(config, storage),
         )

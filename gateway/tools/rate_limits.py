@@ -78,6 +78,9 @@ class AgentLimiter:
         passthrough: callers bring their own GitLab credential (the label of anonymous callers).
         on_limited: called with the metric label (a configured agent id, ``passthrough`` or
             ``anonymous``) for every refused call.
+        per_role: sign-in is on: a signed-in person's role → its own limit (from
+            ``sign_in.role_access``); a person without one gets ``default``, never a client
+            token's limit. None: sign-in is off.
         clock: monotonic seconds (tests pass a fake one).
     """
 
@@ -88,10 +91,12 @@ class AgentLimiter:
         *,
         passthrough: bool,
         on_limited: Callable[[str], None],
+        per_role: Mapping[str, Limit] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._default = default
         self._per_agent = dict(per_agent)
+        self._per_role = None if per_role is None else dict(per_role)
         self._passthrough = passthrough
         self._on_limited = on_limited
         self._clock = clock
@@ -104,7 +109,10 @@ class AgentLimiter:
             ToolError: ``rate_limited`` with ``retry_after_seconds``: over its limit.
         """
         agent = caller.agent_id
-        limit = self._per_agent.get(agent, self._default) if agent is not None else self._default
+        if self._per_role is not None and caller.gitlab_user is not None:
+            limit = self._per_role.get(agent, self._default) if agent is not None else self._default
+        else:
+            limit = self._per_agent.get(agent, self._default) if agent is not None else self._default
         if limit is None:
             return
         now = self._clock()
@@ -157,11 +165,19 @@ def build_limiter(settings: Settings, on_limited: Callable[[str], None]) -> Agen
         # Tokens of one agent share its bucket: the strictest of their limits holds.
         if known is None or own.calls_per_second < known.calls_per_second:
             per_agent[client.agent_id] = own
-    if default is None and not per_agent:
+    per_role: dict[str, Limit] | None = None
+    if settings.sign_in.enabled:
+        per_role = {}
+        for role, entry in settings.sign_in.role_access.items():
+            own = limit(entry.calls_per_second or glob.calls_per_second, entry.burst)
+            if own is not None and (entry.calls_per_second is not None or entry.burst is not None):
+                per_role[role] = own
+    if default is None and not per_agent and not per_role:
         return None
     return AgentLimiter(
         default,
         per_agent,
         passthrough=settings.gitlab.credential_mode == "passthrough",
         on_limited=on_limited,
+        per_role=per_role,
     )

@@ -3,14 +3,17 @@ SIGKILL in the middle of a run (at-least-once, stable ``messageId``).
 
 The volumes are what it takes to interleave four senders and to kill a process with calls in
 flight; the broker's own tests (tests/unit/broker/test_delivery.py) send 1,000 messages from
-concurrent senders on both backends."""
+concurrent senders on both backends.
+
+The cancelled waits and the concurrent senders share one gateway per backend (a start is seconds of
+CPU); each test begins with dev's queue empty. The kills and the stop start their own."""
 
 from __future__ import annotations
 
 import asyncio
 import random
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -18,6 +21,7 @@ import httpx
 import pytest
 from mcp import Client
 
+from tests import pg_server
 from tests.e2e.harness import GatewayProcess, mcp_client
 
 pytestmark = pytest.mark.e2e
@@ -56,11 +60,38 @@ async def queued(client: Client, agent: str) -> int:
     return depth
 
 
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def shared(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayProcess]:
+    """One gateway per backend for the tests that leave it running, its schema already migrated."""
+    env = dict(ENV)
+    database = None
+    if request.param == "postgresql":
+        postgres: pg_server.PostgresServer = request.getfixturevalue("postgres")
+        database = postgres.create_database(template=request.getfixturevalue("broker_at_head_postgres"))
+        env["GATEWAY_BROKER__DATABASE_URL"] = postgres.url(database)
+    gateway = GatewayProcess(env=env, state_dir=tmp_path_factory.mktemp("delivery") / "state").start()
+    try:
+        yield gateway
+    finally:
+        gateway.stop()
+        if database is not None:
+            postgres.drop_database(database)
+
+
+@pytest.fixture
+async def gateway(shared: GatewayProcess) -> GatewayProcess:
+    """The backend's shared gateway, dev's queue empty (an earlier test's last message is gone
+    once its read check ended)."""
+    async with mcp_client(shared.mcp_url, headers={"X-Agent-Id": "pm"}) as pm:
+        assert await queued(pm, "dev") == 0
+    return shared
+
+
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_cancelled_wait_leaves_the_message_queued(
-    start_gateway: Callable[..., GatewayProcess], mode: str, broker_env: dict[str, str]
-) -> None:
-    gateway = start_gateway(env={**ENV, **broker_env})
+async def test_cancelled_wait_leaves_the_message_queued(gateway: GatewayProcess, mode: str) -> None:
+    since = len(gateway.log())  # this test's lines: the gateway served other tests before
     async with (
         mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}, mode=mode) as dev,
         mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "pm"}, mode=mode) as pm,
@@ -79,9 +110,9 @@ async def test_cancelled_wait_leaves_the_message_queued(
         assert message["messageId"] == sent["messageId"]
         assert await queued(pm, "dev") == 0
     if mode == "legacy":
-        assert "notifications/cancelled" in gateway.log()
+        assert "notifications/cancelled" in gateway.log()[since:]
     else:
-        assert "tool=wait_for_message outcome=cancelled era=modern" in gateway.log()
+        assert "tool=wait_for_message outcome=cancelled era=modern" in gateway.log()[since:]
 
     # a client that goes away mid-wait: the message sent afterwards is not lost either
     async with mcp_client(gateway.mcp_url, headers={"X-Agent-Id": "dev"}) as dev:
@@ -99,10 +130,8 @@ async def test_cancelled_wait_leaves_the_message_queued(
 
 
 async def test_messages_of_four_concurrent_senders_arrive_exactly_once_in_priority_then_time_order(
-    start_gateway: Callable[..., GatewayProcess],
-    broker_env: dict[str, str],
+    gateway: GatewayProcess,
 ) -> None:
-    gateway = start_gateway(env={**ENV, **broker_env})
     rng = random.Random(7)
     senders = ("pm", "reviewer", "pm", "reviewer")
     async with AsyncExitStack() as stack:

@@ -89,7 +89,15 @@ async def test_a_wait_through_an_outage_gets_a_message_within_a_second_of_the_da
         waiting = asyncio.create_task(
             dev.call(http, "wait_for_message", {"timeout_sec": 60}, on_result=lambda r: got.update(r))
         )
-        await asyncio.sleep(0.5)  # the wait is open on replica 0, its queue known empty
+        # The wait must have read its (empty) queue before the outage: a wait whose first read
+        # fails answers at once. Open is visible in the metrics; the first read follows within
+        # milliseconds, a second's margin for a loaded machine.
+        metrics = f"{replicas[0].url}/metrics"
+        for _ in range(200):
+            if "gateway_broker_waits_open 1.0" in (await http.get(metrics)).text:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.0)
         await asyncio.to_thread(server.halt)
         await asyncio.sleep(OUTAGE_SECONDS)
         assert not waiting.done()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -335,6 +336,44 @@ async def test_rfc7009_revocation_ends_the_token(gateway: SignInGateway) -> None
         assert revoke.status_code == 200
         after = http.post(gateway.mcp_url, json=initialize_request("t", PROTOCOL), headers=bearer)
     assert after.status_code == 401
+
+
+async def test_an_agent_token_from_the_account_page_is_a_static_bearer_until_revoked(
+    gateway: SignInGateway,
+) -> None:
+    account = f"{gateway.public_url}/oauth/account"
+    origin = {"Origin": gateway.public_url}
+    with httpx.Client(timeout=30, trust_env=False, verify=TLS, follow_redirects=True) as browser:
+        page = browser.get(f"{account}/sign-in")  # through GitLab (alice) and back, with cookies
+        assert page.status_code == 200 and "Signed in as <strong>alice</strong>" in page.text, page.text
+        csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text)
+        assert csrf
+        minted = browser.post(
+            account,
+            data={"csrf": csrf.group(1), "action": "mint", "name": "headless", "days": "1", "write": "1"},
+            headers=origin,
+        )
+        token = re.search(r"<pre>(gwat_[^<]+)</pre>", minted.text)
+        token_id = re.search(r'name="token" value="([0-9a-f]+)"', minted.text)
+        assert token and token_id, minted.text
+        since = last_seq(gateway.standin)
+        # The official SDK client with a static bearer, no OAuth.
+        async with mcp_client(
+            gateway.mcp_url, headers={"Authorization": f"Bearer {token.group(1)}"}
+        ) as client:
+            result = await client.call_tool("get_pipeline", HAPPY["get_pipeline"])
+            assert not result.is_error, result.content
+        assert_as_alice(api_requests(gateway.standin, since))
+        revoked = browser.post(
+            account,
+            data={"csrf": csrf.group(1), "action": "revoke", "token": token_id.group(1)},
+            headers=origin,
+        )
+        assert revoked.status_code == 200 and "headless" not in revoked.text
+    bearer = {"Accept": ACCEPT, "Authorization": f"Bearer {token.group(1)}"}
+    with httpx.Client(timeout=30, trust_env=False, verify=TLS) as http:
+        after = http.post(gateway.mcp_url, json=initialize_request("t", PROTOCOL), headers=bearer)
+    assert after.status_code == 401  # at once: the replica that revoked forgets what it cached
 
 
 @pytest.mark.slow

@@ -33,7 +33,7 @@ import hmac
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
-from gateway.config import TOOLSETS, ClientToken, Settings, is_loopback
+from gateway.config import TOOLSETS, AgentAccess, Settings, is_loopback
 from gateway.gitlab.credentials import Credential, passthrough_credential, service_credential
 from gateway.mcp.http.statuses import HttpRefusal
 from gateway.mcp.protocol.wire import UNAUTHORIZED
@@ -66,13 +66,14 @@ def client_token_owner(agent_id: str, token: str) -> str:
     return f"client-token:{agent_id}:{hashlib.sha256(token.encode()).hexdigest()[:32]}"
 
 
-def _token_access(client: ClientToken) -> ToolAccess:
-    """The layer a client token's own ``toolsets``, ``tools`` and ``read_only`` make."""
+def _token_access(client: AgentAccess, source: str) -> ToolAccess:
+    """The layer an entry's own ``toolsets``, ``tools`` and ``read_only`` make (a client token's,
+    a sign-in role's); ``source`` names the entry in refusals."""
     if client.toolsets is None and client.tools is None and not client.read_only:
         return NO_LIMITS
     return NO_LIMITS.narrowed(
         Restriction(
-            source=f"the client token of agent {client.agent_id!r} (its client_tokens entry)",
+            source=source,
             toolsets=None if client.toolsets is None else frozenset(client.toolsets),
             tools=None if client.tools is None else frozenset(client.tools),
             read_only=client.read_only,
@@ -158,13 +159,22 @@ class Authenticator:
                 hashlib.sha256(c.token.get_secret_value().encode()).digest(),
                 c.agent_id,
                 client_token_owner(c.agent_id, c.token.get_secret_value()),
-                _token_access(c),
+                _token_access(c, f"the client token of agent {c.agent_id!r} (its client_tokens entry)"),
                 c.confirm_destructive,
                 (c.structured_text or settings.structured_text) == "summary",
             )
             for c in settings.client_tokens
         )
         self._summary_text = settings.structured_text == "summary"
+        #: Sign-in role → its access, confirm_destructive, summary text (``sign_in.role_access``).
+        self._roles = {
+            role: (
+                _token_access(entry, f"your sign-in's role {role!r} (sign_in.role_access.{role})"),
+                entry.confirm_destructive,
+                (entry.structured_text or settings.structured_text) == "summary",
+            )
+            for role, entry in settings.sign_in.role_access.items()
+        }
         self._agents = frozenset(settings.broker.agents)
         self._agent_header = (
             not self._tokens and is_loopback(settings.server.host) and sign_in_challenge is None
@@ -236,8 +246,13 @@ class Authenticator:
     ) -> Caller:
         """The caller of a request a signed-in person's gateway access token authenticated: their
         GitLab token (``renew`` refreshes it after GitLab's 401), their role as the agent id
-        (never ``X-Agent-Id``), limits per GitLab user."""
-        access = NO_LIMITS if who.can_write else NO_LIMITS.narrowed(READ_SCOPE_ONLY)
+        (never ``X-Agent-Id``) with its ``sign_in.role_access`` entry's tools and limits, rate
+        limits per GitLab user."""
+        access, confirm, summary = (
+            self._roles.get(who.role, self._unlisted_role) if who.role is not None else self._unlisted_role
+        )
+        if not who.can_write:
+            access = access.narrowed(READ_SCOPE_ONLY)
 
         async def renewed() -> Credential:
             assert renew is not None
@@ -255,10 +270,15 @@ class Authenticator:
             access=access.narrowed(header_restriction(headers, TOOLSETS)),
             owner=f"sign-in:{who.grant_id}:{who.role or ''}",
             rate_limit_key=f"gitlab-user:{who.gitlab_user_id}",
-            summary_text=self._summary_text,
+            confirm_destructive=confirm,
+            summary_text=summary,
             gitlab_user=who.gitlab_username,
             gitlab_refusals=[],
         )
+
+    @property
+    def _unlisted_role(self) -> tuple[ToolAccess, bool, bool]:
+        return NO_LIMITS, False, self._summary_text
 
     def _client_token_agent(self, authorization: str | None) -> tuple[str, str, ToolAccess, bool, bool]:
         scheme, _, secret = (authorization or "").strip().partition(" ")

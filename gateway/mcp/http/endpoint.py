@@ -14,7 +14,9 @@ the version header of GET/DELETE. A POST then goes:
    anything else needs ``Mcp-Session-Id`` (missing → 400; invalid, expired, ended or another
    caller's → 404, checked in memory; 503 while this replica's copy of the ended sessions may
    lag the broker's database by more than its bound, ``gateway.broker.ended_sessions``), then
-   the core. Batches only in 2025-03-26 sessions. A posted response answers a request the
+   the core. Batches only in 2025-03-26 sessions (with sign-in on, a batch holding a call the
+   caller's scope does not allow is refused whole with 403 ``insufficient_scope``, as a single
+   call is, before any of it runs). A posted response answers a request the
    gateway sent on a call's stream (an elicitation) and goes to that call (202).
 
 The core's reply is written as JSON, or as the last event of the SSE stream the core opened for
@@ -263,6 +265,14 @@ class McpEndpoint:
         caller, session = await self._session(ex, request)
         if session.protocol_version in NO_BATCH_VERSIONS:
             raise _batch_refused(session.protocol_version)
+        if self._sign_in is not None:
+            # A step-up is asked of the whole batch before any of it runs, as of a single call:
+            # answering the rest would leave the client to find out which of its calls ran.
+            who = request[_SIGNED_IN]
+            for item in items:
+                if isinstance(item, dict) and item.get("method") == "tools/call":
+                    params = item.get("params")
+                    self._sign_in.check_call(who, params if isinstance(params, dict) else None)
         ex.counted = True
         ctx = RequestContext(ex.request_id, caller, ex.era, session.protocol_version, report=ex.report)
         ctx.client_capabilities = session.capabilities

@@ -230,6 +230,7 @@ class McpServer:
                 session=ctx.session_log_id,
                 version=ctx.version,
                 agent=ctx.caller.agent_id,
+                user=ctx.caller.gitlab_user,
             )
 
     async def _answer(self, ctx: RequestContext, msg: JSONRPCRequest) -> Reply:

@@ -249,12 +249,12 @@ async def test_last_seen_of_an_agent_that_only_waits_is_saved(make_env: EnvFacto
     assert before <= saved <= after
 
 
+@pytest.mark.parametrize("broker_backend", ["postgresql"], indirect=True)  # only they signal
 async def test_a_replica_skips_its_own_wake_up_signals(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     """On PostgreSQL a commit wakes this replica's waits at once and signals the other replicas
     (``pg_notify``); the replica hears that signal too, and must not look at the queue again for it:
     one database look per message, not two."""
-    if not env.broker.store.postgres:
-        pytest.skip("only PostgreSQL replicas signal each other")
+    assert env.broker.store.postgres
     claims = 0
     claim = Queries.claim
 

@@ -474,11 +474,11 @@ def test_connected_window(env: Env) -> None:
     assert env.broker.roster.connected("dev") is True
 
 
+# Replicas share a PostgreSQL broker; only a SQLite folder is one gateway's.
+@pytest.mark.parametrize("broker_backend", ["sqlite"], indirect=True)
 async def test_second_gateway_on_same_folder_is_refused(env: Env, make_env: EnvFactory) -> None:
     from gateway.broker.store import StoreError
 
-    if env.broker.store.postgres:
-        pytest.skip("replicas share a PostgreSQL broker; only a SQLite folder is one gateway's")
     with pytest.raises(StoreError, match="another gateway is using the broker state folder"):
         await make_env(env.settings)
     assert State.IDLE.value == (await env.status())["state"]

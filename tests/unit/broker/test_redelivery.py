@@ -84,18 +84,24 @@ async def test_a_lease_that_runs_out_reaches_an_open_wait(make_env: EnvFactory) 
     assert late < LATE, f"got it {late:.2f} s after its lease ran out"
 
 
+#: Replicas share a PostgreSQL database: the tests of two of them run on PostgreSQL alone.
+REPLICAS_SHARE_POSTGRESQL = pytest.mark.parametrize("broker_backend", ["postgresql"], indirect=True)
+
+
 @pytest.fixture
 async def replicas(make_env: EnvFactory, tmp_path: Path) -> tuple[Env, Env]:
     """Two brokers on one PostgreSQL database (PostgreSQL only)."""
     first = await make_env(broker=dict(ACKS))
-    if not first.broker.store.postgres:
-        pytest.skip("replicas share a PostgreSQL database")
+    assert first.broker.store.postgres, (
+        "replicas share a PostgreSQL database: mark the test REPLICAS_SHARE_POSTGRESQL"
+    )
     assert first.settings.broker.database_url is not None
     url = first.settings.broker.database_url.get_secret_value()
     second = await make_env(state_dir=str(tmp_path / "second"), broker={**ACKS, "database_url": url})
     return first, second
 
 
+@REPLICAS_SHARE_POSTGRESQL
 async def test_a_hold_on_one_replica_ends_into_a_wait_on_another(replicas: tuple[Env, Env]) -> None:
     here, there = replicas
     message_id, ends = await held(here)
@@ -108,6 +114,7 @@ async def test_a_hold_on_one_replica_ends_into_a_wait_on_another(replicas: tuple
     assert late < LATE, f"got it {late:.2f} s after its hold ended"
 
 
+@REPLICAS_SHARE_POSTGRESQL
 async def test_a_wait_that_looked_before_the_hold_was_set_gets_the_message(
     replicas: tuple[Env, Env],
 ) -> None:
@@ -130,6 +137,7 @@ async def test_a_wait_that_looked_before_the_hold_was_set_gets_the_message(
     assert late < LATE, f"got it {late:.2f} s after its hold ended"
 
 
+@REPLICAS_SHARE_POSTGRESQL
 async def test_while_its_listen_connection_is_down_a_replica_still_finds_what_others_send(
     replicas: tuple[Env, Env],
 ) -> None:

@@ -102,3 +102,27 @@ async def test_a_grant_gitlab_revoked_ends_the_sign_in(make_gateway: MakeGateway
     assert resp.status == 401
     assert 'error="invalid_token"' in resp.headers["WWW-Authenticate"]
     assert (await whoami(gw, tokens.access_token)).status == 401  # the grant is gone everywhere
+
+
+async def test_a_batch_with_a_change_asks_a_read_scope_to_step_up_before_any_of_it_runs(
+    make_gateway: MakeGateway,
+) -> None:
+    gw = await make_gateway(extra_tools=TOOLS)
+    reader = await sign_in(gw, scope="mcp:read")
+    gw.mcp.headers["Authorization"] = f"Bearer {reader.access_token}"
+    await gw.mcp.initialize("2025-03-26")
+    before = len(gw.gitlab.api_requests)
+    batch = [
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "me", "arguments": {}}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "change", "arguments": {}}},
+    ]
+    resp = await gw.mcp.post(batch)
+    assert resp.status == 403, await resp.text()
+    assert resp.headers["WWW-Authenticate"].startswith('Bearer error="insufficient_scope"')
+    assert "change" in (await resp.json())["error"]["message"]
+    assert len(gw.gitlab.api_requests) == before  # not even the read ran
+    # A batch of reads goes through.
+    resp = await gw.mcp.post(batch[:1])
+    assert resp.status == 200, await resp.text()
+    [answer] = await resp.json()
+    assert answer["result"]["structuredContent"] == {"username": "alice"}, answer

@@ -59,3 +59,12 @@ def test_the_client_secret_and_key_come_from_the_environment(monkeypatch: pytest
     settings = Settings()
     assert settings.sign_in.enabled and settings.sign_in.resource == "https://mcp.example.com/mcp"
     assert "s3cret-from-env" not in repr(settings)
+
+
+def test_role_access_names_broker_roles_and_a_burst_needs_a_rate() -> None:
+    text = error_of(sign_in=sign_in_settings(role_access={"admin": {"read_only": True}}))
+    assert "sign_in.role_access: 'admin' is not one of broker.agents" in text
+    text = error_of(sign_in=sign_in_settings(role_access={"dev": {"burst": 3}}))
+    assert "sign_in.role_access.dev sets burst but no calls_per_second" in text
+    text = error_of(sign_in=sign_in_settings(role_access={"dev": {"toolsets": ["nope"]}}))
+    assert "unknown toolset 'nope'" in text

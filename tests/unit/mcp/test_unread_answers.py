@@ -1,25 +1,30 @@
 """A message whose answer the client never read stays queued, for agents that do not acknowledge
 (broker.md "Delivery"): a client that closes its connection with the answer unread resets it,
-and the gateway takes the message back; one that read the answer and closed has it delivered."""
+and the gateway takes the message back; one that read the answer and closed has it delivered.
+
+The app serves on a real loopback socket (aiohttp's test server, handlers not cancelled on a
+disconnect, as ``web.run_app`` serves): the reset is the kernel's, as with the installed gateway.
+The raw socket's blocking reads run in a thread, so the app keeps serving on this event loop.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
+from gateway.tools import broker as broker_tools
 from tests.e2e.broker_agent import BrokerAgent
-from tests.e2e.harness import GatewayProcess
+from tests.unit.mcp.conftest import MakeMcp
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(60)]
-
-ENV = {"GITLAB_URL": "http://127.0.0.1:9", "GATEWAY_BROKER__READ_CHECK_SECONDS": "1"}
+pytestmark = pytest.mark.timeout(60)
 
 
 def _open_wait(url: str, agent: BrokerAgent) -> socket.socket:
@@ -77,20 +82,23 @@ class Waiting:
 
 
 @pytest.fixture
-async def waiting(
-    start_gateway: Callable[..., GatewayProcess], broker_env: dict[str, str]
-) -> AsyncIterator[Waiting]:
-    gateway = start_gateway(env={**ENV, **broker_env})
+async def waiting(mcp_factory: MakeMcp, broker_database_at_head: str | None) -> AsyncIterator[Waiting]:
+    mcp = await mcp_factory(
+        tools=broker_tools.TOOLS,
+        broker={"read_check_seconds": 1, "database_url": broker_database_at_head},
+    )
+    url = str(mcp.client.make_url("/mcp"))
     async with httpx.AsyncClient(timeout=30, trust_env=False) as http:
-        sock = _open_wait(gateway.mcp_url, await BrokerAgent(gateway.mcp_url, "dev").open(http))
+        dev = await BrokerAgent(url, "dev").open(http)
+        sock = await asyncio.to_thread(_open_wait, url, dev)
         try:
-            yield Waiting(gateway.mcp_url, http, sock, await _send(gateway.mcp_url, http))
+            yield Waiting(url, http, sock, await _send(url, http))
         finally:
             sock.close()
 
 
 async def test_an_answer_left_unread_is_delivered_again(waiting: Waiting) -> None:
-    assert waiting.sent.encode() in _peek_until(waiting.sock, b'"messageId"')
+    assert waiting.sent.encode() in await asyncio.to_thread(_peek_until, waiting.sock, b'"messageId"')
     waiting.sock.close()  # the answer is still unread: the client's kernel resets the connection
     message = await _next(waiting.url, waiting.http, 10)
     assert message is not None
@@ -101,7 +109,7 @@ async def test_an_answer_left_unread_is_delivered_again(waiting: Waiting) -> Non
 async def test_an_answer_read_before_the_close_is_delivered_once(waiting: Waiting) -> None:
     received = b""
     while b"\r\n0\r\n\r\n" not in received:  # the event and the end of the stream: all of it
-        chunk = waiting.sock.recv(1 << 16)
+        chunk = await asyncio.to_thread(waiting.sock.recv, 1 << 16)
         assert chunk, received
         received += chunk
     waiting.sock.close()
