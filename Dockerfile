@@ -2,9 +2,9 @@
 #
 # gitlab-mcp-gateway container image.
 #
-#   docker build -t gitlab-mcp-gateway:0.2.0 --build-arg GATEWAY_REVISION="$(git rev-parse --short=12 HEAD)" .
+#   docker build -t gitlab-mcp-gateway:0.3.0 --build-arg GATEWAY_REVISION="$(git rev-parse --short=12 HEAD)" .
 #   docker run --rm -p 127.0.0.1:8080:8080 -e GITLAB_TOKEN -e GATEWAY_CLIENT_TOKENS \
-#       -v gateway-state:/var/lib/gitlab-mcp-gateway gitlab-mcp-gateway:0.2.0 --host 0.0.0.0
+#       -v gateway-state:/var/lib/gitlab-mcp-gateway gitlab-mcp-gateway:0.3.0 --host 0.0.0.0
 #
 # PYTHON_IMAGE is any image with Python 3.11+ as `python3` (and its venv module): the tests
 # (tests/container/test_image.py) build this file with podman on a base made from Debian's
@@ -48,7 +48,7 @@ RUN if python3 -m pip --version >/dev/null 2>&1; then \
 ARG GATEWAY_REVISION=unknown
 LABEL org.opencontainers.image.title="gitlab-mcp-gateway" \
       org.opencontainers.image.description="MCP gateway to GitLab (Streamable HTTP on /mcp) with a phase broker for agents" \
-      org.opencontainers.image.version="0.2.0" \
+      org.opencontainers.image.version="0.3.0" \
       org.opencontainers.image.revision="${GATEWAY_REVISION}" \
       org.opencontainers.image.licenses="MIT"
 RUN groupadd --system --gid 10001 gateway \

@@ -3,7 +3,7 @@
 from importlib.resources import files
 
 #: The release: semantic versioning (docs/operations.md, "Releases"); its tag is ``v<version>``.
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 
 def _revision() -> str:

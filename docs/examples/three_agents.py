@@ -44,10 +44,12 @@ class Agent:
     async def receive(self, *subjects: str) -> dict[str, Any]:
         """The next message with one of ``subjects``, skipping others (the broker's notices)."""
         while True:
-            got = await self.call("wait_for_message", timeout_sec=240)
+            got = await self.call("wait_for_message", wait_seconds=240)
             message = got.get("message")
             if got.get("stopped"):
-                raise SystemExit(f"{self.name}: the pipeline was stopped; start over in the console")
+                raise SystemExit(
+                    f"{self.name}: the pipeline was stopped; start over in the console or with: broker reset"
+                )
             if message is not None and message["subject"] in subjects:
                 return dict(message)
 
@@ -83,7 +85,7 @@ async def develop(pm: Agent, dev: Agent, issue: str, ask_a_person: bool) -> None
             "send_message", to="dev", subject="decision", body={"issue": issue, **instruction["body"]}
         )
         await dev.receive("decision")
-    await dev.call("reply_message", replyTo=task["messageId"], subject="done", body={"issue": issue})
+    await dev.call("reply_message", reply_to=task["messageId"], subject="done", body={"issue": issue})
     await pm.receive("done")
     await dev.call("report_completion", issue=issue, result="pass")
 
@@ -95,15 +97,18 @@ async def main(url: str, pace: float) -> None:
         connect(url, "reviewer", pace) as reviewer,
     ):
         phases = [{"phase": 1, "issues": ["DEMO-1", "DEMO-2"]}, {"phase": 2, "issues": ["DEMO-3"]}]
-        await pm.call("set_phase_plan", planId="demo", phases=phases, autoAdvance=False, cooldownMinutes=1)
+        await pm.call("set_phase_plan", plan_id="demo", phases=phases, auto_advance=False, cooldown_minutes=1)
         for phase in phases:
             await pm.call("start_phase", phase=phase["phase"], issues=phase["issues"])
             await pm.call("begin_developing")
             for issue in phase["issues"]:
                 await develop(pm, dev, issue, ask_a_person=issue == "DEMO-2")
             last = phase is phases[-1]
-            await reviewer.call("report_review", result="approved", hasNextPhase=not last)
-        print("The plan is COMPLETED. Stop the pipeline and start over from the console to run it again.")
+            await reviewer.call("report_review", result="approved", has_next_phase=not last)
+        print(
+            "The plan is COMPLETED. To run it again, start over from the console or with: "
+            "gitlab-mcp-gateway broker reset"
+        )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,11 @@ out-of-memory kill, a node lost), frozen, or cut off from the database. The wait
 with it, so an agent whose last call it saw is not connected (``gateway.broker.roster``), and
 ``broker status`` and the console list it as gone until it has been gone for :data:`FORGET_AFTER`.
 
+On SQLite the state folder's lock file lets one gateway at a time use the database, so a gateway
+starting there deletes every earlier row (:meth:`Heartbeat.start`: a crashed run is not running, it
+is not a replica gone), and ``broker status`` asks the lock: with no gateway holding it, no row's
+process runs (:func:`not_running`).
+
 Times are each replica's own clock, as the broker's leases are: replicas' clocks must agree
 within a few seconds (NTP), or one replica may judge another gone early.
 """
@@ -61,6 +66,16 @@ class Heartbeat:
             await q.beat(self.row(now))
         self._next = now + self.every
 
+    async def start(self, *, alone: bool) -> None:
+        """The first :meth:`beat`; ``alone`` (SQLite, one gateway per state folder by its lock):
+        first delete every other row, each an earlier run's that stopped without deleting it."""
+        now = self._clock()
+        async with self._store.write() as q:
+            if alone:
+                await q.forget_other_replicas(self.id)
+            await q.beat(self.row(now))
+        self._next = now + self.every
+
     async def beat_when_due(self) -> None:
         """:meth:`beat`, when ``every`` seconds have passed since the last one."""
         if self._clock() >= self._next:
@@ -99,3 +114,10 @@ def described(rows: list[ReplicaRow], now: float, this: str | None) -> list[dict
         }
         for r in rows
     ]
+
+
+def not_running(described_rows: list[dict[str, Any]]) -> None:
+    """Mark :func:`described` rows as not running (SQLite with no gateway holding the state
+    folder's lock: whatever the heartbeats say, none of their processes runs)."""
+    for row in described_rows:
+        row.update(alive=False, running=False)

@@ -362,7 +362,8 @@ class BrokerService:
         self.changes.set_state_metrics()
         self.metrics.broker_waits_open.set(0)
         if self.heartbeat is not None:
-            await self.heartbeat.beat()  # listed at once, not at the first timer look
+            # Listed at once, not at the first timer look; on SQLite this is the folder's one gateway.
+            await self.heartbeat.start(alone=not self.store.postgres)
         await self.housekeeping.refresh_depths()
         self.auto_advance.reschedule(p.aa_stage, p.aa_deadline)
         self.auto_advance.start()

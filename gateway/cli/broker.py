@@ -49,6 +49,7 @@ from gateway.broker.errors import BrokerError
 from gateway.broker.formats import seconds_since
 from gateway.broker.operator import ACTIONS as OPERATOR_ACTIONS
 from gateway.broker.operator import operator_name
+from gateway.broker.replicas import not_running
 from gateway.broker.state_dir import DB_FILE, StateDirInUse, lock_state_dir
 from gateway.broker.store import Store, StoreError
 from gateway.cli import remote, schema
@@ -270,11 +271,15 @@ async def _run(
                 if running is False:
                     # lastSeen is saved by the gateway; with none running, no agent is connected.
                     agent["connected"] = False
+            if running is False:
+                not_running(status.get("replicas", []))
             result = {
                 "status": status,
                 "plan": await broker.plan.get_phase_plan(),
                 **await broker.operator.generations(),
                 "gatewayRunning": running,
+                # Only an operator's sign-in can answer from the console; without one, the CLI.
+                "consoleAnswers": settings.console.operator_token is not None,
                 # A replica holding an agent's wait saves it as seen this often (Roster.unsaved).
                 "waitSeenEverySeconds": settings.broker.connected_window_seconds / 4,
                 "connectedWindowSeconds": settings.broker.connected_window_seconds,

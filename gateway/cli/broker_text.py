@@ -24,7 +24,13 @@ def status_text(r: dict[str, Any]) -> str:
         h = s["humanNeeded"]
         lines.append(f"NEEDS A PERSON: {h['reason']} (asked by {h['requestedBy']} at {h['at']})")
         answered = h.get("answered")
-        if answered is None:
+        if answered is None and r.get("consoleAnswers") is False:
+            lines.append(
+                "  Answer with: broker instruct 'what the PM should do' (beside a running gateway too; the "
+                "PM then calls resume), or start over with: broker reset (the console is off: no "
+                "console.operator_token)"
+            )
+        elif answered is None:
             lines.append(
                 '  Answer from the console (/broker on the gateway\'s port, "Send to the PM"), or with: '
                 "broker instruct 'what the PM should do' (beside a running gateway too); the PM then "
@@ -73,7 +79,8 @@ def status_text(r: dict[str, Any]) -> str:
             stale.append(agent)
         elif not a["connected"] and (on := gone.get(a.get("replica") or "")) is not None:
             lines.append(
-                f"    its last call went through replica {on['id']} ({on['host']}), which is gone: "
+                f"    its last call went through replica {on['id']} ({on['host']}), which is "
+                f"{'not running' if on.get('running') is False else 'gone'}: "
                 "the agent is not connected until it calls again"
             )
     if stale:
@@ -93,12 +100,18 @@ def status_text(r: dict[str, Any]) -> str:
 
 def replicas_text(replicas: list[dict[str, Any]]) -> list[str]:
     """The replicas' heartbeats: how many beat, and one line each."""
-    up = sum(1 for x in replicas if x["alive"])
-    lines = [f"Replicas: {up} alive, {len(replicas) - up} gone"]
+    if replicas and all(x.get("running") is False for x in replicas):
+        # SQLite, no gateway holding the folder's lock: the rows are of runs that ended.
+        lines = [f"Replicas: none running ({len(replicas)} stopped without saying so)"]
+    else:
+        up = sum(1 for x in replicas if x["alive"])
+        lines = [f"Replicas: {up} alive, {len(replicas) - up} gone"]
     for x in replicas:
         beat = f"{human_duration(x['secondsAgo'])} ago"
         if x["alive"]:
             state = f"alive   last beat {beat}"
+        elif x.get("running") is False:
+            state = f"not running (no gateway holds the state folder's lock), last beat {beat}"
         else:
             state = (
                 f"GONE    last beat {beat} (beats every {x['everySeconds']:g} s): killed, frozen or cut "

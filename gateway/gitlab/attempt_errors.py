@@ -17,9 +17,10 @@ NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 #: What to check when GitLab cannot be reached at all (no TLS clue).
 UNREACHABLE_HINT = (
     "check gitlab.url (GITLAB_URL), the network and proxy settings (HTTPS_PROXY, NO_PROXY) between "
-    "the gateway and GitLab, and that GitLab is up (its status page; for gitlab.com "
-    "https://status.gitlab.com)"
+    "the gateway and GitLab, and that GitLab is up"
 )
+#: Where gitlab.com says it is down; named only when gitlab.url is gitlab.com.
+GITLAB_COM_STATUS = " (https://status.gitlab.com)"
 #: What to check when GitLab's host name does not resolve.
 UNRESOLVED_HINT = (
     "check the host name in gitlab.url (GITLAB_URL), and that the gateway's DNS resolves it (or "
@@ -36,6 +37,8 @@ def not_connected(call: GitLabCall, base_url: str, exc: BaseException) -> Transi
     tls = tls_hint(exc)
     reason = connect_failure(exc, tls is not None)
     hint = connect_hint(reason, tls)
+    if hint == UNREACHABLE_HINT and httpx.URL(base_url).host == "gitlab.com":
+        hint += GITLAB_COM_STATUS
 
     def final(attempts: int, seconds: float) -> GitLabError:
         tries = "1 attempt" if attempts == 1 else f"{attempts} attempts over {seconds:.1f} s"

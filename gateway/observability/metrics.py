@@ -87,18 +87,20 @@ class Metrics:
         # tools
         self.tool_calls = Counter(
             "gateway_tool_calls_total",
-            "tools/call by tool, outcome (ok, or the error reason) and source: gateway when the "
+            "tools/call by tool, its toolset (broker: no GitLab request, no per-agent limit; unknown "
+            "for a name no tool has), outcome (ok, or the error reason) and source: gateway when the "
             "gateway refused the call by its own policy (toolsets, per-agent rate limit, no "
             "passthrough token), tool for the tool's own answer (GitLab's or the broker's); and agent: "
             "the caller's configured agent id, else anonymous",
-            ["tool", "outcome", "source", *CALLER_LABELS],
+            ["tool", "toolset", "outcome", "source", *CALLER_LABELS],
             registry=r,
         )
         self.rate_limited = Counter(
             "gateway_rate_limited_total",
-            "GitLab tool calls refused by the gateway's per-agent rate limit, by agent (a configured "
-            "agent id, passthrough or anonymous)",
-            ["agent"],
+            "GitLab tool calls refused by the gateway's per-agent limits, by agent (a configured "
+            "agent id, passthrough or anonymous) and limit: calls_per_second (limits.calls_per_second "
+            "and burst), max_calls_in_flight, passthrough_auth_failures",
+            ["agent", "limit"],
             registry=r,
         )
         self.tool_latency = Histogram(

@@ -81,20 +81,25 @@ def create_app(
         served = [*(all_tools() if tools is None else tools), *fixtures.TOOLS, *tasks.TOOLS]
         extension = fixtures.EXTENSION
 
-    def limited(agent: str) -> None:
-        metrics.rate_limited.labels(agent=agent).inc()
+    def limited(limit: str) -> Callable[[str], None]:
+        """Counts a refusal by ``limit``, one of the three below (a closed set), per agent."""
+
+        def count(agent: str) -> None:
+            metrics.rate_limited.labels(agent=agent, limit=limit).inc()
+
+        return count
 
     registry = Registry(
         served,
         read_only=settings.read_only,
         toolsets=settings.toolsets,
         enabled_tools=settings.tools,
-        limiter=build_limiter(settings, limited),
-        in_flight=CallsInFlight(settings.limits.max_calls_in_flight, limited),
+        limiter=build_limiter(settings, limited("calls_per_second")),
+        in_flight=CallsInFlight(settings.limits.max_calls_in_flight, limited("max_calls_in_flight")),
         rejected_tokens=RejectedTokens(
             settings.limits.passthrough_auth_failures,
             settings.limits.passthrough_auth_failure_window_seconds,
-            limited,
+            limited("passthrough_auth_failures"),
         )
         if settings.gitlab.credential_mode == "passthrough"
         else None,

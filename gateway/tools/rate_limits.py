@@ -126,9 +126,10 @@ class AgentLimiter:
             agent if agent is not None else ("passthrough" if self._passthrough else "anonymous")
         )
         seconds = max(1, math.ceil(wait))
+        calls = "call" if limit.calls_per_second == 1 else "calls"
         raise gateway_refusal(
             "rate_limited",
-            f"Rate limited by this gateway: at most {limit.calls_per_second:g} GitLab tool calls per "
+            f"Rate limited by this gateway: at most {limit.calls_per_second:g} GitLab tool {calls} per "
             f"second (bursts of {limit.burst}) for {'agent ' + repr(agent) if agent else 'this caller'}. "
             f"Retry after {seconds} second{'s' if seconds != 1 else ''}.",
             retry_after_seconds=seconds,

@@ -323,7 +323,7 @@ def test_every_shipped_gateway_holds_a_runaway_agent_to_the_pace_the_alert_names
         for r in g["rules"]
         if r.get("alert") == "GitLabMcpGatewayAgentCallRateHigh"
     ]
-    assert rule["expr"].endswith("(rate(gateway_tool_calls_total[1m])) > 5")
+    assert rule["expr"].endswith('(rate(gateway_tool_calls_total{toolset!="broker"}[1m])) > 5')
 
 
 def test_alerting_rules_only_query_existing_metrics() -> None:

@@ -42,7 +42,7 @@ def test_limiter_refuses_with_the_shape_of_gitlabs_429_and_counts_by_agent() -> 
     assert err.value.reason == "rate_limited"
     assert err.value.details == {"retry_after_seconds": 1, "limit": "gateway_agent_calls"}
     assert err.value.message == (
-        "Rate limited by this gateway: at most 1 GitLab tool calls per second (bursts of 2) for agent "
+        "Rate limited by this gateway: at most 1 GitLab tool call per second (bursts of 2) for agent "
         "'dev'. Retry after 1 second."
     )
     limiter.check(caller("pm"))  # another agent has its own bucket

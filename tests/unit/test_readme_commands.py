@@ -28,3 +28,21 @@ def test_readme_counts_the_tools_a_default_gateway_lists() -> None:
     said = re.search(r"prints `(\d+) tools: ([a-z_]+), ", (REPO / "README.md").read_text())
     assert said is not None
     assert int(said[1]) == len(served) and said[2] == served[0]
+
+
+def test_readme_tools_list_table_is_what_bench_measures() -> None:
+    # The README's table is bench/tools_list.py's markdown(): the same toolsets, tool counts, and
+    # bytes within a tenth (a description's rewording need not touch the README).
+    from bench.tools_list import markdown
+
+    def table(text: str) -> dict[str, tuple[int, int]]:
+        found = re.findall(r"^\| (default|all|`\w+`) \| (\d+) \| ([\d,]+) \|$", text, re.MULTILINE)
+        return {name: (int(tools), int(size.replace(",", ""))) for name, tools, size in found}
+
+    measured = table(markdown())
+    shown = table((REPO / "README.md").read_text())
+    assert {k: v[0] for k, v in shown.items()} == {k: v[0] for k, v in measured.items()}, (
+        "update README's tools/list table from `python -m bench.tools_list --markdown`"
+    )
+    for name, (_, size) in measured.items():
+        assert abs(shown[name][1] - size) <= size / 10, (name, shown[name][1], size)

@@ -25,7 +25,7 @@ REVISIONS: tuple[str, ...] = tuple(
 #: The newest revision of each release before this install's, by version: what a rollback to
 #: that release needs the database at (``gitlab-mcp-gateway database downgrade`` until then), and
 #: what the upgrade test starts from. A release adds itself here in the next release.
-RELEASED: dict[str, str] = {"0.1.0": "0008"}
+RELEASED: dict[str, str] = {"0.1.0": "0008", "0.2.0": "0009"}
 
 
 class Standing(Enum):

@@ -28,6 +28,10 @@ class ReplicaQueries(Statements):
         """Delete the row of ``replica_id`` (a clean stop: it is not gone, it is not there)."""
         await self.conn.execute(sa.delete(replicas).where(replicas.c.id == replica_id))
 
+    async def forget_other_replicas(self, replica_id: str) -> None:
+        """Delete every row but that of ``replica_id`` (SQLite: earlier runs on the state folder)."""
+        await self.conn.execute(sa.delete(replicas).where(replicas.c.id != replica_id))
+
     async def replicas(self) -> list[ReplicaRow]:
         """Every replica's row, the one seen last first."""
         rows = await self.conn.execute(

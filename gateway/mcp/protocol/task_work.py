@@ -138,7 +138,9 @@ class TaskWork:
             if callback is not None:
                 with contextlib.suppress(Exception):
                     await callback()
-        self._telemetry.tool_call(name, outcome, perf_counter() - started, caller=caller)
+        self._telemetry.tool_call(
+            name, outcome, perf_counter() - started, toolset=call.tool.toolset, caller=caller
+        )
 
     async def _finish(
         self, store: TaskStore, task_hash: str, status: str, outcome: dict[str, Any], message: str | None

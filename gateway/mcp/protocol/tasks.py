@@ -197,7 +197,9 @@ class Tasks:
             cap,
             extra={"request_id": ctx.request_id, "tool": tool.name},
         )
-        self._telemetry.tool_call(tool.name, "rate_limited", None, source="gateway", caller=ctx.caller)
+        self._telemetry.tool_call(
+            tool.name, "rate_limited", None, toolset=tool.toolset, source="gateway", caller=ctx.caller
+        )
         ctx.report.outcome = "rate_limited"
         error = gateway_refusal(
             "rate_limited",

@@ -70,13 +70,15 @@ class Telemetry:
         outcome: str,
         seconds: float | None,
         *,
+        toolset: str,
         source: str = "tool",
         caller: Caller | None = None,
     ) -> None:
-        """One ``tools/call`` of a declared tool: its outcome, where the outcome came from
-        (``gateway``: the gateway's own refusal; ``tool``: the tool's answer), who called
-        (:class:`CallerLabels`) and, when it ran, its duration."""
+        """One ``tools/call`` of a declared tool: its toolset (``broker`` calls reach no GitLab
+        and no per-agent limit), its outcome, where the outcome came from (``gateway``: the
+        gateway's own refusal; ``tool``: the tool's answer), who called (:class:`CallerLabels`)
+        and, when it ran, its duration."""
         who = self.callers.of(caller)
-        self._child(self.metrics.tool_calls, tool, outcome, source, *who).inc()
+        self._child(self.metrics.tool_calls, tool, toolset, outcome, source, *who).inc()
         if seconds is not None:
             self._child(self.metrics.tool_latency, tool).observe(seconds)

@@ -108,6 +108,7 @@ class ToolCalls:
                 declared.name if declared else "unknown",
                 "unauthorized",
                 None,
+                toolset=declared.toolset if declared else "unknown",
                 source="gateway",
                 caller=ctx.caller,
             )
@@ -246,6 +247,7 @@ class ToolCalls:
             tool.name,
             outcome.outcome,
             perf_counter() - started,
+            toolset=tool.toolset,
             source="gateway" if refused else "tool",
             caller=ctx.caller,
         )

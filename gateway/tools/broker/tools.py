@@ -223,7 +223,7 @@ TOOLS: list[Tool] = [
         annotations=_CHANGE,
         toolset=TOOLSET,
         long_running=True,
-        wait_argument="timeout_sec",
+        wait_argument="wait_seconds",
     ),
     Tool(
         name="reply_message",

@@ -4,9 +4,9 @@ broker with this release, roll back one revision at a time, restore the backup. 
 message, archive, transition and activity line the previous release wrote is kept at each step.
 
 The database is made as the previous release made it: migrated to that release's newest revision
-(``gateway.broker.migrations.RELEASED``) and filled with rows in that schema. Where the previous
-release's schema is this one's, the test starts one revision back as well, so that an upgrade and
-a downgrade really run.
+(``gateway.broker.migrations.RELEASED``) and filled with rows in that schema; each earlier release's
+schema is a start as well. Where the previous release's schema is this one's, the test starts one
+revision back as well, so that an upgrade and a downgrade really run.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from gateway.broker.database import engine_url
 from gateway.broker.migrations import HEAD, RELEASED, REVISIONS
 
 PREVIOUS_RELEASE, PREVIOUS_HEAD = list(RELEASED.items())[-1]
-#: Where each run starts: the previous release's schema, and the revision before this one's.
-STARTS = sorted({PREVIOUS_HEAD, REVISIONS[-2]})
+#: Where each run starts: every release's schema (the previous release's first of all), and the
+#: revision before this one's when the previous release's schema is this one's.
+STARTS = sorted({*RELEASED.values(), *([REVISIONS[-2]] if PREVIOUS_HEAD == HEAD else [])})
 #: The tables whose rows an upgrade or a rollback must keep, with their key.
 KEPT = {
     "pipeline": "id",
@@ -251,6 +252,9 @@ def test_upgrade_and_rollback_keep_every_plan_message_and_archive(
         assert code == 0, err
         older = REVISIONS[REVISIONS.index(revision) - 1]
         assert f"downgraded {revision} → {older}" in out, out
+        releases = [version for version, head in RELEASED.items() if head == older]
+        said = f"gitlab-mcp-gateway {' and '.join(releases)} can start on it now"
+        assert (said in out) == bool(releases), out
     assert _rows(url, columns) == written
     assert _columns(url) == columns
 

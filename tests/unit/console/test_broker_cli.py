@@ -138,7 +138,7 @@ def _iso(seconds_ago: float) -> str:
 
 
 def test_status_says_an_answer_was_sent_and_how_long_ago_each_agent_was_seen(
-    state: Path, capsys: pytest.CaptureFixture[str]
+    state: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     state.mkdir()
     shutil.copyfile(migrated_sqlite_broker(), state / "broker.db")
@@ -155,7 +155,13 @@ def test_status_says_an_answer_was_sent_and_how_long_ago_each_agent_was_seen(
             [("pm", _iso(40)), ("dev", _iso(3))],
         )
     code, out, _ = run(capsys, "status")
+    # No console to answer in: the command line is the way.
+    assert code == 0 and "Answer from the console" not in out
+    assert "  Answer with: broker instruct 'what the PM should do'" in out and "broker reset" in out
+    monkeypatch.setenv("GATEWAY_CONSOLE__OPERATOR_TOKEN", "operator-secret-0123456789")
+    code, out, _ = run(capsys, "status")
     assert code == 0 and "Answer from the console" in out
+    monkeypatch.delenv("GATEWAY_CONSOLE__OPERATOR_TOKEN")
 
     sent = as_json(capsys, "instruct", "Keep v1; add v2 beside it.", "--as", "alice")
     fd = lock_state_dir(state)  # a gateway runs: its agents may be connected

@@ -365,9 +365,19 @@ async def test_unreachable_gitlab_says_what_to_check(
     )
     assert message.endswith(
         "s): check gitlab.url (GITLAB_URL), the network and proxy settings (HTTPS_PROXY, NO_PROXY) "
-        "between the gateway and GitLab, and that GitLab is up (its status page; for gitlab.com "
-        "https://status.gitlab.com)."
+        "between the gateway and GitLab, and that GitLab is up."
     )
+
+
+def test_an_unreachable_gitlab_com_names_its_status_page() -> None:
+    # Only gitlab.com has https://status.gitlab.com; a self-managed GitLab is not sent there.
+    from types import SimpleNamespace
+
+    from gateway.gitlab.attempt_errors import not_connected
+
+    call: Any = SimpleNamespace(request_id=None)
+    failure = not_connected(call, "https://gitlab.com", httpx.ConnectError("refused"))
+    assert failure.final.message.endswith("and that GitLab is up (https://status.gitlab.com).")
 
 
 @pytest.mark.parametrize(
@@ -399,7 +409,7 @@ async def test_a_gitlab_that_cannot_be_reached_is_retried_briefly(
     # A name that does not resolve points at the name and the DNS, not at GitLab's status page.
     dns = reason == "host name not resolved"
     assert ("check the host name in gitlab.url" in caught.value.message) is dns
-    assert ("status.gitlab.com" in caught.value.message) is not dns
+    assert ("that GitLab is up" in caught.value.message) is not dns
 
 
 async def test_a_certificate_that_does_not_verify_is_not_retried(

@@ -58,14 +58,20 @@ async def test_runaway_agent_is_held_to_its_limit_while_another_is_served(mcp_fa
     # broker tools are not limited
     assert not (await runaway.call("deliver_json", {}))["result"].get("isError")
     text = await (await runaway.client.get("/metrics")).text()
-    assert f'gateway_rate_limited_total{{agent="dev"}} {float(len(refused))}' in text
-    assert 'gateway_rate_limited_total{agent="reviewer"}' not in text
-    counted = 'gateway_tool_calls_total{agent="dev",outcome="rate_limited",source="gateway",tool="echo"}'
+    assert f'gateway_rate_limited_total{{agent="dev",limit="calls_per_second"}} {float(len(refused))}' in text
+    assert 'gateway_rate_limited_total{agent="reviewer",' not in text
+    counted = (
+        'gateway_tool_calls_total{agent="dev",outcome="rate_limited"'
+        ',source="gateway",tool="echo",toolset="ci"}'
+    )
     assert f"{counted} {float(len(refused))}" in text
     # Who is using it: each agent's calls, by the agent its client token names.
-    served_dev = 'gateway_tool_calls_total{agent="dev",outcome="ok",source="tool",tool="echo"}'
+    served_dev = 'gateway_tool_calls_total{agent="dev",outcome="ok",source="tool",tool="echo",toolset="ci"}'
     assert f"{served_dev} {float(len(served))}" in text
-    assert 'gateway_tool_calls_total{agent="reviewer",outcome="ok",source="tool",tool="echo"} 8.0' in text
+    assert (
+        'gateway_tool_calls_total{agent="reviewer",outcome="ok",source="tool",tool="echo",toolset="ci"} 8.0'
+        in text
+    )
 
 
 async def test_the_access_line_names_the_agent_and_never_its_token(

@@ -126,7 +126,7 @@ async def test_each_call_of_a_batch_counts_against_the_callers_calls_in_flight(
     answers = await (await client.post(calls(2), headers=OLD)).json()  # type: ignore[arg-type]
     assert not any(a["result"].get("isError") for a in answers)
     metrics = await (await client.client.get("/metrics")).text()
-    assert 'gateway_rate_limited_total{agent="anonymous"} 3.0' in metrics
+    assert 'gateway_rate_limited_total{agent="anonymous",limit="max_calls_in_flight"} 3.0' in metrics
 
 
 async def test_ended_sessions_are_capped_per_caller_and_a_refused_one_stays_usable(

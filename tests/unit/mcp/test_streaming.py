@@ -159,8 +159,8 @@ async def test_cancelled_call_stops_and_gets_no_response(mcp: Mcp, probe: Probe)
     assert probe.events == ["wait cancelled"]
     text = await metrics_text(mcp)
     assert (
-        'gateway_tool_calls_total{agent="anonymous",outcome="cancelled",source="tool",tool="wait"} 1.0'
-        in text
+        'gateway_tool_calls_total{agent="anonymous",outcome="cancelled"'
+        ',source="tool",tool="wait",toolset="broker"} 1.0' in text
     )
     assert 'gateway_mcp_requests_total{method="notifications/cancelled",outcome="ok"} 1.0' in text
 

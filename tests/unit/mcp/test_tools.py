@@ -117,7 +117,10 @@ async def test_alias_calls_the_tool(mcp: Mcp) -> None:
     body = await mcp.call("say", {"text": "hi"})
     assert body["result"]["structuredContent"] == {"text": "hi"}
     text = await (await mcp.client.get("/metrics")).text()
-    assert 'gateway_tool_calls_total{agent="anonymous",outcome="ok",source="tool",tool="echo"} 1.0' in text
+    assert (
+        'gateway_tool_calls_total{agent="anonymous",outcome="ok",source="tool",tool="echo",toolset="ci"} 1.0'
+        in text
+    )
     assert 'tool="say"' not in text
 
 
@@ -167,8 +170,8 @@ async def test_hidden_tool_call_is_refused_as_unknown_saying_which_setting_hides
         )
     text = await (await client.client.get("/metrics")).text()
     assert (
-        'gateway_tool_calls_total{agent="anonymous",outcome="unauthorized",source="gateway",tool="write"} 2.0'
-        in text
+        'gateway_tool_calls_total{agent="anonymous",outcome="unauthorized"'
+        ',source="gateway",tool="write",toolset="repository"} 2.0' in text
     )
 
 
@@ -200,8 +203,8 @@ async def test_tool_error_is_an_is_error_result(mcp: Mcp) -> None:
     }
     text = await (await mcp.client.get("/metrics")).text()
     assert (
-        'gateway_tool_calls_total{agent="anonymous",outcome="conflict",source="tool",tool="refuse"} 1.0'
-        in text
+        'gateway_tool_calls_total{agent="anonymous",outcome="conflict"'
+        ',source="tool",tool="refuse",toolset="ci"} 1.0' in text
     )
 
 
@@ -226,8 +229,8 @@ async def test_handler_crash_is_32603_logged_without_trace_to_client(
     assert "secret internals" in str(crash_logs[0].exc_info[1])  # type: ignore[index]
     text = await (await mcp.client.get("/metrics")).text()
     assert (
-        'gateway_tool_calls_total{agent="anonymous",outcome="internal_error",source="tool",tool="crash"} 1.0'
-        in text
+        'gateway_tool_calls_total{agent="anonymous",outcome="internal_error"'
+        ',source="tool",tool="crash",toolset="ci"} 1.0' in text
     )
     assert 'gateway_mcp_requests_total{method="tools/call",outcome="error"} 1.0' in text
 
@@ -272,7 +275,10 @@ async def test_tool_metrics_count_latency(mcp: Mcp) -> None:
     for _ in range(3):
         await mcp.call("echo", {"text": "a"})
     text = await (await mcp.client.get("/metrics")).text()
-    assert 'gateway_tool_calls_total{agent="anonymous",outcome="ok",source="tool",tool="echo"} 3.0' in text
+    assert (
+        'gateway_tool_calls_total{agent="anonymous",outcome="ok",source="tool",tool="echo",toolset="ci"} 3.0'
+        in text
+    )
     assert 'gateway_tool_call_duration_seconds_count{tool="echo"} 3.0' in text
     assert 'gateway_mcp_requests_total{method="tools/call",outcome="ok"} 3.0' in text
 
@@ -285,7 +291,7 @@ async def test_tool_calls_are_counted_per_agent_and_unknown_agents_share_one_buc
     mcp.headers = {}
     await mcp.call("echo", {"text": "a"})
     text = await (await mcp.client.get("/metrics")).text()
-    counted = 'gateway_tool_calls_total{{agent="{}",outcome="ok",source="tool",tool="echo"}} {}'
+    counted = 'gateway_tool_calls_total{{agent="{}",outcome="ok",source="tool",tool="echo",toolset="ci"}} {}'
     assert counted.format("dev", 2.0) in text
     assert counted.format("reviewer", 1.0) in text
     # What a caller claims adds no series: unknown ids and no id are one bucket.

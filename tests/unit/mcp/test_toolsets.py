@@ -63,8 +63,8 @@ async def test_pm_token_limited_to_broker_sees_the_18_broker_tools_only(mcp_fact
     assert client.gitlab_requests == []  # refused before anything reached GitLab
     text = await (await client.client.get("/metrics")).text()
     assert (
-        'gateway_tool_calls_total{agent="pm",outcome="unauthorized",source="gateway",tool="get_pipeline"} 1.0'
-        in text
+        'gateway_tool_calls_total{agent="pm",outcome="unauthorized"'
+        ',source="gateway",tool="get_pipeline",toolset="ci"} 1.0' in text
     )
 
 
@@ -201,7 +201,9 @@ async def test_the_documented_agents_example_gives_each_role_its_tools(
     client = await mcp_factory(tools=TOOLS, client_tokens=tokens)
     assert await as_agent(client, secrets["pm"]) == BROKER
     assert await as_agent(client, secrets["dev"]) == CI_AND_REPOSITORY + BROKER
-    assert await as_agent(client, secrets["reviewer"]) == READ_ONLY_CI_AND_REPOSITORY
+    # The reviewer reports through the broker (report_review) and changes nothing in GitLab.
+    reviewer = await as_agent(client, secrets["reviewer"])
+    assert reviewer == READ_ONLY_CI_AND_REPOSITORY + BROKER and "report_review" in reviewer
 
 
 async def test_an_agent_calling_gitlab_tools_only_is_connected_not_away(mcp_factory: MakeMcp) -> None:

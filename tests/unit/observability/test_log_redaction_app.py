@@ -234,4 +234,4 @@ async def test_a_call_gitlab_failed_is_a_warning_with_the_advice_whole(
     # The retry line keeps GitLab's reason whole, advice included, however long.
     (retry,) = [r for r in records if r["message"] == "retrying GitLab request"]
     assert "more characters]" not in retry["reason"]
-    assert retry["reason"].endswith("(its status page; for gitlab.com https://status.gitlab.com).")
+    assert retry["reason"].endswith("between the gateway and GitLab, and that GitLab is up.")

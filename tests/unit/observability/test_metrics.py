@@ -25,7 +25,7 @@ from tests.unit.mcp.conftest import MakeMcp
 #: The documented metrics, by name (the attribute teammates use → the exposed family).
 REQUIRED = {
     "mcp_requests": ("gateway_mcp_requests", "counter", ["method", "outcome"]),
-    "tool_calls": ("gateway_tool_calls", "counter", ["tool", "outcome", "source", "agent"]),
+    "tool_calls": ("gateway_tool_calls", "counter", ["tool", "toolset", "outcome", "source", "agent"]),
     "tool_latency": ("gateway_tool_call_duration_seconds", "histogram", ["tool"]),
     "gitlab_requests": ("gateway_gitlab_requests", "counter", ["operation", "status_class"]),
     "gitlab_latency": ("gateway_gitlab_request_duration_seconds", "histogram", ["operation"]),
@@ -96,11 +96,11 @@ def test_build_info() -> None:
 
 def test_one_registry_per_app() -> None:
     first, second = Metrics(), Metrics()  # no "Duplicated timeseries" error
-    first.tool_calls.labels("get_pipeline", "ok", "tool", "pm").inc()
+    first.tool_calls.labels("get_pipeline", "ci", "ok", "tool", "pm").inc()
     assert (
         second.registry.get_sample_value(
             "gateway_tool_calls_total",
-            {"tool": "get_pipeline", "outcome": "ok", "source": "tool", "agent": "pm"},
+            {"tool": "get_pipeline", "toolset": "ci", "outcome": "ok", "source": "tool", "agent": "pm"},
         )
         is None
     )

@@ -53,3 +53,18 @@ def test_refused(given: dict[str, Any], says: str) -> None:
     with pytest.raises(ValidationError) as err:
         Args.model_validate(given)
     assert says in str(err.value)
+
+
+def test_each_waiting_tool_names_its_wait_as_the_schema_does() -> None:
+    # The tasks extension reads a call's wait by this name: a name the input schema lacks read
+    # every call as the longest wait (a look with wait 0 answered as a task).
+    from gateway.mcp.protocol.task_parts import requested_wait
+    from gateway.tools import all_tools
+
+    waiting = [t for t in all_tools() if t.wait_argument is not None]
+    assert {t.name for t in waiting} >= {"wait_for_message", "get_pipeline"}
+    for tool in waiting:
+        assert tool.wait_argument in tool.input_model.model_fields, tool.name
+    broker_wait = next(t for t in waiting if t.name == "wait_for_message")
+    assert requested_wait(broker_wait, {"wait_seconds": 0}) == 0.0
+    assert requested_wait(broker_wait, {"timeout_sec": 30}) == 30.0  # the alias, still accepted
