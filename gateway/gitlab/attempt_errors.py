@@ -19,6 +19,11 @@ UNREACHABLE_HINT = (
     "check gitlab.url (GITLAB_URL), the network and proxy settings (HTTPS_PROXY, NO_PROXY) between "
     "the gateway and GitLab, and that GitLab is up"
 )
+#: What the agent reading the error can do itself (the hint before it is for the operator).
+AGENT_ADVICE = (
+    "Nothing reached GitLab, so calling again is safe; if it keeps failing, tell the gateway's "
+    "operator, who can fix the above"
+)
 #: Where gitlab.com says it is down; named only when gitlab.url is gitlab.com.
 GITLAB_COM_STATUS = " (https://status.gitlab.com)"
 #: What to check when GitLab's host name does not resolve.
@@ -43,7 +48,7 @@ def not_connected(call: GitLabCall, base_url: str, exc: BaseException) -> Transi
     def final(attempts: int, seconds: float) -> GitLabError:
         tries = "1 attempt" if attempts == 1 else f"{attempts} attempts over {seconds:.1f} s"
         return GitLabUpstreamError(
-            f"Could not connect to GitLab at {base_url} ({reason}; {tries}): {hint}.",
+            f"Could not connect to GitLab at {base_url} ({reason}; {tries}): {hint}. {AGENT_ADVICE}.",
             request_id=call.request_id,
         )
 

@@ -19,6 +19,7 @@ import respx
 
 from gateway.config import Settings
 from gateway.gitlab import retries
+from gateway.gitlab.attempt_errors import AGENT_ADVICE
 from gateway.gitlab.client import GitLabClient
 from gateway.gitlab.credentials import ANONYMOUS, Credential, service_credential
 from gateway.gitlab.errors import (
@@ -365,7 +366,7 @@ async def test_unreachable_gitlab_says_what_to_check(
     )
     assert message.endswith(
         "s): check gitlab.url (GITLAB_URL), the network and proxy settings (HTTPS_PROXY, NO_PROXY) "
-        "between the gateway and GitLab, and that GitLab is up."
+        f"between the gateway and GitLab, and that GitLab is up. {AGENT_ADVICE}."
     )
 
 
@@ -377,7 +378,8 @@ def test_an_unreachable_gitlab_com_names_its_status_page() -> None:
 
     call: Any = SimpleNamespace(request_id=None)
     failure = not_connected(call, "https://gitlab.com", httpx.ConnectError("refused"))
-    assert failure.final.message.endswith("and that GitLab is up (https://status.gitlab.com).")
+    message = failure.final.message
+    assert message.endswith(f"and that GitLab is up (https://status.gitlab.com). {AGENT_ADVICE}.")
 
 
 @pytest.mark.parametrize(
@@ -423,7 +425,7 @@ async def test_a_certificate_that_does_not_verify_is_not_retried(
     assert route.call_count == 1 and sleeps == []
     assert caught.value.message == (
         "Could not connect to GitLab at https://gitlab.example.com (TLS handshake failed; 1 attempt): "
-        "check GitLab's TLS certificate; for a private CA set gitlab.ca_bundle."
+        f"check GitLab's TLS certificate; for a private CA set gitlab.ca_bundle. {AGENT_ADVICE}."
     )
 
 

@@ -13,6 +13,7 @@ import pytest
 from aiohttp import web
 
 from gateway.config import Settings
+from gateway.gitlab.attempt_errors import AGENT_ADVICE
 from gateway.gitlab.client import GitLabClient
 from gateway.gitlab.connect_hints import CERTIFICATE, PLAIN_HTTP_PORT
 from gateway.gitlab.credentials import service_credential
@@ -92,7 +93,7 @@ async def test_tls_without_the_ca_bundle_is_refused(
     client = GitLabClient(make_settings(gitlab={"url": url, "retry_attempts": 1}).gitlab)
     with pytest.raises(GitLabUpstreamError, match="Could not connect to GitLab") as caught:
         await _query(client)
-    assert caught.value.message.endswith(f": {CERTIFICATE}.")
+    assert caught.value.message.endswith(f": {CERTIFICATE}. {AGENT_ADVICE}.")
     assert seen == []  # the token never went to an unverified server
 
 
@@ -118,7 +119,7 @@ async def test_https_to_a_plain_http_port_says_what_the_start_up_line_says(
         await server.wait_closed()
     assert caught.value.message == (
         f"Could not connect to GitLab at https://127.0.0.1:{port} (TLS handshake failed; 1 attempt): "
-        f"{PLAIN_HTTP_PORT}."
+        f"{PLAIN_HTTP_PORT}. {AGENT_ADVICE}."
     )
 
 

@@ -21,6 +21,7 @@ import respx
 from pydantic import Field
 
 from gateway.config import Settings
+from gateway.gitlab.attempt_errors import AGENT_ADVICE
 from gateway.observability.logging import secrets_of
 from gateway.server.app import create_app
 from gateway.server.services import build_services
@@ -234,4 +235,4 @@ async def test_a_call_gitlab_failed_is_a_warning_with_the_advice_whole(
     # The retry line keeps GitLab's reason whole, advice included, however long.
     (retry,) = [r for r in records if r["message"] == "retrying GitLab request"]
     assert "more characters]" not in retry["reason"]
-    assert retry["reason"].endswith("between the gateway and GitLab, and that GitLab is up.")
+    assert retry["reason"].endswith(f"and that GitLab is up. {AGENT_ADVICE}.")
