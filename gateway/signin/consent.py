@@ -313,6 +313,20 @@ async def gitlab_callback(request: web.Request, sign_in: SignIn) -> web.Response
             tokens.access_token, with_groups=bool(config.allowed_groups or config.roles)
         )
     except GitLabRefused as err:
+        if err.error == "invalid_client":
+            # Every sign-in fails the same way until the operator fixes the settings: retrying
+            # does not help the person, and the log must point at the settings to check.
+            log.warning(
+                "sign-in through GitLab failed: %s; check sign_in.gitlab_client_id and "
+                "sign_in.gitlab_client_secret (GATEWAY_SIGN_IN__GITLAB_CLIENT_SECRET) against the "
+                "GitLab application's id and secret",
+                err,
+            )
+            return refuse(
+                "server_error",
+                "the gateway's GitLab application is misconfigured (GitLab refused its id or secret); "
+                "tell the gateway's operator",
+            )
         log.warning("sign-in through GitLab failed: %s", err)
         return refuse("server_error", "GitLab did not complete the sign-in; try again")
     if not _allowed(sign_in, user):

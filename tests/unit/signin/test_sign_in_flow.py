@@ -3,7 +3,9 @@ consent, GitLab, the gateway's tokens, and tool calls as the signed-in GitLab us
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+from urllib.parse import unquote_plus
 
 import pytest
 import sqlalchemy as sa
@@ -236,3 +238,17 @@ async def test_rate_limits_count_per_gitlab_user(make_gateway: MakeGateway) -> N
     bob = await sign_in(gw)
     assert second["result"] != (await response_message(await whoami(gw, bob.access_token)))["result"]
     assert gw.probe.contexts[-1].call.caller.rate_limit_key == "gitlab-user:8"
+
+
+async def test_a_wrong_gitlab_client_secret_names_the_settings_to_check(
+    make_gateway: MakeGateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    gw = await make_gateway(gitlab=FakeGitLab(client_secret="the-secret-gitlab-really-holds"))
+    client = await register(gw)
+    with caplog.at_level(logging.WARNING, logger="gateway"):
+        back = await through_gitlab(gw, client["client_id"], "v" * 43)
+    location = unquote_plus(back.headers["Location"])
+    assert "error=server_error" in location and "code=" not in location
+    assert "GitLab application is misconfigured" in location and "tell the gateway's operator" in location
+    assert "try again" not in location
+    assert "GATEWAY_SIGN_IN__GITLAB_CLIENT_SECRET" in caplog.text and "invalid_client" in caplog.text
