@@ -337,6 +337,11 @@ async def gitlab_callback(request: web.Request, sign_in: SignIn) -> web.Response
         sign_in.count("refused")
         return refuse("access_denied", f"GitLab user {user.username} may not use this gateway")
     if row.role is not None and row.role not in _roles_of(sign_in, user):
+        log.info(
+            "GitLab user %s may not take the role %s (sign_in.roles); sign-in refused",
+            user.username,
+            row.role,
+        )
         await sign_in.gitlab.revoke(tokens.access_token)
         sign_in.count("refused")
         return refuse("access_denied", f"the role {row.role} is not one the operator gave {user.username}")

@@ -107,7 +107,9 @@ async def test_a_signed_in_person_calls_tools_as_their_gitlab_user(
     assert not any(secret in caplog.text for secret in secrets)  # nor does any log line
 
 
-async def test_the_role_must_be_one_the_operator_gave(make_gateway: MakeGateway) -> None:
+async def test_the_role_must_be_one_the_operator_gave(
+    make_gateway: MakeGateway, caplog: pytest.LogCaptureFixture
+) -> None:
     gw = await make_gateway(sign_in={"roles": {"bob": ["pm"], "team": ["dev"]}})
     client = await register(gw)
     page = await consent_page(gw, client["client_id"], "v" * 43)
@@ -121,12 +123,14 @@ async def test_the_role_must_be_one_the_operator_gave(make_gateway: MakeGateway)
         allow_redirects=False,
     )
     code, state = gw.gitlab.approve(to_gitlab.headers["Location"])
-    back = await gw.http.get(
-        "/oauth/gitlab/callback", params={"code": code, "state": state}, allow_redirects=False
-    )
+    with caplog.at_level(logging.INFO, logger="gateway"):
+        back = await gw.http.get(
+            "/oauth/gitlab/callback", params={"code": code, "state": state}, allow_redirects=False
+        )
     assert back.status == 302
     assert "error=access_denied" in back.headers["Location"]
     assert "the+role+pm+is+not+one" in back.headers["Location"]
+    assert "GitLab user alice may not take the role pm" in caplog.text
 
 
 async def test_people_outside_the_allow_list_are_refused(make_gateway: MakeGateway) -> None:
