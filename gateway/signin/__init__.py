@@ -35,8 +35,9 @@ __all__ = ["SIGN_IN", "setup"]
 
 log = logging.getLogger("gateway.signin")
 
-#: How often expired sign-in rows (codes, tokens, sign-ins under way or ended) are deleted.
-PRUNE_SECONDS = 600.0
+#: How often expired sign-in rows (codes, tokens, sign-ins under way or ended) are deleted, and
+#: abandoned sign-ins revoked at GitLab (one query when there is nothing to do).
+PRUNE_SECONDS = 60.0
 
 #: The app's sign-in parts, once its services are open.
 SIGN_IN: web.AppKey[SignIn] = web.AppKey("sign_in")
@@ -94,7 +95,7 @@ def setup(
             while True:
                 await asyncio.sleep(PRUNE_SECONDS)
                 try:
-                    await built.storage.prune()
+                    await built.grants.prune()
                 except Exception as err:  # the database is down: next time
                     log.warning("could not delete expired sign-in rows: %s", err)
 

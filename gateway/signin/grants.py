@@ -250,14 +250,29 @@ class Grants:
     async def revoke_at_gitlab(self, grant_id: str) -> None:
         """Revoke an ended grant's tokens at GitLab (best effort)."""
         row = await self._storage.grant(grant_id)
-        if row is None:
-            return
+        if row is not None:
+            await self._revoke_tokens(row)
+
+    async def _revoke_tokens(self, row: GrantRow) -> None:
         try:
             tokens = self._open(row)
         except SignInEnded:
             return
         await self._gitlab.revoke(tokens.refresh_token)
         await self._gitlab.revoke(tokens.access_token)
+
+    async def prune(self) -> None:
+        """Delete expired sign-in rows, and revoke at GitLab the grants deleted unended: a sign-in
+        whose code was never redeemed (a closed tab, a burnt code, a console sign-in left before
+        its end) or whose tokens all expired. GitLab's refresh tokens never expire, so without
+        this the person's GitLab would list the application as authorized for good.
+
+        Raises:
+            StoreError: the database cannot serve the call.
+        """
+        for row in await self._storage.prune():
+            await self._revoke_tokens(row)
+            log.info("revoked at GitLab the abandoned sign-in of %s", row.gitlab_username)
 
 
 __all__ = ["GitLabUnavailable", "Grants", "SignInEnded", "SignedIn", "StoreError"]

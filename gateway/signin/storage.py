@@ -31,7 +31,11 @@ from gateway.broker.schema import (
 )
 from gateway.signin.pending import CodeRow, PendingStorage
 
-__all__ = ["CodeRow", "GrantRow", "NewTokens", "SignInStorage"]
+__all__ = ["PRUNE_GRACE_SECONDS", "CodeRow", "GrantRow", "NewTokens", "SignInStorage"]
+
+#: How long after its expiry a grant is kept: a code redeemed in its last moment is taken in one
+#: transaction and its tokens stored in the next, and pruning between them must not end it.
+PRUNE_GRACE_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -294,8 +298,14 @@ class SignInStorage(PendingStorage):
             .values(gitlab_tokens=sealed, gitlab_expires=expires)
         )
 
-    async def prune(self) -> None:
-        """Forget what has expired: sign-ins under way, codes, tokens, grants past their refresh."""
+    async def prune(self) -> list[GrantRow]:
+        """Forget what has expired: sign-ins under way, codes, tokens, grants past their refresh.
+
+        A grant is deleted once it expired at least :data:`PRUNE_GRACE_SECONDS` ago and no
+        token of it is left (a code redeemed right at its expiry gets its tokens meanwhile).
+        Returns the deleted grants that were never ended (a code never redeemed, or tokens all
+        expired): their GitLab tokens are still live at GitLab, to be revoked there.
+        """
         now = self._clock()
         async with self._store.write() as q:
             for table in (
@@ -306,4 +316,17 @@ class SignInStorage(PendingStorage):
                 sign_in_agent_tokens,
             ):
                 await q.conn.execute(sa.delete(table).where(table.c.expires <= now))
-            await q.conn.execute(sa.delete(sign_in_grants).where(sign_in_grants.c.expires <= now))
+            grants = sign_in_grants
+            gone = sa.and_(
+                grants.c.expires <= now - PRUNE_GRACE_SECONDS,
+                *(
+                    ~sa.exists().where(table.c.grant_id == grants.c.id)
+                    for table in (sign_in_access_tokens, sign_in_refresh_tokens, sign_in_agent_tokens)
+                ),
+            )
+            abandoned = [
+                _grant(row)
+                for row in await q.conn.execute(sa.select(grants).where(gone, grants.c.revoked.is_(None)))
+            ]
+            await q.conn.execute(sa.delete(grants).where(gone))
+        return abandoned
