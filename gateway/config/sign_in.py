@@ -165,6 +165,18 @@ class SignInSettings(_Section):
         return f"{self.issuer}/mcp"
 
     @property
+    def public_hosts(self) -> tuple[str, ...]:
+        """The ``Host`` clients send to ``public_url`` (``name`` or ``name:port``), when sign-in is
+        on: the gateway answers to it without a ``server.allowed_hosts`` entry, since the metadata
+        sends every signed-in client there."""
+        if not self.enabled or self.public_url is None:
+            return ()
+        parts = urlsplit(self.public_url)
+        name = parts.hostname or ""
+        name = f"[{name}]" if ":" in name else name
+        return (name if parts.port is None else f"{name}:{parts.port}",)
+
+    @property
     def offered_roles(self) -> tuple[str, ...]:
         """Every role the mapping gives anyone, in the mapping's order (the consent page's choice)."""
         return tuple(dict.fromkeys(role for roles in self.roles.values() for role in roles))

@@ -70,6 +70,7 @@ class ConsoleAuth:
     Args:
         console: the ``console`` settings (tokens, session length).
         server: the ``server`` settings (the Origin/Host rules of ``/mcp``).
+        also_hosts: further names the gateway answers to (``sign_in.public_url``'s host).
     """
 
     def __init__(
@@ -77,6 +78,7 @@ class ConsoleAuth:
         console: ConsoleSettings,
         server: ServerSettings,
         external: tuple[str, bytes] | None = None,
+        also_hosts: tuple[str, ...] = (),
     ) -> None:
         self._tokens: dict[Role, bytes] = {}
         self._via, self._external = (external[0].lower(), external[1]) if external else ("", b"")
@@ -86,7 +88,7 @@ class ConsoleAuth:
         if console.viewer_token is not None:
             self._tokens["viewer"] = console.viewer_token.get_secret_value().encode()
         self._seconds = console.session_hours * 3600
-        self._guard = OriginHostGuard(server)
+        self._guard = OriginHostGuard(server, also_hosts)
         self._origins = {o.strip().lower().rstrip("/") for o in server.allowed_origins}
 
     def _key(self, role: Role, via: str | None = None) -> bytes:

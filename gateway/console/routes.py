@@ -132,7 +132,10 @@ class ConsoleRoutes:
         self._gitlab = gitlab
         self.external = external
         self.auth = ConsoleAuth(
-            settings.console, settings.server, None if external is None else (external.name, external.secret)
+            settings.console,
+            settings.server,
+            None if external is None else (external.name, external.secret),
+            settings.sign_in.public_hosts,
         )
         self._renderer = Renderer(settings.console)
         self._budget = SignInBudget(

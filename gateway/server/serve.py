@@ -225,13 +225,16 @@ def _log_what_needs_care(settings: Settings) -> None:
     """The start-up lines after the first: where the console is, and an anonymous GitLab."""
     server = settings.server
     if settings.console.enabled:
+        console = settings.console
         roles = " and ".join(
             role
-            for role, token in (
-                ("operators", settings.console.operator_token),
-                ("viewers", settings.console.viewer_token),
+            for role, given in (
+                ("operators", console.operator_token is not None),
+                ("viewers", console.viewer_token is not None),
+                ("GitLab operators", bool(console.operators)),
+                ("GitLab viewers", bool(console.viewers)),
             )
-            if token is not None
+            if given
         )
         log.info("broker console on for %s at http://%s:%s/broker", roles, server.host, server.port)
     if settings.sign_in.enabled:

@@ -21,7 +21,7 @@ from aiohttp import web
 
 from gateway.observability.metrics import METRICS
 from gateway.signin.metadata import AS_PATH, PRM_PATH, authorization_server, protected_resource
-from gateway.signin.responses import json_answer
+from gateway.signin.responses import cross_origin, json_answer, preflight
 
 if TYPE_CHECKING:
     import httpx
@@ -122,20 +122,23 @@ def setup(
     resource, server = protected_resource(config), authorization_server(config)
 
     async def resource_metadata(request: web.Request) -> web.Response:
-        return json_answer(resource, headers={"Access-Control-Allow-Origin": "*"})
+        return json_answer(resource)
 
     async def server_metadata(request: web.Request) -> web.Response:
-        return json_answer(server, headers={"Access-Control-Allow-Origin": "*"})
+        return json_answer(server)
 
-    app.router.add_get(PRM_PATH, resource_metadata)
-    app.router.add_get(f"{PRM_PATH}/mcp", resource_metadata)
-    app.router.add_get(AS_PATH, server_metadata)
-    app.router.add_post("/oauth/register", bound(registration.register))
+    app.router.add_get(PRM_PATH, cross_origin(resource_metadata))
+    app.router.add_get(f"{PRM_PATH}/mcp", cross_origin(resource_metadata))
+    app.router.add_get(AS_PATH, cross_origin(server_metadata))
+    app.router.add_post("/oauth/register", cross_origin(bound(registration.register)))
     app.router.add_get("/oauth/authorize", bound(consent.authorize_page))
     app.router.add_post("/oauth/authorize", bound(consent.authorize_decision))
     app.router.add_get("/oauth/gitlab/callback", bound(consent.gitlab_callback))
-    app.router.add_post("/oauth/token", bound(tokens.token))
-    app.router.add_post("/oauth/revoke", bound(tokens.revoke))
+    app.router.add_post("/oauth/token", cross_origin(bound(tokens.token)))
+    app.router.add_post("/oauth/revoke", cross_origin(bound(tokens.revoke)))
+    # Browser-based clients (the MCP Inspector's web page) call these from their own origin.
+    for path in (PRM_PATH, f"{PRM_PATH}/mcp", AS_PATH, "/oauth/register", "/oauth/token", "/oauth/revoke"):
+        app.router.add_route("OPTIONS", path, preflight)
     app.router.add_post("/oauth/sign-out", bound(tokens.sign_out_everywhere))
     app.router.add_get(account.PATH, bound(account.page))
     app.router.add_post(account.PATH, bound(account.act))

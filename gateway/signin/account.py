@@ -178,7 +178,10 @@ async def act(request: web.Request, sign_in: SignIn) -> web.Response:
     action = form.get("action")
     agents = sign_in.agents
     if action == "revoke":
-        await agents.revoke(who.gitlab_user_id, str(form.get("token") or ""))
+        token_id = str(form.get("token") or "")
+        if await agents.revoke(who.gitlab_user_id, token_id):
+            # The id, never the token: the row holds only the token's hash.
+            log.info("GitLab user %s revoked agent token %s", who.gitlab_username, token_id)
         sign_in.grants.forget()
         return web.Response(status=303, headers={"Location": PATH, **NO_STORE})
     if action == "sign-out":

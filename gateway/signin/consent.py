@@ -313,6 +313,20 @@ async def gitlab_callback(request: web.Request, sign_in: SignIn) -> web.Response
             tokens.access_token, with_groups=bool(config.allowed_groups or config.roles)
         )
     except GitLabRefused as err:
+        if err.error == "invalid_client":
+            # Every sign-in fails the same way until the operator fixes the settings: retrying
+            # does not help the person, and the log must point at the settings to check.
+            log.warning(
+                "sign-in through GitLab failed: %s; check sign_in.gitlab_client_id and "
+                "sign_in.gitlab_client_secret (GATEWAY_SIGN_IN__GITLAB_CLIENT_SECRET) against the "
+                "GitLab application's id and secret",
+                err,
+            )
+            return refuse(
+                "server_error",
+                "the gateway's GitLab application is misconfigured (GitLab refused its id or secret); "
+                "tell the gateway's operator",
+            )
         log.warning("sign-in through GitLab failed: %s", err)
         return refuse("server_error", "GitLab did not complete the sign-in; try again")
     if not _allowed(sign_in, user):
@@ -323,6 +337,11 @@ async def gitlab_callback(request: web.Request, sign_in: SignIn) -> web.Response
         sign_in.count("refused")
         return refuse("access_denied", f"GitLab user {user.username} may not use this gateway")
     if row.role is not None and row.role not in _roles_of(sign_in, user):
+        log.info(
+            "GitLab user %s may not take the role %s (sign_in.roles); sign-in refused",
+            user.username,
+            row.role,
+        )
         await sign_in.gitlab.revoke(tokens.access_token)
         sign_in.count("refused")
         return refuse("access_denied", f"the role {row.role} is not one the operator gave {user.username}")

@@ -1,14 +1,45 @@
-"""How the sign-in endpoints answer: OAuth errors as JSON (RFC 6749 §5.2), never cached, and the
-redirect back to a client with ``iss`` (RFC 9207)."""
+"""How the sign-in endpoints answer: OAuth errors as JSON (RFC 6749 §5.2), never cached, the
+redirect back to a client with ``iss`` (RFC 9207), and CORS for the endpoints browser-based
+clients call from another origin."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from aiohttp import web
 
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+#: Any origin, without credentials: the metadata, registration, token and revocation endpoints
+#: use no cookies (a client authenticates with its own id, secret or bearer), so a page elsewhere
+#: learns nothing a non-browser client could not. The consent and account pages and the console
+#: use cookies and never get it.
+CORS = {"Access-Control-Allow-Origin": "*"}
+_PREFLIGHT = {
+    **CORS,
+    "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
+    "Access-Control-Allow-Headers": "Authorization, Content-Type, MCP-Protocol-Version",
+    "Access-Control-Max-Age": "86400",
+}
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def cross_origin(handler: Handler) -> Handler:
+    """``handler`` with ``Access-Control-Allow-Origin: *`` on its answers."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        response = await handler(request)
+        response.headers.update(CORS)
+        return response
+
+    return handle
+
+
+async def preflight(request: web.Request) -> web.Response:
+    """``OPTIONS``: a browser's CORS preflight of a cross-origin endpoint."""
+    return web.Response(status=204, headers=_PREFLIGHT)
 
 
 def json_answer(

@@ -26,9 +26,13 @@ def is_anonymous(credential: Credential | None) -> bool:
 
 def and_token_can(credential: Credential | None, what: str) -> str:
     """The end of a not-found message's "Check ..." sentence: `` and that your GitLab token can
-    {what}.``, or, for an anonymous caller, ``.`` and :data:`ANONYMOUS_READS`."""
+    {what}.``; for a person signed in through GitLab (who holds no GitLab token of their own),
+    `` and that the GitLab account you signed in with can {what}.``; for an anonymous caller,
+    ``.`` and :data:`ANONYMOUS_READS`."""
     if is_anonymous(credential):
         return f". {ANONYMOUS_READS}"
+    if credential is not None and credential.renew is not None:
+        return f" and that the GitLab account you signed in with can {what}."
     return f" and that your GitLab token can {what}."
 
 

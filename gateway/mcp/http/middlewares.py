@@ -192,7 +192,7 @@ def _record(
 
 def origin_host_middleware(settings: Settings) -> Middleware:
     """403 for an ``Origin`` or ``Host`` this gateway does not answer to."""
-    guard = OriginHostGuard(settings.server)
+    guard = OriginHostGuard(settings.server, settings.sign_in.public_hosts)
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:

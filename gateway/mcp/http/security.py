@@ -11,6 +11,8 @@ Rules (MCP 2025-11-25 basic/transports#security-warning; conformance ``dns-rebin
   address without ``allowed_hosts`` (a container behind a service name) accepts any ``Host``: such
   a gateway must authenticate its callers anyway (``gateway.config`` refuses to start otherwise
   with a service token), and a rebinding page cannot present their secrets.
+- With sign-in on, the host of ``sign_in.public_url`` is a name of the gateway too: the OAuth
+  metadata sends every signed-in client there.
 - A missing header passes: browsers, the only carriers of a rebinding attack, always send
   ``Host``, and send ``Origin`` on every cross-origin POST.
 """
@@ -79,10 +81,12 @@ def _normalise_origin(origin: str) -> str:
 class OriginHostGuard:
     """Decides whether a request's ``Host`` and ``Origin`` headers are acceptable.
 
-    Built once per app from ``server`` settings.
+    Built once per app from ``server`` settings; ``also_hosts`` are names the gateway answers
+    to besides ``server.allowed_hosts`` (``sign_in.public_url``'s), allowed without turning the
+    ``Host`` check on where it is off.
     """
 
-    def __init__(self, server: ServerSettings) -> None:
+    def __init__(self, server: ServerSettings, also_hosts: Iterable[str] = ()) -> None:
         bind, _ = split_host(server.host)
         self._bind = None if server.host.strip() in _WILDCARD_BINDS else bind
         self.checks_host = is_loopback(server.host) or bool(server.allowed_hosts)
@@ -91,6 +95,7 @@ class OriginHostGuard:
         if self._bind:
             self._names.add(self._bind)
         self._add_hosts(server.allowed_hosts)
+        self._add_hosts(also_hosts)
         self._origins = {_normalise_origin(o) for o in server.allowed_origins}
 
     def _add_hosts(self, hosts: Iterable[str]) -> None:

@@ -60,6 +60,8 @@ class FakeGitLab:
     api_requests: list[httpx.Request] = field(default_factory=list)
     revoked: list[str] = field(default_factory=list)
     token_requests: int = 0
+    #: The GitLab application's secret; a token request with another is ``invalid_client``.
+    client_secret: str = "gitlab-app-secret"
 
     def approve(self, authorize_url: str) -> tuple[str, str]:
         """The person approves at GitLab: (code, state) to bring back to the gateway."""
@@ -95,7 +97,10 @@ class FakeGitLab:
         if path == "/oauth/token":
             self.token_requests += 1
             form = {k: v[0] for k, v in parse_qs(request.content.decode()).items()}
-            assert form["client_secret"] == "gitlab-app-secret"
+            if form["client_secret"] != self.client_secret:
+                return httpx.Response(
+                    401, json={"error": "invalid_client", "error_description": "Client authentication failed"}
+                )
             bad = httpx.Response(
                 400,
                 json={

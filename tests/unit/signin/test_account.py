@@ -3,8 +3,11 @@ lists and revokes them, and signs out everywhere."""
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
+
+import pytest
 
 from tests.unit.signin.conftest import PUBLIC, Gateway, MakeGateway, whoami
 
@@ -32,7 +35,9 @@ async def post(gw: Gateway, **form: Any) -> Any:
     return await gw.http.post("/oauth/account", data=form, headers={"Origin": PUBLIC}, allow_redirects=False)
 
 
-async def test_a_person_mints_uses_and_revokes_an_agent_token(make_gateway: MakeGateway) -> None:
+async def test_a_person_mints_uses_and_revokes_an_agent_token(
+    make_gateway: MakeGateway, caplog: pytest.LogCaptureFixture
+) -> None:
     gw = await make_gateway(sign_in={"roles": {"team": ["dev"]}})
     before = await (await gw.http.get("/oauth/account")).text()
     assert "Sign in with GitLab" in before
@@ -56,8 +61,10 @@ async def test_a_person_mints_uses_and_revokes_an_agent_token(make_gateway: Make
     assert (await whoami(gw, session)).status == 401
     token_id = re.search(r'name="token" value="([0-9a-f]+)"', text)
     assert token_id
-    revoked = await post(gw, csrf=csrf, action="revoke", token=token_id.group(1))
+    with caplog.at_level(logging.INFO, logger="gateway"):
+        revoked = await post(gw, csrf=csrf, action="revoke", token=token_id.group(1))
     assert revoked.status == 303
+    assert f"GitLab user alice revoked agent token {token_id.group(1)}" in caplog.text
     assert (await whoami(gw, token.group(1))).status == 401
     assert "ci bot" not in await (await gw.http.get("/oauth/account")).text()
 

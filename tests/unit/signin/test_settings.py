@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from gateway.config import Settings
+from gateway.mcp.http.security import OriginHostGuard
 from tests.unit.signin.conftest import sign_in_settings
 
 
@@ -68,3 +69,16 @@ def test_role_access_names_broker_roles_and_a_burst_needs_a_rate() -> None:
     assert "sign_in.role_access.dev sets burst but no calls_per_second" in text
     text = error_of(sign_in=sign_in_settings(role_access={"dev": {"toolsets": ["nope"]}}))
     assert "unknown toolset 'nope'" in text
+
+
+def test_the_public_url_host_is_a_name_of_the_gateway() -> None:
+    settings = Settings(
+        server={"host": "127.0.0.1"}, sign_in=sign_in_settings(public_url="https://mcp.example.com")
+    )
+    guard = OriginHostGuard(settings.server, settings.sign_in.public_hosts)
+    assert guard.check("mcp.example.com", None) is None
+    assert guard.check("mcp.example.com:443", None) is None
+    assert guard.check("other.example.com", None) is not None
+    on_port = Settings(sign_in=sign_in_settings(public_url="https://mcp.example.com:8443")).sign_in
+    assert on_port.public_hosts == ("mcp.example.com:8443",)
+    assert Settings().sign_in.public_hosts == ()

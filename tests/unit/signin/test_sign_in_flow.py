@@ -3,7 +3,9 @@ consent, GitLab, the gateway's tokens, and tool calls as the signed-in GitLab us
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+from urllib.parse import unquote_plus
 
 import pytest
 import sqlalchemy as sa
@@ -105,7 +107,9 @@ async def test_a_signed_in_person_calls_tools_as_their_gitlab_user(
     assert not any(secret in caplog.text for secret in secrets)  # nor does any log line
 
 
-async def test_the_role_must_be_one_the_operator_gave(make_gateway: MakeGateway) -> None:
+async def test_the_role_must_be_one_the_operator_gave(
+    make_gateway: MakeGateway, caplog: pytest.LogCaptureFixture
+) -> None:
     gw = await make_gateway(sign_in={"roles": {"bob": ["pm"], "team": ["dev"]}})
     client = await register(gw)
     page = await consent_page(gw, client["client_id"], "v" * 43)
@@ -119,12 +123,14 @@ async def test_the_role_must_be_one_the_operator_gave(make_gateway: MakeGateway)
         allow_redirects=False,
     )
     code, state = gw.gitlab.approve(to_gitlab.headers["Location"])
-    back = await gw.http.get(
-        "/oauth/gitlab/callback", params={"code": code, "state": state}, allow_redirects=False
-    )
+    with caplog.at_level(logging.INFO, logger="gateway"):
+        back = await gw.http.get(
+            "/oauth/gitlab/callback", params={"code": code, "state": state}, allow_redirects=False
+        )
     assert back.status == 302
     assert "error=access_denied" in back.headers["Location"]
     assert "the+role+pm+is+not+one" in back.headers["Location"]
+    assert "GitLab user alice may not take the role pm" in caplog.text
 
 
 async def test_people_outside_the_allow_list_are_refused(make_gateway: MakeGateway) -> None:
@@ -236,3 +242,17 @@ async def test_rate_limits_count_per_gitlab_user(make_gateway: MakeGateway) -> N
     bob = await sign_in(gw)
     assert second["result"] != (await response_message(await whoami(gw, bob.access_token)))["result"]
     assert gw.probe.contexts[-1].call.caller.rate_limit_key == "gitlab-user:8"
+
+
+async def test_a_wrong_gitlab_client_secret_names_the_settings_to_check(
+    make_gateway: MakeGateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    gw = await make_gateway(gitlab=FakeGitLab(client_secret="the-secret-gitlab-really-holds"))
+    client = await register(gw)
+    with caplog.at_level(logging.WARNING, logger="gateway"):
+        back = await through_gitlab(gw, client["client_id"], "v" * 43)
+    location = unquote_plus(back.headers["Location"])
+    assert "error=server_error" in location and "code=" not in location
+    assert "GitLab application is misconfigured" in location and "tell the gateway's operator" in location
+    assert "try again" not in location
+    assert "GATEWAY_SIGN_IN__GITLAB_CLIENT_SECRET" in caplog.text and "invalid_client" in caplog.text

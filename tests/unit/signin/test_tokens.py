@@ -243,3 +243,43 @@ async def test_sign_out_everywhere_ends_every_sign_in_on_every_replica(
     assert (await refresh(two, agent)).status == 400
     again = await one.http.post("/oauth/sign-out", headers={"Authorization": f"Bearer {laptop.access_token}"})
     assert again.status == 401
+
+
+async def test_browser_clients_may_call_the_oauth_endpoints_cross_origin(make_gateway: MakeGateway) -> None:
+    gw = await make_gateway()
+    page = {"Origin": "http://localhost:6274"}  # a browser-based client's own page
+    for path in (
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-authorization-server",
+        "/oauth/register",
+        "/oauth/token",
+        "/oauth/revoke",
+    ):
+        asked = await gw.http.options(
+            path,
+            headers={
+                **page,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "content-type",
+            },
+        )
+        assert asked.status == 204, path
+        assert asked.headers["Access-Control-Allow-Origin"] == "*"
+        assert "POST" in asked.headers["Access-Control-Allow-Methods"]
+        assert "Access-Control-Allow-Credentials" not in asked.headers
+    registered = await gw.http.post(
+        "/oauth/register",
+        json={"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"},
+        headers=page,
+    )
+    assert registered.status == 201 and registered.headers["Access-Control-Allow-Origin"] == "*"
+    refused = await gw.http.post(
+        "/oauth/token",
+        data={"grant_type": "refresh_token", "refresh_token": "x", "client_id": "gw-gone"},
+        headers=page,
+    )
+    assert refused.status == 401 and refused.headers["Access-Control-Allow-Origin"] == "*"
+    # The consent page and the account page use cookies: same origin only.
+    for path in ("/oauth/authorize", "/oauth/account"):
+        assert "Access-Control-Allow-Origin" not in (await gw.http.get(path, headers=page)).headers
+        assert (await gw.http.options(path, headers=page)).status == 405
