@@ -16,6 +16,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
+from gateway import __version__
 from gateway.__main__ import main
 from gateway.broker import migrate
 from gateway.broker.database import application_name, engine_url
@@ -203,9 +204,9 @@ def test_upgrade_beside_older_replicas_is_refused(
     # This version's replicas use it now: rolling back under them is refused too.
     other_session.append(psycopg.connect(broker_database, application_name=application_name("gateway")))
     code, _, err = run(capsys, "database", "downgrade", "--yes")
-    assert code == 1 and f"gitlab-mcp-gateway 0.2.0 schema {HEAD}" in err and "scale to 0" in err
+    assert code == 1 and f"gitlab-mcp-gateway {__version__} schema {HEAD}" in err and "scale to 0" in err
     code, out, _ = run(capsys, "database", "status")
-    assert "in use by: 1 connection of gitlab-mcp-gateway 0.2.0 schema" in out
+    assert f"1 connection of gitlab-mcp-gateway {__version__} schema {HEAD}" in out
     assert revision(url) == HEAD
 
 
