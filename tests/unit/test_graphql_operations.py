@@ -16,7 +16,15 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from graphql import GraphQLSchema, OperationDefinitionNode, build_schema, parse, validate
+from graphql import (
+    FragmentDefinitionNode,
+    GraphQLSchema,
+    OperationDefinitionNode,
+    build_schema,
+    parse,
+    print_ast,
+    validate,
+)
 
 from gateway.gitlab.operation_loader import OPERATIONS_DIR, load_operation, operation_name, snake_case
 from tests.conftest import EXTRA_SCHEMA_ENV, GITLAB_SCHEMA, REPO
@@ -103,3 +111,16 @@ def test_every_operation_is_named_and_sent_whole_by_its_name(path: Path) -> None
 def test_operation_names_are_unique() -> None:
     names = Counter(op.name.value for path in DOCUMENTS for op in _operations(path) if op.name)
     assert [name for name, count in names.items() if count > 1] == []
+
+
+def test_a_fragment_copied_into_several_documents_is_the_same_everywhere() -> None:
+    # Each document carries its own copy of the fragments it spreads (one document's field that a
+    # GitLab lacks fails no other); the copies must not drift, or one save_pipeline action would
+    # answer with other fields than the rest.
+    copies: dict[str, set[str]] = {}
+    for path in DOCUMENTS:
+        for definition in parse(path.read_text()).definitions:
+            if isinstance(definition, FragmentDefinitionNode):
+                copies.setdefault(definition.name.value, set()).add(print_ast(definition))
+    assert copies, "no fragment found: the documents changed, and so must this test"
+    assert {name: len(texts) for name, texts in copies.items() if len(texts) > 1} == {}
